@@ -1,0 +1,33 @@
+# The two commands a new user needs are `make run` and `make test`.
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+BENCH_RUNS    ?= 5
+BENCH_RECORDS ?= 3000000
+
+.PHONY: run build test lint bench clean
+
+## run: build and run conduit with ./conduit.yml and the example pipelines (Badger state in ./conduit.db)
+run: build
+	./bin/conduit run
+
+## build: build bin/conduit
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/conduit ./cmd/conduit
+
+## test: all tests with the race detector
+test:
+	$(GO) test -race -count=1 ./...
+
+## lint: gofmt check and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: Go benchmarks of the hot path, then the end-to-end throughput benchmark
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./pkg/record/ ./pkg/connector/ ./pkg/pipeline/
+	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS)
+
+clean:
+	rm -rf bin conduit.db example.out

@@ -1,0 +1,18 @@
+// Command conduit runs data pipelines and keeps them alive. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if err := newRootCommand(os.Stdout, os.Stderr).ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "conduit: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/conduit"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/logging"
+)
+
+func newRunCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "run",
+		Short: "Run the pipelines in pipelines.path until interrupted",
+		Long: `Run loads conduit.yml and the pipeline files and runs the pipelines.
+
+The first SIGINT or SIGTERM (Ctrl-C) stops them gracefully: sources stop
+reading, in-flight records are written and acknowledged, positions are saved.
+A second signal, or pipelines.graceful-stop-timeout, forces the stop.`,
+		Args: cobra.NoArgs,
+		RunE: runCommand,
+	}
+}
+
+func runCommand(cmd *cobra.Command, _ []string) error {
+	cfg, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), LookupEnv: os.LookupEnv})
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	if cfg.ConfigPath != "" {
+		log.Info("configuration loaded", zap.String("config.path", cfg.ConfigPath))
+	}
+
+	ctx, stop := context.WithCancel(cmd.Context())
+	defer stop()
+	force := make(chan struct{})
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go func() {
+		// The first signal asks for a graceful stop, the second forces it.
+		select {
+		case <-signals:
+			stop()
+		case <-runDone:
+			return
+		}
+		select {
+		case <-signals:
+			close(force)
+		case <-runDone:
+		}
+	}()
+
+	rt, err := conduit.New(ctx, cfg, log, conduit.Options{})
+	if err != nil {
+		return err
+	}
+	if err := rt.Run(ctx, force); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return nil
+}

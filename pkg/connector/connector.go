@@ -1,0 +1,73 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// Source produces records in an order it can resume from.
+//
+// The engine calls Open once, then Read and Ack from two different
+// goroutines (reads and acks overlap), then Teardown once after both stopped.
+type Source interface {
+	// Open prepares the source to produce the records that follow pos. A nil
+	// pos means "from the beginning".
+	Open(ctx context.Context, pos record.Position) error
+	// Read fills batch[:n] with the next records and returns n >= 1. It blocks
+	// until at least one record is ready. It returns ctx.Err() once ctx is
+	// done, which the engine treats as "stop reading", not as a fault. Records
+	// must be fully owned by the engine once returned (no aliasing of buffers
+	// the source reuses later); their fields in batch may be overwritten.
+	Read(ctx context.Context, batch []record.Record) (int, error)
+	// Ack confirms that every destination accepted the records at positions,
+	// in read order. The slice is only valid during the call.
+	Ack(ctx context.Context, positions []record.Position) error
+	// Teardown releases resources. It is called even when Open failed.
+	Teardown(ctx context.Context) error
+}
+
+// Destination writes records.
+type Destination interface {
+	// Open prepares the destination for writing.
+	Open(ctx context.Context) error
+	// Write writes records in order and returns how many were written. When
+	// it returns an error, batch[:n] were written and batch[n] failed; the
+	// records after it were not attempted. The destination must not keep a
+	// reference to batch or its records after Write returns.
+	Write(ctx context.Context, batch []record.Record) (int, error)
+	// Teardown flushes and releases resources. It is called even when Open
+	// failed.
+	Teardown(ctx context.Context) error
+}
+
+// Config is what a connector is built from.
+type Config struct {
+	PipelineID  string
+	ConnectorID string
+	// Settings are the connector's `settings` from the pipeline file, every
+	// value as text (YAML numbers and booleans are turned into their text).
+	Settings map[string]string
+	// Logger already carries pipeline_id and connector_id.
+	Logger *zap.Logger
+}
+
+// SettingError says which setting of a connector is wrong. Callers above add
+// the pipeline, the connector and the file.
+type SettingError struct {
+	Setting string
+	Err     error
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("setting %q: %v", e.Setting, e.Err)
+}
+
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// ErrUnknownPlugin is returned by the registry for a plugin it does not know.
+var ErrUnknownPlugin = errors.New("unknown plugin")

@@ -1,0 +1,50 @@
+// Package logging builds the process logger from `log.level` and
+// `log.format`: zap's JSON encoder for machines, a console encoder for
+// people. Every logger about a pipeline carries the field pipeline_id (the
+// engine and the runtime add it); this package only builds the root.
+package logging
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Formats accepted by New.
+const (
+	FormatCLI  = "cli"
+	FormatJSON = "json"
+)
+
+// New returns a logger writing to w (os.Stderr when nil) at level in format.
+func New(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	if w == nil {
+		w = os.Stderr
+	}
+	var enc zapcore.Encoder
+	switch format {
+	case FormatJSON:
+		cfg := zap.NewProductionEncoderConfig()
+		cfg.TimeKey = "time"
+		cfg.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+		enc = zapcore.NewJSONEncoder(cfg)
+	case FormatCLI:
+		cfg := zap.NewDevelopmentEncoderConfig()
+		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		cfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		cfg.CallerKey = ""
+		cfg.StacktraceKey = ""
+		enc = zapcore.NewConsoleEncoder(cfg)
+	default:
+		return nil, fmt.Errorf("log.format: unknown format %q (want %s or %s)", format, FormatCLI, FormatJSON)
+	}
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core), nil
+}

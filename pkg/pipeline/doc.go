@@ -1,0 +1,35 @@
+// Package pipeline is the engine that moves records from one source through
+// to every destination and acknowledges them back to the source.
+//
+// One run of a pipeline is an Engine. Its stages are goroutines joined by
+// bounded channels, and what travels between them is a batch, never a single
+// record:
+//
+//	           free batches (bounded pool: backpressure and a memory bound)
+//	   ┌──────────────────────────────────────────────────────────────┐
+//	   v                                                              │
+//	reader ──> [processors] ──┬──> destination 1 ──┐                  │
+//	(source.Read)             ├──> destination 2 ──┼──> acker ──> back to pool
+//	                          └──> inflight (read order) ──┘   │
+//	                                                           v
+//	                                                      persister (position)
+//
+// Invariants:
+//   - Acknowledgements reach the source in read order: every stage handles
+//     batches first-in first-out and the acker walks the inflight queue in
+//     the order the reader produced it.
+//   - A batch is acknowledged only after every destination wrote it.
+//   - The position the source resumes from is persisted only after the
+//     source acknowledgement returned. The persister coalesces: while one
+//     synced write is under way later acks only replace the position to
+//     write next, so a busy pipeline does one durable write per write
+//     latency, not one per batch.
+//   - Stop is graceful: the reader stops reading, in-flight batches drain,
+//     are acknowledged and the last position is persisted, and Run returns
+//     nil. Cancelling Run's context is a force stop: every stage returns at
+//     once and in-flight records are dropped (they are re-read after the
+//     next start, because their positions were never persisted).
+//
+// The engine does not retry. A run ends with nil (graceful stop) or an error
+// naming the stage; deciding what to do about it is the supervisor's job.
+package pipeline

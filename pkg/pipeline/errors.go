@@ -1,0 +1,45 @@
+package pipeline
+
+import "fmt"
+
+// Kind says what part of a pipeline a stage runs.
+type Kind int
+
+// Stage kinds.
+const (
+	KindSource Kind = iota + 1
+	KindDestination
+	KindProcessor
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindSource:
+		return "source"
+	case KindDestination:
+		return "destination"
+	case KindProcessor:
+		return "processor"
+	default:
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+}
+
+// StageError is how a run ends when a connector or processor fails: it names
+// the component so the supervisor and the user see where the error came
+// from. Err is the component's error unchanged, so classification by
+// errors.As still finds whatever the component attached to it.
+type StageError struct {
+	Kind Kind
+	// ID is the connector or processor id from the pipeline file.
+	ID string
+	// Op is what the engine was doing: open, read, write, ack, teardown...
+	Op  string
+	Err error
+}
+
+func (e *StageError) Error() string {
+	return fmt.Sprintf("%s %q: %s: %v", e.Kind, e.ID, e.Op, e.Err)
+}
+
+func (e *StageError) Unwrap() error { return e.Err }

@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// persister writes the newest acknowledged position durably, coalescing: the
+// acker offers a position after every acknowledgement without waiting, and
+// the persister saves whatever is newest each time the previous write has
+// finished. One synced write then covers every batch acknowledged while it
+// was under way (group commit), and the acker never waits for the disk.
+type persister struct {
+	positions   Positions
+	pipelineID  string
+	connectorID string
+	stats       *Stats
+
+	mu      sync.Mutex
+	pending record.Position // newest offered, not yet saved; nil when none
+	spare   record.Position // buffer recycled between pending and saving
+	closed  bool
+	wake    chan struct{} // capacity 1: "there is something to do"
+}
+
+func newPersister(p Positions, pipelineID, connectorID string, stats *Stats) *persister {
+	return &persister{
+		positions:   p,
+		pipelineID:  pipelineID,
+		connectorID: connectorID,
+		stats:       stats,
+		wake:        make(chan struct{}, 1),
+	}
+}
+
+// offer records pos as the newest acknowledged position. It copies pos, so
+// the caller may reuse the slice.
+func (p *persister) offer(pos record.Position) {
+	p.mu.Lock()
+	if p.pending == nil {
+		p.pending = append(p.spare[:0], pos...)
+		p.spare = nil
+	} else {
+		p.pending = append(p.pending[:0], pos...)
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// close tells run to save what is pending and return. The acker calls it
+// when it stops, whatever the reason.
+func (p *persister) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *persister) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run saves offered positions until close. A failed save ends it with the
+// error, which ends the run: a pipeline that cannot record its progress must
+// not keep going as if it could.
+func (p *persister) run(ctx context.Context) error {
+	var saving record.Position
+	for range p.wake {
+		p.mu.Lock()
+		saving, p.pending, p.spare = p.pending, nil, saving
+		closed := p.closed
+		p.mu.Unlock()
+		if saving != nil {
+			if err := p.positions.Save(ctx, p.pipelineID, p.connectorID, saving); err != nil {
+				return &StageError{Kind: KindSource, ID: p.connectorID, Op: "save position", Err: err}
+			}
+			p.stats.PositionsSaved.Add(1)
+		}
+		if closed {
+			// The acker calls close after its last offer, so what was just
+			// saved is the last position of the run.
+			return nil
+		}
+	}
+	return nil
+}

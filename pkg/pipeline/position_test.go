@@ -1,0 +1,87 @@
+package pipeline
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// TestPositionFormatGolden pins the persisted position format: a change that
+// makes this fail makes every existing database unreadable.
+func TestPositionFormatGolden(t *testing.T) {
+	golden := filepath.Join("testdata", "position.golden.json")
+	savedAt := time.Date(2026, 11, 20, 12, 30, 0, 0, time.UTC)
+	encoded, err := encodePosition(record.Position("offset:4096"), savedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateGolden {
+		if err := os.WriteFile(golden, append(encoded, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("read golden file (run with -update to create it): %v", err)
+	}
+	if string(encoded)+"\n" != string(want) {
+		t.Fatalf("encoded position changed:\n got %s\nwant %s", encoded, want)
+	}
+	pos, err := decodePosition(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(pos) != "offset:4096" {
+		t.Fatalf("decoded %q from the golden file", pos)
+	}
+}
+
+func TestPositionStoreRoundTripAndErrors(t *testing.T) {
+	ctx := context.Background()
+	db := store.NewInMemory()
+	ps := NewPositionStore(db, nil)
+
+	pos, err := ps.Load(ctx, "p", "src")
+	if err != nil || pos != nil {
+		t.Fatalf("Load of a fresh pipeline = %q, %v; want nil, nil", pos, err)
+	}
+	if err := ps.Save(ctx, "p", "src", record.Position("42")); err != nil {
+		t.Fatal(err)
+	}
+	if pos, err = ps.Load(ctx, "p", "src"); err != nil || string(pos) != "42" {
+		t.Fatalf("Load = %q, %v; want 42", pos, err)
+	}
+	if pos, _ = ps.Load(ctx, "p", "other"); pos != nil {
+		t.Fatalf("another connector's position leaked: %q", pos)
+	}
+
+	tests := []struct {
+		name, value, wantErr string
+	}{
+		{name: "not json", value: "garbage", wantErr: "corrupt"},
+		{name: "future version", value: `{"version":9,"position":"NDI="}`, wantErr: "format version 9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := db.Set(ctx, positionKey("p", "bad"), []byte(tt.value)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ps.Load(ctx, "p", "bad")
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "p/bad") {
+				t.Fatalf("got %v, want an error naming p/bad and %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+
+

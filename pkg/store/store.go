@@ -1,0 +1,98 @@
+// Package store is the small key-value interface the runtime keeps its state
+// in, with two implementations: Badger (the embedded default, durable) and an
+// in-memory map (tests, `db.type: inmemory`).
+//
+// Badger's types and errors never leave this package.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned by Get for a key that is not there.
+var ErrNotFound = errors.New("key not found")
+
+// ErrInUse is returned by Open when another process holds the database.
+var ErrInUse = errors.New("database is in use by another conduit process")
+
+// ErrClosed is returned by every operation on a store after Close, so that a
+// late caller during shutdown gets an answer instead of touching freed files.
+var ErrClosed = errors.New("store is closed")
+
+// ErrTxnTooBig is returned by Txn.Set and Txn.Delete (and then by Update,
+// if fn passes it on) when one transaction grows beyond what the store can
+// commit atomically. The in-memory store has no such limit.
+var ErrTxnTooBig = errors.New("transaction too large for one atomic write; split it into several Updates")
+
+// errEmptyKey is returned for an empty key. Badger rejects empty keys, and
+// the in-memory store does the same so tests catch it before production does.
+var errEmptyKey = errors.New("key must not be empty")
+
+// Store is a durable, ordered key-value store. Every write that returns nil is
+// durable (synced) for the Badger implementation.
+type Store interface {
+	// Get returns a copy of the value of key, or ErrNotFound.
+	Get(ctx context.Context, key []byte) ([]byte, error)
+	// Set stores value under key.
+	Set(ctx context.Context, key, value []byte) error
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key []byte) error
+	// Update runs fn in one atomic read-write transaction: all its writes land
+	// together or none does, and reads through tx see its own writes. If fn
+	// returns an error, nothing is written and Update returns that error as
+	// is. fn must not keep tx after it returns.
+	//
+	// fn may run more than once: Badger detects that a concurrent write
+	// changed a key fn read, and Update then runs fn again on fresh data. So
+	// fn must not have effects outside tx (or must reset them on entry).
+	// fn must not call Update or Close on the same store.
+	Update(ctx context.Context, fn func(tx Txn) error) error
+	// Scan calls fn for every key with the prefix, in key order. The slices
+	// are only valid during the call. Returning an error from fn stops the
+	// scan and Scan returns it.
+	Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
+	// Close releases the store. It is safe to call more than once and from
+	// several goroutines; every call returns the result of the first. Later
+	// operations return ErrClosed.
+	Close() error
+}
+
+// Txn is the view of a store inside Update. Keys and values are copied, so
+// callers may reuse their buffers as soon as a call returns.
+type Txn interface {
+	// Get returns a copy of the value of key as this transaction sees it
+	// (including its own writes), or ErrNotFound.
+	Get(key []byte) ([]byte, error)
+	// Set stores value under key when the transaction commits.
+	Set(key, value []byte) error
+	// Delete removes key when the transaction commits; a missing key is not
+	// an error.
+	Delete(key []byte) error
+}
+
+// checkKey rejects keys that no implementation can store.
+func checkKey(key []byte) error {
+	if len(key) == 0 {
+		return errEmptyKey
+	}
+	return nil
+}
+
+// Key prefixes of everything the runtime persists.
+//
+// WARNING: these are part of the on-disk format. Changing one orphans the
+// data written under the old prefix; a change needs a migration.
+const (
+	// PrefixPosition + "<pipeline id>/<source connector id>" holds the
+	// position the source resumes from (see pkg/pipeline position.go).
+	PrefixPosition = "conduit/position/"
+	// PrefixPipelineState + "<pipeline id>" holds the supervisor's persisted
+	// state of a pipeline (lifecycle/).
+	PrefixPipelineState = "conduit/pipeline-state/"
+	// PrefixAuditLog + "<pipeline id>/<sequence>" holds audit events (auditlog/).
+	PrefixAuditLog = "conduit/auditlog/"
+	// PrefixDedup + "<pipeline id>/<destination id>/<position>" holds acked
+	// positions awaiting the source ack (dedup/).
+	PrefixDedup = "conduit/dedup/"
+)
