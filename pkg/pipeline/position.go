@@ -18,7 +18,7 @@ const positionFormatVersion = 1
 
 // persistedPosition is the value stored under store.PrefixPosition.
 type persistedPosition struct {
-	Version int       `json:"version"`
+	Version int `json:"version"`
 	// Position is the source's opaque position, base64 in JSON.
 	Position []byte    `json:"position"`
 	SavedAt  time.Time `json:"savedAt"`

@@ -82,6 +82,3 @@ func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 		})
 	}
 }
-
-
-
