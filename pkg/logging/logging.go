@@ -34,6 +34,8 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 		cfg := zap.NewProductionEncoderConfig()
 		cfg.TimeKey = "time"
 		cfg.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+		// "20s" reads better than 20 and is what conduit.yml uses.
+		cfg.EncodeDuration = zapcore.StringDurationEncoder
 		enc = zapcore.NewJSONEncoder(cfg)
 	case FormatCLI:
 		cfg := zap.NewDevelopmentEncoderConfig()

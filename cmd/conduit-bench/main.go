@@ -1,0 +1,217 @@
+// Command conduit-bench measures end-to-end throughput of the engine:
+// builtin:generator (structured, an int and a string field) -> builtin:file
+// writing OpenCDC JSON lines, with positions persisted in Badger, exactly
+// the parts `conduit run` wires together.
+//
+// Every run happens in a fresh child process so that its peak RSS is its
+// own. It prints each run, then the median records/s and peak RSS.
+//
+//	go run ./cmd/conduit-bench -runs 5 -records 3000000
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+type result struct {
+	Records       int64   `json:"records"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	PositionSaves int64   `json:"position_saves"`
+}
+
+func main() {
+	runs := flag.Int("runs", 5, "number of runs, each in its own process")
+	records := flag.Int64("records", 3_000_000, "records per run")
+	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
+	flag.Parse()
+
+	if *child {
+		res, err := measure(*records)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+		return
+	}
+	if err := parent(*runs, *records); err != nil {
+		fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parent(runs int, records int64) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("generator (structured: id int, name string) -> file (OpenCDC JSON lines), Badger positions\n")
+	fmt.Printf("%d runs x %d records, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
+	var rates, rss []float64
+	for i := range runs {
+		out, err := exec.Command(self, "-child", "-records", strconv.FormatInt(records, 10)).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return fmt.Errorf("run %d: %v: %s", i+1, err, ee.Stderr)
+			}
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		var r result
+		if err := json.Unmarshal(out, &r); err != nil {
+			return fmt.Errorf("run %d: %w", i+1, err)
+		}
+		fmt.Printf("run %d: %10.0f records/s  %6.2fs  peak RSS %6.1f MiB  position saves %d\n",
+			i+1, r.RecordsPerSec, r.Seconds, r.PeakRSSMiB, r.PositionSaves)
+		rates = append(rates, r.RecordsPerSec)
+		rss = append(rss, r.PeakRSSMiB)
+	}
+	fmt.Printf("median: %.0f records/s, peak RSS median %.1f MiB (max %.1f MiB)\n",
+		median(rates), median(rss), slices.Max(rss))
+	return nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func measure(records int64) (result, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "conduit-bench-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+
+	log := zap.NewNop()
+	db, err := store.OpenBadger(ctx, filepath.Join(dir, "db"), log)
+	if err != nil {
+		return result{}, err
+	}
+	defer db.Close()
+
+	reg := connector.NewRegistry(connector.Builtin()...)
+	src, err := reg.NewSource("builtin:generator", connector.Config{
+		PipelineID: "bench", ConnectorID: "gen", Logger: log,
+		Settings: map[string]string{
+			"format.type":         "structured",
+			"format.options.id":   "int",
+			"format.options.name": "string",
+			"operations":          "create",
+			"rate":                "0",
+			"recordCount":         strconv.FormatInt(records, 10),
+		},
+	})
+	if err != nil {
+		return result{}, err
+	}
+	outPath := filepath.Join(dir, "out.jsonl")
+	dst, err := reg.NewDestination("builtin:file", connector.Config{
+		PipelineID: "bench", ConnectorID: "file", Logger: log,
+		Settings: map[string]string{"path": outPath},
+	})
+	if err != nil {
+		return result{}, err
+	}
+
+	done := make(chan struct{})
+	var acked int64
+	engine, err := pipeline.New(pipeline.Config{
+		PipelineID:   "bench",
+		Source:       pipeline.Source{ID: "gen", Connector: src},
+		Destinations: []pipeline.Destination{{ID: "file", Connector: dst}},
+		Positions:    pipeline.NewPositionStore(db, nil),
+		Logger:       log,
+		OnAck: func(n int) {
+			// Only the acker goroutine calls OnAck, so no atomics needed.
+			acked += int64(n)
+			if acked == records {
+				close(done)
+			}
+		},
+	})
+	if err != nil {
+		return result{}, err
+	}
+	runErr := make(chan error, 1)
+	start := time.Now()
+	go func() { runErr <- engine.Run(ctx) }()
+	select {
+	case <-done:
+	case err := <-runErr:
+		return result{}, fmt.Errorf("pipeline ended early: %v", err)
+	}
+	elapsed := time.Since(start)
+	engine.Stop()
+	if err := <-runErr; err != nil {
+		return result{}, err
+	}
+
+	lines, err := countLines(outPath)
+	if err != nil {
+		return result{}, err
+	}
+	if lines != records {
+		return result{}, fmt.Errorf("output holds %d lines, want %d", lines, records)
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return result{}, err
+	}
+	return result{
+		Records:       records,
+		Seconds:       elapsed.Seconds(),
+		RecordsPerSec: float64(records) / elapsed.Seconds(),
+		PeakRSSMiB:    float64(ru.Maxrss) / 1024, // Linux reports KiB
+		PositionSaves: engine.Stats().PositionsSaved.Load(),
+	}, nil
+}
+
+func countLines(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
