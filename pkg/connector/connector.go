@@ -63,10 +63,12 @@ type SettingError struct {
 	Err     error
 }
 
+// Error names the setting and says what is wrong with it.
 func (e *SettingError) Error() string {
 	return fmt.Sprintf("setting %q: %v", e.Setting, e.Err)
 }
 
+// Unwrap returns the underlying problem.
 func (e *SettingError) Unwrap() error { return e.Err }
 
 // ErrUnknownPlugin is returned by the registry for a plugin it does not know.

@@ -1,0 +1,81 @@
+package config
+
+import (
+	_ "embed"
+	"time"
+)
+
+// DefaultConfigFile is the documented default conduit.yml: every key set to
+// its default, each explained in a comment. `conduit init` writes it, and the
+// repository root holds a byte-identical copy (a test keeps them in sync and
+// checks that it documents every key in the table).
+//
+//go:embed conduit.yml
+var DefaultConfigFile []byte
+
+// Config is the global configuration of the conduit process. Get one from
+// Load (file, environment and flags applied, validated) or Default.
+type Config struct {
+	DB struct {
+		// Type is the storage backend: DBTypeBadger or DBTypeInMemory.
+		Type   string
+		Badger struct {
+			// Path is the directory of the Badger database.
+			Path string
+		}
+	}
+	Log struct {
+		// Level is debug, info, warn or error.
+		Level string
+		// Format is cli (for people) or json (for log shippers).
+		Format string
+	}
+	API struct {
+		// Enabled turns the API server on.
+		Enabled bool
+		HTTP    struct {
+			// Address is the host:port the API listens on.
+			Address string
+		}
+	}
+	Pipelines struct {
+		// Path is the directory (searched recursively) or single file that
+		// holds the pipeline configuration files.
+		Path string
+		// ExitOnDegraded makes the process exit non-zero when a pipeline
+		// becomes degraded.
+		ExitOnDegraded bool
+		// GracefulStopTimeout is how long a graceful stop may take before it
+		// is forced.
+		GracefulStopTimeout time.Duration
+		// ErrorRecovery is the global restart policy; pipeline files may
+		// override it per pipeline (see ErrorRecoveryOverride.Resolve).
+		ErrorRecovery ErrorRecovery
+	}
+	// ConfigPath is the configuration file that was read, "" when none was
+	// (defaults, environment and flags only).
+	ConfigPath string
+}
+
+// Values of Config.DB.Type.
+const (
+	DBTypeBadger   = "badger"
+	DBTypeInMemory = "inmemory"
+)
+
+// Values of Config.Log.Format.
+const (
+	LogFormatCLI  = "cli"
+	LogFormatJSON = "json"
+)
+
+// Default returns the configuration used when nothing is configured. It is
+// built from the key table, so it cannot disagree with the documented
+// defaults.
+func Default() Config {
+	var c Config
+	for _, k := range keyTable {
+		k.set(&c, k.def)
+	}
+	return c
+}

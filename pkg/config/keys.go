@@ -1,0 +1,181 @@
+package config
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// The key table: the single place that defines a global configuration key.
+//
+// To add a key: add a field to Config, one newKey line below, and a
+// documented entry to conduit.yml. Default, RegisterFlags, Load (file, env,
+// flags) and Keys pick the key up from here; the tests fail until
+// conduit.yml sets and documents it. Error-recovery keys live in
+// errorRecoveryFields (errorrecovery.go) because pipeline files share them.
+
+// key describes one global configuration key.
+type key struct {
+	name  string
+	kind  Kind
+	def   any
+	doc   string
+	get   func(*Config) any
+	set   func(*Config, any)
+	check func(any) error // nil when every value of the kind is valid
+}
+
+// value is the set of Go types a key may have; kindOf maps them to Kind.
+type value interface {
+	string | bool | int | float64 | time.Duration
+}
+
+// newKey ties a key to its Config field with the field's own type, so a
+// table entry cannot set a bool field from a string.
+func newKey[T value](name string, def T, doc string, field func(*Config) *T, check func(T) error) key {
+	k := key{
+		name: name,
+		kind: kindOf(def),
+		def:  def,
+		doc:  doc,
+		get:  func(c *Config) any { return *field(c) },
+		set:  func(c *Config, v any) { *field(c) = v.(T) },
+	}
+	if check != nil {
+		k.check = func(v any) error { return check(v.(T)) }
+	}
+	return k
+}
+
+var keyTable = buildKeyTable()
+
+func buildKeyTable() []key {
+	keys := []key{
+		newKey("db.type", DBTypeBadger,
+			"Storage backend for pipeline state, positions, dedup entries and the audit log: badger (on disk) or inmemory (lost on exit).",
+			func(c *Config) *string { return &c.DB.Type }, oneOf(DBTypeBadger, DBTypeInMemory)),
+		newKey("db.badger.path", "conduit.db",
+			"Directory of the Badger database; created when missing.",
+			func(c *Config) *string { return &c.DB.Badger.Path }, notEmpty),
+		newKey("log.level", "info",
+			"Lowest level of log messages that are written: debug, info, warn or error.",
+			func(c *Config) *string { return &c.Log.Level }, oneOf("debug", "info", "warn", "error")),
+		newKey("log.format", LogFormatCLI,
+			"Log output format: cli (for people) or json (one object per line, for log shippers).",
+			func(c *Config) *string { return &c.Log.Format }, oneOf(LogFormatCLI, LogFormatJSON)),
+		newKey("api.enabled", true,
+			"Serve the API (Connect, gRPC, HTTP/JSON and /metrics).",
+			func(c *Config) *bool { return &c.API.Enabled }, nil),
+		newKey("api.http.address", "127.0.0.1:8080",
+			"host:port the API listens on.",
+			func(c *Config) *string { return &c.API.HTTP.Address }, hostPort),
+		newKey("pipelines.path", "./pipelines",
+			"Directory (searched recursively for *.yml and *.yaml) or single file with pipeline configuration files.",
+			func(c *Config) *string { return &c.Pipelines.Path }, notEmpty),
+		newKey("pipelines.exit-on-degraded", false,
+			"Exit the process with a non-zero status when a pipeline becomes degraded.",
+			func(c *Config) *bool { return &c.Pipelines.ExitOnDegraded }, nil),
+		newKey("pipelines.graceful-stop-timeout", 30*time.Second,
+			"How long a graceful stop may take before it is forced.",
+			func(c *Config) *time.Duration { return &c.Pipelines.GracefulStopTimeout }, positiveDuration),
+	}
+	for _, f := range errorRecoveryFields {
+		keys = append(keys, f.globalKey())
+	}
+	return keys
+}
+
+// keyIndex finds a key by its dotted name.
+var keyIndex = func() map[string]*key {
+	m := make(map[string]*key, len(keyTable))
+	for i := range keyTable {
+		m[keyTable[i].name] = &keyTable[i]
+	}
+	return m
+}()
+
+// sections holds every proper prefix of a key ("pipelines",
+// "pipelines.error-recovery"): names that must hold a map of keys.
+var sections = func() map[string][]string {
+	m := map[string][]string{}
+	for _, k := range keyTable {
+		parts := strings.Split(k.name, ".")
+		for i := 1; i < len(parts); i++ {
+			sec := strings.Join(parts[:i], ".")
+			child := strings.Join(parts[:i+1], ".")
+			if !contains(m[sec], child) {
+				m[sec] = append(m[sec], child)
+			}
+		}
+	}
+	return m
+}()
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// knownNames lists every key and section, the candidates for "did you mean".
+func knownNames() []string {
+	names := make([]string, 0, len(keyTable)+len(sections))
+	for _, k := range keyTable {
+		names = append(names, k.name)
+	}
+	for s := range sections {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ConfigPathFlag is the flag (without dashes) that names the configuration
+// file; ConfigPathEnv is its environment variable.
+const (
+	ConfigPathFlag = "config.path"
+	ConfigPathEnv  = "CONDUIT_CONFIG_PATH"
+)
+
+// EnvVar returns the environment variable that overrides a key:
+// CONDUIT_ + the key upper-cased, with "." and "-" replaced by "_"
+// (pipelines.error-recovery.min-delay -> CONDUIT_PIPELINES_ERROR_RECOVERY_MIN_DELAY).
+func EnvVar(key string) string {
+	return "CONDUIT_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key))
+}
+
+// KeyInfo describes a global configuration key, for documentation and tools
+// (help output, `conduit init`, a config dump).
+type KeyInfo struct {
+	// Name is the dotted key, e.g. "log.level". The flag has the same name.
+	Name string
+	// Kind is the type of the value.
+	Kind Kind
+	// Default is the default value as a user would write it (e.g. "1m").
+	Default string
+	// Doc is a one-line description.
+	Doc string
+	// Env is the environment variable, e.g. "CONDUIT_LOG_LEVEL".
+	Env string
+	// Flag is the flag as typed, e.g. "--log.level".
+	Flag string
+}
+
+// Keys describes every global configuration key, in table order.
+func Keys() []KeyInfo {
+	out := make([]KeyInfo, len(keyTable))
+	for i, k := range keyTable {
+		out[i] = KeyInfo{
+			Name:    k.name,
+			Kind:    k.kind,
+			Default: formatValue(k.def),
+			Doc:     k.doc,
+			Env:     EnvVar(k.name),
+			Flag:    "--" + k.name,
+		}
+	}
+	return out
+}

@@ -1,0 +1,645 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// LoadPipelines reads every *.yml and *.yaml file under dir (recursively,
+// in path order; dir may also be a single file) and returns the valid
+// pipelines plus one *PipelineError per problem:
+//
+//   - a file that cannot be read or is not valid YAML: one error, its
+//     pipelines are skipped, other files still load;
+//   - a document with a bad or missing version, or unknown top-level
+//     fields: one error, its pipelines are skipped;
+//   - an invalid pipeline: one error (the first problem in it), the pipeline
+//     is left out and the valid ones are still returned, so one broken
+//     pipeline does not stop the others;
+//   - a pipeline id used before (in this or an earlier file): one error
+//     naming both places; the first definition wins, even when the first
+//     one is itself invalid, so fixing it later cannot silently swap which
+//     pipeline runs.
+//
+// A missing dir is one error. Directories and files whose names start with
+// "." are skipped (editor and VCS files, Kubernetes ConfigMap "..data"
+// links that would load every file twice).
+func LoadPipelines(dir string) ([]Pipeline, []error) {
+	files, errs := pipelineFiles(dir)
+	var (
+		valid []Pipeline
+		first = map[string]string{} // pipeline id -> "file:line" of its first definition
+	)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, &PipelineError{File: file, Err: err})
+			continue
+		}
+		for _, r := range parsePipelineFile(file, data) {
+			id := r.p.ID
+			prev, dup := first[id]
+			if id != "" && !dup {
+				first[id] = fmt.Sprintf("%s:%d", r.p.File, r.p.Line)
+			}
+			switch {
+			case r.err != nil:
+				errs = append(errs, r.err)
+			case dup:
+				errs = append(errs, r.p.FieldError("id", fmt.Errorf("duplicate pipeline id, already defined at %s (that definition is used)", prev)))
+			default:
+				valid = append(valid, r.p)
+			}
+		}
+	}
+	return valid, errs
+}
+
+// notExistError is a missing pipelines directory; errors.Is(err,
+// fs.ErrNotExist) works without repeating the OS text in the message.
+type notExistError struct{ msg string }
+
+func (e *notExistError) Error() string        { return e.msg }
+func (e *notExistError) Is(target error) bool { return target == fs.ErrNotExist }
+
+func pipelineFiles(dir string) ([]string, []error) {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, []error{&PipelineError{File: dir, Err: &notExistError{msg: "pipelines directory does not exist (see pipelines.path)"}}}
+	case err != nil:
+		return nil, []error{&PipelineError{File: dir, Err: err}}
+	case !st.IsDir():
+		return []string{dir}, nil // a single file named explicitly
+	}
+	var (
+		files []string
+		errs  []error
+	)
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			// An unreadable subdirectory loses only its own files.
+			errs = append(errs, &PipelineError{File: path, Err: err})
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if path != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yml", ".yaml":
+			files = append(files, path)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, errs
+}
+
+// parsed is one pipeline entry of a file: a valid pipeline (err == nil) or a
+// problem. Problems keep the pipeline's ID and location when known, so the
+// id can be claimed for duplicate detection.
+type parsed struct {
+	p   Pipeline
+	err *PipelineError
+}
+
+func parsePipelineFile(file string, data []byte) []parsed {
+	roots, err := parseDocuments(data)
+	if err != nil {
+		var se *syntaxError
+		if errors.As(err, &se) {
+			return []parsed{{err: &PipelineError{File: file, Line: se.line, Err: se}}}
+		}
+		return []parsed{{err: &PipelineError{File: file, Err: err}}}
+	}
+	var out []parsed
+	for _, root := range roots {
+		out = append(out, parseDocument(file, root)...)
+	}
+	return out
+}
+
+// versionRE accepts what Conduit's v2 parser accepts: 2, 2.0, 2.1, 2.2 and
+// later 2.x minors, written as a number or a string.
+var versionRE = regexp.MustCompile(`^2(\.[0-9]+)?$`)
+
+func parseDocument(file string, root *yaml.Node) []parsed {
+	fileErr := func(line int, field string, err error) []parsed {
+		return []parsed{{err: &PipelineError{File: file, Line: line, Field: field, Err: err}}}
+	}
+	if root.Kind != yaml.MappingNode {
+		return fileErr(root.Line, "", fmt.Errorf("expected a map with version and pipelines at the top level, got %s", describe(root)))
+	}
+	var version, pipelines *yaml.Node
+	seen := map[string]int{}
+	for _, kv := range pairs(root) {
+		if kv.key.Kind != yaml.ScalarNode {
+			return fileErr(kv.key.Line, "", fmt.Errorf("expected a field name, got %s", describe(kv.key)))
+		}
+		name := kv.key.Value
+		if first, dup := seen[name]; dup {
+			return fileErr(kv.key.Line, name, fmt.Errorf("set twice (first at line %d)", first))
+		}
+		seen[name] = kv.key.Line
+		switch name {
+		case "version":
+			version = kv.value
+		case "pipelines":
+			pipelines = kv.value
+		default:
+			return fileErr(kv.key.Line, name, unknownNameError("field", name, []string{"version", "pipelines"}))
+		}
+	}
+	if version == nil {
+		return fileErr(root.Line, "version", errors.New(`missing; pipeline files start with version: "2.2"`))
+	}
+	if err := checkVersion(version); err != nil {
+		return fileErr(version.Line, "version", err)
+	}
+	if isNull(pipelines) {
+		return nil
+	}
+	if pipelines.Kind != yaml.SequenceNode {
+		return fileErr(pipelines.Line, "pipelines", fmt.Errorf("expected a list of pipelines (- id: ...), got %s", describe(pipelines)))
+	}
+	out := make([]parsed, 0, len(pipelines.Content))
+	for i, n := range pipelines.Content {
+		out = append(out, parsePipeline(file, i, unalias(n)))
+	}
+	return out
+}
+
+func checkVersion(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		return fmt.Errorf(`expected a version such as "2.2", got %s`, describe(n))
+	}
+	if versionRE.MatchString(n.Value) {
+		return nil
+	}
+	if strings.HasPrefix(n.Value, "1") {
+		return fmt.Errorf("version %q is not supported; convert the file to version 2.2 (pipelines are a list of entries with an id)", n.Value)
+	}
+	return fmt.Errorf("unsupported version %q; supported: 2.x (2.0, 2.1, 2.2)", n.Value)
+}
+
+// fieldErr is a problem at a field of a pipeline, before it becomes a
+// *PipelineError (which also needs the file and pipeline id).
+type fieldErr struct {
+	line  int
+	field string
+	err   error
+}
+
+func errAt(line int, field string, format string, args ...any) *fieldErr {
+	return &fieldErr{line: line, field: field, err: fmt.Errorf(format, args...)}
+}
+
+// pipelineParser builds one Pipeline from its YAML node. Parsing stops at
+// the first problem: the pipeline is reported and skipped as a whole.
+type pipelineParser struct {
+	p       *Pipeline
+	procIDs map[string]int // processor id -> line; unique across the pipeline
+}
+
+func parsePipeline(file string, idx int, n *yaml.Node) parsed {
+	p := Pipeline{
+		File:   file,
+		Line:   n.Line,
+		Status: StatusRunning,
+		DLQ:    DLQ{WindowSize: DefaultDLQWindowSize, WindowNackThreshold: DefaultDLQWindowNackThreshold, Line: n.Line},
+		lines:  map[string]int{},
+	}
+	// Read the id first so every error, even one above the id line, can
+	// name the pipeline.
+	if id := lookup(n, "id"); id != nil && id.Kind == yaml.ScalarNode && !isNull(id) {
+		p.ID = id.Value
+	}
+	pp := &pipelineParser{p: &p, procIDs: map[string]int{}}
+	if fe := pp.parse(n); fe != nil {
+		pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: fe.err}
+		if p.ID == "" {
+			pe.Field = joinField("pipelines["+strconv.Itoa(idx)+"]", fe.field)
+		}
+		return parsed{p: p, err: pe}
+	}
+	return parsed{p: p}
+}
+
+func (pp *pipelineParser) parse(n *yaml.Node) *fieldErr {
+	p := pp.p
+	if n.Kind != yaml.MappingNode {
+		return errAt(n.Line, "", "expected a map (a pipeline), got %s", describe(n))
+	}
+	fe := pp.fields(n, "", "pipeline", map[string]handler{
+		"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &p.ID) },
+		"status": func(v *yaml.Node, f string) *fieldErr {
+			if fe := str(v, f, &p.Status); fe != nil {
+				return fe
+			}
+			if p.Status == "" {
+				p.Status = StatusRunning
+			}
+			return check(v, f, oneOf(StatusRunning, StatusStopped)(p.Status))
+		},
+		"name":        func(v *yaml.Node, f string) *fieldErr { return str(v, f, &p.Name) },
+		"description": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &p.Description) },
+		"connectors": func(v *yaml.Node, f string) (fe *fieldErr) {
+			p.Connectors, fe = pp.connectors(v, f)
+			return fe
+		},
+		"processors": func(v *yaml.Node, f string) (fe *fieldErr) {
+			p.Processors, fe = pp.processors(v, f)
+			return fe
+		},
+		"dead-letter-queue": pp.dlq,
+		"error-recovery":    pp.errorRecovery,
+	})
+	if fe != nil {
+		return fe
+	}
+	if p.ID == "" {
+		return errAt(n.Line, "id", "required")
+	}
+	if p.Name == "" {
+		p.Name = p.ID
+	}
+	if p.DLQ.Plugin == "" {
+		p.DLQ.Plugin = DefaultDLQPlugin
+	}
+	if p.DLQ.Settings == nil {
+		p.DLQ.Settings, p.DLQ.SettingLines = map[string]string{}, map[string]int{}
+		if isLogPlugin(p.DLQ.Plugin) {
+			p.DLQ.Settings = DefaultDLQSettings()
+		}
+	}
+	return pp.checkConnectors()
+}
+
+func (pp *pipelineParser) checkConnectors() *fieldErr {
+	p := pp.p
+	line := p.Line
+	if l, ok := p.lines["connectors"]; ok {
+		line = l
+	}
+	var sources, destinations []Connector
+	for _, c := range p.Connectors {
+		switch c.Type {
+		case TypeSource:
+			sources = append(sources, c)
+		case TypeDestination:
+			destinations = append(destinations, c)
+		}
+	}
+	switch {
+	case len(sources) == 0:
+		return errAt(line, "connectors", "no source connector; a pipeline needs exactly one connector with type: source")
+	case len(sources) > 1:
+		c := sources[1]
+		return errAt(p.lineOf(c.Path+".type"), c.Path+".type",
+			"second source connector (the first is %q at line %d); Conduit allows several sources per pipeline, but this runtime supports exactly one",
+			sources[0].ID, sources[0].Line)
+	case len(destinations) == 0:
+		return errAt(line, "connectors", "no destination connector; a pipeline needs at least one connector with type: destination")
+	}
+	return nil
+}
+
+// handler parses the value of one field; f is the field's path.
+type handler func(v *yaml.Node, f string) *fieldErr
+
+// fields walks mapping n, whose path is path, dispatching each key to its
+// handler. Unknown and repeated keys are errors: an ignored typo is a
+// setting the user believes is in effect.
+func (pp *pipelineParser) fields(n *yaml.Node, path, what string, handlers map[string]handler) *fieldErr {
+	seen := map[string]int{}
+	for _, kv := range pairs(n) {
+		if kv.key.Kind != yaml.ScalarNode {
+			return errAt(kv.key.Line, path, "expected a field name, got %s", describe(kv.key))
+		}
+		name := kv.key.Value
+		field := joinField(path, name)
+		h, ok := handlers[name]
+		if !ok {
+			known := make([]string, 0, len(handlers))
+			for k := range handlers {
+				known = append(known, k)
+			}
+			return &fieldErr{line: kv.key.Line, field: field, err: unknownNameError(what+" field", name, known)}
+		}
+		if first, dup := seen[name]; dup {
+			return errAt(kv.key.Line, field, "set twice (first at line %d)", first)
+		}
+		seen[name] = kv.key.Line
+		pp.p.lines[field] = kv.key.Line
+		if fe := h(kv.value, field); fe != nil {
+			return fe
+		}
+	}
+	return nil
+}
+
+// str reads a text field. Numbers and bools are accepted as their text
+// (id: 42 is the id "42"), as Conduit does; null is "".
+func str(v *yaml.Node, field string, dst *string) *fieldErr {
+	if isNull(v) {
+		*dst = ""
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode {
+		return errAt(v.Line, field, "expected a string, got %s", describe(v))
+	}
+	*dst = v.Value
+	return nil
+}
+
+func integer(v *yaml.Node, field string, dst *int, valid func(int) error) *fieldErr {
+	x, err := parseNode(KindInt, v)
+	if err != nil {
+		return &fieldErr{line: v.Line, field: field, err: err}
+	}
+	if err := valid(x.(int)); err != nil {
+		return &fieldErr{line: v.Line, field: field, err: err}
+	}
+	*dst = x.(int)
+	return nil
+}
+
+func check(v *yaml.Node, field string, err error) *fieldErr {
+	if err != nil {
+		return &fieldErr{line: v.Line, field: field, err: err}
+	}
+	return nil
+}
+
+// elemPath names a list element by its id when it has one (users search
+// their file for the id), else by its 0-based index.
+func elemPath(list, id string, i int) string {
+	if id != "" {
+		return list + "[" + id + "]"
+	}
+	return list + "[" + strconv.Itoa(i) + "]"
+}
+
+func peekID(n *yaml.Node) string {
+	if id := lookup(n, "id"); id != nil && id.Kind == yaml.ScalarNode && !isNull(id) {
+		return id.Value
+	}
+	return ""
+}
+
+func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *fieldErr) {
+	if isNull(v) {
+		return nil, nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return nil, errAt(v.Line, path, "expected a list of connectors (- id: ...), got %s", describe(v))
+	}
+	var (
+		out []Connector
+		ids = map[string]int{}
+	)
+	for i, n := range v.Content {
+		n = unalias(n)
+		if n.Kind != yaml.MappingNode {
+			return nil, errAt(n.Line, elemPath(path, "", i), "expected a map (a connector), got %s", describe(n))
+		}
+		c := Connector{Path: elemPath(path, peekID(n), i), Line: n.Line, Settings: map[string]string{}, SettingLines: map[string]int{}}
+		pp.p.lines[c.Path] = n.Line
+		fe := pp.fields(n, c.Path, "connector", map[string]handler{
+			"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.ID) },
+			"type": func(v *yaml.Node, f string) *fieldErr {
+				if fe := str(v, f, &c.Type); fe != nil || c.Type == "" {
+					return fe
+				}
+				return check(v, f, oneOf(TypeSource, TypeDestination)(c.Type))
+			},
+			"plugin": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.Plugin) },
+			"name":   func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.Name) },
+			"settings": func(v *yaml.Node, f string) *fieldErr {
+				return pp.settings(v, f, c.Settings, c.SettingLines)
+			},
+			"processors": func(v *yaml.Node, f string) (fe *fieldErr) {
+				c.Processors, fe = pp.processors(v, f)
+				return fe
+			},
+		})
+		if fe != nil {
+			return nil, fe
+		}
+		switch {
+		case c.ID == "":
+			return nil, errAt(n.Line, c.Path+".id", "required")
+		case c.Type == "":
+			return nil, errAt(n.Line, c.Path+".type", "required (source or destination)")
+		case c.Plugin == "":
+			return nil, errAt(n.Line, c.Path+".plugin", "required (e.g. builtin:generator)")
+		}
+		if first, dup := ids[c.ID]; dup {
+			return nil, errAt(pp.p.lineOf(c.Path+".id"), c.Path+".id", "duplicate connector id %q (first at line %d)", c.ID, first)
+		}
+		ids[c.ID] = n.Line
+		if c.Name == "" {
+			c.Name = c.ID
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (pp *pipelineParser) processors(v *yaml.Node, path string) ([]Processor, *fieldErr) {
+	if isNull(v) {
+		return nil, nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return nil, errAt(v.Line, path, "expected a list of processors (- id: ...), got %s", describe(v))
+	}
+	var out []Processor
+	for i, n := range v.Content {
+		n = unalias(n)
+		if n.Kind != yaml.MappingNode {
+			return nil, errAt(n.Line, elemPath(path, "", i), "expected a map (a processor), got %s", describe(n))
+		}
+		pr := Processor{Path: elemPath(path, peekID(n), i), Line: n.Line, Settings: map[string]string{}, SettingLines: map[string]int{}}
+		pp.p.lines[pr.Path] = n.Line
+		var oldType string // the pre-2.2 name of plugin
+		fe := pp.fields(n, pr.Path, "processor", map[string]handler{
+			"id":        func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.ID) },
+			"plugin":    func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Plugin) },
+			"type":      func(v *yaml.Node, f string) *fieldErr { return str(v, f, &oldType) },
+			"condition": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Condition) },
+			"workers": func(v *yaml.Node, f string) *fieldErr {
+				return integer(v, f, &pr.Workers, positiveInt)
+			},
+			"settings": func(v *yaml.Node, f string) *fieldErr {
+				return pp.settings(v, f, pr.Settings, pr.SettingLines)
+			},
+		})
+		if fe != nil {
+			return nil, fe
+		}
+		if oldType != "" {
+			if pr.Plugin != "" {
+				return nil, errAt(pp.p.lineOf(pr.Path+".type"), pr.Path+".type", "both plugin and type are set; type is the pre-2.2 name of plugin, keep only plugin")
+			}
+			pr.Plugin = oldType
+		}
+		switch {
+		case pr.ID == "":
+			return nil, errAt(n.Line, pr.Path+".id", "required")
+		case pr.Plugin == "":
+			return nil, errAt(n.Line, pr.Path+".plugin", "required (e.g. field.set)")
+		}
+		if first, dup := pp.procIDs[pr.ID]; dup {
+			return nil, errAt(pp.p.lineOf(pr.Path+".id"), pr.Path+".id", "duplicate processor id %q (first at line %d; processor ids are unique within a pipeline)", pr.ID, first)
+		}
+		pp.procIDs[pr.ID] = n.Line
+		if pr.Workers == 0 {
+			pr.Workers = 1
+		}
+		out = append(out, pr)
+	}
+	return out, nil
+}
+
+// settings reads a settings map into out. Values are kept as written (rate:
+// 10.50 is "10.50", not "10.5"), because connectors parse their settings
+// themselves and the text is what the user meant. Nested maps are flattened
+// with dots, as Conduit does.
+func (pp *pipelineParser) settings(v *yaml.Node, field string, out map[string]string, lines map[string]int) *fieldErr {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return errAt(v.Line, field, "expected a map of settings, got %s", describe(v))
+	}
+	return pp.flatten(v, field, "", out, lines)
+}
+
+func (pp *pipelineParser) flatten(m *yaml.Node, field, prefix string, out map[string]string, lines map[string]int) *fieldErr {
+	for _, kv := range pairs(m) {
+		if kv.key.Kind != yaml.ScalarNode || isNull(kv.key) {
+			return errAt(kv.key.Line, field, "expected a setting name, got %s", describe(kv.key))
+		}
+		name := kv.key.Value
+		if prefix != "" {
+			name = prefix + "." + name
+		}
+		sfield := field + "." + name
+		if _, ok := pp.p.lines[sfield]; !ok {
+			pp.p.lines[sfield] = kv.key.Line
+		}
+		switch kv.value.Kind {
+		case yaml.MappingNode:
+			if fe := pp.flatten(kv.value, field, name, out, lines); fe != nil {
+				return fe
+			}
+		case yaml.ScalarNode:
+			if first, dup := lines[name]; dup {
+				return errAt(kv.key.Line, sfield, "set twice (first at line %d)", first)
+			}
+			out[name] = kv.value.Value
+			if isNull(kv.value) {
+				out[name] = ""
+			}
+			lines[name] = kv.key.Line
+		default:
+			return errAt(kv.value.Line, sfield, "expected a text value, got %s; settings are text, write a list as a comma-separated string", describe(kv.value))
+		}
+	}
+	return nil
+}
+
+func isLogPlugin(plugin string) bool {
+	return plugin == DefaultDLQPlugin || plugin == "log"
+}
+
+func (pp *pipelineParser) dlq(v *yaml.Node, path string) *fieldErr {
+	d := &pp.p.DLQ
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return errAt(v.Line, path, "expected a map (plugin, settings, window-size, window-nack-threshold), got %s", describe(v))
+	}
+	d.Line = pp.p.lines[path]
+	fe := pp.fields(v, path, "dead-letter-queue", map[string]handler{
+		"plugin": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &d.Plugin) },
+		"settings": func(v *yaml.Node, f string) *fieldErr {
+			// Written settings replace the default ones, even when empty.
+			d.Settings, d.SettingLines = map[string]string{}, map[string]int{}
+			return pp.settings(v, f, d.Settings, d.SettingLines)
+		},
+		"window-size": func(v *yaml.Node, f string) *fieldErr {
+			return integer(v, f, &d.WindowSize, nonNegativeInt)
+		},
+		"window-nack-threshold": func(v *yaml.Node, f string) *fieldErr {
+			return integer(v, f, &d.WindowNackThreshold, nonNegativeInt)
+		},
+	})
+	if fe != nil {
+		return fe
+	}
+	if d.WindowSize > 0 && d.WindowNackThreshold >= d.WindowSize {
+		field := path + ".window-nack-threshold"
+		line, ok := pp.p.lines[field]
+		if !ok {
+			field = path + ".window-size"
+			line = pp.p.lines[field]
+		}
+		return errAt(line, field, "window-nack-threshold (%d) must be less than window-size (%d); with window-size 0 every nacked record goes to the DLQ without limit",
+			d.WindowNackThreshold, d.WindowSize)
+	}
+	return nil
+}
+
+func (pp *pipelineParser) errorRecovery(v *yaml.Node, path string) *fieldErr {
+	o := &pp.p.ErrorRecovery
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return errAt(v.Line, path, "expected a map (%s), got %s", strings.Join(errorRecoveryFieldNames(), ", "), describe(v))
+	}
+	handlers := make(map[string]handler, len(errorRecoveryFields))
+	for _, f := range errorRecoveryFields {
+		handlers[f.name] = func(v *yaml.Node, field string) *fieldErr {
+			x, err := parseNode(f.kind, v)
+			if err == nil {
+				err = f.check(x)
+			}
+			if err != nil {
+				return &fieldErr{line: v.Line, field: field, err: err}
+			}
+			f.setOv(o, x)
+			return nil
+		}
+	}
+	if fe := pp.fields(v, path, "error-recovery", handlers); fe != nil {
+		return fe
+	}
+	// Only a clash inside the block is known here; one against the global
+	// config is found by Pipeline.ResolveErrorRecovery.
+	if o.MinDelay != nil && o.MaxDelay != nil && *o.MinDelay > *o.MaxDelay {
+		field := path + ".min-delay"
+		return &fieldErr{line: pp.p.lines[field], field: field, err: delayOrderError(*o.MinDelay, *o.MaxDelay, "")}
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Kind is the type of a configuration value. It decides how the value is
+// read from YAML, from environment variables and from flags.
+type Kind int
+
+// Kinds of configuration values. The zero Kind is invalid on purpose.
+const (
+	KindString Kind = iota + 1
+	KindBool
+	KindInt
+	KindFloat
+	KindDuration
+)
+
+// String returns the kind's name as shown in flag help.
+func (k Kind) String() string {
+	switch k {
+	case KindString:
+		return "string"
+	case KindBool:
+		return "bool"
+	case KindInt:
+		return "int"
+	case KindFloat:
+		return "float"
+	case KindDuration:
+		return "duration"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// expected is how a valid value of the kind looks, for error messages.
+func (k Kind) expected() string {
+	switch k {
+	case KindBool:
+		return "true or false"
+	case KindInt:
+		return "an integer"
+	case KindFloat:
+		return "a number"
+	case KindDuration:
+		return "a duration such as 500ms, 30s, 1m30s or 2h"
+	default:
+		return "a string"
+	}
+}
+
+// kindOf maps the Go type of a default value to its Kind; the key table
+// uses it so a key's kind cannot disagree with its field's type.
+func kindOf(v any) Kind {
+	switch v.(type) {
+	case string:
+		return KindString
+	case bool:
+		return KindBool
+	case int:
+		return KindInt
+	case float64:
+		return KindFloat
+	case time.Duration:
+		return KindDuration
+	}
+	panic(fmt.Sprintf("config: unsupported value type %T", v))
+}
+
+// parseText reads a value from an environment variable or a flag.
+func parseText(k Kind, s string) (any, error) {
+	switch k {
+	case KindString:
+		return s, nil
+	case KindBool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("expected %s, got %q", k.expected(), s)
+		}
+		return b, nil
+	case KindInt:
+		i, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("expected %s, got %q", k.expected(), s)
+		}
+		return i, nil
+	case KindFloat:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("expected %s, got %q", k.expected(), s)
+		}
+		return f, nil
+	case KindDuration:
+		return parseDuration(s)
+	}
+	panic("config: unknown kind " + k.String())
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		// time's own message ("time: missing unit in duration") does not say
+		// what to write instead.
+		return 0, fmt.Errorf("invalid duration %q: expected %s", s, KindDuration.expected())
+	}
+	return d, nil
+}
+
+// parseNode reads a value from YAML. Types are strict: a quoted "true" is a
+// string, not a bool, because accepting it would hide a mistake in a file
+// that is otherwise typed.
+func parseNode(k Kind, n *yaml.Node) (any, error) {
+	n = unalias(n)
+	if n.Kind != yaml.ScalarNode {
+		return nil, fmt.Errorf("expected %s, got %s", k.expected(), describe(n))
+	}
+	tag := n.ShortTag()
+	if tag == "!!null" {
+		// "key:" with nothing after it is most often a value that was
+		// deleted by accident; make the user choose.
+		return nil, fmt.Errorf("no value; write %s, or remove the key to use the default", k.expected())
+	}
+	mismatch := func() error { return fmt.Errorf("expected %s, got %s", k.expected(), describe(n)) }
+	switch k {
+	case KindString:
+		return n.Value, nil
+	case KindBool:
+		var b bool
+		if tag != "!!bool" || n.Decode(&b) != nil {
+			return nil, mismatch()
+		}
+		return b, nil
+	case KindInt:
+		var i int
+		if tag != "!!int" || n.Decode(&i) != nil {
+			return nil, mismatch()
+		}
+		return i, nil
+	case KindFloat:
+		var f float64
+		if (tag != "!!int" && tag != "!!float") || n.Decode(&f) != nil {
+			return nil, mismatch()
+		}
+		return f, nil
+	case KindDuration:
+		// A plain 30s is a YAML string; a bare 0 is an int and means 0s.
+		if tag != "!!str" && tag != "!!int" {
+			return nil, mismatch()
+		}
+		return parseDuration(n.Value)
+	}
+	panic("config: unknown kind " + k.String())
+}
+
+// formatValue writes a value the way a user would type it, used for
+// defaults in flag help and in error messages.
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case bool:
+		return strconv.FormatBool(v)
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case time.Duration:
+		return formatDuration(v)
+	}
+	return fmt.Sprint(v)
+}
+
+// formatDuration prints 1m instead of time's 1m0s, so defaults in help and
+// messages look like what users write.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
+
+// Validators shared by the key table, pipeline files and Resolve.
+
+func oneOf(allowed ...string) func(string) error {
+	return func(s string) error {
+		for _, a := range allowed {
+			if s == a {
+				return nil
+			}
+		}
+		msg := fmt.Sprintf("must be one of %s, got %q", strings.Join(allowed, ", "), s)
+		if sug := suggest(s, allowed); sug != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", sug)
+		}
+		return fmt.Errorf("%s", msg)
+	}
+}
+
+func notEmpty(s string) error {
+	if s == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	return nil
+}
+
+func hostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		var reason string
+		if ae, ok := err.(*net.AddrError); ok {
+			reason = ae.Err
+		} else {
+			reason = err.Error()
+		}
+		return fmt.Errorf("must be host:port (e.g. 127.0.0.1:8080), got %q: %s", s, reason)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("must be host:port with a port between 0 and 65535, got %q", s)
+	}
+	return nil
+}
+
+func nonNegativeDuration(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("must not be negative, got %s", formatDuration(d))
+	}
+	return nil
+}
+
+func positiveDuration(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("must be greater than 0, got %s", formatDuration(d))
+	}
+	return nil
+}
+
+func backoffFactor(f float64) error {
+	if !(f >= 1) || math.IsInf(f, 1) { // !(f >= 1) also rejects NaN
+		return fmt.Errorf("must be at least 1, got %s", formatValue(f))
+	}
+	return nil
+}
+
+func maxRetries(i int) error {
+	if i < -1 {
+		return fmt.Errorf("must be -1 (retry forever) or at least 0, got %d", i)
+	}
+	return nil
+}
+
+func jitter(f float64) error {
+	if !(f >= 0 && f <= 1) {
+		return fmt.Errorf("must be between 0 and 1, got %s", formatValue(f))
+	}
+	return nil
+}
+
+func nonNegativeInt(i int) error {
+	if i < 0 {
+		return fmt.Errorf("must not be negative, got %d", i)
+	}
+	return nil
+}
+
+func positiveInt(i int) error {
+	if i < 1 {
+		return fmt.Errorf("must be at least 1, got %d", i)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package connector
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestRegistryLookup(t *testing.T) {
+	reg := NewRegistry(Builtin()...)
+	tests := []struct {
+		name     string
+		ref      string
+		wantName string   // on success
+		wantErr  []string // substrings of the error; the error wraps ErrUnknownPlugin
+	}{
+		{name: "builtin prefix", ref: "builtin:generator", wantName: "generator"},
+		{name: "no prefix means builtin", ref: "generator", wantName: "generator"},
+		{name: "version ignored", ref: "builtin:file@v0.1.0", wantName: "file"},
+		{name: "latest", ref: "log@latest", wantName: "log"},
+		{name: "unknown", ref: "builtin:kafka",
+			wantErr: []string{`"builtin:kafka"`, "builtin:file, builtin:generator, builtin:log"}},
+		{name: "unknown without prefix", ref: "postgres@v1",
+			wantErr: []string{`"postgres@v1"`, "known plugins"}},
+		{name: "empty", ref: "", wantErr: []string{`""`, "known plugins"}},
+		{name: "empty name after prefix", ref: "builtin:", wantErr: []string{`"builtin:"`}},
+		{name: "standalone", ref: "standalone:generator",
+			wantErr: []string{`"standalone:generator"`, "standalone connectors are not supported yet"}},
+		{name: "standalone with version", ref: "standalone:s3@v1.2.3",
+			wantErr: []string{"standalone connectors are not supported yet"}},
+		{name: "unknown type", ref: "plugin:file",
+			wantErr: []string{`unknown plugin type "plugin:"`}},
+		{name: "empty version", ref: "builtin:file@",
+			wantErr: []string{"empty version", "builtin:file@latest"}},
+		{name: "case matters", ref: "builtin:File", wantErr: []string{`"builtin:File"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := reg.Lookup(tt.ref)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Lookup(%q): %v", tt.ref, err)
+				}
+				if p.Name != tt.wantName {
+					t.Errorf("Lookup(%q).Name = %q, want %q", tt.ref, p.Name, tt.wantName)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnknownPlugin) {
+				t.Fatalf("Lookup(%q) error = %v, want one wrapping ErrUnknownPlugin", tt.ref, err)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRegistryRoles(t *testing.T) {
+	reg := NewRegistry(Builtin()...)
+	fileCfg := Config{Settings: map[string]string{"path": "/tmp/x"}}
+	genCfg := Config{Settings: map[string]string{"format.options.id": "int"}}
+	tests := []struct {
+		name    string
+		build   func() (any, error)
+		wantErr string // "" = success
+	}{
+		{name: "generator source", build: func() (any, error) { return reg.NewSource("builtin:generator", genCfg) }},
+		{name: "file source", build: func() (any, error) { return reg.NewSource("file", fileCfg) }},
+		{name: "file destination", build: func() (any, error) { return reg.NewDestination("builtin:file", fileCfg) }},
+		{name: "log destination", build: func() (any, error) { return reg.NewDestination("builtin:log", Config{}) }},
+		{name: "log as source", build: func() (any, error) { return reg.NewSource("builtin:log", Config{}) },
+			wantErr: "plugin builtin:log cannot be a source"},
+		{name: "generator as destination", build: func() (any, error) { return reg.NewDestination("builtin:generator", genCfg) },
+			wantErr: "plugin builtin:generator cannot be a destination"},
+		{name: "unknown source", build: func() (any, error) { return reg.NewSource("nope", Config{}) },
+			wantErr: `unknown plugin "nope"`},
+		{name: "unknown destination", build: func() (any, error) { return reg.NewDestination("nope", Config{}) },
+			wantErr: `unknown plugin "nope"`},
+		{name: "setting error passes through", build: func() (any, error) { return reg.NewSource("builtin:file", Config{}) },
+			wantErr: `setting "path": is required`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := tt.build()
+			if tt.wantErr == "" {
+				if err != nil || c == nil {
+					t.Fatalf("got %v, %v; want a connector", c, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestNewRegistryPanicsOnWiringMistakes(t *testing.T) {
+	src := func(Config) (Source, error) { return nil, nil }
+	tests := []struct {
+		name    string
+		plugins []Plugin
+	}{
+		{name: "empty name", plugins: []Plugin{{NewSource: src}}},
+		{name: "name with prefix", plugins: []Plugin{{Name: "builtin:x", NewSource: src}}},
+		{name: "no constructor", plugins: []Plugin{{Name: "x"}}},
+		{name: "duplicate", plugins: []Plugin{{Name: "x", NewSource: src}, {Name: "x", NewSource: src}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("NewRegistry did not panic")
+				}
+			}()
+			NewRegistry(tt.plugins...)
+		})
+	}
+}
+
+func TestRegistriesAreIndependent(t *testing.T) {
+	only := NewRegistry(Plugin{Name: "log", NewDestination: NewLogDestination})
+	if _, err := only.Lookup("generator"); !errors.Is(err, ErrUnknownPlugin) {
+		t.Errorf("Lookup(generator) in a log-only registry: %v, want ErrUnknownPlugin", err)
+	}
+	if _, err := NewRegistry(Builtin()...).Lookup("generator"); err != nil {
+		t.Errorf("Lookup(generator) in the builtin registry: %v", err)
+	}
+}

@@ -1,0 +1,541 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+func TestInMemoryAcceptance(t *testing.T) {
+	runStoreAcceptance(t, func(t *testing.T) Store {
+		s := NewInMemory()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+func TestBadgerAcceptance(t *testing.T) {
+	runStoreAcceptance(t, func(t *testing.T) Store {
+		return openTestBadger(t, t.TempDir())
+	})
+}
+
+// openTestBadger opens a Badger store at dir that is closed when the test ends.
+func openTestBadger(t testing.TB, dir string) *Badger {
+	t.Helper()
+	s, err := OpenBadger(context.Background(), dir, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	if err != nil {
+		t.Fatalf("OpenBadger: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// runStoreAcceptance is the contract of Store, run against every
+// implementation so they cannot drift apart. open returns a fresh, empty
+// store that is closed when the test ends.
+func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
+	ctx := context.Background()
+
+	t.Run("get missing key returns ErrNotFound", func(t *testing.T) {
+		s := open(t)
+		_, err := s.Get(ctx, []byte("missing"))
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get: got %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("set then get", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "k", "v")
+		wantValue(t, s, "k", "v")
+	})
+
+	t.Run("set overwrites", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "k", "v1")
+		mustSet(t, s, "k", "v2")
+		wantValue(t, s, "k", "v2")
+	})
+
+	t.Run("empty value is found and empty", func(t *testing.T) {
+		s := open(t)
+		for _, v := range [][]byte{nil, {}} {
+			if err := s.Set(ctx, []byte("k"), v); err != nil {
+				t.Fatalf("Set: %v", err)
+			}
+			got, err := s.Get(ctx, []byte("k"))
+			if err != nil || got == nil || len(got) != 0 {
+				t.Fatalf("Get: got %q (nil %v), %v; want empty non-nil value", got, got == nil, err)
+			}
+		}
+	})
+
+	t.Run("empty key is rejected", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.Get(ctx, nil); !errors.Is(err, errEmptyKey) {
+			t.Errorf("Get: got %v, want errEmptyKey", err)
+		}
+		if err := s.Set(ctx, []byte{}, []byte("v")); !errors.Is(err, errEmptyKey) {
+			t.Errorf("Set: got %v, want errEmptyKey", err)
+		}
+		if err := s.Delete(ctx, nil); !errors.Is(err, errEmptyKey) {
+			t.Errorf("Delete: got %v, want errEmptyKey", err)
+		}
+		err := s.Update(ctx, func(tx Txn) error { return tx.Set(nil, []byte("v")) })
+		if !errors.Is(err, errEmptyKey) {
+			t.Errorf("Txn.Set: got %v, want errEmptyKey", err)
+		}
+	})
+
+	t.Run("delete removes the key", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "k", "v")
+		if err := s.Delete(ctx, []byte("k")); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		wantMissing(t, s, "k")
+	})
+
+	t.Run("delete missing key is not an error", func(t *testing.T) {
+		s := open(t)
+		if err := s.Delete(ctx, []byte("missing")); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+	})
+
+	t.Run("scan visits the prefix in key order", func(t *testing.T) {
+		tests := []struct {
+			name   string
+			keys   []string
+			prefix string
+			want   []string
+		}{
+			{
+				name: "boundaries",
+				// "a." sorts just before "a/", "a0" just after every "a/...".
+				keys:   []string{"a", "a.", "a/", "a/1", "a/10", "a/2", "a/\xff", "a0", "b"},
+				prefix: "a/",
+				want:   []string{"a/", "a/1", "a/10", "a/2", "a/\xff"},
+			},
+			{
+				name: "prefix ending in 0xff",
+				// The prefix has no successor of the same length; "y" must
+				// not be mistaken for one.
+				keys:   []string{"x\xfe", "x\xff", "x\xff\x00", "x\xff\xff", "y"},
+				prefix: "x\xff",
+				want:   []string{"x\xff", "x\xff\x00", "x\xff\xff"},
+			},
+			{
+				name:   "empty prefix visits everything",
+				keys:   []string{"c", "a", "b"},
+				prefix: "",
+				want:   []string{"a", "b", "c"},
+			},
+			{
+				name:   "no match",
+				keys:   []string{"a", "c"},
+				prefix: "b",
+				want:   nil,
+			},
+			{
+				name:   "store prefixes do not overlap",
+				keys:   []string{PrefixAuditLog + "p1/1", PrefixDedup + "p1/d1/x", PrefixPosition + "p1/s1", PrefixPipelineState + "p1"},
+				prefix: PrefixPosition,
+				want:   []string{PrefixPosition + "p1/s1"},
+			},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := open(t)
+				for _, k := range tt.keys {
+					mustSet(t, s, k, "v:"+k)
+				}
+				var got []string
+				err := s.Scan(ctx, []byte(tt.prefix), func(key, value []byte) error {
+					if string(value) != "v:"+string(key) {
+						t.Errorf("key %q: got value %q", key, value)
+					}
+					got = append(got, string(key))
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("Scan: %v", err)
+				}
+				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+					t.Fatalf("Scan: got keys %q, want %q", got, tt.want)
+				}
+			})
+		}
+	})
+
+	t.Run("scan stops at the callback's error and returns it", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"p/1", "p/2", "p/3"} {
+			mustSet(t, s, k, "v")
+		}
+		errStop := errors.New("stop here")
+		calls := 0
+		err := s.Scan(ctx, []byte("p/"), func(key, _ []byte) error {
+			calls++
+			if string(key) == "p/2" {
+				return errStop
+			}
+			return nil
+		})
+		if err != errStop {
+			t.Fatalf("Scan: got %v, want the callback's error itself", err)
+		}
+		if calls != 2 {
+			t.Fatalf("callback ran %d times, want 2", calls)
+		}
+	})
+
+	t.Run("scan callback may write to the store and sees a snapshot", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"p/1", "p/2", "p/3"} {
+			mustSet(t, s, k, "v")
+		}
+		var seen []string
+		err := s.Scan(ctx, []byte("p/"), func(key, _ []byte) error {
+			seen = append(seen, string(key))
+			if err := s.Delete(ctx, key); err != nil {
+				return err
+			}
+			return s.Set(ctx, []byte("p/9-"+string(key)), []byte("new"))
+		})
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		if fmt.Sprint(seen) != "[p/1 p/2 p/3]" {
+			t.Fatalf("Scan saw %v, want the keys present when it started", seen)
+		}
+		wantMissing(t, s, "p/1")
+		wantValue(t, s, "p/9-p/1", "new")
+	})
+
+	t.Run("update commits all writes", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "gone", "v")
+		err := s.Update(ctx, func(tx Txn) error {
+			if err := tx.Set([]byte("a"), []byte("1")); err != nil {
+				return err
+			}
+			if err := tx.Set([]byte("b"), []byte("2")); err != nil {
+				return err
+			}
+			return tx.Delete([]byte("gone"))
+		})
+		if err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		wantValue(t, s, "a", "1")
+		wantValue(t, s, "b", "2")
+		wantMissing(t, s, "gone")
+	})
+
+	t.Run("update is atomic: fn error writes nothing", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "kept", "old")
+		errBoom := errors.New("boom")
+		err := s.Update(ctx, func(tx Txn) error {
+			if err := tx.Set([]byte("new"), []byte("v")); err != nil {
+				return err
+			}
+			if err := tx.Set([]byte("kept"), []byte("changed")); err != nil {
+				return err
+			}
+			if err := tx.Delete([]byte("kept")); err != nil {
+				return err
+			}
+			return fmt.Errorf("wrapped: %w", errBoom)
+		})
+		if !errors.Is(err, errBoom) {
+			t.Fatalf("Update: got %v, want fn's error", err)
+		}
+		wantMissing(t, s, "new")
+		wantValue(t, s, "kept", "old")
+	})
+
+	t.Run("update reads its own writes", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "existing", "old")
+		err := s.Update(ctx, func(tx Txn) error {
+			if _, err := tx.Get([]byte("missing")); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("get missing: got %v, want ErrNotFound", err)
+			}
+			if v, err := tx.Get([]byte("existing")); err != nil || string(v) != "old" {
+				return fmt.Errorf("get existing: got %q, %v", v, err)
+			}
+			if err := tx.Set([]byte("k"), []byte("mine")); err != nil {
+				return err
+			}
+			if v, err := tx.Get([]byte("k")); err != nil || string(v) != "mine" {
+				return fmt.Errorf("get own write: got %q, %v", v, err)
+			}
+			if err := tx.Delete([]byte("existing")); err != nil {
+				return err
+			}
+			if _, err := tx.Get([]byte("existing")); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("get own delete: got %v, want ErrNotFound", err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, s, "k", "mine")
+		wantMissing(t, s, "existing")
+	})
+
+	t.Run("values are copies", func(t *testing.T) {
+		s := open(t)
+		key, val := []byte("k"), []byte("value")
+		if err := s.Set(ctx, key, val); err != nil {
+			t.Fatal(err)
+		}
+		key[0], val[0] = 'X', 'X'
+		wantValue(t, s, "k", "value")
+
+		got, err := s.Get(ctx, []byte("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[0] = 'Y'
+		wantValue(t, s, "k", "value")
+
+		err = s.Update(ctx, func(tx Txn) error {
+			buf := []byte("txkey")
+			if err := tx.Set(buf, []byte("first")); err != nil {
+				return err
+			}
+			// Reuse the buffer for a second write, as a batching caller would.
+			copy(buf, "txkez")
+			v := []byte("second")
+			if err := tx.Set(buf, v); err != nil {
+				return err
+			}
+			v[0] = 'X'
+			r, err := tx.Get([]byte("txkey"))
+			if err != nil {
+				return err
+			}
+			r[0] = 'Z'
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, s, "txkey", "first")
+		wantValue(t, s, "txkez", "second")
+	})
+
+	t.Run("concurrent writers", func(t *testing.T) {
+		s := open(t)
+		const writers, perWriter = 8, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range perWriter {
+					key := fmt.Appendf(nil, "w/%d/%02d", w, i)
+					if err := s.Set(ctx, key, key); err != nil {
+						errs <- err
+						return
+					}
+					// A read-modify-write of one hot key: no increment may
+					// be lost.
+					err := s.Update(ctx, func(tx Txn) error {
+						n := 0
+						v, err := tx.Get([]byte("counter"))
+						switch {
+						case errors.Is(err, ErrNotFound):
+						case err != nil:
+							return err
+						default:
+							if n, err = strconv.Atoi(string(v)); err != nil {
+								return err
+							}
+						}
+						return tx.Set([]byte("counter"), strconv.AppendInt(nil, int64(n+1), 10))
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		wantValue(t, s, "counter", strconv.Itoa(writers*perWriter))
+		n := 0
+		err := s.Scan(ctx, []byte("w/"), func(key, value []byte) error {
+			if !bytes.Equal(key, value) {
+				t.Errorf("key %q has value %q", key, value)
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != writers*perWriter {
+			t.Fatalf("scan found %d keys, want %d", n, writers*perWriter)
+		}
+	})
+
+	t.Run("close twice and concurrently", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "k", "v")
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() { errs <- s.Close() })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close again: %v", err)
+		}
+	})
+
+	t.Run("operations after close return ErrClosed", func(t *testing.T) {
+		s := open(t)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, s, ErrClosed)
+	})
+
+	t.Run("close while writing", func(t *testing.T) {
+		s := open(t)
+		var wg sync.WaitGroup
+		started := make(chan struct{}, 4)
+		errs := make(chan error, 4)
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					err := s.Set(ctx, fmt.Appendf(nil, "%d/%d", w, i), []byte("v"))
+					if i == 0 {
+						started <- struct{}{}
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		for range 4 {
+			<-started
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("Set during Close: got %v, want nil or ErrClosed", err)
+		}
+	})
+
+	t.Run("cancelled context", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "k", "v")
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		wantErrCtx(t, s, cctx, context.Canceled)
+		wantValue(t, s, "k", "v")
+	})
+
+	t.Run("context cancelled during scan", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"p/1", "p/2", "p/3"} {
+			mustSet(t, s, k, "v")
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		calls := 0
+		err := s.Scan(cctx, []byte("p/"), func(_, _ []byte) error {
+			calls++
+			cancel()
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) || calls != 1 {
+			t.Fatalf("Scan: got %v after %d calls, want context.Canceled after 1", err, calls)
+		}
+	})
+}
+
+func mustSet(t *testing.T, s Store, key, value string) {
+	t.Helper()
+	if err := s.Set(context.Background(), []byte(key), []byte(value)); err != nil {
+		t.Fatalf("Set %q: %v", key, err)
+	}
+}
+
+func wantValue(t *testing.T, s Store, key, want string) {
+	t.Helper()
+	got, err := s.Get(context.Background(), []byte(key))
+	if err != nil {
+		t.Fatalf("Get %q: %v", key, err)
+	}
+	if string(got) != want {
+		t.Fatalf("Get %q: got %q, want %q", key, got, want)
+	}
+}
+
+func wantMissing(t *testing.T, s Store, key string) {
+	t.Helper()
+	if v, err := s.Get(context.Background(), []byte(key)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get %q: got %q, %v; want ErrNotFound", key, v, err)
+	}
+}
+
+// wantErr checks that every operation fails with want.
+func wantErr(t *testing.T, s Store, want error) {
+	t.Helper()
+	wantErrCtx(t, s, context.Background(), want)
+}
+
+func wantErrCtx(t *testing.T, s Store, ctx context.Context, want error) {
+	t.Helper()
+	called := false
+	ops := []struct {
+		name string
+		err  error
+	}{
+		{"Get", func() error { _, err := s.Get(ctx, []byte("k")); return err }()},
+		{"Set", s.Set(ctx, []byte("k"), []byte("new"))},
+		{"Delete", s.Delete(ctx, []byte("k"))},
+		{"Update", s.Update(ctx, func(Txn) error { called = true; return nil })},
+		{"Scan", s.Scan(ctx, nil, func(_, _ []byte) error { called = true; return nil })},
+	}
+	for _, op := range ops {
+		if !errors.Is(op.err, want) {
+			t.Errorf("%s: got %v, want %v", op.name, op.err, want)
+		}
+	}
+	if called {
+		t.Errorf("a callback ran, want none")
+	}
+}
