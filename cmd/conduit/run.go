@@ -73,5 +73,6 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 	if err := rt.Run(ctx, force); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	log.Info("conduit stopped")
 	return nil
 }

@@ -73,3 +73,12 @@ func (e *SettingError) Unwrap() error { return e.Err }
 
 // ErrUnknownPlugin is returned by the registry for a plugin it does not know.
 var ErrUnknownPlugin = errors.New("unknown plugin")
+
+// loggerOf returns cfg.Logger, or a no-op logger when the caller gave none
+// (tests, validation-only construction).
+func loggerOf(cfg Config) *zap.Logger {
+	if cfg.Logger == nil {
+		return zap.NewNop()
+	}
+	return cfg.Logger
+}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.uber.org/zap"
+
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -18,6 +20,7 @@ const fileDestBufferKeep = 16 << 20
 type fileDestination struct {
 	path string
 	sync bool
+	log  *zap.Logger
 
 	f    *os.File
 	buf  []byte // encoded batch, reused
@@ -34,7 +37,7 @@ func NewFileDestination(cfg Config) (Destination, error) {
 	if err := s.done(); err != nil {
 		return nil, err
 	}
-	return &fileDestination{path: path, sync: sync}, nil
+	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg)}, nil
 }
 
 // Open creates the file and its directory if needed and opens it for
@@ -50,6 +53,10 @@ func (d *fileDestination) Open(context.Context) error {
 		return fmt.Errorf("file destination: %w", err)
 	}
 	d.f = f
+	// Name the file people should look at; a relative path alone does not
+	// say relative to what.
+	abs, _ := filepath.Abs(d.path)
+	d.log.Info("file destination appending OpenCDC JSON lines", zap.String("path", abs), zap.Bool("sync", d.sync))
 	return nil
 }
 

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -29,6 +32,7 @@ const (
 type fileSource struct {
 	path        string
 	connectorID string
+	log         *zap.Logger
 
 	// Injected for tests.
 	pollInterval time.Duration
@@ -56,6 +60,7 @@ func NewFileSource(cfg Config) (Source, error) {
 		return nil, err
 	}
 	return &fileSource{
+		log:          loggerOf(cfg),
 		path:         path,
 		connectorID:  cfg.ConnectorID,
 		pollInterval: filePollInterval,
@@ -102,6 +107,8 @@ func (s *fileSource) Open(_ context.Context, pos record.Position) error {
 	s.offset, s.readOffset = offset, offset
 	s.buf = make([]byte, min(fileReadBuffer, s.maxLine+1))
 	s.start, s.end = 0, 0
+	abs, _ := filepath.Abs(s.path)
+	s.log.Info("file source reading lines", zap.String("path", abs), zap.Int64("offset", offset))
 	return nil
 }
 

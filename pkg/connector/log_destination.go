@@ -27,10 +27,7 @@ type logDestination struct {
 // record through cfg.Logger.
 func NewLogDestination(cfg Config) (Destination, error) {
 	s := newSettings(cfg.Settings)
-	d := &logDestination{logger: cfg.Logger, est: 256}
-	if d.logger == nil {
-		d.logger = zap.NewNop()
-	}
+	d := &logDestination{logger: loggerOf(cfg), est: 256}
 	switch lvl := strings.ToLower(strings.TrimSpace(s.string("level", "info"))); lvl {
 	case "trace", "debug":
 		// zap has no trace level; Conduit's trace is the most verbose, so is debug.

@@ -167,10 +167,14 @@ func (e *Engine) run(ctx context.Context) error {
 	if err := src.Connector.Open(ctx, pos); err != nil {
 		return &StageError{Kind: KindSource, ID: src.ID, Op: "open", Err: err}
 	}
+	resume := "start (no saved position)"
+	if pos != nil {
+		resume = pos.String()
+	}
 	e.log.Info("pipeline running",
 		zap.String("source", src.ID),
 		zap.Int("destinations", len(e.cfg.Destinations)),
-		zap.Stringer("resume_position", pos))
+		zap.String("resume_after", resume))
 
 	g, gctx := errgroup.WithContext(ctx)
 	readCtx, cancelRead := context.WithCancel(gctx)
