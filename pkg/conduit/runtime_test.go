@@ -1,0 +1,164 @@
+package conduit
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// stuckDestination accepts nothing until its context is cancelled, like a
+// destination whose network peer hangs. written reports the first write.
+type stuckDestination struct{ writing chan struct{} }
+
+func (d *stuckDestination) Open(context.Context) error { return nil }
+func (d *stuckDestination) Write(ctx context.Context, _ []record.Record) (int, error) {
+	select {
+	case d.writing <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+func (d *stuckDestination) Teardown(context.Context) error { return nil }
+
+const stuckPipeline = `version: "2.2"
+pipelines:
+  - id: stuck
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings:
+          format.options.id: int
+      - id: hang
+        type: destination
+        plugin: builtin:stuck
+`
+
+func newStuckRuntime(t *testing.T, gracefulTimeout time.Duration) (*Runtime, *stuckDestination, *observer.ObservedLogs) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.yml"), []byte(stuckPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	cfg.Pipelines.GracefulStopTimeout = gracefulTimeout
+
+	dst := &stuckDestination{writing: make(chan struct{}, 1)}
+	plugins := append(connector.Builtin(), connector.Plugin{
+		Name:           "stuck",
+		NewDestination: func(connector.Config) (connector.Destination, error) { return dst, nil },
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	rt, err := New(context.Background(), cfg, zap.New(core), Options{Registry: connector.NewRegistry(plugins...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.Pipelines()) != 1 {
+		t.Fatalf("loaded %d pipelines, want 1: %v", len(rt.Pipelines()), logs.All())
+	}
+	return rt, dst, logs
+}
+
+func runInBackground(rt *Runtime, ctx context.Context, force <-chan struct{}) chan error {
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx, force) }()
+	return done
+}
+
+func waitDone(t *testing.T, done chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
+func TestSecondSignalForcesAStuckPipeline(t *testing.T) {
+	rt, dst, logs := newStuckRuntime(t, time.Hour)
+	ctx, stop := context.WithCancel(context.Background())
+	force := make(chan struct{})
+	done := runInBackground(rt, ctx, force)
+	<-dst.writing
+
+	stop() // first signal: graceful, which cannot finish
+	select {
+	case <-done:
+		t.Fatal("Run returned while a destination still held records and no force came")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(force) // second signal
+	waitDone(t, done)
+	if logs.FilterMessage("second signal: force-stopping pipelines").Len() != 1 {
+		t.Fatalf("no log line for the forced stop: %v", logs.All())
+	}
+	if logs.FilterMessageSnippet("force-stopped").FilterField(zap.String("pipeline_id", "stuck")).Len() == 0 {
+		t.Fatalf("the pipeline's forced stop was not logged with its id: %v", logs.All())
+	}
+}
+
+func TestGracefulStopTimeoutForces(t *testing.T) {
+	rt, dst, logs := newStuckRuntime(t, 20*time.Millisecond)
+	ctx, stop := context.WithCancel(context.Background())
+	done := runInBackground(rt, ctx, make(chan struct{}))
+	<-dst.writing
+	stop()
+	waitDone(t, done)
+	if logs.FilterMessage("graceful stop timed out: force-stopping pipelines").Len() != 1 {
+		t.Fatalf("no timeout log line: %v", logs.All())
+	}
+}
+
+func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("stopped.yml", strings.Replace(strings.Replace(stuckPipeline, "id: stuck", "id: idle\n    status: stopped", 1), "builtin:stuck", "builtin:log", 1))
+	write("unknown.yml", strings.Replace(strings.Replace(stuckPipeline, "id: stuck", "id: nope", 1), "builtin:stuck", "builtin:nope", 1))
+	cfg := config.Default()
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	core, logs := observer.New(zap.InfoLevel)
+	rt, err := New(context.Background(), cfg, zap.New(core), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.Pipelines(); len(got) != 1 || got[0].ID != "idle" {
+		t.Fatalf("valid pipelines %v, want only idle", got)
+	}
+	invalid := logs.FilterMessageSnippet("invalid pipeline").All()
+	if len(invalid) != 1 {
+		t.Fatalf("want one invalid pipeline reported, got %v", logs.All())
+	}
+	msg := invalid[0].ContextMap()["error"].(string)
+	if !strings.Contains(msg, "unknown.yml:") || !strings.Contains(msg, `pipeline "nope"`) || !strings.Contains(msg, "connectors[hang].plugin") {
+		t.Fatalf("error does not name file, pipeline and field: %s", msg)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := runInBackground(rt, ctx, nil)
+	stop()
+	waitDone(t, done)
+	if logs.FilterMessageSnippet("pipeline is stopped").Len() != 1 {
+		t.Fatalf("the stopped pipeline was not reported as stopped: %v", logs.All())
+	}
+}
