@@ -43,3 +43,7 @@ func (e *StageError) Error() string {
 }
 
 func (e *StageError) Unwrap() error { return e.Err }
+
+// Component returns the kind ("source", "destination", "processor") and id
+// of the component that failed; the supervisor records both.
+func (e *StageError) Component() (kind, id string) { return e.Kind.String(), e.ID }

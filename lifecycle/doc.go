@@ -1,0 +1,31 @@
+// Package lifecycle is the supervisor: it keeps each pipeline in one of four
+// states that tell the truth, restarts it on exponential backoff when a run
+// ends with a transient error, and degrades it when the error is fatal or
+// recovery takes too long.
+//
+//	                 start                     transient error
+//	 ┌─────────┐ ───────────> ┌─────────┐ ──────────────────────> ┌────────────┐
+//	 │ stopped │              │ running │                         │ recovering │ ─┐ backoff elapsed: restart
+//	 └─────────┘ <─────────── └─────────┘ <────────────────────── └────────────┘ <┘ transient error: wait again
+//	      ^   ^      stop       │   ^      first record end to end   │    │
+//	      │   │                 │   │      or healthy window         │    │
+//	      │   └─────────────────┼───┼──────── stop ─────────────────-┘    │
+//	      │                     │   │ start                               │
+//	      │      fatal error,   v   │                                     │ fatal error, retries
+//	      │      force stop  ┌──────────┐ <───────────────────────────────┘ exhausted, max duration,
+//	      └───── (no) ────── │ degraded │                                   force stop
+//	                         └──────────┘
+//
+// A crash-looping pipeline stays recovering the whole time: it goes back to
+// running only when a record makes it end to end after a restart, or when
+// it has run max-retries-window without an error.
+//
+// Decide, then act, in separate places: Decide is a pure function of
+// (policy, history, error class, now, a random number) that says "restart
+// after this delay" or "degrade, for this reason"; the Supervisor goroutine
+// only waits and acts. One goroutine owns each pipeline's state; everything
+// else sends it messages. Time comes from a Clock, so tests never sleep.
+//
+// The package does not know how a pipeline moves records: it runs whatever
+// a RunFactory builds, and learns about progress through RunHooks.
+package lifecycle

@@ -1,0 +1,117 @@
+package lifecycle
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// EventKind names what happened to a pipeline. The audit log stores these.
+type EventKind string
+
+// Event kinds the supervisor emits.
+const (
+	EventStarting   EventKind = "starting"   // a start was requested (user, config or process restart)
+	EventRunning    EventKind = "running"    // the pipeline is running
+	EventResumed    EventKind = "resumed"    // after a process restart, the persisted state was taken up again
+	EventFault      EventKind = "fault"      // a run ended with an error; carries its classification
+	EventRecovering EventKind = "recovering" // a restart is scheduled: attempt, delay, next attempt time
+	EventRestarted  EventKind = "restarted"  // the backoff elapsed and a new run started
+	EventRecovered  EventKind = "recovered"  // back to running; Reason is record or window
+	EventDegraded   EventKind = "degraded"   // Reason: fatal error, retries exhausted, max duration, force stop
+	EventStopping   EventKind = "stopping"   // a graceful stop was requested
+	EventStopped    EventKind = "stopped"    // the pipeline is stopped
+)
+
+// Actors: who caused an event.
+const (
+	ActorUser   = "user"
+	ActorSystem = "system"
+	ActorConfig = "config"
+)
+
+// Event is one thing that happened to a pipeline, in the order the
+// supervisor decided it.
+type Event struct {
+	PipelineID string
+	Kind       EventKind
+	At         time.Time
+	// From and To are the statuses before and after; equal when the event
+	// changed nothing (a fault in recovering).
+	From, To Status
+	Message  string
+	Actor    string
+	// Error is set for fault, recovering and degraded events.
+	Error *ErrorInfo
+	// Attempt, Delay and NextAttemptAt describe a scheduled restart
+	// (recovering) or the restart that happened (restarted).
+	Attempt       int
+	Delay         time.Duration
+	NextAttemptAt time.Time
+	// Reason is the degraded or recovered reason.
+	Reason string
+}
+
+// Observer receives every event, after the state it leads to was
+// persisted. It is called from the supervisor goroutine and must not block.
+type Observer interface {
+	PipelineEvent(e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// PipelineEvent calls f.
+func (f ObserverFunc) PipelineEvent(e Event) { f(e) }
+
+// logEvent writes one line per transition, at a level that matches its
+// gravity: info for running, warn for recovering, error for degraded. A
+// fault and a start request are not logged on their own: the recovering,
+// degraded or running event that follows carries the same facts.
+func logEvent(log *zap.Logger, e Event) {
+	level := zapcore.InfoLevel
+	switch e.Kind {
+	case EventFault, EventStarting:
+		return
+	case EventRecovering:
+		level = zapcore.WarnLevel
+	case EventDegraded:
+		level = zapcore.ErrorLevel
+	}
+	ce := log.Check(level, e.Message)
+	if ce == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 12)
+	fields = append(fields, zap.String("event", string(e.Kind)), zap.Stringer("status", e.To))
+	if e.From != e.To {
+		fields = append(fields, zap.Stringer("from", e.From))
+	}
+	if e.Actor != "" {
+		fields = append(fields, zap.String("actor", e.Actor))
+	}
+	if e.Attempt > 0 {
+		fields = append(fields, zap.Int("attempt", e.Attempt))
+	}
+	if e.Delay > 0 {
+		fields = append(fields, zap.Duration("delay", e.Delay))
+	}
+	if !e.NextAttemptAt.IsZero() {
+		fields = append(fields, zap.Time("next_attempt_at", e.NextAttemptAt))
+	}
+	if e.Reason != "" {
+		fields = append(fields, zap.String("reason", e.Reason))
+	}
+	if err := e.Error; err != nil {
+		if err.Code != 0 {
+			fields = append(fields, zap.Int("code", err.Code))
+		}
+		fields = append(fields, zap.String("class", err.Class), zap.String("classified_by", err.Source),
+			zap.String("error", err.Message))
+		if err.Component != "" {
+			fields = append(fields, zap.String("component", err.Component), zap.String("component_kind", err.ComponentKind))
+		}
+	}
+	ce.Write(fields...)
+}

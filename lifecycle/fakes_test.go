@@ -1,0 +1,264 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock moves only when told to. Timers fire when Advance passes them.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*fakeTimer]struct{}
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), timers: map[*fakeTimer]struct{}{}}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{clock: c, at: c.now.Add(d), c: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.c <- c.now
+		return t
+	}
+	c.timers[t] = struct{}{}
+	return t
+}
+
+// Advance moves time forward and fires every timer that is due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for t := range c.timers {
+		if !t.at.After(c.now) {
+			t.c <- c.now
+			delete(c.timers, t)
+		}
+	}
+}
+
+// pending returns how many timers wait to fire.
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+type fakeTimer struct {
+	clock *fakeClock
+	at    time.Time
+	c     chan time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Stop() bool {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	_, ok := t.clock.timers[t]
+	delete(t.clock.timers, t)
+	return ok
+}
+
+// fakeRun is a run the test drives: fail ends it with an error, ack
+// reports progress, and it records Stop and force.
+type fakeRun struct {
+	hooks   RunHooks
+	end     chan error
+	stopped chan struct{}
+	once    sync.Once
+}
+
+var errForced = errors.New("force-stopped")
+
+func (r *fakeRun) Run(ctx context.Context) error {
+	select {
+	case err := <-r.end:
+		return err
+	case <-r.stopped:
+		return nil
+	case <-ctx.Done():
+		return errForced
+	}
+}
+
+func (r *fakeRun) Stop() { r.once.Do(func() { close(r.stopped) }) }
+
+func (r *fakeRun) fail(err error) { r.end <- err }
+
+func (r *fakeRun) ack() { r.hooks.OnAck(1) }
+
+// memStates keeps the last saved state per pipeline.
+type memStates struct {
+	mu    sync.Mutex
+	saved map[string]State
+	saves int
+}
+
+func (m *memStates) Save(_ context.Context, id string, st State) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.saved == nil {
+		m.saved = map[string]State{}
+	}
+	m.saved[id] = st.Clone()
+	m.saves++
+	return nil
+}
+
+func (m *memStates) last(id string) State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saved[id]
+}
+
+// stageErr stands in for pkg/pipeline's StageError.
+type stageErr struct {
+	kind, id string
+	err      error
+}
+
+func (e *stageErr) Error() string                { return e.kind + " " + e.id + ": " + e.err.Error() }
+func (e *stageErr) Unwrap() error                { return e.err }
+func (e *stageErr) Component() (kind, id string) { return e.kind, e.id }
+
+// harness runs one supervisor with fakes.
+type harness struct {
+	t       *testing.T
+	clock   *fakeClock
+	states  *memStates
+	sup     *Supervisor
+	runs    chan *fakeRun
+	events  chan Event
+	factory func(RunHooks) (Run, error)
+	cancel  context.CancelFunc
+}
+
+func newHarness(t *testing.T, p Policy, initial State) *harness {
+	t.Helper()
+	h := &harness{
+		t:      t,
+		clock:  newFakeClock(),
+		states: &memStates{},
+		runs:   make(chan *fakeRun, 100),
+		events: make(chan Event, 1000),
+	}
+	sup, err := New(Config{
+		PipelineID: "p1",
+		Policy:     p,
+		NewRun: func(hooks RunHooks) (Run, error) {
+			if h.factory != nil {
+				return h.factory(hooks)
+			}
+			r := &fakeRun{hooks: hooks, end: make(chan error, 1), stopped: make(chan struct{})}
+			h.runs <- r
+			return r, nil
+		},
+		States:   h.states,
+		Clock:    h.clock,
+		Observer: ObserverFunc(func(e Event) { h.events <- e }),
+		Random:   func() float64 { return 0.5 }, // no jitter offset
+	}, initial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sup = sup
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go sup.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-sup.Done():
+		case <-time.After(5 * time.Second):
+			t.Error("supervisor did not shut down")
+		}
+	})
+	return h
+}
+
+const guard = 5 * time.Second
+
+// nextRun returns the run the supervisor started next.
+func (h *harness) nextRun() *fakeRun {
+	h.t.Helper()
+	select {
+	case r := <-h.runs:
+		return r
+	case <-time.After(guard):
+		h.t.Fatal("no run was started")
+		return nil
+	}
+}
+
+// noRun asserts that no run was started so far.
+func (h *harness) noRun() {
+	h.t.Helper()
+	h.syncSup()
+	select {
+	case <-h.runs:
+		h.t.Fatal("a run was started when none should be")
+	default:
+	}
+}
+
+// expect returns the next event, which must be of kind.
+func (h *harness) expect(kind EventKind) Event {
+	h.t.Helper()
+	for {
+		select {
+		case e := <-h.events:
+			if e.Kind == kind {
+				return e
+			}
+			if e.Kind == EventStarting || e.Kind == EventFault {
+				// Announcements that precede the transition event.
+				continue
+			}
+			h.t.Fatalf("got event %s (%s -> %s: %s), want %s", e.Kind, e.From, e.To, e.Message, kind)
+		case <-time.After(guard):
+			h.t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func (h *harness) syncSup() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := h.sup.sync(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) state() State {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	st, err := h.sup.State(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// advance lets the supervisor finish what it is doing (so its timers are
+// set) and then moves the clock.
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	h.syncSup()
+	h.clock.Advance(d)
+}

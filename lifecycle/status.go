@@ -1,0 +1,78 @@
+package lifecycle
+
+import "fmt"
+
+// Status is the state a pipeline is in. The zero value is invalid, so a
+// status nobody set is caught instead of passing for "running".
+type Status int
+
+// Statuses.
+const (
+	StatusRunning Status = iota + 1
+	StatusRecovering
+	StatusDegraded
+	StatusStopped
+)
+
+var statusNames = [...]string{
+	StatusRunning:    "running",
+	StatusRecovering: "recovering",
+	StatusDegraded:   "degraded",
+	StatusStopped:    "stopped",
+}
+
+func (s Status) String() string {
+	if s >= StatusRunning && s <= StatusStopped {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// ParseStatus is the inverse of String.
+func ParseStatus(name string) (Status, error) {
+	for s := StatusRunning; s <= StatusStopped; s++ {
+		if statusNames[s] == name {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown pipeline status %q", name)
+}
+
+// MarshalText writes the status by name, so persisted state reads well and
+// survives a reordering of the constants.
+func (s Status) MarshalText() ([]byte, error) {
+	if s < StatusRunning || s > StatusStopped {
+		return nil, fmt.Errorf("invalid status %d", int(s))
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText is the inverse of MarshalText.
+func (s *Status) UnmarshalText(b []byte) error {
+	v, err := ParseStatus(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// DegradeReason says why a pipeline is degraded.
+type DegradeReason string
+
+// Reasons for degraded.
+const (
+	ReasonFatal            DegradeReason = "fatal error"
+	ReasonRetriesExhausted DegradeReason = "retries exhausted"
+	ReasonMaxDuration      DegradeReason = "max duration"
+	ReasonForceStop        DegradeReason = "force stop"
+)
+
+// RecoveredReason says why a recovering pipeline is running again.
+type RecoveredReason string
+
+// Reasons for recovered.
+const (
+	RecoveredByRecord RecoveredReason = "record"
+	RecoveredByWindow RecoveredReason = "window"
+)

@@ -1,0 +1,665 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	cerrors "github.com/conduitry/conduit/errors"
+)
+
+// Run is one run of a pipeline: fresh connectors, from open to teardown.
+type Run interface {
+	// Run moves records until Stop or a failure. It returns nil after a
+	// graceful stop and the error that ended it otherwise. Cancelling ctx
+	// is a force stop.
+	Run(ctx context.Context) error
+	// Stop asks for a graceful stop and returns at once.
+	Stop()
+}
+
+// RunHooks let a run tell its supervisor about progress.
+type RunHooks struct {
+	// OnAck is called after records were acknowledged end to end. It is
+	// cheap: only the first call of a run sends anything.
+	OnAck func(records int)
+}
+
+// RunFactory builds a new run. It is called for every start and restart,
+// so every attempt gets fresh connectors. An error is treated like a run
+// that failed at once.
+type RunFactory func(hooks RunHooks) (Run, error)
+
+// StateSaver persists state; *StateStore implements it.
+type StateSaver interface {
+	Save(ctx context.Context, pipelineID string, st State) error
+}
+
+// componentError is how a run error says which connector or processor it
+// came from (pkg/pipeline's StageError implements it).
+type componentError interface {
+	error
+	Component() (kind, id string)
+	Unwrap() error
+}
+
+// Config is what a Supervisor is built from.
+type Config struct {
+	PipelineID string
+	Policy     Policy
+	NewRun     RunFactory
+	States     StateSaver
+	Clock      Clock
+	Logger     *zap.Logger
+	// Observer, if set, receives every event (audit log, metrics, the
+	// process's exit-on-degraded).
+	Observer Observer
+	// Random returns numbers in [0,1) for jitter; default math/rand/v2.
+	Random func() float64
+	// ConfigHash is stored with the state (see State.ConfigHash).
+	ConfigHash string
+}
+
+// Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;
+// the other methods send it messages and wait for the answer.
+type Supervisor struct {
+	cfg   Config
+	log   *zap.Logger
+	inbox chan message
+	done  chan struct{}
+
+	// Owned by the Run goroutine.
+	m            *machine
+	state        State
+	run          *activeRun
+	runSeq       int
+	timer        Timer
+	timerKind    timerKind
+	waiters      []chan error // stop requests waiting for the run to end
+	shuttingDown bool
+}
+
+type timerKind int
+
+const (
+	timerNone    timerKind = iota
+	timerAttempt           // recovering: the backoff delay ends
+	timerWindow            // probation: the healthy window ends
+)
+
+type activeRun struct {
+	id       int
+	run      Run
+	cancel   context.CancelFunc
+	stopping bool // a graceful stop was requested
+	forced   bool // its context was cancelled on purpose
+	acked    atomic.Bool
+}
+
+// message is the closed set of requests the supervisor goroutine handles.
+type message interface{ isMessage() }
+
+type startMsg struct {
+	actor string
+	reply chan error
+}
+type stopMsg struct {
+	force bool
+	reply chan error
+}
+type runEndedMsg struct {
+	id  int
+	err error
+}
+type firstAckMsg struct{ id int }
+type stateMsg struct{ reply chan State }
+type syncMsg struct{ reply chan struct{} }
+type killMsg struct{}
+
+func (startMsg) isMessage()    {}
+func (stopMsg) isMessage()     {}
+func (runEndedMsg) isMessage() {}
+func (firstAckMsg) isMessage() {}
+func (stateMsg) isMessage()    {}
+func (syncMsg) isMessage()     {}
+func (killMsg) isMessage()     {}
+
+// ErrSupervisorDone is returned by requests to a supervisor whose Run has
+// returned.
+var ErrSupervisorDone = errors.New("pipeline supervisor has shut down")
+
+// ErrStillStopping is returned by Start while the previous run is still
+// shutting down.
+var ErrStillStopping = errors.New("the previous run of this pipeline is still stopping; try again in a moment")
+
+// New returns a supervisor that takes up initial, the persisted state (or a
+// fresh one for a new pipeline: Status running or stopped as the pipeline
+// file says).
+func New(cfg Config, initial State) (*Supervisor, error) {
+	if cfg.PipelineID == "" || cfg.NewRun == nil || cfg.States == nil {
+		return nil, errors.New("lifecycle: supervisor needs a pipeline id, a run factory and a state saver")
+	}
+	if initial.Status < StatusRunning || initial.Status > StatusStopped {
+		return nil, fmt.Errorf("lifecycle: pipeline %s: invalid initial status %v", cfg.PipelineID, initial.Status)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Random == nil {
+		cfg.Random = rand.Float64
+	}
+	initial.ConfigHash = cfg.ConfigHash
+	return &Supervisor{
+		cfg:   cfg,
+		log:   cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
+		inbox: make(chan message, 16),
+		done:  make(chan struct{}),
+		m:     newMachine(initial.Status),
+		state: initial.Clone(),
+	}, nil
+}
+
+// Run takes up the initial state (starting a running pipeline, scheduling
+// a recovering one at its persisted next attempt time) and then serves
+// requests until ctx is done. Then it stops the active run gracefully -
+// a process shutdown is not a fault and changes no persisted status - and
+// returns once the run has ended. Kill forces that stop.
+func (s *Supervisor) Run(ctx context.Context) {
+	defer close(s.done)
+	defer s.stopTimer()
+	s.resume()
+	ctxDone := ctx.Done()
+	for !s.shuttingDown || s.run != nil {
+		var timerC <-chan time.Time
+		if s.timer != nil {
+			timerC = s.timer.C()
+		}
+		select {
+		case msg := <-s.inbox:
+			s.handle(msg)
+		case <-timerC:
+			s.onTimer()
+		case <-ctxDone:
+			ctxDone = nil
+			s.shuttingDown = true
+			s.stopTimer()
+			if s.run != nil && !s.run.stopping {
+				s.run.stopping = true
+				s.run.run.Stop()
+			}
+		}
+	}
+	for _, w := range s.waiters {
+		w <- nil
+	}
+}
+
+// Start starts a stopped or degraded pipeline (resetting its fail count).
+// Starting a running or recovering pipeline returns a *TransitionError.
+func (s *Supervisor) Start(ctx context.Context) error {
+	reply := make(chan error, 1)
+	if err := s.send(ctx, startMsg{actor: ActorUser, reply: reply}); err != nil {
+		return err
+	}
+	return s.await(ctx, reply)
+}
+
+// Stop stops a running or recovering pipeline: gracefully (in-flight
+// records drain, status stopped) or, with force, at once (in-flight records
+// are dropped and read again later, status degraded). It returns when the
+// run has ended, or when ctx is done.
+func (s *Supervisor) Stop(ctx context.Context, force bool) error {
+	reply := make(chan error, 1)
+	if err := s.send(ctx, stopMsg{force: force, reply: reply}); err != nil {
+		return err
+	}
+	return s.await(ctx, reply)
+}
+
+// State returns a copy of the pipeline's current state.
+func (s *Supervisor) State(ctx context.Context) (State, error) {
+	reply := make(chan State, 1)
+	if err := s.send(ctx, stateMsg{reply: reply}); err != nil {
+		return State{}, err
+	}
+	select {
+	case st := <-reply:
+		return st, nil
+	case <-ctx.Done():
+		return State{}, ctx.Err()
+	}
+}
+
+// Kill cancels the active run at once; it is how a process shutdown that
+// takes too long is forced. It does not change the pipeline's status.
+func (s *Supervisor) Kill() {
+	select {
+	case s.inbox <- killMsg{}:
+	case <-s.done:
+	}
+}
+
+// Done is closed when Run has returned.
+func (s *Supervisor) Done() <-chan struct{} { return s.done }
+
+// sync returns once every message sent before it was handled (tests).
+func (s *Supervisor) sync(ctx context.Context) error {
+	reply := make(chan struct{})
+	if err := s.send(ctx, syncMsg{reply: reply}); err != nil {
+		return err
+	}
+	select {
+	case <-reply:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Supervisor) send(ctx context.Context, m message) error {
+	select {
+	case s.inbox <- m:
+		return nil
+	case <-s.done:
+		return ErrSupervisorDone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Supervisor) await(ctx context.Context, reply chan error) error {
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Supervisor) handle(msg message) {
+	switch m := msg.(type) {
+	case startMsg:
+		m.reply <- s.onStart(m.actor)
+	case stopMsg:
+		s.onStop(m)
+	case runEndedMsg:
+		s.onRunEnded(m.id, m.err)
+	case firstAckMsg:
+		if s.run != nil && s.run.id == m.id && s.state.Probation {
+			s.recovered(RecoveredByRecord)
+		}
+	case stateMsg:
+		m.reply <- s.state.Clone()
+	case syncMsg:
+		close(m.reply)
+	case killMsg:
+		if s.run != nil && !s.run.forced {
+			s.run.forced = true
+			s.run.cancel()
+		}
+	default:
+		panic(fmt.Sprintf("lifecycle: unknown message %T", msg))
+	}
+}
+
+// resume takes up the initial state when the supervisor starts.
+func (s *Supervisor) resume() {
+	switch s.state.Status {
+	case StatusRunning:
+		s.emit(Event{Kind: EventStarting, From: StatusStopped, To: StatusRunning, Actor: ActorSystem,
+			Message: "pipeline starting"})
+		s.save()
+		s.emit(Event{Kind: EventRunning, From: StatusStopped, To: StatusRunning, Actor: ActorSystem,
+			Message: "pipeline running"})
+		s.startRun()
+	case StatusRecovering:
+		now := s.cfg.Clock.Now()
+		wait := max(s.state.NextAttemptAt.Sub(now), 0)
+		s.state.Probation = false
+		s.emit(Event{Kind: EventResumed, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+			Attempt: s.state.FailCount, Delay: wait, NextAttemptAt: now.Add(wait), Error: s.state.LastError,
+			Message: "pipeline was recovering when the process stopped; next attempt at its persisted time"})
+		s.setTimer(timerAttempt, wait)
+	case StatusDegraded:
+		s.emit(Event{Kind: EventResumed, From: StatusDegraded, To: StatusDegraded, Actor: ActorSystem,
+			Reason: string(s.state.DegradedReason), Error: s.state.LastError,
+			Message: "pipeline stays degraded until it is started"})
+	case StatusStopped:
+	}
+}
+
+func (s *Supervisor) onStart(actor string) error {
+	if !s.m.can(eventStart) {
+		return &TransitionError{Event: string(eventStart), From: s.m.current()}
+	}
+	if s.run != nil {
+		return ErrStillStopping
+	}
+	from, err := s.m.fire(eventStart)
+	if err != nil {
+		return err
+	}
+	s.state.Status = StatusRunning
+	s.state.FailCount = 0
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = false
+	s.state.DegradedReason = ""
+	s.emit(Event{Kind: EventStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
+	s.save()
+	s.emit(Event{Kind: EventRunning, From: from, To: StatusRunning, Actor: actor, Message: "pipeline running"})
+	s.startRun()
+	return nil
+}
+
+func (s *Supervisor) onStop(m stopMsg) {
+	if m.force {
+		s.forceStop(m.reply)
+		return
+	}
+	from, err := s.m.fire(eventStop)
+	if err != nil {
+		m.reply <- err
+		return
+	}
+	s.stopTimer()
+	s.state.Status = StatusStopped
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = false
+	s.endEpisode("stopped")
+	s.save()
+	if s.run == nil {
+		s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+		m.reply <- nil
+		return
+	}
+	s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorUser,
+		Message: "pipeline stopping: source stops reading, in-flight records drain"})
+	s.run.stopping = true
+	s.run.run.Stop()
+	s.waiters = append(s.waiters, m.reply)
+}
+
+func (s *Supervisor) forceStop(reply chan error) {
+	if s.m.current() == StatusStopped && s.run != nil {
+		// A graceful stop is under way and taking too long: cut it short.
+		// The status stays stopped; the dropped records are read again on
+		// the next start because their positions were never saved.
+		s.run.forced = true
+		s.run.cancel()
+		s.waiters = append(s.waiters, reply)
+		return
+	}
+	from, err := s.m.fire(eventDegrade)
+	if err != nil {
+		reply <- err
+		return
+	}
+	s.stopTimer()
+	s.state.Status = StatusDegraded
+	s.state.DegradedReason = ReasonForceStop
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = false
+	s.endEpisode("degraded (" + string(ReasonForceStop) + ")")
+	s.save()
+	s.emit(Event{Kind: EventDegraded, From: from, To: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
+		Message: "pipeline force-stopped: in-flight records were dropped and will be read again on the next start"})
+	if s.run == nil {
+		reply <- nil
+		return
+	}
+	s.run.forced = true
+	s.run.cancel()
+	s.waiters = append(s.waiters, reply)
+}
+
+func (s *Supervisor) onRunEnded(id int, err error) {
+	r := s.run
+	if r == nil || r.id != id {
+		return
+	}
+	s.run = nil
+	r.cancel()
+	if r.forced || r.stopping {
+		if err != nil && !r.forced {
+			// The drain itself failed; the stop still happened. Keep the
+			// error so the user sees it, but do not restart.
+			info := describeError(err, s.cfg.Clock.Now())
+			s.state.LastError = &info
+			s.save()
+			s.log.Warn("pipeline stopped with an error while draining", zap.String("error", info.Message))
+		}
+		if s.m.current() == StatusStopped && !s.shuttingDown {
+			s.emit(Event{Kind: EventStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+		}
+		for _, w := range s.waiters {
+			w <- nil
+		}
+		s.waiters = nil
+		return
+	}
+	if err == nil {
+		// The run finished on its own (a source that ended): nothing to
+		// recover from.
+		from, _ := s.m.fire(eventStop)
+		s.stopTimer()
+		s.state.Status = StatusStopped
+		s.state.Probation = false
+		s.endEpisode("stopped")
+		s.save()
+		s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Message: "pipeline finished: its source has no more records"})
+		return
+	}
+	s.onFault(err)
+}
+
+// onFault applies the policy to a run that ended with err.
+func (s *Supervisor) onFault(err error) {
+	now := s.cfg.Clock.Now()
+	info := describeError(err, now)
+	s.state.LastError = &info
+	class, _ := cerrors.ParseClass(info.Class)
+	var episodeStart time.Time
+	if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
+		episodeStart = s.state.Episode.StartedAt
+	}
+	d := Decide(s.cfg.Policy, History{FailCount: s.state.FailCount, EpisodeStart: episodeStart}, class, now, s.cfg.Random())
+	current := s.m.current()
+	s.emit(Event{Kind: EventFault, From: current, To: current, Actor: ActorSystem, Error: &info, Attempt: d.Attempt,
+		Message: "pipeline run failed"})
+	s.stopTimer()
+
+	if d.Action == ActionDegrade {
+		from, _ := s.m.fire(eventDegrade)
+		s.state.Status = StatusDegraded
+		s.state.DegradedReason = d.Reason
+		s.state.NextAttemptAt = time.Time{}
+		s.state.Probation = false
+		if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
+			s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info})
+		}
+		s.endEpisode("degraded (" + string(d.Reason) + ")")
+		s.save()
+		s.emit(Event{Kind: EventDegraded, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
+			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d.Reason, s.cfg.Policy)})
+		return
+	}
+
+	from, _ := s.m.fire(eventFault)
+	next := now.Add(d.Delay)
+	if episodeStart.IsZero() {
+		s.state.Episode = &Episode{StartedAt: now}
+	}
+	s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next})
+	s.state.Status = StatusRecovering
+	s.state.FailCount = d.Attempt
+	s.state.NextAttemptAt = next
+	s.state.Probation = false
+	s.save()
+	s.emit(Event{Kind: EventRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Message: "pipeline recovering: restart scheduled"})
+	if !s.shuttingDown {
+		s.setTimer(timerAttempt, d.Delay)
+	}
+}
+
+func degradedMessage(r DegradeReason, p Policy) string {
+	switch r {
+	case ReasonRetriesExhausted:
+		return fmt.Sprintf("pipeline degraded: %d restarts did not help (max-retries %d)", p.MaxRetries, p.MaxRetries)
+	case ReasonMaxDuration:
+		return fmt.Sprintf("pipeline degraded: recovery would take longer than max-duration %s", p.MaxDuration)
+	default:
+		return "pipeline degraded: fatal error, it needs a human"
+	}
+}
+
+func (s *Supervisor) onTimer() {
+	kind := s.timerKind
+	s.timer, s.timerKind = nil, timerNone
+	switch kind {
+	case timerAttempt:
+		if s.m.current() != StatusRecovering || s.run != nil {
+			return
+		}
+		now := s.cfg.Clock.Now()
+		scheduled := s.state.NextAttemptAt
+		if _, err := s.m.fire(eventRestart); err != nil {
+			s.log.Error("restart refused by the state machine", zap.Error(err))
+			return
+		}
+		s.state.NextAttemptAt = time.Time{}
+		s.state.Probation = true
+		s.save()
+		s.emit(Event{Kind: EventRestarted, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+			Attempt: s.state.FailCount, NextAttemptAt: scheduled, Delay: now.Sub(scheduled),
+			Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
+		s.startRun()
+		if s.run != nil && s.state.Probation {
+			// The run started (a factory error would already have
+			// scheduled the next attempt): give it the healthy window.
+			s.setTimer(timerWindow, s.cfg.Policy.HealthyWindow)
+		}
+	case timerWindow:
+		if s.state.Probation && s.run != nil {
+			s.recovered(RecoveredByWindow)
+		}
+	case timerNone:
+	}
+}
+
+func (s *Supervisor) recovered(reason RecoveredReason) {
+	from, err := s.m.fire(eventRecovered)
+	if err != nil {
+		return
+	}
+	s.stopTimer()
+	attempts := s.state.FailCount
+	s.state.Status = StatusRunning
+	s.state.FailCount = 0
+	s.state.Probation = false
+	s.endEpisode("recovered (" + string(reason) + ")")
+	s.save()
+	s.emit(Event{Kind: EventRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(reason),
+		Attempt: attempts, Message: "pipeline recovered: running again, fail count reset"})
+}
+
+func (s *Supervisor) endEpisode(outcome string) {
+	if e := s.state.Episode; e != nil && e.EndedAt.IsZero() {
+		e.EndedAt = s.cfg.Clock.Now()
+		e.Outcome = outcome
+	}
+}
+
+func (s *Supervisor) startRun() {
+	s.runSeq++
+	id := s.runSeq
+	ctx, cancel := context.WithCancel(context.Background())
+	ar := &activeRun{id: id, cancel: cancel}
+	s.run = ar
+	hooks := RunHooks{OnAck: func(int) {
+		if ar.acked.CompareAndSwap(false, true) {
+			select {
+			case s.inbox <- firstAckMsg{id: id}:
+			case <-s.done:
+			}
+		}
+	}}
+	r, err := s.cfg.NewRun(hooks)
+	if err != nil {
+		s.onRunEnded(id, err)
+		return
+	}
+	ar.run = r
+	go func() {
+		err := r.Run(ctx)
+		select {
+		case s.inbox <- runEndedMsg{id: id, err: err}:
+		case <-s.done:
+		}
+	}()
+}
+
+func (s *Supervisor) setTimer(kind timerKind, d time.Duration) {
+	s.stopTimer()
+	s.timer, s.timerKind = s.cfg.Clock.NewTimer(d), kind
+}
+
+func (s *Supervisor) stopTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer, s.timerKind = nil, timerNone
+	}
+}
+
+func (s *Supervisor) save() {
+	s.state.UpdatedAt = s.cfg.Clock.Now()
+	if err := s.cfg.States.Save(context.Background(), s.cfg.PipelineID, s.state); err != nil {
+		// The state in memory is still the truth; the next transition
+		// tries again. Losing it only matters after a crash.
+		s.log.Error("could not persist pipeline state", zap.Error(err))
+	}
+}
+
+func (s *Supervisor) emit(e Event) {
+	e.PipelineID = s.cfg.PipelineID
+	if e.At.IsZero() {
+		e.At = s.cfg.Clock.Now()
+	}
+	logEvent(s.log, e)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.PipelineEvent(e)
+	}
+}
+
+// describeError turns the error that ended a run into what the user sees:
+// the cause (not the engine's wrapper), its classification and the
+// component it came from. Processor errors without a code are fatal: a
+// processor is deterministic, so running it again gives the same error.
+func describeError(err error, now time.Time) ErrorInfo {
+	info := ErrorInfo{At: now}
+	cause := err
+	var comp componentError
+	if errors.As(err, &comp) {
+		info.ComponentKind, info.Component = comp.Component()
+		cause = comp.Unwrap()
+	}
+	var c cerrors.Classification
+	if info.ComponentKind == "processor" {
+		c = cerrors.ClassifyOr(cause, cerrors.ClassFatal)
+	} else {
+		c = cerrors.Classify(cause)
+	}
+	info.Code = c.Code
+	info.Class = c.Class.String()
+	info.Source = c.Source.String()
+	info.Message = c.Message
+	return info
+}

@@ -1,0 +1,375 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
+)
+
+var errNetwork = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func transientErr() error {
+	return &stageErr{kind: "source", id: "pg", err: fmt.Errorf("read: %w", cerrors.WithCode(errNetwork, 503))}
+}
+
+func fatalErr() error {
+	return &stageErr{kind: "destination", id: "out", err: fmt.Errorf("write: %w", cerrors.Fatal(errors.New("table orders does not exist")))}
+}
+
+func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+
+	run.fail(transientErr())
+	rec := h.expect(EventRecovering)
+	if rec.Attempt != 1 || rec.Delay != time.Second || rec.From != StatusRunning || rec.To != StatusRecovering {
+		t.Fatalf("recovering event %+v, want attempt 1 after 1s from running", rec)
+	}
+	if e := rec.Error; e == nil || e.Code != 503 || e.Class != "transient" || e.Source != "typed" ||
+		e.Component != "pg" || e.ComponentKind != "source" || e.Message != "read: "+errNetwork.Error() {
+		t.Fatalf("error info %+v: want the cause with code, class, source and component", rec.Error)
+	}
+	st := h.states.last("p1")
+	if st.Status != StatusRecovering || st.FailCount != 1 || !st.NextAttemptAt.Equal(h.clock.Now().Add(time.Second)) {
+		t.Fatalf("persisted %+v, want recovering, fail count 1, next attempt in 1s", st)
+	}
+
+	h.advance(999 * time.Millisecond)
+	h.noRun()
+	h.advance(time.Millisecond)
+	restarted := h.expect(EventRestarted)
+	if restarted.Attempt != 1 {
+		t.Fatalf("restarted attempt %d", restarted.Attempt)
+	}
+	run = h.nextRun()
+	if st := h.state(); st.Status != StatusRecovering || !st.Probation {
+		t.Fatalf("after the restart: %+v, want recovering on probation (not running yet)", st)
+	}
+
+	run.ack()
+	recovered := h.expect(EventRecovered)
+	if recovered.Reason != string(RecoveredByRecord) || recovered.To != StatusRunning {
+		t.Fatalf("recovered %+v, want by record to running", recovered)
+	}
+	st = h.states.last("p1")
+	if st.Status != StatusRunning || st.FailCount != 0 || st.Episode == nil || st.Episode.Outcome != "recovered (record)" {
+		t.Fatalf("persisted %+v, want running with fail count 0 and the episode closed", st)
+	}
+	if h.clock.pending() != 0 {
+		t.Fatalf("%d timers still pending after recovery", h.clock.pending())
+	}
+
+	// The backoff was reset: the next fault waits min-delay again.
+	run.fail(transientErr())
+	if rec := h.expect(EventRecovering); rec.Attempt != 1 || rec.Delay != time.Second {
+		t.Fatalf("after a reset: attempt %d delay %s, want 1 and 1s", rec.Attempt, rec.Delay)
+	}
+}
+
+func TestCrashLoopStaysRecoveringOnSchedule(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	for i, delay := range want {
+		run.fail(transientErr())
+		rec := h.expect(EventRecovering)
+		if rec.Attempt != i+1 || rec.Delay != delay {
+			t.Fatalf("failure %d: attempt %d delay %s, want %d and %s", i+1, rec.Attempt, rec.Delay, i+1, delay)
+		}
+		h.advance(delay)
+		h.expect(EventRestarted) // never EventRunning or EventRecovered in between
+		run = h.nextRun()
+		if st := h.state(); st.Status != StatusRecovering {
+			t.Fatalf("status %s during a crash loop, want recovering", st.Status)
+		}
+	}
+	st := h.state()
+	if st.Episode == nil || len(st.Episode.Attempts) != len(want) || st.FailCount != len(want) {
+		t.Fatalf("episode %+v fail count %d, want %d attempts", st.Episode, st.FailCount, len(want))
+	}
+	if d := st.Episode.Duration(h.clock.Now()); d != 2*time.Minute+63*time.Second {
+		t.Fatalf("episode lasted %s, want the sum of the delays", d)
+	}
+}
+
+func TestHealthyWindowRecovers(t *testing.T) {
+	p := defaultPolicy()
+	p.HealthyWindow = 30 * time.Second
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(transientErr())
+	h.expect(EventRecovering)
+	h.advance(time.Second)
+	h.expect(EventRestarted)
+	h.nextRun()
+	h.advance(29 * time.Second)
+	if st := h.state(); st.Status != StatusRecovering {
+		t.Fatalf("recovered before the window ended: %s", st.Status)
+	}
+	h.advance(time.Second)
+	if e := h.expect(EventRecovered); e.Reason != string(RecoveredByWindow) {
+		t.Fatalf("recovered by %q, want window", e.Reason)
+	}
+	if st := h.state(); st.Status != StatusRunning || st.FailCount != 0 {
+		t.Fatalf("state %+v after the window", st)
+	}
+}
+
+func TestFatalDegradesAtOnceWithTheCause(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(fatalErr())
+	e := h.expect(EventDegraded)
+	if e.Reason != string(ReasonFatal) {
+		t.Fatalf("reason %q", e.Reason)
+	}
+	st := h.states.last("p1")
+	if st.Status != StatusDegraded || st.DegradedReason != ReasonFatal {
+		t.Fatalf("persisted %+v", st)
+	}
+	if le := st.LastError; le == nil || le.Code != 400 || le.Class != "fatal" || le.Component != "out" ||
+		le.Message != "write: table orders does not exist" {
+		t.Fatalf("last error %+v, want the original cause, not a wrapper", st.LastError)
+	}
+	h.advance(time.Hour)
+	h.noRun()
+}
+
+func TestProcessorErrorsWithoutCodeAreFatal(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(&stageErr{kind: "processor", id: "p", err: errors.New("field .Payload.After.x: not a map")})
+	e := h.expect(EventDegraded)
+	if e.Error.Class != "fatal" || e.Error.Source != "rule" || e.Error.Component != "p" {
+		t.Fatalf("error %+v, want fatal by rule from processor p", e.Error)
+	}
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	p := defaultPolicy()
+	p.MaxRetries = 2
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+	for i := 1; i <= 2; i++ {
+		run.fail(transientErr())
+		h.expect(EventRecovering)
+		h.advance(Delay(p, i, 0.5))
+		h.expect(EventRestarted)
+		run = h.nextRun()
+	}
+	run.fail(transientErr())
+	e := h.expect(EventDegraded)
+	if e.Reason != string(ReasonRetriesExhausted) || e.Attempt != 3 || e.Error == nil || e.Error.Code != 503 {
+		t.Fatalf("degraded %+v, want retries exhausted at attempt 3 with the last error", e)
+	}
+	if st := h.state(); len(st.Episode.Attempts) != 3 || st.Episode.Outcome != "degraded (retries exhausted)" {
+		t.Fatalf("episode %+v", st.Episode)
+	}
+}
+
+func TestMaxRetriesZeroDegradesOnFirstTransientError(t *testing.T) {
+	p := defaultPolicy()
+	p.MaxRetries = 0
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(transientErr())
+	if e := h.expect(EventDegraded); e.Reason != string(ReasonRetriesExhausted) {
+		t.Fatalf("reason %q", e.Reason)
+	}
+}
+
+func TestMaxDurationDegrades(t *testing.T) {
+	p := defaultPolicy()
+	p.MaxDuration = 5 * time.Second
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+	run.fail(transientErr()) // +1s
+	h.expect(EventRecovering)
+	h.advance(time.Second)
+	h.expect(EventRestarted)
+	run = h.nextRun()
+	run.fail(transientErr()) // +2s: attempt at 3s, fine
+	h.expect(EventRecovering)
+	h.advance(2 * time.Second)
+	h.expect(EventRestarted)
+	run = h.nextRun()
+	run.fail(transientErr()) // +4s would end at 7s > 5s
+	if e := h.expect(EventDegraded); e.Reason != string(ReasonMaxDuration) {
+		t.Fatalf("reason %q", e.Reason)
+	}
+}
+
+func TestStopWhileWaitingCancelsTheAttempt(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(transientErr())
+	h.expect(EventRecovering)
+	if err := h.sup.Stop(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(EventStopped)
+	h.advance(time.Hour)
+	h.noRun()
+	if st := h.states.last("p1"); st.Status != StatusStopped || !st.NextAttemptAt.IsZero() {
+		t.Fatalf("persisted %+v, want stopped without a next attempt", st)
+	}
+}
+
+func TestGracefulStopDrainsTheRun(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+	if err := h.sup.Stop(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-run.stopped:
+	default:
+		t.Fatal("Stop returned but the run was never asked to stop")
+	}
+	h.expect(EventStopping)
+	h.expect(EventStopped)
+	if st := h.state(); st.Status != StatusStopped {
+		t.Fatalf("status %s", st.Status)
+	}
+}
+
+func TestForceStopDegrades(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun()
+	if err := h.sup.Stop(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if e := h.expect(EventDegraded); e.Reason != string(ReasonForceStop) {
+		t.Fatalf("reason %q", e.Reason)
+	}
+	// The run was cancelled, not drained, and its error is not a fault.
+	h.syncSup()
+	if st := h.state(); st.Status != StatusDegraded || st.LastError != nil {
+		t.Fatalf("state %+v, want degraded by force stop without a fault", st)
+	}
+}
+
+func TestStartResumesDegradedAndResetsFailCount(t *testing.T) {
+	p := defaultPolicy()
+	p.MaxRetries = 1
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+	run.fail(transientErr())
+	h.expect(EventRecovering)
+	h.advance(time.Second)
+	h.expect(EventRestarted)
+	h.nextRun().fail(transientErr())
+	h.expect(EventDegraded)
+
+	if err := h.sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(EventRunning)
+	h.nextRun()
+	if st := h.state(); st.Status != StatusRunning || st.FailCount != 0 || st.DegradedReason != "" {
+		t.Fatalf("state after start %+v", st)
+	}
+}
+
+func TestInvalidTransitionsReturnTypedErrors(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun()
+	err := h.sup.Start(context.Background())
+	var te *TransitionError
+	if !errors.As(err, &te) || te.From != StatusRunning || !errors.Is(err, ErrInvalidTransition) {
+		t.Fatalf("start of a running pipeline: %v, want a TransitionError from running", err)
+	}
+	if err := h.sup.Stop(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sup.Stop(context.Background(), false); !errors.As(err, &te) || te.From != StatusStopped {
+		t.Fatalf("stop of a stopped pipeline: %v", err)
+	}
+}
+
+func TestShutdownIsNotAFault(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	run := h.nextRun()
+	h.cancel()
+	<-h.sup.Done()
+	select {
+	case <-run.stopped:
+	default:
+		t.Fatal("shutdown did not stop the run gracefully")
+	}
+	if st := h.states.last("p1"); st.Status != StatusRunning || st.LastError != nil {
+		t.Fatalf("persisted %+v after shutdown, want still running (so it starts again) and no fault", st)
+	}
+}
+
+func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
+	clockStart := newFakeClock().Now()
+	persisted := State{
+		Status:        StatusRecovering,
+		FailCount:     3,
+		NextAttemptAt: clockStart.Add(20 * time.Second),
+		Episode:       &Episode{StartedAt: clockStart.Add(-time.Minute)},
+	}
+	h := newHarness(t, defaultPolicy(), persisted)
+	if e := h.expect(EventResumed); e.Delay != 20*time.Second || e.Attempt != 3 {
+		t.Fatalf("resumed %+v, want the next attempt in 20s", e)
+	}
+	h.advance(19 * time.Second)
+	h.noRun()
+	h.advance(time.Second)
+	h.expect(EventRestarted)
+	h.nextRun().fail(transientErr())
+	// The episode continues: the fail count goes on from the persisted 3.
+	if e := h.expect(EventRecovering); e.Attempt != 4 || e.Delay != 8*time.Second {
+		t.Fatalf("after resume: attempt %d delay %s, want 4 and 8s", e.Attempt, e.Delay)
+	}
+}
+
+func TestResumeOverdueAttemptRestartsAtOnce(t *testing.T) {
+	persisted := State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: newFakeClock().Now().Add(-time.Hour),
+		Episode: &Episode{StartedAt: newFakeClock().Now().Add(-2 * time.Hour)}}
+	h := newHarness(t, defaultPolicy(), persisted)
+	h.expect(EventResumed)
+	h.expect(EventRestarted)
+	h.nextRun()
+}
+
+func TestDegradedAndStoppedStayAfterRestart(t *testing.T) {
+	for _, status := range []Status{StatusDegraded, StatusStopped} {
+		t.Run(status.String(), func(t *testing.T) {
+			h := newHarness(t, defaultPolicy(), State{Status: status})
+			h.advance(time.Hour)
+			h.noRun()
+			if st := h.state(); st.Status != status {
+				t.Fatalf("status %s, want %s", st.Status, status)
+			}
+		})
+	}
+}
+
+func TestFactoryErrorIsAFault(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusStopped})
+	h.factory = func(RunHooks) (Run, error) {
+		return nil, &stageErr{kind: "destination", id: "out", err: cerrors.Fatal(errors.New("plugin not found"))}
+	}
+	if err := h.sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(EventRunning)
+	if e := h.expect(EventDegraded); e.Error == nil || e.Error.Component != "out" || e.Error.Class != "fatal" {
+		t.Fatalf("degraded %+v", e)
+	}
+}

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// maxGroup and maxGroupBytes bound one group commit, well under Badger's
+// transaction size limit (about 1.2 MiB with our options).
+const (
+	maxGroup      = 1024
+	maxGroupBytes = 256 << 10
+)
+
+// GroupWriter makes small durable writes cheap under concurrency: writes
+// that arrive while a commit is under way are collected and committed
+// together in one transaction (one disk sync), and each caller returns once
+// its own write is durable. A lone writer pays one sync, as before; ten
+// thousand concurrent writers pay about ten thousand divided by the group
+// size.
+//
+// It owns one goroutine, started by NewGroupWriter and ended by Close.
+type GroupWriter struct {
+	db    Store
+	reqs  chan groupWrite
+	close sync.Once
+	quit  chan struct{}
+	done  chan struct{}
+}
+
+type groupWrite struct {
+	key, value []byte
+	delete     bool
+	result     chan error
+}
+
+// ErrWriterClosed is returned for writes after Close.
+var ErrWriterClosed = errors.New("group writer is closed")
+
+// NewGroupWriter starts a writer on db.
+func NewGroupWriter(db Store) *GroupWriter {
+	g := &GroupWriter{
+		db:   db,
+		reqs: make(chan groupWrite, maxGroup),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	go g.loop()
+	return g
+}
+
+// Set stores value under key and returns once it is durable. The caller
+// may reuse the slices after Set returns.
+func (g *GroupWriter) Set(ctx context.Context, key, value []byte) error {
+	return g.submit(ctx, groupWrite{key: key, value: value, result: make(chan error, 1)})
+}
+
+// Delete removes key and returns once that is durable.
+func (g *GroupWriter) Delete(ctx context.Context, key []byte) error {
+	return g.submit(ctx, groupWrite{key: key, delete: true, result: make(chan error, 1)})
+}
+
+func (g *GroupWriter) submit(ctx context.Context, w groupWrite) error {
+	select {
+	case g.reqs <- w:
+	case <-g.quit:
+		return ErrWriterClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued the write happens whatever ctx does; waiting for it keeps
+	// the caller from reusing the slices too early.
+	select {
+	case err := <-w.result:
+		return err
+	case <-g.done:
+		// The loop has ended; it answers everything it took before that.
+		select {
+		case err := <-w.result:
+			return err
+		default:
+			return ErrWriterClosed
+		}
+	}
+}
+
+func (g *GroupWriter) loop() {
+	defer close(g.done)
+	group := make([]groupWrite, 0, maxGroup)
+	var size int
+	for {
+		select {
+		case w := <-g.reqs:
+			group = append(group[:0], w)
+			size = len(w.key) + len(w.value)
+		case <-g.quit:
+			// Writes queued before Close still land.
+			for {
+				select {
+				case w := <-g.reqs:
+					g.commit([]groupWrite{w})
+				default:
+					return
+				}
+			}
+		}
+	collect:
+		for len(group) < maxGroup && size < maxGroupBytes {
+			select {
+			case w := <-g.reqs:
+				group = append(group, w)
+				size += len(w.key) + len(w.value)
+			default:
+				break collect
+			}
+		}
+		g.commit(group)
+	}
+}
+
+func (g *GroupWriter) commit(group []groupWrite) {
+	err := g.apply(group)
+	if errors.Is(err, ErrTxnTooBig) && len(group) > 1 {
+		// A few large values together went over the limit: commit them one
+		// by one rather than failing writes that fit on their own.
+		for _, w := range group {
+			w.result <- g.apply([]groupWrite{w})
+		}
+		return
+	}
+	for _, w := range group {
+		w.result <- err
+	}
+}
+
+func (g *GroupWriter) apply(group []groupWrite) error {
+	return g.db.Update(context.Background(), func(tx Txn) error {
+		for _, w := range group {
+			var err error
+			if w.delete {
+				err = tx.Delete(w.key)
+			} else {
+				err = tx.Set(w.key, w.value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close stops the writer after the writes already queued. Later writes get
+// ErrWriterClosed. Safe to call more than once.
+func (g *GroupWriter) Close() {
+	g.close.Do(func() { close(g.quit) })
+	<-g.done
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// countingStore counts Update calls and can hold them, to prove grouping.
+type countingStore struct {
+	Store
+	updates atomic.Int64
+	hold    chan struct{}
+}
+
+func (c *countingStore) Update(ctx context.Context, fn func(Txn) error) error {
+	c.updates.Add(1)
+	if c.hold != nil {
+		<-c.hold
+	}
+	return c.Store.Update(ctx, fn)
+}
+
+func TestGroupWriterCommitsConcurrentWritesTogether(t *testing.T) {
+	db := &countingStore{Store: NewInMemory(), hold: make(chan struct{})}
+	w := NewGroupWriter(db)
+	defer w.Close()
+	ctx := context.Background()
+
+	// The first write's commit is held; 200 more arrive meanwhile and must
+	// share the next commit (or two, if the collector races them).
+	first := make(chan error, 1)
+	go func() { first <- w.Set(ctx, []byte("k-first"), []byte("v")) }()
+	for db.updates.Load() == 0 {
+		// The first commit has not begun yet; it will within microseconds.
+		runtime.Gosched()
+	}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			if err := w.Set(ctx, fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for len(w.reqs) < 200 {
+		runtime.Gosched()
+	}
+	close(db.hold)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := db.updates.Load(); n > 3 {
+		t.Fatalf("%d commits for 201 writes, want them grouped (<= 3)", n)
+	}
+	for i := range 200 {
+		if _, err := db.Get(ctx, fmt.Appendf(nil, "k%03d", i)); err != nil {
+			t.Fatalf("write %d lost: %v", i, err)
+		}
+	}
+}
+
+func TestGroupWriterDeleteAndClose(t *testing.T) {
+	db := NewInMemory()
+	w := NewGroupWriter(db)
+	ctx := context.Background()
+	if err := w.Set(ctx, []byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Get(ctx, []byte("a")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after Delete: %v", err)
+	}
+	w.Close()
+	w.Close()
+	if err := w.Set(ctx, []byte("b"), []byte("2")); !errors.Is(err, ErrWriterClosed) {
+		t.Fatalf("Set after Close: %v", err)
+	}
+}
+
+func TestGroupWriterReportsFailures(t *testing.T) {
+	w := NewGroupWriter(NewInMemory())
+	defer w.Close()
+	if err := w.Set(context.Background(), nil, []byte("x")); err == nil {
+		t.Fatal("an empty key was accepted")
+	}
+}
+
