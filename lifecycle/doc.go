@@ -3,18 +3,15 @@
 // ends with a transient error, and degrades it when the error is fatal or
 // recovery takes too long.
 //
-//	                 start                     transient error
-//	 ┌─────────┐ ───────────> ┌─────────┐ ──────────────────────> ┌────────────┐
-//	 │ stopped │              │ running │                         │ recovering │ ─┐ backoff elapsed: restart
-//	 └─────────┘ <─────────── └─────────┘ <────────────────────── └────────────┘ <┘ transient error: wait again
-//	      ^   ^      stop       │   ^      first record end to end   │    │
-//	      │   │                 │   │      or healthy window         │    │
-//	      │   └─────────────────┼───┼──────── stop ─────────────────-┘    │
-//	      │                     │   │ start                               │
-//	      │      fatal error,   v   │                                     │ fatal error, retries
-//	      │      force stop  ┌──────────┐ <───────────────────────────────┘ exhausted, max duration,
-//	      └───── (no) ────── │ degraded │                                   force stop
-//	                         └──────────┘
+//	          start                     transient error
+//	stopped ─────────> running ───────────────────────> recovering ──┐ backoff elapsed: restart,
+//	   ^    <───────── │   ^   <─────────────────────── │  │    ^    │ on probation; transient
+//	   │       stop    │   │   first record end to end  │  │    └────┘ error: wait longer
+//	   │               │   │   or healthy window        │  │
+//	   └───────────────┼───┼─────────── stop ───────────┘  │
+//	                   │   │ start                         │ fatal error, retries exhausted,
+//	     fatal error,  v   │                               │ max duration, force stop
+//	     force stop   degraded <───────────────────────────┘
 //
 // A crash-looping pipeline stays recovering the whole time: it goes back to
 // running only when a record makes it end to end after a restart, or when

@@ -1,7 +1,7 @@
 // Package connector holds the contract between the engine and connectors
 // (Source, Destination, Config), the Registry that turns a pipeline file's
-// `plugin` into a connector, and the built-in connectors: generator, file
-// and log.
+// `plugin` into a connector, and the built-in connectors: generator, file,
+// log and chaos.
 //
 // It is not the public SDK for outside authors (that is pkg/sdk, which adapts
 // to these interfaces); built-in connectors implement them directly to stay
@@ -18,8 +18,8 @@
 //	plugin: builtin:file@v0.1.0   # the version is accepted and ignored (also @latest)
 //
 // Built-in plugins: builtin:generator (source), builtin:file (source and
-// destination), builtin:log (destination). Standalone connectors are not
-// supported yet.
+// destination), builtin:log (destination), builtin:chaos (source and
+// destination). Standalone connectors are not supported yet.
 //
 // # Settings
 //
@@ -115,6 +115,113 @@
 //	                                   logged as debug). Records only show up when
 //	                                   the runtime's log level lets this level through.
 //	message   string  record received  the log message of each entry
+//
+// # builtin:chaos (source and destination)
+//
+// Fails on purpose, to test alerting and the runtime's recovery: a transient
+// error makes the pipeline restart on backoff (status recovering), a fatal
+// one stops it (status degraded). The source produces exactly the records of
+// builtin:generator and takes all its settings, with the same defaults and
+// the same positions (a restarted source resumes after the last acknowledged
+// record); when no format.options.* is given it uses format.options.id: int,
+// so it works without settings. The destination discards records, or, when
+// path is set, appends them exactly like builtin:file (path and sync as
+// there), so a test can see what was written.
+//
+// Without fail.on a chaos connector never fails. The fail.* settings, the
+// same for both roles:
+//
+//	setting        type      default                  meaning
+//	fail.on        string    -                        the operation that fails: open, read or
+//	                                                  ack (source); open or write (destination)
+//	fail.after     int       0                        the first failure comes once this many
+//	                                                  records passed the operation (read:
+//	                                                  produced; ack: acknowledged; write:
+//	                                                  written; open: successful opens)
+//	fail.every     int       0                        after a failure, fail again once this
+//	                                                  many more records (opens) passed; 0 means
+//	                                                  every call fails from then on
+//	fail.duration  duration  0                        stop failing this long after the first
+//	                                                  failure; 0 means no time limit
+//	fail.count     int       0                        stop failing after this many failures;
+//	                                                  0 means no limit
+//	fail.code      int       503                      the error's code, 100-599 (see the table
+//	                                                  in package errors: 503 is transient, 400
+//	                                                  fatal, ...); not with fail.format text
+//	fail.format    string    typed                    typed: a Go error carrying the code;
+//	                                                  json: an error whose text is the wire JSON
+//	                                                  {"code":503,"message":"..."}, the way a
+//	                                                  standalone connector reports it; text: a
+//	                                                  plain error without a code (transient)
+//	fail.message   string    chaos: injected failure  the error message
+//	fail.partial   bool      false                    destination, fail.on write: a failing
+//	                                                  write still writes the first half of the
+//	                                                  batch and reports it, so only those
+//	                                                  records are acknowledged
+//
+// The error names the connector, the operation and which failure it is, e.g.
+//
+//	chaos source "flaky": read: chaos: injected failure (failure 2 of 3)
+//
+// ("of 3" only with fail.count). Precisely: a read returns at most the
+// records left before the failure point, and the next read fails; a write
+// writes the records before the failure point and fails at the next record
+// (with fail.partial also half of the rest); an ack that would cross the
+// failure point fails as a whole. Once a stop condition (fail.count,
+// fail.duration) is met, the connector works normally. fail.duration is
+// measured from the first failure and also bounds fail.every.
+//
+// The counts survive restarts: the runtime builds new connectors for every
+// restart, and the counts live in the runtime, per pipeline, connector id
+// and role, until the process exits. Records delivered again after a
+// restart count again. Changing any fail.* setting starts the counts over.
+//
+// A network blip that heals after 3 failures: the first three reads after
+// record 50 fail with 503 (transient); each makes the pipeline restart,
+// and the fourth attempt runs on.
+//
+//	connectors:
+//	  - id: flaky-source
+//	    type: source
+//	    plugin: builtin:chaos
+//	    settings:
+//	      rate: 10
+//	      fail.on: read
+//	      fail.after: 50
+//	      fail.count: 3
+//
+// A fatal error on the 100th record: records 1-99 are written, writing
+// record 100 fails with 422 (fatal) and the pipeline is degraded. fail.count
+// 1 lets it run on when someone starts it again.
+//
+//	connectors:
+//	  - id: picky-destination
+//	    type: destination
+//	    plugin: builtin:chaos
+//	    settings:
+//	      path: ./chaos.out
+//	      fail.on: write
+//	      fail.after: 99
+//	      fail.count: 1
+//	      fail.code: 422
+//
+// A destination down for 30s: after 1000 records every write fails with
+// a 503 in wire JSON, until 30s after the first failure; the pipeline
+// keeps restarting (1s, 2s, 4s, ...) and recovers on the first attempt after
+// that.
+//
+//	connectors:
+//	  - id: outage-destination
+//	    type: destination
+//	    plugin: builtin:chaos
+//	    settings:
+//	      fail.on: write
+//	      fail.after: 1000
+//	      fail.duration: 30s
+//	      fail.format: json
+//
+// Each connector logs its failure plan when it opens, so a chaos connector
+// left in a pipeline by mistake shows up in the log.
 //
 // # Conduit SDK settings
 //

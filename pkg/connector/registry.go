@@ -27,6 +27,7 @@ func Builtin() []Plugin {
 		{Name: "file", NewSource: NewFileSource, NewDestination: NewFileDestination},
 		{Name: "generator", NewSource: NewGeneratorSource},
 		{Name: "log", NewDestination: NewLogDestination},
+		NewChaosPlugin(nil), // nil: time.Now
 	}
 }
 

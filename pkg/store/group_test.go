@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -92,4 +92,3 @@ func TestGroupWriterReportsFailures(t *testing.T) {
 		t.Fatal("an empty key was accepted")
 	}
 }
-
