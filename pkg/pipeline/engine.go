@@ -11,7 +11,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -35,10 +37,29 @@ type Source struct {
 	Connector connector.Source
 }
 
-// Destination is a destination connector with its id.
+// Destination is a destination connector with its id and the processors
+// that run only on its records.
 type Destination struct {
+	ID         string
+	Connector  connector.Destination
+	Processors []Processor
+}
+
+// Processor is a processor with its id from the pipeline file.
+type Processor struct {
 	ID        string
-	Connector connector.Destination
+	Processor processor.Processor
+}
+
+// DeadLetterQueue is where nacked records go: records a processor rejects
+// and records a destination refuses with a fatal error. When more than
+// WindowNackThreshold of the last WindowSize records were nacked, the run
+// ends with the nack's error, which is fatal (DESIGN.md section 3).
+// WindowSize 0 means no limit.
+type DeadLetterQueue struct {
+	Connector           connector.Destination
+	WindowSize          int
+	WindowNackThreshold int
 }
 
 // Config is everything one run of a pipeline needs.
@@ -46,7 +67,13 @@ type Config struct {
 	PipelineID   string
 	Source       Source
 	Destinations []Destination
-	Positions    Positions
+	// Processors run on every record after the source, in order (the
+	// source connector's processors first, then the pipeline's).
+	Processors []Processor
+	// DLQ defaults to no connector, window 1 and threshold 0: the first
+	// nack ends the run.
+	DLQ       DeadLetterQueue
+	Positions Positions
 	// Logger is the base logger; the engine adds pipeline_id.
 	Logger *zap.Logger
 
@@ -68,6 +95,10 @@ type Config struct {
 type Stats struct {
 	RecordsRead  atomic.Int64
 	RecordsAcked atomic.Int64
+	// RecordsFiltered counts records a processor dropped (acked, not written).
+	RecordsFiltered atomic.Int64
+	// RecordsNacked counts records sent to the dead-letter queue.
+	RecordsNacked atomic.Int64
 	// PositionsSaved counts durable position writes (fewer than batches,
 	// thanks to coalescing).
 	PositionsSaved atomic.Int64
@@ -99,6 +130,12 @@ func New(cfg Config) (*Engine, error) {
 		if d.Connector == nil {
 			return nil, fmt.Errorf("pipeline %s: destination %d (%s) is nil", cfg.PipelineID, i, d.ID)
 		}
+	}
+	if cfg.DLQ.WindowSize < 0 || cfg.DLQ.WindowNackThreshold < 0 {
+		return nil, fmt.Errorf("pipeline %s: negative dead-letter queue window", cfg.PipelineID)
+	}
+	if cfg.DLQ.WindowSize == 0 && cfg.DLQ.Connector == nil {
+		cfg.DLQ.WindowSize = 1
 	}
 	if cfg.Positions == nil {
 		return nil, fmt.Errorf("pipeline %s: no position store", cfg.PipelineID)
@@ -160,6 +197,14 @@ func (e *Engine) run(ctx context.Context) error {
 			return &StageError{Kind: KindDestination, ID: d.ID, Op: "open", Err: err}
 		}
 	}
+	if dlq := e.cfg.DLQ.Connector; dlq != nil {
+		if err := dlq.Open(ctx); err != nil {
+			// The queue is part of the pipeline: without it a nack would
+			// have nowhere to go. Not being able to open it now says
+			// nothing about the next attempt, so it is transient.
+			return &StageError{Kind: KindDLQ, ID: DLQID, Op: "open", Err: cerrors.Transient(err)}
+		}
+	}
 	pos, err := e.cfg.Positions.Load(ctx, e.cfg.PipelineID, src.ID)
 	if err != nil {
 		return &StageError{Kind: KindSource, ID: src.ID, Op: "load position", Err: err}
@@ -192,6 +237,7 @@ func (e *Engine) run(ctx context.Context) error {
 		fromDest[i] = make(chan *batch, n)
 	}
 	inflight := make(chan *batch, n)
+	read := make(chan *batch, n)
 	p := newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats)
 
 	g.Go(func() error {
@@ -203,13 +249,28 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return e.read(readCtx, gctx, free, inflight, toDest) })
+	if len(e.cfg.Processors) == 0 {
+		// Without processors the reader hands batches straight out.
+		g.Go(func() error {
+			defer closeOutputs(inflight, toDest)
+			return e.read(readCtx, gctx, free, func(b *batch) bool { return dispatch(gctx, b, inflight, toDest) })
+		})
+	} else {
+		g.Go(func() error {
+			defer close(read)
+			return e.read(readCtx, gctx, free, func(b *batch) bool { return send(gctx, read, b) })
+		})
+		g.Go(func() error {
+			defer closeOutputs(inflight, toDest)
+			return e.process(gctx, read, inflight, toDest)
+		})
+	}
 	for i, d := range e.cfg.Destinations {
 		g.Go(func() error { return e.write(gctx, d, i, toDest[i], fromDest[i]) })
 	}
 	g.Go(func() error {
 		defer p.close()
-		return e.ack(gctx, inflight, fromDest, free, p)
+		return e.ack(gctx, inflight, fromDest, free, p, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
 	})
 	g.Go(func() error {
 		// Saves use a context that outlives a failure elsewhere: positions
@@ -218,128 +279,6 @@ func (e *Engine) run(ctx context.Context) error {
 		return p.run(context.WithoutCancel(ctx))
 	})
 	return g.Wait()
-}
-
-// read is the reader stage. It stops reading when readCtx is done (graceful
-// stop) and closes its outputs so the stages after it drain; it abandons
-// everything when runCtx is done.
-func (e *Engine) read(readCtx, runCtx context.Context, free chan *batch, inflight chan<- *batch, toDest []chan *batch) error {
-	defer func() {
-		close(inflight)
-		for _, ch := range toDest {
-			close(ch)
-		}
-	}()
-	src := e.cfg.Source
-	for {
-		var b *batch
-		select {
-		case b = <-free:
-		case <-readCtx.Done():
-			return nil
-		}
-		n, err := src.Connector.Read(readCtx, b.buf)
-		if readCtx.Err() != nil && (err != nil || n == 0) {
-			return nil
-		}
-		if err != nil {
-			return &StageError{Kind: KindSource, ID: src.ID, Op: "read", Err: err}
-		}
-		if n <= 0 || n > len(b.buf) {
-			return &StageError{Kind: KindSource, ID: src.ID, Op: "read",
-				Err: fmt.Errorf("connector returned %d records for a batch of %d", n, len(b.buf))}
-		}
-		b.fill(n)
-		e.stats.RecordsRead.Add(int64(n))
-		// The channels hold every batch there is, so these sends never wait
-		// for long; runCtx only matters when the run is being torn down.
-		if !send(runCtx, inflight, b) {
-			return nil
-		}
-		for _, ch := range toDest {
-			if !send(runCtx, ch, b) {
-				return nil
-			}
-		}
-	}
-}
-
-// write is one destination's stage. After a failed write it stops: the acker
-// reports the failure once it has acknowledged the records written before it.
-func (e *Engine) write(ctx context.Context, d Destination, idx int, in <-chan *batch, out chan<- *batch) error {
-	for {
-		var b *batch
-		var ok bool
-		select {
-		case b, ok = <-in:
-			if !ok {
-				return nil
-			}
-		case <-ctx.Done():
-			return nil
-		}
-		n, err := d.Connector.Write(ctx, b.records)
-		if err == nil && n != len(b.records) {
-			err = fmt.Errorf("connector wrote %d of %d records and returned no error", n, len(b.records))
-			n = min(max(n, 0), len(b.records))
-		}
-		b.results[idx] = writeResult{written: n, err: err}
-		if !send(ctx, out, b) || err != nil {
-			return nil
-		}
-	}
-}
-
-// ack is the acker stage: it takes batches in read order, waits until every
-// destination has written each, acknowledges them to the source and hands
-// the newest position to the persister.
-func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free chan<- *batch, p *persister) error {
-	src := e.cfg.Source
-	for {
-		var b *batch
-		var ok bool
-		select {
-		case b, ok = <-inflight:
-			if !ok {
-				return nil
-			}
-		case <-ctx.Done():
-			return nil
-		}
-		acked := len(b.records)
-		var failure error
-		for i, ch := range fromDest {
-			select {
-			case got := <-ch:
-				if got != b {
-					// Stages are FIFO; anything else is a bug in the engine
-					// and acknowledging would break the read-order promise.
-					panic("pipeline: destination results out of read order")
-				}
-			case <-ctx.Done():
-				return nil
-			}
-			if r := b.results[i]; r.err != nil && r.written <= acked {
-				acked = r.written
-				failure = &StageError{Kind: KindDestination, ID: e.cfg.Destinations[i].ID, Op: "write", Err: r.err}
-			}
-		}
-		if acked > 0 {
-			if err := src.Connector.Ack(ctx, b.positions[:acked]); err != nil {
-				return &StageError{Kind: KindSource, ID: src.ID, Op: "ack", Err: err}
-			}
-			e.stats.RecordsAcked.Add(int64(acked))
-			p.offer(b.positions[acked-1])
-			if e.cfg.OnAck != nil {
-				e.cfg.OnAck(acked)
-			}
-		}
-		if failure != nil {
-			return failure
-		}
-		b.reset()
-		free <- b
-	}
 }
 
 func (e *Engine) teardown(ctx context.Context) error {
@@ -352,6 +291,11 @@ func (e *Engine) teardown(ctx context.Context) error {
 	for _, d := range e.cfg.Destinations {
 		if err := d.Connector.Teardown(ctx); err != nil {
 			errs = append(errs, &StageError{Kind: KindDestination, ID: d.ID, Op: "teardown", Err: err})
+		}
+	}
+	if dlq := e.cfg.DLQ.Connector; dlq != nil {
+		if err := dlq.Teardown(ctx); err != nil {
+			errs = append(errs, &StageError{Kind: KindDLQ, ID: DLQID, Op: "teardown", Err: err})
 		}
 	}
 	return errors.Join(errs...)

@@ -10,7 +10,11 @@ const (
 	KindSource Kind = iota + 1
 	KindDestination
 	KindProcessor
+	KindDLQ
 )
+
+// DLQID is the component id of the dead-letter queue in errors.
+const DLQID = "dead-letter-queue"
 
 func (k Kind) String() string {
 	switch k {
@@ -20,6 +24,8 @@ func (k Kind) String() string {
 		return "destination"
 	case KindProcessor:
 		return "processor"
+	case KindDLQ:
+		return "dead-letter-queue"
 	default:
 		return fmt.Sprintf("Kind(%d)", int(k))
 	}

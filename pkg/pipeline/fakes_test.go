@@ -106,6 +106,7 @@ type memDestination struct {
 	gate      chan struct{}
 	failAtPos string
 	failErr   error
+	failOnce  bool // fail at failAtPos only the first time
 
 	mu      sync.Mutex
 	written []string
@@ -126,6 +127,9 @@ func (d *memDestination) Write(ctx context.Context, batch []record.Record) (int,
 	defer d.mu.Unlock()
 	for i, r := range batch {
 		if d.failAtPos != "" && string(r.Position) == d.failAtPos {
+			if d.failOnce {
+				d.failAtPos = ""
+			}
 			return i, d.failErr
 		}
 		d.written = append(d.written, string(r.Payload.After.Bytes()))

@@ -1,0 +1,426 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/processor"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// Metadata keys a record sent to the dead-letter queue carries (Conduit's).
+const (
+	MetadataDLQNackError  = "conduit.dlq.nack.error"
+	MetadataDLQNackNodeID = "conduit.dlq.nack.node.id"
+)
+
+// read is the reader stage. It stops reading when readCtx is done (graceful
+// stop) and returns nil, so the stages after it drain; it abandons the
+// batch when runCtx is done. out hands a batch on and reports false when
+// the run is being torn down.
+func (e *Engine) read(readCtx, runCtx context.Context, free chan *batch, out func(*batch) bool) error {
+	src := e.cfg.Source
+	for {
+		var b *batch
+		select {
+		case b = <-free:
+		case <-readCtx.Done():
+			return nil
+		}
+		n, err := src.Connector.Read(readCtx, b.buf)
+		if readCtx.Err() != nil && (err != nil || n == 0) {
+			return nil
+		}
+		if err != nil {
+			return &StageError{Kind: KindSource, ID: src.ID, Op: "read", Err: err}
+		}
+		if n <= 0 || n > len(b.buf) {
+			return &StageError{Kind: KindSource, ID: src.ID, Op: "read",
+				Err: fmt.Errorf("connector returned %d records for a batch of %d", n, len(b.buf))}
+		}
+		b.fill(n)
+		e.stats.RecordsRead.Add(int64(n))
+		if !out(b) {
+			_ = runCtx
+			return nil
+		}
+	}
+}
+
+// dispatch hands a batch to the acker (first, to keep read order) and to
+// every destination. The channels hold every batch there is, so these sends
+// never wait for long; ctx only matters when the run is torn down.
+func dispatch(ctx context.Context, b *batch, inflight chan<- *batch, toDest []chan *batch) bool {
+	if !send(ctx, inflight, b) {
+		return false
+	}
+	for _, ch := range toDest {
+		if !send(ctx, ch, b) {
+			return false
+		}
+	}
+	return true
+}
+
+func closeOutputs(inflight chan *batch, toDest []chan *batch) {
+	close(inflight)
+	for _, ch := range toDest {
+		close(ch)
+	}
+}
+
+// process is the processor stage: it runs the pipeline's processors over
+// every record in read order and dispatches the batch.
+func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- *batch, toDest []chan *batch) error {
+	for {
+		var b *batch
+		var ok bool
+		select {
+		case b, ok = <-in:
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+		compacted := false
+		for i := range b.records {
+			kept, n, err := runProcessors(ctx, e.cfg.Processors, &b.records[i])
+			if err != nil {
+				return err
+			}
+			if !kept && !compacted {
+				// From the first dropped record on, out is a compacted copy.
+				compacted = true
+				b.outBuf = append(b.outBuf[:0], b.records[:i]...)
+				b.idxBuf = b.idxBuf[:0]
+				for j := range i {
+					b.idxBuf = append(b.idxBuf, j)
+				}
+			}
+			switch {
+			case n != nil:
+				n.index = i
+				b.nacks = append(b.nacks, *n)
+			case !kept:
+				e.stats.RecordsFiltered.Add(1)
+			case compacted:
+				b.outBuf = append(b.outBuf, b.records[i])
+				b.idxBuf = append(b.idxBuf, i)
+			}
+		}
+		if compacted {
+			b.out, b.outIdx = b.outBuf, b.idxBuf
+		}
+		if !dispatch(ctx, b, inflight, toDest) {
+			return nil
+		}
+	}
+}
+
+// runProcessors runs procs over rec. It reports whether the record is kept;
+// a rejected record comes back as a nack (its index unset); a transient
+// error comes back as err and ends the run, so that the record is processed
+// again after the restart. Processor errors without a code are fatal:
+// processors are deterministic.
+func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (kept bool, n *nack, err error) {
+	for _, p := range procs {
+		perr := p.Processor.Process(ctx, rec)
+		switch {
+		case perr == nil:
+			continue
+		case errors.Is(perr, processor.ErrFiltered):
+			return false, nil, nil
+		}
+		if cerrors.ClassifyOr(perr, cerrors.ClassFatal).Class == cerrors.ClassTransient {
+			return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: perr}
+		}
+		return false, &nack{kind: KindProcessor, id: p.ID, err: perr}, nil
+	}
+	return true, nil, nil
+}
+
+// write is one destination's stage. A record the destination refuses with
+// a fatal error is nacked and the rest of the batch is still written; a
+// transient error stops the stage, and the acker reports it once it has
+// acknowledged everything before it.
+func (e *Engine) write(ctx context.Context, d Destination, idx int, in <-chan *batch, out chan<- *batch) error {
+	var own destinationBuffer
+	for {
+		var b *batch
+		var ok bool
+		select {
+		case b, ok = <-in:
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+		recs, toRecord := b.out, b.recordIndex
+		if len(d.Processors) > 0 {
+			var err error
+			if recs, err = own.prepare(ctx, b, d, idx); err != nil {
+				b.results[idx] = writeResult{done: 0, err: err}
+				send(ctx, out, b)
+				return nil
+			}
+			toRecord = own.recordIndex(len(b.records))
+		}
+		res := e.writeAll(ctx, d, idx, b, recs, toRecord)
+		b.results[idx] = res
+		if !send(ctx, out, b) || res.err != nil {
+			return nil
+		}
+	}
+}
+
+func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch, recs []record.Record, toRecord func(int) int) writeResult {
+	written := 0
+	for written < len(recs) {
+		n, err := d.Connector.Write(ctx, recs[written:])
+		n = min(max(n, 0), len(recs)-written)
+		written += n
+		if err == nil {
+			if written == len(recs) {
+				break
+			}
+			err = fmt.Errorf("connector wrote %d of %d records and returned no error", n, len(recs)-written+n)
+		}
+		if cerrors.Classify(err).Class == cerrors.ClassFatal {
+			// This record can never be written here: nack it and go on.
+			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(written), kind: KindDestination, id: d.ID, err: err})
+			written++
+			continue
+		}
+		return writeResult{done: toRecord(written), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: err}}
+	}
+	return writeResult{done: len(b.records)}
+}
+
+// destinationBuffer holds the copies a destination's own processors work
+// on, so other destinations of the same batch see the records unchanged.
+type destinationBuffer struct {
+	recs []record.Record
+	idx  []int
+}
+
+func (o *destinationBuffer) prepare(ctx context.Context, b *batch, d Destination, destIdx int) ([]record.Record, error) {
+	o.recs, o.idx = o.recs[:0], o.idx[:0]
+	for j := range b.out {
+		rec := b.out[j].Clone()
+		i := b.recordIndex(j)
+		kept, n, err := runProcessors(ctx, d.Processors, &rec)
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			n.index = i
+			b.destNacks[destIdx] = append(b.destNacks[destIdx], *n)
+		}
+		if kept {
+			o.recs = append(o.recs, rec)
+			o.idx = append(o.idx, i)
+		}
+	}
+	return o.recs, nil
+}
+
+func (o *destinationBuffer) recordIndex(total int) func(int) int {
+	return func(j int) int {
+		if j >= len(o.idx) {
+			return total
+		}
+		return o.idx[j]
+	}
+}
+
+// ack is the acker stage: it takes batches in read order, waits until every
+// destination is done with each, sends nacked records to the dead-letter
+// queue (ending the run when the nack window overflows), acknowledges the
+// records to the source and hands the newest position to the persister.
+func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free chan<- *batch, p *persister, window *nackWindow) error {
+	src := e.cfg.Source
+	var dlqBuf []record.Record
+	for {
+		var b *batch
+		var ok bool
+		select {
+		case b, ok = <-inflight:
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+		limit := len(b.records)
+		var failure error
+		for i, ch := range fromDest {
+			select {
+			case got := <-ch:
+				if got != b {
+					// Stages are FIFO; anything else is a bug in the engine
+					// and acknowledging would break the read-order promise.
+					panic("pipeline: destination results out of read order")
+				}
+			case <-ctx.Done():
+				return nil
+			}
+			if r := b.results[i]; r.err != nil && r.done <= limit {
+				limit, failure = r.done, r.err
+			}
+		}
+
+		nacks := b.mergedNacks()
+		// Walk the nack window in read order up to the first overflow.
+		next := 0
+		for i := range limit {
+			var n *nack
+			if next < len(nacks) && nacks[next].index == i {
+				n = &nacks[next]
+				next++
+			}
+			if window.add(n != nil) {
+				e.log.Error("dead-letter queue window overflowed: the pipeline stops",
+					zap.Int("window_size", window.size), zap.Int("window_nack_threshold", window.threshold),
+					zap.String("component", n.id), zap.Error(n.err))
+				limit, failure = i, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: n.err}
+				nacks = nacks[:next-1]
+				break
+			}
+		}
+		if len(nacks) > 0 {
+			dlqBuf = dlqBuf[:0]
+			for _, n := range nacks {
+				dlqBuf = append(dlqBuf, dlqRecord(b.records[n.index], n))
+			}
+			if err := e.writeDLQ(ctx, dlqBuf); err != nil {
+				return err
+			}
+			e.stats.RecordsNacked.Add(int64(len(nacks)))
+		}
+		if limit > 0 {
+			if err := src.Connector.Ack(ctx, b.positions[:limit]); err != nil {
+				return &StageError{Kind: KindSource, ID: src.ID, Op: "ack", Err: err}
+			}
+			e.stats.RecordsAcked.Add(int64(limit))
+			p.offer(b.positions[limit-1])
+			if e.cfg.OnAck != nil && limit > len(nacks) {
+				e.cfg.OnAck(limit - len(nacks))
+			}
+		}
+		if failure != nil {
+			return failure
+		}
+		b.reset()
+		free <- b
+	}
+}
+
+func opOf(k Kind) string {
+	if k == KindProcessor {
+		return "process"
+	}
+	return "write"
+}
+
+// mergedNacks returns the batch's nacks in read order, one per record
+// (a record refused by several destinations goes to the queue once).
+func (b *batch) mergedNacks() []nack {
+	if len(b.destNacks) == 0 || allEmpty(b.destNacks) {
+		return b.nacks
+	}
+	merged := append([]nack(nil), b.nacks...)
+	for _, dn := range b.destNacks {
+		merged = append(merged, dn...)
+	}
+	// Insertion sort by index, keeping the first nack of each record: nacks
+	// are rare, and each list is already in order.
+	out := merged[:0]
+	for _, n := range merged {
+		pos := len(out)
+		for pos > 0 && out[pos-1].index > n.index {
+			pos--
+		}
+		if pos > 0 && out[pos-1].index == n.index {
+			continue
+		}
+		out = append(out, nack{})
+		copy(out[pos+1:], out[pos:])
+		out[pos] = n
+	}
+	return out
+}
+
+func allEmpty(lists [][]nack) bool {
+	for _, l := range lists {
+		if len(l) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func dlqRecord(r record.Record, n nack) record.Record {
+	out := r.Clone()
+	if out.Metadata == nil {
+		out.Metadata = record.Metadata{}
+	}
+	out.Metadata[MetadataDLQNackError] = n.err.Error()
+	out.Metadata[MetadataDLQNackNodeID] = n.id
+	return out
+}
+
+// writeDLQ writes nacked records to the dead-letter queue. A failure is
+// transient: the records were not acknowledged, so after the restart they
+// are read, rejected and offered to the queue again.
+func (e *Engine) writeDLQ(ctx context.Context, recs []record.Record) error {
+	dlq := e.cfg.DLQ.Connector
+	if dlq == nil {
+		return nil
+	}
+	for written := 0; written < len(recs); {
+		n, err := dlq.Write(ctx, recs[written:])
+		written += min(max(n, 0), len(recs)-written)
+		if err == nil && written < len(recs) {
+			err = fmt.Errorf("wrote %d of %d records and returned no error", written, len(recs))
+		}
+		if err != nil {
+			return &StageError{Kind: KindDLQ, ID: DLQID, Op: "write", Err: cerrors.Transient(err)}
+		}
+	}
+	return nil
+}
+
+// nackWindow is the sliding window of Conduit's DLQ settings: it remembers
+// whether each of the last size records was nacked and overflows when more
+// than threshold of them were. A size of 0 never overflows.
+type nackWindow struct {
+	size, threshold int
+	ring            []bool
+	next, nacks     int
+}
+
+func newNackWindow(size, threshold int) *nackWindow {
+	return &nackWindow{size: size, threshold: threshold, ring: make([]bool, size)}
+}
+
+// add records one record and reports whether the window overflowed.
+func (w *nackWindow) add(nacked bool) bool {
+	if w.size == 0 {
+		return false
+	}
+	if w.ring[w.next] {
+		w.nacks--
+	}
+	w.ring[w.next] = nacked
+	if nacked {
+		w.nacks++
+	}
+	w.next = (w.next + 1) % w.size
+	return w.nacks > w.threshold
+}
