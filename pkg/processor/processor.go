@@ -1,0 +1,42 @@
+package processor
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// Processor transforms records one at a time. The engine calls it from one
+// goroutine, record by record in read order, batch after batch.
+type Processor interface {
+	// Process changes rec in place and returns:
+	//   - nil: keep the record;
+	//   - ErrFiltered: drop it (it is still acknowledged to the source);
+	//   - any other error: the record is rejected. Unless the error is
+	//     classified transient (a cerrors code), the record is nacked and
+	//     goes to the dead-letter queue; a transient error restarts the
+	//     pipeline and the record is processed again.
+	Process(ctx context.Context, rec *record.Record) error
+}
+
+// ErrFiltered is what a processor returns to drop a record.
+var ErrFiltered = errors.New("record filtered out")
+
+// Config is what a processor is built from.
+type Config struct {
+	PipelineID  string
+	ProcessorID string
+	// Settings are the processor's `settings` from the pipeline file, as text.
+	Settings map[string]string
+	// Condition is the processor's `condition` (a Go template evaluated
+	// against the record; the processor only runs when it renders "true").
+	// Empty means always. Registry.New applies it; a Plugin's constructor
+	// ignores it.
+	Condition string
+	// Logger already carries pipeline_id and processor_id. It may be nil
+	// (validation, tests); the built-in processors do not log.
+	Logger *zap.Logger
+}
