@@ -53,8 +53,9 @@ type Event struct {
 	Reason string
 }
 
-// Observer receives every event, after the state it leads to was
-// persisted. It is called from the supervisor goroutine and must not block.
+// Observer receives every event, after the state it leads to was persisted
+// (except restarted, which is announced as the run starts and persisted
+// right after, so that a restart never waits for the disk). It is called from the supervisor goroutine and must not block.
 type Observer interface {
 	PipelineEvent(e Event)
 }

@@ -428,6 +428,9 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 	s.run = nil
 	r.cancel()
 	if r.forced || r.stopping {
+		if r.forced {
+			s.log.Warn("pipeline run force-stopped; in-flight records were dropped and will be read again on the next start")
+		}
 		if err != nil && !r.forced {
 			// The drain itself failed; the stop still happened. Keep the
 			// error so the user sees it, but do not restart.
@@ -502,12 +505,15 @@ func (s *Supervisor) onFault(err error) {
 	s.state.FailCount = d.Attempt
 	s.state.NextAttemptAt = next
 	s.state.Probation = false
+	if !s.shuttingDown {
+		// The timer runs from the decision, not from when the state is on
+		// disk: in a fault storm the saves queue up, and the schedule must
+		// not slip behind them.
+		s.setTimer(timerAttempt, next.Sub(s.cfg.Clock.Now()))
+	}
 	s.save()
 	s.emit(Event{Kind: EventRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Message: "pipeline recovering: restart scheduled"})
-	if !s.shuttingDown {
-		s.setTimer(timerAttempt, d.Delay)
-	}
 }
 
 func degradedMessage(r DegradeReason, p Policy) string {
@@ -529,7 +535,6 @@ func (s *Supervisor) onTimer() {
 		if s.m.current() != StatusRecovering || s.run != nil {
 			return
 		}
-		now := s.cfg.Clock.Now()
 		scheduled := s.state.NextAttemptAt
 		if _, err := s.m.fire(eventRestart); err != nil {
 			s.log.Error("restart refused by the state machine", zap.Error(err))
@@ -537,14 +542,19 @@ func (s *Supervisor) onTimer() {
 		}
 		s.state.NextAttemptAt = time.Time{}
 		s.state.Probation = true
-		s.save()
+		// Announce and start first, persist after: when thousands of
+		// pipelines restart at the same moment, a run must not wait for its
+		// turn in the group commit. A crash in between changes nothing: the
+		// persisted attempt time is already past, so the next process
+		// restarts at once.
 		s.emit(Event{Kind: EventRestarted, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
-			Attempt: s.state.FailCount, NextAttemptAt: scheduled, Delay: now.Sub(scheduled),
+			Attempt: s.state.FailCount, NextAttemptAt: scheduled,
 			Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
 		s.startRun()
 		if s.run != nil && s.state.Probation {
 			// The run started (a factory error would already have
 			// scheduled the next attempt): give it the healthy window.
+			s.save()
 			s.setTimer(timerWindow, s.cfg.Policy.HealthyWindow)
 		}
 	case timerWindow:

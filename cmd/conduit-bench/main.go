@@ -45,9 +45,20 @@ type result struct {
 func main() {
 	runs := flag.Int("runs", 5, "number of runs, each in its own process")
 	records := flag.Int64("records", 3_000_000, "records per run")
+	storm := flag.Int("storm", 10_000, "pipelines in the fault-storm benchmark (0 skips it)")
+	stormRuns := flag.Int("storm-runs", 3, "fault-storm runs, each in its own process")
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
 	flag.Parse()
 
+	if *child && *storm > 0 && *records == 0 {
+		res, err := measureStorm(*storm)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+		return
+	}
 	if *child {
 		res, err := measure(*records)
 		if err != nil {
@@ -57,10 +68,60 @@ func main() {
 		_ = json.NewEncoder(os.Stdout).Encode(res)
 		return
 	}
-	if err := parent(*runs, *records); err != nil {
-		fmt.Fprintln(os.Stderr, "conduit-bench:", err)
-		os.Exit(1)
+	if *runs > 0 {
+		if err := parent(*runs, *records); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
 	}
+	if *storm > 0 && *stormRuns > 0 {
+		if err := stormParent(*stormRuns, *storm); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func runChild(args ...string) ([]byte, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(self, append([]string{"-child"}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("%v: %s", err, ee.Stderr)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func stormParent(runs, pipelines int) error {
+	fmt.Printf("\nfault storm: %d pipelines (source -> discard) fail at the same moment with a transient 503\n", pipelines)
+	fmt.Printf("and recover (default policy: restart after 1s), Badger state on; %d runs, each in its own process\n", runs)
+	var p50, p99, back, rss, cpu []float64
+	for i := range runs {
+		out, err := runChild("-records", "0", "-storm", strconv.Itoa(pipelines))
+		if err != nil {
+			return fmt.Errorf("storm run %d: %w", i+1, err)
+		}
+		var r stormResult
+		if err := json.Unmarshal(out, &r); err != nil {
+			return fmt.Errorf("storm run %d: %w", i+1, err)
+		}
+		fmt.Printf("run %d: restart lateness p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms | all %d running again after %.2fs | peak RSS %6.1f MiB | CPU %.1fs (storm %.1fs)\n",
+			i+1, r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.Recovered, r.AllRunningSecs, r.PeakRSSMiB, r.CPUSeconds, r.StormCPUSecs)
+		if r.Recovered != pipelines {
+			return fmt.Errorf("storm run %d: only %d of %d pipelines recovered", i+1, r.Recovered, pipelines)
+		}
+		p50, p99 = append(p50, r.LatenessP50Ms), append(p99, r.LatenessP99Ms)
+		back, rss, cpu = append(back, r.AllRunningSecs), append(rss, r.PeakRSSMiB), append(cpu, r.CPUSeconds)
+	}
+	fmt.Printf("median: lateness p50 %.1f ms, p99 %.1f ms; all running again after %.2fs; peak RSS %.1f MiB; CPU %.1fs\n",
+		median(p50), median(p99), median(back), median(rss), median(cpu))
+	return nil
 }
 
 func parent(runs int, records int64) error {
@@ -148,7 +209,7 @@ func measure(records int64) (result, error) {
 		PipelineID:   "bench",
 		Source:       pipeline.Source{ID: "gen", Connector: src},
 		Destinations: []pipeline.Destination{{ID: "file", Connector: dst}},
-		Positions:    pipeline.NewPositionStore(db, nil),
+		Positions:    pipeline.NewPositionStore(db, nil, nil),
 		Logger:       log,
 		OnAck: func(n int) {
 			// Only the acker goroutine calls OnAck, so no atomics needed.

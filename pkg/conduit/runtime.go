@@ -1,12 +1,15 @@
 // Package conduit wires a process together: it opens the store, builds the
-// connector registry, loads and validates the pipeline files, runs the
-// pipelines and shuts everything down in order. It owns no policy of its own;
-// cmd/conduit calls it, and the supervisor decides what happens to a pipeline
-// that fails.
+// connector and processor registries, loads and validates the pipeline
+// files, gives every pipeline a supervisor and shuts everything down in
+// order. It owns no policy of its own: the supervisor (lifecycle/) decides
+// what happens to a pipeline, the engine (pkg/pipeline) moves its records.
 package conduit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,63 +17,103 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
-// Runtime is one conduit process: its store, its registry and its pipelines.
+// Runtime is one conduit process: its store, its registries and its
+// supervised pipelines.
 type Runtime struct {
-	cfg       config.Config
-	log       *zap.Logger
-	db        store.Store
-	registry  *connector.Registry
-	positions *pipeline.PositionStore
-	pipelines []config.Pipeline
+	cfg        config.Config
+	log        *zap.Logger
+	db         store.Store
+	writer     *store.GroupWriter
+	connectors *connector.Registry
+	processors *processor.Registry
+	positions  *pipeline.PositionStore
+	states     *lifecycle.StateStore
+	clock      lifecycle.Clock
+	pipelines  []*managedPipeline
+	// degraded receives the id of every pipeline that becomes degraded
+	// while pipelines.exit-on-degraded is on.
+	degraded chan string
+	observer lifecycle.Observer
+}
+
+type managedPipeline struct {
+	cfg config.Pipeline
+	sup *lifecycle.Supervisor
 }
 
 // Options are the parts of a Runtime that tests replace.
 type Options struct {
-	// Registry defaults to the built-in connectors.
-	Registry *connector.Registry
+	// Connectors defaults to the built-in connectors.
+	Connectors *connector.Registry
+	// Processors defaults to the built-in processors.
+	Processors *processor.Registry
+	// Clock defaults to the wall clock.
+	Clock lifecycle.Clock
+	// Observer, if set, also receives every pipeline event.
+	Observer lifecycle.Observer
 }
 
-// New opens the store and loads the pipeline files. Invalid pipelines are
-// logged (each error names the file, the pipeline and the field) and left
-// out; the valid ones run. Only a failure that stops everything, such as a
-// store that cannot be opened, is returned.
+// ErrPipelineDegraded is returned by Run when a pipeline became degraded and
+// pipelines.exit-on-degraded is on.
+var ErrPipelineDegraded = errors.New("a pipeline is degraded and pipelines.exit-on-degraded is true")
+
+// New opens the store, loads the pipeline files and takes up each valid
+// pipeline's persisted state. Invalid pipelines are logged (each error
+// names the file, the pipeline and the field) and left out; the valid ones
+// run. Only a failure that stops everything, such as a store that cannot
+// be opened, is returned.
 func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (*Runtime, error) {
-	if opts.Registry == nil {
-		opts.Registry = connector.NewRegistry(connector.Builtin()...)
+	if opts.Connectors == nil {
+		opts.Connectors = connector.NewRegistry(connector.Builtin()...)
+	}
+	if opts.Processors == nil {
+		opts.Processors = processor.NewRegistry(processor.Builtin()...)
+	}
+	if opts.Clock == nil {
+		opts.Clock = lifecycle.RealClock{}
 	}
 	db, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	writer := store.NewGroupWriter(db)
 	r := &Runtime{
-		cfg:       cfg,
-		log:       log,
-		db:        db,
-		registry:  opts.Registry,
-		positions: pipeline.NewPositionStore(db, nil),
+		cfg:        cfg,
+		log:        log,
+		db:         db,
+		writer:     writer,
+		connectors: opts.Connectors,
+		processors: opts.Processors,
+		positions:  pipeline.NewPositionStore(db, writer, nil),
+		states:     lifecycle.NewStateStore(db, writer),
+		clock:      opts.Clock,
+		observer:   opts.Observer,
 	}
 	loaded, errs := config.LoadPipelines(cfg.Pipelines.Path)
 	for _, err := range errs {
 		log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
 	}
+	invalid := len(errs)
 	for _, p := range loaded {
-		if err := r.validate(p); err != nil {
-			log.Error("invalid pipeline configuration; it will not run",
-				zap.String("pipeline_id", p.ID), zap.Error(err))
+		m, err := r.provision(ctx, p)
+		if err != nil {
+			invalid++
+			log.Error("invalid pipeline configuration; it will not run", zap.String("pipeline_id", p.ID), zap.Error(err))
 			continue
 		}
-		r.pipelines = append(r.pipelines, p)
+		r.pipelines = append(r.pipelines, m)
 	}
-	log.Info("pipelines loaded",
-		zap.String("path", cfg.Pipelines.Path),
-		zap.Int("valid", len(r.pipelines)),
-		zap.Int("invalid", len(loaded)-len(r.pipelines)+len(errs)))
+	r.degraded = make(chan string, len(r.pipelines))
+	log.Info("pipelines loaded", zap.String("path", cfg.Pipelines.Path),
+		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", invalid))
 	return r, nil
 }
 
@@ -91,41 +134,164 @@ func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.S
 	}
 }
 
-// Pipelines returns the valid pipelines, in load order.
-func (r *Runtime) Pipelines() []config.Pipeline { return r.pipelines }
-
-// Store returns the runtime's store.
-func (r *Runtime) Store() store.Store { return r.db }
-
-// validate builds every connector of p once, which checks the plugins and
-// their settings without doing any I/O, and points errors at the file line.
-func (r *Runtime) validate(p config.Pipeline) error {
-	if _, err := p.ResolveErrorRecovery(r.cfg.Pipelines.ErrorRecovery); err != nil {
-		return err
+// provision validates p by building everything a run needs once (no I/O),
+// and creates its supervisor from the persisted state.
+func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPipeline, error) {
+	recovery, err := p.ResolveErrorRecovery(r.cfg.Pipelines.ErrorRecovery)
+	if err != nil {
+		return nil, err
 	}
+	if _, err := r.buildEngineConfig(p); err != nil {
+		return nil, err
+	}
+	hash, err := configHash(p)
+	if err != nil {
+		return nil, err
+	}
+	initial, err := r.initialState(ctx, p, hash)
+	if err != nil {
+		return nil, err
+	}
+	m := &managedPipeline{cfg: p}
+	m.sup, err = lifecycle.New(lifecycle.Config{
+		PipelineID: p.ID,
+		Policy:     lifecycle.PolicyFrom(recovery),
+		NewRun:     func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(p, hooks) },
+		States:     r.states,
+		Clock:      r.clock,
+		Logger:     r.log,
+		Observer:   lifecycle.ObserverFunc(r.onEvent),
+		ConfigHash: hash,
+	}, initial)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// initialState decides where a pipeline starts: its persisted state when
+// there is one for the same configuration (so a recovering pipeline waits
+// for its persisted attempt time and a degraded one stays degraded),
+// otherwise the status its file asks for. A changed configuration is
+// provisioned afresh: whoever edited the file has acted on the pipeline.
+func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, error) {
+	fromFile := lifecycle.State{Status: lifecycle.StatusRunning}
+	if p.Status == config.StatusStopped {
+		fromFile.Status = lifecycle.StatusStopped
+	}
+	st, ok, err := r.states.Load(ctx, p.ID)
+	switch {
+	case err != nil:
+		// Unreadable state must not keep a pipeline from running; the
+		// file's status is the safe reading.
+		r.log.Error("persisted pipeline state is unreadable; starting from the pipeline file's status",
+			zap.String("pipeline_id", p.ID), zap.Error(err))
+		return fromFile, nil
+	case !ok:
+		return fromFile, nil
+	case st.ConfigHash != hash:
+		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
+			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
+		fromFile.LastError, fromFile.Episode = st.LastError, st.Episode
+		return fromFile, nil
+	default:
+		return st, nil
+	}
+}
+
+// configHash identifies a pipeline's configuration (what it runs, not
+// where the file is).
+func configHash(p config.Pipeline) (string, error) {
+	p.File, p.Line = "", 0
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:8]), nil
+}
+
+// newRun builds one run of p with fresh connectors and processors; a
+// failure here is reported to the supervisor like a failed run.
+func (r *Runtime) newRun(p config.Pipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
+	cfg, err := r.buildEngineConfig(p)
+	if err != nil {
+		return nil, err
+	}
+	cfg.OnAck = hooks.OnAck
+	return pipeline.New(cfg)
+}
+
+// buildEngineConfig turns the file's pipeline into the engine's config. It
+// does no I/O, so provisioning also uses it to validate. Errors point at
+// the file line.
+func (r *Runtime) buildEngineConfig(p config.Pipeline) (pipeline.Config, error) {
+	cfg := pipeline.Config{PipelineID: p.ID, Positions: r.positions, Logger: r.log}
 	for i, c := range p.Connectors {
-		var err error
+		procs, err := r.buildProcessors(p, c.Processors)
+		if err != nil {
+			return cfg, err
+		}
 		switch c.Type {
 		case config.TypeSource:
-			_, err = r.registry.NewSource(c.Plugin, r.connectorConfig(p, c))
+			src, err := r.connectors.NewSource(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
+			if err != nil {
+				return cfg, connectorError(p, i, err)
+			}
+			cfg.Source = pipeline.Source{ID: c.ID, Connector: src}
+			// A source's own processors run before the pipeline's.
+			cfg.Processors = append(procs, cfg.Processors...)
 		case config.TypeDestination:
-			_, err = r.registry.NewDestination(c.Plugin, r.connectorConfig(p, c))
+			dst, err := r.connectors.NewDestination(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
+			if err != nil {
+				return cfg, connectorError(p, i, err)
+			}
+			cfg.Destinations = append(cfg.Destinations, pipeline.Destination{ID: c.ID, Connector: dst, Processors: procs})
 		}
+	}
+	procs, err := r.buildProcessors(p, p.Processors)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Processors = append(cfg.Processors, procs...)
+
+	dlq, err := r.connectors.NewDestination(p.DLQ.Plugin, r.connectorConfig(p, pipeline.DLQID, p.DLQ.Settings))
+	if err != nil {
+		var se *connector.SettingError
+		if errors.As(err, &se) {
+			return cfg, p.FieldError("dead-letter-queue.settings."+se.Setting, se.Err)
+		}
+		return cfg, p.FieldError("dead-letter-queue.plugin", err)
+	}
+	cfg.DLQ = pipeline.DeadLetterQueue{Connector: dlq, WindowSize: p.DLQ.WindowSize, WindowNackThreshold: p.DLQ.WindowNackThreshold}
+	return cfg, nil
+}
+
+func (r *Runtime) buildProcessors(p config.Pipeline, list []config.Processor) ([]pipeline.Processor, error) {
+	out := make([]pipeline.Processor, 0, len(list))
+	for _, pr := range list {
+		proc, err := r.processors.New(pr.Plugin, processor.Config{
+			PipelineID:  p.ID,
+			ProcessorID: pr.ID,
+			Settings:    pr.Settings,
+			Condition:   pr.Condition,
+			Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("processor_id", pr.ID)),
+		})
 		if err != nil {
-			return connectorError(p, i, err)
+			var se *processor.SettingError
+			var ce *processor.ConditionError
+			switch {
+			case errors.As(err, &se):
+				return nil, p.ProcessorError(pr, "settings."+se.Setting, se.Err)
+			case errors.As(err, &ce):
+				return nil, p.ProcessorError(pr, "condition", err)
+			default:
+				return nil, p.ProcessorError(pr, "plugin", err)
+			}
 		}
+		out = append(out, pipeline.Processor{ID: pr.ID, Processor: proc})
 	}
-	// Processors arrive with the supervisor issue; until then a pipeline
-	// that asks for one must not run without it.
-	processors := p.Processors
-	for _, c := range p.Connectors {
-		processors = append(processors, c.Processors...)
-	}
-	if len(processors) > 0 {
-		pr := processors[0]
-		return p.ProcessorError(pr, "plugin", fmt.Errorf("unknown processor plugin %q: processors are not supported yet", pr.Plugin))
-	}
-	return nil
+	return out, nil
 }
 
 func connectorError(p config.Pipeline, i int, err error) error {
@@ -136,87 +302,77 @@ func connectorError(p config.Pipeline, i int, err error) error {
 	return p.ConnectorError(i, "plugin", err)
 }
 
-func (r *Runtime) connectorConfig(p config.Pipeline, c config.Connector) connector.Config {
+func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[string]string) connector.Config {
 	return connector.Config{
 		PipelineID:  p.ID,
-		ConnectorID: c.ID,
-		Settings:    c.Settings,
-		Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("connector_id", c.ID)),
+		ConnectorID: id,
+		Settings:    settings,
+		Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("connector_id", id)),
 	}
 }
 
-// newEngine builds one run of p with fresh connectors.
-func (r *Runtime) newEngine(p config.Pipeline) (*pipeline.Engine, error) {
-	cfg := pipeline.Config{PipelineID: p.ID, Positions: r.positions, Logger: r.log}
-	for i, c := range p.Connectors {
-		switch c.Type {
-		case config.TypeSource:
-			src, err := r.registry.NewSource(c.Plugin, r.connectorConfig(p, c))
-			if err != nil {
-				return nil, connectorError(p, i, err)
-			}
-			cfg.Source = pipeline.Source{ID: c.ID, Connector: src}
-		case config.TypeDestination:
-			dst, err := r.registry.NewDestination(c.Plugin, r.connectorConfig(p, c))
-			if err != nil {
-				return nil, connectorError(p, i, err)
-			}
-			cfg.Destinations = append(cfg.Destinations, pipeline.Destination{ID: c.ID, Connector: dst})
+// onEvent is called by every supervisor goroutine for every event.
+func (r *Runtime) onEvent(e lifecycle.Event) {
+	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded {
+		select {
+		case r.degraded <- e.PipelineID:
+		default:
 		}
 	}
-	return pipeline.New(cfg)
+	if r.observer != nil {
+		r.observer.PipelineEvent(e)
+	}
 }
 
-// Run starts every pipeline whose file says `status: running` and blocks
-// until ctx is done. Then it stops them gracefully: sources stop reading,
-// in-flight records drain and are acknowledged, positions are persisted. If
-// that takes longer than pipelines.graceful-stop-timeout, or force is closed
-// (a second Ctrl-C), the pipelines are force-stopped. The store is closed
-// last. Run returns nil after a clean shutdown.
+// Pipelines returns the ids of the valid pipelines, in load order.
+func (r *Runtime) Pipelines() []string {
+	ids := make([]string, len(r.pipelines))
+	for i, m := range r.pipelines {
+		ids[i] = m.cfg.ID
+	}
+	return ids
+}
+
+// Supervisor returns the supervisor of a pipeline, or nil.
+func (r *Runtime) Supervisor(id string) *lifecycle.Supervisor {
+	for _, m := range r.pipelines {
+		if m.cfg.ID == id {
+			return m.sup
+		}
+	}
+	return nil
+}
+
+// Run supervises every pipeline until ctx is done, then shuts down: each
+// supervisor stops its pipeline gracefully (sources stop reading, in-flight
+// records drain and are acknowledged, positions are saved) without
+// changing its persisted status, so the next start takes up where this one
+// left off. If that takes longer than pipelines.graceful-stop-timeout, or
+// force is closed (a second Ctrl-C), the runs are cancelled. The store is
+// closed last. Run returns nil after a clean shutdown, and an error wrapping
+// ErrPipelineDegraded when a pipeline became degraded with
+// pipelines.exit-on-degraded on.
 func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
-	defer r.closeStore()
-	// runCtx is cancelled only to force-stop; a graceful stop goes through
-	// Engine.Stop so that in-flight records drain.
-	runCtx, forceStop := context.WithCancel(context.WithoutCancel(ctx))
-	defer forceStop()
-
+	defer r.close()
+	// Supervisors get their own context: a degraded pipeline with
+	// exit-on-degraded ends the run the same way a signal does.
+	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
+	defer shutdown()
 	var wg sync.WaitGroup
-	var engines []*pipeline.Engine
-	for _, p := range r.pipelines {
-		log := r.log.With(zap.String("pipeline_id", p.ID))
-		if p.Status != config.StatusRunning {
-			log.Info("pipeline is stopped (status in its file); not starting it")
-			continue
-		}
-		e, err := r.newEngine(p)
-		if err != nil {
-			log.Error("pipeline cannot start", zap.Error(err))
-			continue
-		}
-		engines = append(engines, e)
-		wg.Go(func() {
-			start := time.Now()
-			err := e.Run(runCtx)
-			switch {
-			case err == nil:
-				log.Info("pipeline stopped", zap.Duration("ran", time.Since(start)),
-					zap.Int64("records_acked", e.Stats().RecordsAcked.Load()))
-			case errors.Is(err, pipeline.ErrForceStopped):
-				log.Warn("pipeline force-stopped; in-flight records will be read again on the next start",
-					zap.Int64("records_acked", e.Stats().RecordsAcked.Load()))
-			default:
-				log.Error("pipeline failed", zap.Error(err),
-					zap.Int64("records_acked", e.Stats().RecordsAcked.Load()))
-			}
-		})
+	for _, m := range r.pipelines {
+		wg.Go(func() { m.sup.Run(supCtx) })
 	}
 
-	<-ctx.Done()
-	r.log.Info("stopping pipelines gracefully (send the signal again to force)",
-		zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
-	for _, e := range engines {
-		e.Stop()
+	var result error
+	select {
+	case <-ctx.Done():
+		r.log.Info("stopping pipelines gracefully (send the signal again to force)",
+			zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
+	case id := <-r.degraded:
+		result = fmt.Errorf("%w: pipeline %s", ErrPipelineDegraded, id)
+		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.String("pipeline_id", id))
 	}
+	shutdown()
 	stopped := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -226,22 +382,28 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	defer timeout.Stop()
 	select {
 	case <-stopped:
-		return nil
+		return result
 	case <-force:
 		r.log.Warn("second signal: force-stopping pipelines")
 	case <-timeout.C:
 		r.log.Warn("graceful stop timed out: force-stopping pipelines")
 	}
-	forceStop()
+	for _, m := range r.pipelines {
+		m.sup.Kill()
+	}
 	<-stopped
-	return nil
+	return result
 }
 
-func (r *Runtime) closeStore() {
+func (r *Runtime) close() {
+	r.writer.Close()
 	if err := r.db.Close(); err != nil {
 		r.log.Error("closing the store", zap.Error(err))
 	}
 }
 
 // Close releases the store when Run was never called.
-func (r *Runtime) Close() error { return r.db.Close() }
+func (r *Runtime) Close() error {
+	r.writer.Close()
+	return r.db.Close()
+}

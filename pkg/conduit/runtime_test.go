@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/record"
@@ -62,7 +64,7 @@ func newStuckRuntime(t *testing.T, gracefulTimeout time.Duration) (*Runtime, *st
 		NewDestination: func(connector.Config) (connector.Destination, error) { return dst, nil },
 	})
 	core, logs := observer.New(zap.InfoLevel)
-	rt, err := New(context.Background(), cfg, zap.New(core), Options{Registry: connector.NewRegistry(plugins...)})
+	rt, err := New(context.Background(), cfg, zap.New(core), Options{Connectors: connector.NewRegistry(plugins...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,11 +140,17 @@ func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
 	cfg.DB.Type = config.DBTypeInMemory
 	cfg.Pipelines.Path = dir
 	core, logs := observer.New(zap.InfoLevel)
-	rt, err := New(context.Background(), cfg, zap.New(core), Options{})
+	var mu sync.Mutex
+	var events []lifecycle.Event
+	rt, err := New(context.Background(), cfg, zap.New(core), Options{Observer: lifecycle.ObserverFunc(func(e lifecycle.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rt.Pipelines(); len(got) != 1 || got[0].ID != "idle" {
+	if got := rt.Pipelines(); len(got) != 1 || got[0] != "idle" {
 		t.Fatalf("valid pipelines %v, want only idle", got)
 	}
 	invalid := logs.FilterMessageSnippet("invalid pipeline").All()
@@ -158,7 +166,11 @@ func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
 	done := runInBackground(rt, ctx, nil)
 	stop()
 	waitDone(t, done)
-	if logs.FilterMessageSnippet("pipeline is stopped").Len() != 1 {
-		t.Fatalf("the stopped pipeline was not reported as stopped: %v", logs.All())
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range events {
+		if e.Kind == lifecycle.EventRunning {
+			t.Fatalf("the pipeline whose file says stopped ran: %+v", e)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package pipeline
 
-import "github.com/conduitry/conduit/pkg/record"
+import (
+	"context"
+
+	"github.com/conduitry/conduit/pkg/record"
+)
 
 // batch is the unit that travels between stages. Batches come from a fixed
 // pool and go back to it after the acknowledgement, so the records' memory
@@ -54,6 +58,62 @@ func newBatch(size, destinations int) *batch {
 		results:   make([]writeResult, destinations),
 	}
 }
+
+// initialBatchSize is the size a batch starts at; it doubles, up to the
+// configured batch size, each time a source fills it completely.
+const initialBatchSize = 16
+
+// batchPool hands out at most max batches and takes them back after the
+// acknowledgement; waiting for a free batch is the engine's backpressure.
+// Only the reader calls get and grow, only the acker calls put.
+type batchPool struct {
+	free         chan *batch
+	made, max    int
+	maxSize      int
+	destinations int
+}
+
+func newBatchPool(max, maxSize, destinations int) *batchPool {
+	return &batchPool{free: make(chan *batch, max), max: max, maxSize: maxSize, destinations: destinations}
+}
+
+// get returns a free batch, a new one while fewer than max exist, or nil
+// when ctx is done first.
+func (p *batchPool) get(ctx context.Context) *batch {
+	select {
+	case b := <-p.free:
+		return b
+	default:
+	}
+	if p.made < p.max {
+		p.made++
+		return newBatch(min(initialBatchSize, p.maxSize), p.destinations)
+	}
+	select {
+	case b := <-p.free:
+		return b
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// grow doubles b's capacity for its next read when the source filled it:
+// the source has more to give than the batch holds.
+func (p *batchPool) grow(b *batch, n int) {
+	if n < len(b.buf) || len(b.buf) >= p.maxSize {
+		return
+	}
+	size := min(2*len(b.buf), p.maxSize)
+	buf := make([]record.Record, size)
+	copy(buf, b.buf)
+	b.buf = buf
+	b.records = buf[:n]
+	if b.outIdx == nil {
+		b.out = b.records
+	}
+}
+
+func (p *batchPool) put(b *batch) { p.free <- b }
 
 func (b *batch) fill(n int) {
 	b.records = b.buf[:n]

@@ -216,7 +216,7 @@ func (e *Engine) run(ctx context.Context) error {
 	if pos != nil {
 		resume = pos.String()
 	}
-	e.log.Info("pipeline running",
+	e.log.Info("pipeline run started: connectors open",
 		zap.String("source", src.ID),
 		zap.Int("destinations", len(e.cfg.Destinations)),
 		zap.String("resume_after", resume))
@@ -226,10 +226,11 @@ func (e *Engine) run(ctx context.Context) error {
 	defer cancelRead()
 
 	n := e.cfg.BatchesInFlight
-	free := make(chan *batch, n)
-	for range n {
-		free <- newBatch(e.cfg.BatchSize, len(e.cfg.Destinations))
-	}
+	// Batches are made on demand, up to n, and start small (see
+	// batchPool): a quiet pipeline holds a few hundred bytes, a busy one
+	// grows to n full batches. Ten thousand pipelines in one process stay
+	// cheap that way.
+	free := newBatchPool(n, e.cfg.BatchSize, len(e.cfg.Destinations))
 	toDest := make([]chan *batch, len(e.cfg.Destinations))
 	fromDest := make([]chan *batch, len(e.cfg.Destinations))
 	for i := range toDest {

@@ -27,16 +27,19 @@ type persistedPosition struct {
 // PositionStore keeps, per pipeline and source connector, the position the
 // source resumes from.
 type PositionStore struct {
-	db  store.Store
-	now func() time.Time
+	db     store.Store
+	writer *store.GroupWriter
+	now    func() time.Time
 }
 
-// NewPositionStore returns a PositionStore on db. now may be nil (time.Now).
-func NewPositionStore(db store.Store, now func() time.Time) *PositionStore {
+// NewPositionStore returns a PositionStore on db. Saves go through w when
+// it is not nil, so that many pipelines saving at once share disk syncs;
+// now may be nil (time.Now).
+func NewPositionStore(db store.Store, w *store.GroupWriter, now func() time.Time) *PositionStore {
 	if now == nil {
 		now = time.Now
 	}
-	return &PositionStore{db: db, now: now}
+	return &PositionStore{db: db, writer: w, now: now}
 }
 
 func positionKey(pipelineID, connectorID string) []byte {
@@ -66,7 +69,11 @@ func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string
 	if err != nil {
 		return err
 	}
-	if err := s.db.Set(ctx, positionKey(pipelineID, connectorID), raw); err != nil {
+	set := s.db.Set
+	if s.writer != nil {
+		set = s.writer.Set
+	}
+	if err := set(ctx, positionKey(pipelineID, connectorID), raw); err != nil {
 		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}
 	return nil

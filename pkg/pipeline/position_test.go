@@ -48,7 +48,7 @@ func TestPositionFormatGolden(t *testing.T) {
 func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 	ctx := context.Background()
 	db := store.NewInMemory()
-	ps := NewPositionStore(db, nil)
+	ps := NewPositionStore(db, nil, nil)
 
 	pos, err := ps.Load(ctx, "p", "src")
 	if err != nil || pos != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -22,13 +23,11 @@ const (
 // stop) and returns nil, so the stages after it drain; it abandons the
 // batch when runCtx is done. out hands a batch on and reports false when
 // the run is being torn down.
-func (e *Engine) read(readCtx, runCtx context.Context, free chan *batch, out func(*batch) bool) error {
+func (e *Engine) read(readCtx, runCtx context.Context, free *batchPool, out func(*batch) bool) error {
 	src := e.cfg.Source
 	for {
-		var b *batch
-		select {
-		case b = <-free:
-		case <-readCtx.Done():
+		b := free.get(readCtx)
+		if b == nil {
 			return nil
 		}
 		n, err := src.Connector.Read(readCtx, b.buf)
@@ -43,6 +42,7 @@ func (e *Engine) read(readCtx, runCtx context.Context, free chan *batch, out fun
 				Err: fmt.Errorf("connector returned %d records for a batch of %d", n, len(b.buf))}
 		}
 		b.fill(n)
+		free.grow(b, n)
 		e.stats.RecordsRead.Add(int64(n))
 		if !out(b) {
 			_ = runCtx
@@ -243,7 +243,7 @@ func (o *destinationBuffer) recordIndex(total int) func(int) int {
 // destination is done with each, sends nacked records to the dead-letter
 // queue (ending the run when the nack window overflows), acknowledges the
 // records to the source and hands the newest position to the persister.
-func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free chan<- *batch, p *persister, window *nackWindow) error {
+func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, p *persister, window *nackWindow) error {
 	src := e.cfg.Source
 	var dlqBuf []record.Record
 	for {
@@ -276,22 +276,16 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 		}
 
 		nacks := b.mergedNacks()
-		// Walk the nack window in read order up to the first overflow.
-		next := 0
-		for i := range limit {
-			var n *nack
-			if next < len(nacks) && nacks[next].index == i {
-				n = &nacks[next]
-				next++
-			}
-			if window.add(n != nil) {
-				e.log.Error("dead-letter queue window overflowed: the pipeline stops",
-					zap.Int("window_size", window.size), zap.Int("window_nack_threshold", window.threshold),
-					zap.String("component", n.id), zap.Error(n.err))
-				limit, failure = i, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: n.err}
-				nacks = nacks[:next-1]
-				break
-			}
+		if len(nacks) == 0 {
+			window.addClean(limit)
+		} else if cut, n := window.walk(limit, nacks); n != nil {
+			e.log.Error("dead-letter queue window overflowed: the pipeline stops",
+				zap.Int("window_size", window.size), zap.Int("window_nack_threshold", window.threshold),
+				zap.String("component", n.id), zap.Error(n.err))
+			// The overflowing record is neither queued nor acknowledged:
+			// after a restart it is read again.
+			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: n.err}
+			nacks = nacks[:slices.IndexFunc(nacks, func(x nack) bool { return x.index == cut })]
 		}
 		if len(nacks) > 0 {
 			dlqBuf = dlqBuf[:0]
@@ -317,7 +311,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			return failure
 		}
 		b.reset()
-		free <- b
+		free.put(b)
 	}
 }
 
@@ -407,6 +401,41 @@ type nackWindow struct {
 
 func newNackWindow(size, threshold int) *nackWindow {
 	return &nackWindow{size: size, threshold: threshold, ring: make([]bool, size)}
+}
+
+// walk adds records[0:limit] in read order, nacks being the nacked ones
+// (sorted by index). At the first overflow it stops and returns the index
+// of that record and its nack; otherwise it returns limit and nil.
+func (w *nackWindow) walk(limit int, nacks []nack) (int, *nack) {
+	next := 0
+	for i := range limit {
+		var n *nack
+		if next < len(nacks) && nacks[next].index == i {
+			n = &nacks[next]
+			next++
+		}
+		if w.add(n != nil) {
+			return i, n
+		}
+	}
+	return limit, nil
+}
+
+// addClean records n records without a nack: the common case, done in bulk.
+func (w *nackWindow) addClean(n int) {
+	if w.size == 0 || w.nacks == 0 {
+		// Nothing in the window to slide out.
+		w.next = (w.next + n) % max(w.size, 1)
+		return
+	}
+	if n >= w.size {
+		clear(w.ring)
+		w.nacks, w.next = 0, 0
+		return
+	}
+	for range n {
+		w.add(false)
+	}
 }
 
 // add records one record and reports whether the window overflowed.

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/conduit"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// stormResult is what one fault-storm run measured.
+type stormResult struct {
+	Pipelines      int     `json:"pipelines"`
+	Restarted      int     `json:"restarted"`
+	Recovered      int     `json:"recovered"`
+	LatenessP50Ms  float64 `json:"lateness_p50_ms"`
+	LatenessP99Ms  float64 `json:"lateness_p99_ms"`
+	LatenessMaxMs  float64 `json:"lateness_max_ms"`
+	AllRunningSecs float64 `json:"all_running_secs"`
+	PeakRSSMiB     float64 `json:"peak_rss_mib"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	StormCPUSecs   float64 `json:"storm_cpu_seconds"`
+}
+
+// stormPlugins are the bench's own connectors: a source that blocks until
+// the storm starts, then fails once with a transient error (per pipeline),
+// and after the restart delivers one record; and a destination that
+// discards. The failure state lives here, not in the connector, because
+// every restart builds a new connector.
+type stormPlugins struct {
+	trigger chan struct{}
+	mu      sync.Mutex
+	failed  map[string]bool
+	// waiting counts sources blocked before the storm; ready is closed
+	// when all of them are.
+	waiting, want int
+	ready         chan struct{}
+}
+
+func (s *stormPlugins) plugins() []connector.Plugin {
+	return []connector.Plugin{
+		{Name: "storm", NewSource: func(cfg connector.Config) (connector.Source, error) {
+			return &stormSource{plugins: s, key: cfg.PipelineID}, nil
+		}},
+		{Name: "discard", NewDestination: func(connector.Config) (connector.Destination, error) {
+			return discard{}, nil
+		}},
+	}
+}
+
+type stormSource struct {
+	plugins *stormPlugins
+	key     string
+	sent    bool
+}
+
+func (s *stormSource) Open(context.Context, record.Position) error  { return nil }
+func (s *stormSource) Ack(context.Context, []record.Position) error { return nil }
+func (s *stormSource) Teardown(context.Context) error               { return nil }
+
+func (s *stormSource) Read(ctx context.Context, batch []record.Record) (int, error) {
+	p := s.plugins
+	p.mu.Lock()
+	failed := p.failed[s.key]
+	p.mu.Unlock()
+	if !failed {
+		p.mu.Lock()
+		if p.waiting++; p.waiting == p.want {
+			close(p.ready)
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.trigger:
+			p.mu.Lock()
+			p.failed[s.key] = true
+			p.mu.Unlock()
+			return 0, cerrors.WithCode(errors.New("storm: upstream unavailable"), cerrors.CodeUnavailable)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if !s.sent {
+		s.sent = true
+		batch[0] = record.Record{Position: record.Position("1"), Operation: record.OperationCreate,
+			Payload: record.Change{After: record.RawData("ok")}}
+		return 1, nil
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+type discard struct{}
+
+func (discard) Open(context.Context) error                              { return nil }
+func (discard) Write(_ context.Context, b []record.Record) (int, error) { return len(b), nil }
+func (discard) Teardown(context.Context) error                          { return nil }
+
+// stormObserver collects restart lateness and counts recoveries.
+type stormObserver struct {
+	mu        sync.Mutex
+	lateness  []time.Duration
+	recovered int
+	want      int
+	allBack   chan time.Time
+	faults    int
+	allFailed chan struct{}
+}
+
+func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch e.Kind {
+	case lifecycle.EventRecovering:
+		o.faults++
+		if o.faults == o.want {
+			close(o.allFailed)
+		}
+	case lifecycle.EventRestarted:
+		o.lateness = append(o.lateness, e.At.Sub(e.NextAttemptAt))
+	case lifecycle.EventRecovered:
+		o.recovered++
+		if o.recovered == o.want {
+			o.allBack <- e.At
+		}
+	}
+}
+
+func measureStorm(n int) (stormResult, error) {
+	dir, err := os.MkdirTemp("", "conduit-storm-")
+	if err != nil {
+		return stormResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	if err := writeStormPipelines(filepath.Join(dir, "pipelines", "storm.yml"), n); err != nil {
+		return stormResult{}, err
+	}
+	cfg := config.Default()
+	cfg.DB.Badger.Path = filepath.Join(dir, "db")
+	cfg.Pipelines.Path = filepath.Join(dir, "pipelines")
+
+	plugins := &stormPlugins{trigger: make(chan struct{}), failed: make(map[string]bool, n), want: n, ready: make(chan struct{})}
+	obs := &stormObserver{want: n, allBack: make(chan time.Time, 1), allFailed: make(chan struct{})}
+	reg := connector.NewRegistry(append(connector.Builtin(), plugins.plugins()...)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := conduit.New(ctx, cfg, zap.NewNop(), conduit.Options{Connectors: reg, Observer: obs})
+	if err != nil {
+		return stormResult{}, err
+	}
+	if got := len(rt.Pipelines()); got != n {
+		return stormResult{}, fmt.Errorf("%d of %d pipelines are valid", got, n)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- rt.Run(ctx, nil) }()
+	// The storm starts once every pipeline is running and reading.
+	select {
+	case <-plugins.ready:
+	case err := <-runDone:
+		return stormResult{}, fmt.Errorf("runtime ended before the storm: %v", err)
+	}
+
+	cpuBefore := cpuSeconds()
+	start := time.Now()
+	close(plugins.trigger)
+	var allBack time.Time
+	select {
+	case allBack = <-obs.allBack:
+	case <-time.After(5 * time.Minute):
+		return stormResult{}, fmt.Errorf("only %d of %d pipelines recovered within 5 minutes", obs.recovered, n)
+	}
+	stormCPU := cpuSeconds() - cpuBefore
+	cancel()
+	if err := <-runDone; err != nil {
+		return stormResult{}, err
+	}
+
+	obs.mu.Lock()
+	late := slices.Clone(obs.lateness)
+	recovered := obs.recovered
+	obs.mu.Unlock()
+	slices.Sort(late)
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return stormResult{
+		Pipelines:      n,
+		Restarted:      len(late),
+		Recovered:      recovered,
+		LatenessP50Ms:  ms(percentile(late, 0.50)),
+		LatenessP99Ms:  ms(percentile(late, 0.99)),
+		LatenessMaxMs:  ms(late[len(late)-1]),
+		AllRunningSecs: allBack.Sub(start).Seconds(),
+		PeakRSSMiB:     float64(ru.Maxrss) / 1024,
+		CPUSeconds:     cpuSeconds(),
+		StormCPUSecs:   stormCPU,
+	}, nil
+}
+
+func writeStormPipelines(path string, n int) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("version: \"2.2\"\npipelines:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - id: storm-%05d\n    connectors:\n"+
+			"      - {id: src, type: source, plugin: builtin:storm}\n"+
+			"      - {id: dst, type: destination, plugin: builtin:discard}\n", i)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
