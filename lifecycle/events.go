@@ -54,8 +54,7 @@ type Event struct {
 }
 
 // Observer receives every event, after the state it leads to was persisted
-// (except restarted, which is announced as the run starts and persisted
-// right after, so that a restart never waits for the disk). It is called from the supervisor goroutine and must not block.
+// (a restart changes nothing that needs persisting: see onTimer). It is called from the supervisor goroutine and must not block.
 type Observer interface {
 	PipelineEvent(e Event)
 }

@@ -542,11 +542,11 @@ func (s *Supervisor) onTimer() {
 		}
 		s.state.NextAttemptAt = time.Time{}
 		s.state.Probation = true
-		// Announce and start first, persist after: when thousands of
-		// pipelines restart at the same moment, a run must not wait for its
-		// turn in the group commit. A crash in between changes nothing: the
-		// persisted attempt time is already past, so the next process
-		// restarts at once.
+		// A restart is not persisted: the persisted state (recovering, next
+		// attempt time now past) already makes a process that crashes from
+		// here on restart the pipeline at once, which is what it would do
+		// with the restart persisted. Skipping the write keeps a fault
+		// storm's restarts off the disk.
 		s.emit(Event{Kind: EventRestarted, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
 			Attempt: s.state.FailCount, NextAttemptAt: scheduled,
 			Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
@@ -554,7 +554,6 @@ func (s *Supervisor) onTimer() {
 		if s.run != nil && s.state.Probation {
 			// The run started (a factory error would already have
 			// scheduled the next attempt): give it the healthy window.
-			s.save()
 			s.setTimer(timerWindow, s.cfg.Policy.HealthyWindow)
 		}
 	case timerWindow:

@@ -47,11 +47,12 @@ func main() {
 	records := flag.Int64("records", 3_000_000, "records per run")
 	storm := flag.Int("storm", 10_000, "pipelines in the fault-storm benchmark (0 skips it)")
 	stormRuns := flag.Int("storm-runs", 3, "fault-storm runs, each in its own process")
+	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measured phase to this file")
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
 	flag.Parse()
 
 	if *child && *storm > 0 && *records == 0 {
-		res, err := measureStorm(*storm)
+		res, err := measureStorm(*storm, *cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)

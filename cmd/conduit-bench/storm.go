@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -139,7 +140,9 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 	}
 }
 
-func measureStorm(n int) (stormResult, error) {
+// measureStorm runs one storm; profile, when set, receives a CPU profile of
+// the storm phase.
+func measureStorm(n int, profile string) (stormResult, error) {
 	dir, err := os.MkdirTemp("", "conduit-storm-")
 	if err != nil {
 		return stormResult{}, err
@@ -173,6 +176,17 @@ func measureStorm(n int) (stormResult, error) {
 		return stormResult{}, fmt.Errorf("runtime ended before the storm: %v", err)
 	}
 
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return stormResult{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return stormResult{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cpuBefore := cpuSeconds()
 	start := time.Now()
 	close(plugins.trigger)
@@ -183,6 +197,12 @@ func measureStorm(n int) (stormResult, error) {
 		return stormResult{}, fmt.Errorf("only %d of %d pipelines recovered within 5 minutes", obs.recovered, n)
 	}
 	stormCPU := cpuSeconds() - cpuBefore
+	if profile != "" {
+		if f, err := os.Create(profile + ".allocs"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	cancel()
 	if err := <-runDone; err != nil {
 		return stormResult{}, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,8 +110,10 @@ type Engine struct {
 	log   *zap.Logger
 	stats Stats
 
-	stopOnce sync.Once
-	stopping chan struct{}
+	// stopCtx is cancelled by Stop; the run turns that into "stop reading"
+	// with context.AfterFunc, so no goroutine waits for it.
+	stopCtx context.Context
+	stop    context.CancelFunc
 }
 
 // New validates cfg and returns an engine ready to Run.
@@ -152,10 +153,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.TeardownTimeout <= 0 {
 		cfg.TeardownTimeout = DefaultTeardownTimeout
 	}
+	stopCtx, stop := context.WithCancel(context.Background())
 	return &Engine{
 		cfg:      cfg,
 		log:      cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
-		stopping: make(chan struct{}),
+		stopCtx:  stopCtx,
+		stop:     stop,
 	}, nil
 }
 
@@ -167,7 +170,7 @@ func (e *Engine) Stats() *Stats { return &e.stats }
 // It does not wait; Run's return says when it is done. Safe to call more
 // than once and before Run.
 func (e *Engine) Stop() {
-	e.stopOnce.Do(func() { close(e.stopping) })
+	e.stop()
 }
 
 // ErrForceStopped is returned by Run when its context was cancelled: the
@@ -221,9 +224,18 @@ func (e *Engine) run(ctx context.Context) error {
 		zap.Int("destinations", len(e.cfg.Destinations)),
 		zap.String("resume_after", resume))
 
-	g, gctx := errgroup.WithContext(ctx)
+	// The acker runs on this goroutine and the other stages in g; either
+	// side's failure cancels the other through runCtx.
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	g, gctx := errgroup.WithContext(runCtx)
 	readCtx, cancelRead := context.WithCancel(gctx)
 	defer cancelRead()
+	unregister := context.AfterFunc(e.stopCtx, func() {
+		e.log.Info("graceful stop requested: source stops reading, in-flight records drain")
+		cancelRead()
+	})
+	defer unregister()
 
 	n := e.cfg.BatchesInFlight
 	// Batches are made on demand, up to n, and start small (see
@@ -241,15 +253,6 @@ func (e *Engine) run(ctx context.Context) error {
 	read := make(chan *batch, n)
 	p := newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats)
 
-	g.Go(func() error {
-		select {
-		case <-e.stopping:
-			e.log.Info("graceful stop requested: source stops reading, in-flight records drain")
-			cancelRead()
-		case <-readCtx.Done():
-		}
-		return nil
-	})
 	if len(e.cfg.Processors) == 0 {
 		// Without processors the reader hands batches straight out.
 		g.Go(func() error {
@@ -270,15 +273,21 @@ func (e *Engine) run(ctx context.Context) error {
 		g.Go(func() error { return e.write(gctx, d, i, toDest[i], fromDest[i]) })
 	}
 	g.Go(func() error {
-		defer p.close()
-		return e.ack(gctx, inflight, fromDest, free, p, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
-	})
-	g.Go(func() error {
 		// Saves use a context that outlives a failure elsewhere: positions
 		// of records already acknowledged are worth keeping whatever ends
 		// the run.
 		return p.run(context.WithoutCancel(ctx))
 	})
+	ackErr := e.ack(gctx, inflight, fromDest, free, p, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
+	p.close()
+	if ackErr != nil {
+		// The acker failed first: the other stages end once cancelled.
+		cancelRun()
+		_ = g.Wait()
+		return ackErr
+	}
+	// Either the run drained (nil) or a stage failed first and made the
+	// acker return.
 	return g.Wait()
 }
 
