@@ -155,10 +155,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	return &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
-		stopCtx:  stopCtx,
-		stop:     stop,
+		cfg:     cfg,
+		log:     cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
+		stopCtx: stopCtx,
+		stop:    stop,
 	}, nil
 }
 
