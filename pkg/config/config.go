@@ -37,6 +37,17 @@ type Config struct {
 			// Address is the host:port the API listens on.
 			Address string
 		}
+		Auth struct {
+			// Token, when set, is the bearer token every API call but
+			// health must carry.
+			Token string
+		}
+	}
+	AuditLog struct {
+		// MaxEventsPerPipeline bounds the audit events kept per pipeline.
+		MaxEventsPerPipeline int
+		// MaxAge bounds how long audit events are kept; 0 keeps them.
+		MaxAge time.Duration
 	}
 	Pipelines struct {
 		// Path is the directory (searched recursively) or single file that

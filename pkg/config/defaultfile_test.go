@@ -82,8 +82,12 @@ func TestDefaultConfigFileDocumentsEveryKey(t *testing.T) {
 			if !ok {
 				t.Fatal("not set in conduit.yml")
 			}
+			def := k.Default
+			if def == "" {
+				def = `""` // an empty default is written as YAML writes it
+			}
 			for _, want := range []string{
-				"Default: " + k.Default + ".",
+				"Default: " + def + ".",
 				"Env: " + k.Env + ".",
 				"Flag: " + k.Flag + ".",
 			} {

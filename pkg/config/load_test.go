@@ -93,6 +93,9 @@ func TestDefault(t *testing.T) {
 		{"log.format", c.Log.Format, "cli"},
 		{"api.enabled", c.API.Enabled, true},
 		{"api.http.address", c.API.HTTP.Address, "127.0.0.1:8080"},
+		{"api.auth.token", c.API.Auth.Token, ""},
+		{"auditlog.max-events-per-pipeline", c.AuditLog.MaxEventsPerPipeline, 10000},
+		{"auditlog.max-age", c.AuditLog.MaxAge, 720 * time.Hour},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.exit-on-degraded", c.Pipelines.ExitOnDegraded, false},
 		{"pipelines.graceful-stop-timeout", c.Pipelines.GracefulStopTimeout, 30 * time.Second},
@@ -112,8 +115,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 16 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 16; add the new key here", len(Keys()))
+	if len(Keys()) != 19 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 19; add the new key here", len(Keys()))
 	}
 }
 
