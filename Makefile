@@ -5,7 +5,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 BENCH_RUNS    ?= 5
 BENCH_RECORDS ?= 3000000
 
-.PHONY: run build test lint bench clean
+.PHONY: run build test lint generate bench clean
 
 ## run: build and run conduit with ./conduit.yml and the example pipelines (Badger state in ./conduit.db)
 run: build
@@ -19,10 +19,18 @@ build:
 test:
 	$(GO) test -race -count=1 ./...
 
-## lint: gofmt check and go vet
+## lint: gofmt check, go vet, buf lint, and a check that pkg/api/gen matches proto/
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool buf lint proto
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) tool buf generate --template proto/buf.gen.yaml -o "$$tmp" || exit 1; \
+	if ! diff -r "$$tmp/pkg/api/gen" pkg/api/gen; then echo "generated code is stale: run make generate"; exit 1; fi
+
+## generate: regenerate the API code in pkg/api/gen from proto/ (buf and plugins pinned in go.mod)
+generate:
+	$(GO) tool buf generate --template proto/buf.gen.yaml
 
 ## bench: Go benchmarks of the hot path, then the end-to-end throughput benchmark
 bench:

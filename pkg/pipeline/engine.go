@@ -279,15 +279,16 @@ func (e *Engine) run(ctx context.Context) error {
 		return p.run(context.WithoutCancel(ctx))
 	})
 	ackErr := e.ack(gctx, inflight, fromDest, free, p, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
+	// Whoever failed first names the cause. If another stage had already
+	// failed (gctx is cancelled), whatever the acker saw since is a
+	// consequence of that, such as a write cut short by the cancellation.
+	ackFirst := ackErr != nil && gctx.Err() == nil
 	p.close()
-	if ackErr != nil {
-		// The acker failed first: the other stages end once cancelled.
+	if ackFirst {
 		cancelRun()
 		_ = g.Wait()
 		return ackErr
 	}
-	// Either the run drained (nil) or a stage failed first and made the
-	// acker return.
 	return g.Wait()
 }
 

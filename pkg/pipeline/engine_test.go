@@ -340,3 +340,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestFirstFailureNamesTheCause: when the source fails while a destination
+// write is cut short by the cancellation that follows, the run's error is
+// the source's, not the destination's "context canceled".
+func TestFirstFailureNamesTheCause(t *testing.T) {
+	for range 20 {
+		src := &seqSource{limit: 100, perRead: 5, readErr: errBoom, failAt: 6}
+		dst := &memDestination{gate: make(chan struct{})} // every write waits for cancellation
+		h := startEngine(t, Config{
+			Source:       Source{ID: "src", Connector: src},
+			Destinations: []Destination{{ID: "dst", Connector: dst}},
+			Positions:    &memPositions{},
+			BatchSize:    5,
+		})
+		err := h.wait()
+		var se *StageError
+		if !errors.As(err, &se) || se.ID != "src" || !errors.Is(err, errBoom) {
+			t.Fatalf("got %v, want the source's read error", err)
+		}
+	}
+}

@@ -274,6 +274,13 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				limit, failure = r.done, r.err
 			}
 		}
+		if ctx.Err() != nil {
+			// The run is being torn down (another stage failed or a force
+			// stop): results may be cut short by the cancellation and prove
+			// nothing. Nothing more is acknowledged; the records are read
+			// again after the next start.
+			return nil
+		}
 
 		nacks := b.mergedNacks()
 		if len(nacks) == 0 {
