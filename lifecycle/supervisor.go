@@ -542,20 +542,22 @@ func (s *Supervisor) onTimer() {
 		}
 		s.state.NextAttemptAt = time.Time{}
 		s.state.Probation = true
+		// The run starts before anything else happens: the event is
+		// written to the audit log (durably, so it can take a moment under
+		// load) after the run is under way, stamped with the start time.
 		// A restart is not persisted: the persisted state (recovering, next
 		// attempt time now past) already makes a process that crashes from
 		// here on restart the pipeline at once, which is what it would do
 		// with the restart persisted. Skipping the write keeps a fault
 		// storm's restarts off the disk.
-		s.emit(Event{Kind: EventRestarted, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+		startedAt := s.cfg.Clock.Now()
+		s.startRun()
+		s.emit(Event{Kind: EventRestarted, At: startedAt, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
 			Attempt: s.state.FailCount, NextAttemptAt: scheduled,
 			Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
-		s.startRun()
-		if s.run != nil && s.state.Probation {
-			// The run started (a factory error would already have
-			// scheduled the next attempt): give it the healthy window.
-			s.setTimer(timerWindow, s.cfg.Policy.HealthyWindow)
-		}
+		// Probation lasts the healthy window (a failed start ends it
+		// early through the fault).
+		s.setTimer(timerWindow, s.cfg.Policy.HealthyWindow)
 	case timerWindow:
 		if s.state.Probation && s.run != nil {
 			s.recovered(RecoveredByWindow)
@@ -603,8 +605,9 @@ func (s *Supervisor) startRun() {
 	}}
 	r, err := s.cfg.NewRun(hooks)
 	if err != nil {
-		s.onRunEnded(id, err)
-		return
+		// Reported like a run that failed at once, through the inbox, so
+		// that events keep their order: the start, then the fault.
+		r = failedRun{err}
 	}
 	ar.run = r
 	go func() {
@@ -615,6 +618,12 @@ func (s *Supervisor) startRun() {
 		}
 	}()
 }
+
+// failedRun stands in for a run whose factory failed.
+type failedRun struct{ err error }
+
+func (f failedRun) Run(context.Context) error { return f.err }
+func (failedRun) Stop()                       {}
 
 func (s *Supervisor) setTimer(kind timerKind, d time.Duration) {
 	s.stopTimer()

@@ -152,6 +152,7 @@ func measureStorm(n int, profile string) (stormResult, error) {
 		return stormResult{}, err
 	}
 	cfg := config.Default()
+	cfg.API.Enabled = false
 	cfg.DB.Badger.Path = filepath.Join(dir, "db")
 	cfg.Pipelines.Path = filepath.Join(dir, "pipelines")
 

@@ -104,6 +104,10 @@ func (w *workspace) start(args ...string) *process {
 	w.t.Helper()
 	cmd := exec.Command(w.bin, args...)
 	cmd.Dir = w.dir
+	// Port 0: tests must not collide with each other or with a conduit the
+	// developer is running; tests that call the API read the address from
+	// the log.
+	cmd.Env = append(os.Environ(), "CONDUIT_API_HTTP_ADDRESS=127.0.0.1:0")
 	p := &process{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
@@ -377,6 +381,7 @@ func TestInitWritesFilesAndRefusesToOverwrite(t *testing.T) {
 	// What init writes runs as is.
 	run := exec.Command(w.bin, "run")
 	run.Dir = target
+	run.Env = append(os.Environ(), "CONDUIT_API_HTTP_ADDRESS=127.0.0.1:0")
 	runOut := &syncBuffer{}
 	run.Stdout, run.Stderr = runOut, runOut
 	if err := run.Start(); err != nil {

@@ -17,9 +17,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/store"
@@ -37,16 +40,15 @@ type Runtime struct {
 	positions  *pipeline.PositionStore
 	states     *lifecycle.StateStore
 	clock      lifecycle.Clock
+	audit      *auditlog.Log
+	metrics    *metrics.Metrics
+	server     *api.Server
 	pipelines  []*managedPipeline
+	byID       map[string]*managedPipeline
 	// degraded receives the id of every pipeline that becomes degraded
 	// while pipelines.exit-on-degraded is on.
 	degraded chan string
 	observer lifecycle.Observer
-}
-
-type managedPipeline struct {
-	cfg config.Pipeline
-	sup *lifecycle.Supervisor
 }
 
 // Options are the parts of a Runtime that tests replace.
@@ -85,7 +87,19 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		return nil, err
 	}
 	writer := store.NewGroupWriter(db)
+	audit, err := auditlog.Open(ctx, db, writer, auditlog.Options{
+		MaxEventsPerPipeline: cfg.AuditLog.MaxEventsPerPipeline,
+		MaxAge:               cfg.AuditLog.MaxAge,
+		Logger:               log.Named("auditlog"),
+	})
+	if err != nil {
+		writer.Close()
+		_ = db.Close()
+		return nil, err
+	}
 	r := &Runtime{
+		audit:      audit,
+		byID:       map[string]*managedPipeline{},
 		cfg:        cfg,
 		log:        log,
 		db:         db,
@@ -97,6 +111,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		clock:      opts.Clock,
 		observer:   opts.Observer,
 	}
+	r.metrics = metrics.New(r.recordCounts)
 	loaded, errs := config.LoadPipelines(cfg.Pipelines.Path)
 	for _, err := range errs {
 		log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
@@ -110,11 +125,35 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 			continue
 		}
 		r.pipelines = append(r.pipelines, m)
+		r.byID[p.ID] = m
 	}
 	r.degraded = make(chan string, len(r.pipelines))
 	log.Info("pipelines loaded", zap.String("path", cfg.Pipelines.Path),
 		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", invalid))
+
+	if cfg.API.Enabled {
+		svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
+		h := api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log})
+		if r.server, err = api.Listen(cfg.API.HTTP.Address, cfg.API.Auth.Token, h, log); err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// APIAddress is the address the API listens on, "" when it is disabled.
+func (r *Runtime) APIAddress() string {
+	if r.server == nil {
+		return ""
+	}
+	return r.server.Addr()
+}
+
+func (r *Runtime) recordCounts(emit func(string, metrics.RecordCounts)) {
+	for _, m := range r.pipelines {
+		emit(m.cfg.ID, m.counts())
+	}
 }
 
 func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.Store, error) {
@@ -148,7 +187,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
-	initial, err := r.initialState(ctx, p, hash)
+	initial, fresh, err := r.initialState(ctx, p, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +195,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID: p.ID,
 		Policy:     lifecycle.PolicyFrom(recovery),
-		NewRun:     func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(p, hooks) },
+		NewRun:     func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
 		States:     r.states,
 		Clock:      r.clock,
 		Logger:     r.log,
@@ -166,7 +205,28 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
+	r.record(ctx, p.ID, initial.Status, fresh, hash)
+	r.metrics.SetStatus(p.ID, initial.Status)
 	return m, nil
+}
+
+// record writes the events of provisioning to the audit log: created the
+// first time a pipeline is seen, provisioned every time it is loaded.
+func (r *Runtime) record(ctx context.Context, id string, status lifecycle.Status, fresh bool, hash string) {
+	var events []auditlog.Event
+	if fresh {
+		events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindCreated, Actor: lifecycle.ActorConfig,
+			StatusAfter: status.String(), Message: "pipeline created from its configuration file"})
+	}
+	events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindProvisioned, Actor: lifecycle.ActorConfig,
+		StatusBefore: status.String(), StatusAfter: status.String(),
+		Message: "pipeline configuration validated and built (" + hash + ")"})
+	for _, e := range events {
+		if _, err := r.audit.Append(ctx, e); err != nil {
+			r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
+		}
+		r.metrics.CountEvent(string(e.Kind))
+	}
 }
 
 // initialState decides where a pipeline starts: its persisted state when
@@ -174,7 +234,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 // for its persisted attempt time and a degraded one stays degraded),
 // otherwise the status its file asks for. A changed configuration is
 // provisioned afresh: whoever edited the file has acted on the pipeline.
-func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, error) {
+func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (st lifecycle.State, fresh bool, err error) {
 	fromFile := lifecycle.State{Status: lifecycle.StatusRunning}
 	if p.Status == config.StatusStopped {
 		fromFile.Status = lifecycle.StatusStopped
@@ -186,16 +246,16 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 		// file's status is the safe reading.
 		r.log.Error("persisted pipeline state is unreadable; starting from the pipeline file's status",
 			zap.String("pipeline_id", p.ID), zap.Error(err))
-		return fromFile, nil
+		return fromFile, false, nil
 	case !ok:
-		return fromFile, nil
+		return fromFile, true, nil
 	case st.ConfigHash != hash:
 		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
 			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
 		fromFile.LastError, fromFile.Episode = st.LastError, st.Episode
-		return fromFile, nil
+		return fromFile, false, nil
 	default:
-		return st, nil
+		return st, false, nil
 	}
 }
 
@@ -213,13 +273,17 @@ func configHash(p config.Pipeline) (string, error) {
 
 // newRun builds one run of p with fresh connectors and processors; a
 // failure here is reported to the supervisor like a failed run.
-func (r *Runtime) newRun(p config.Pipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
-	cfg, err := r.buildEngineConfig(p)
+func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
+	cfg, err := r.buildEngineConfig(m.cfg)
 	if err != nil {
 		return nil, err
 	}
 	cfg.OnAck = hooks.OnAck
-	return pipeline.New(cfg)
+	e, err := pipeline.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return trackedRun{Engine: e, m: m}, nil
 }
 
 // buildEngineConfig turns the file's pipeline into the engine's config. It
@@ -312,7 +376,17 @@ func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[str
 }
 
 // onEvent is called by every supervisor goroutine for every event.
+//
+// The audit append is durable before it returns: these events are rare and
+// must not be lost, and the supervisor only emits them where waiting for
+// the disk delays nothing else (a restart is under way before its event is
+// written).
 func (r *Runtime) onEvent(e lifecycle.Event) {
+	if _, err := r.audit.Append(context.Background(), auditEvent(e)); err != nil {
+		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
+			zap.String("event", string(e.Kind)), zap.Error(err))
+	}
+	r.metrics.PipelineEvent(e)
 	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded {
 		select {
 		case r.degraded <- e.PipelineID:
@@ -335,13 +409,17 @@ func (r *Runtime) Pipelines() []string {
 
 // Supervisor returns the supervisor of a pipeline, or nil.
 func (r *Runtime) Supervisor(id string) *lifecycle.Supervisor {
-	for _, m := range r.pipelines {
-		if m.cfg.ID == id {
-			return m.sup
-		}
+	if m := r.byID[id]; m != nil {
+		return m.sup
 	}
 	return nil
 }
+
+// AuditLog returns the runtime's audit log.
+func (r *Runtime) AuditLog() *auditlog.Log { return r.audit }
+
+// Metrics returns the runtime's metrics.
+func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
 
 // Run supervises every pipeline until ctx is done, then shuts down: each
 // supervisor stops its pipeline gracefully (sources stop reading, in-flight
@@ -359,6 +437,12 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
 	defer shutdown()
 	var wg sync.WaitGroup
+	serverDone := make(chan error, 1)
+	if r.server != nil {
+		r.log.Info("API listening", zap.String("address", r.server.Addr()),
+			zap.Bool("auth", r.cfg.API.Auth.Token != ""))
+		go func() { serverDone <- r.server.Serve() }()
+	}
 	for _, m := range r.pipelines {
 		wg.Go(func() { m.sup.Run(supCtx) })
 	}
@@ -371,6 +455,9 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	case id := <-r.degraded:
 		result = fmt.Errorf("%w: pipeline %s", ErrPipelineDegraded, id)
 		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.String("pipeline_id", id))
+	case err := <-serverDone:
+		result = fmt.Errorf("API server: %w", err)
+		r.log.Error("the API server failed; stopping", zap.Error(err))
 	}
 	shutdown()
 	stopped := make(chan struct{})
@@ -396,6 +483,15 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 }
 
 func (r *Runtime) close() {
+	// The supervisors have stopped, so nothing appends any more. Closing
+	// the audit log first ends watch streams, which would otherwise keep
+	// the server's shutdown waiting.
+	_ = r.audit.Close()
+	if r.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = r.server.Shutdown(ctx)
+		cancel()
+	}
 	r.writer.Close()
 	if err := r.db.Close(); err != nil {
 		r.log.Error("closing the store", zap.Error(err))
@@ -404,6 +500,10 @@ func (r *Runtime) close() {
 
 // Close releases the store when Run was never called.
 func (r *Runtime) Close() error {
+	if r.server != nil {
+		_ = r.server.Shutdown(context.Background())
+	}
+	_ = r.audit.Close()
 	r.writer.Close()
 	return r.db.Close()
 }

@@ -54,6 +54,7 @@ func newStuckRuntime(t *testing.T, gracefulTimeout time.Duration) (*Runtime, *st
 		t.Fatal(err)
 	}
 	cfg := config.Default()
+	cfg.API.Enabled = false
 	cfg.DB.Type = config.DBTypeInMemory
 	cfg.Pipelines.Path = dir
 	cfg.Pipelines.GracefulStopTimeout = gracefulTimeout
@@ -137,6 +138,7 @@ func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
 	write("stopped.yml", strings.Replace(strings.Replace(stuckPipeline, "id: stuck", "id: idle\n    status: stopped", 1), "builtin:stuck", "builtin:log", 1))
 	write("unknown.yml", strings.Replace(strings.Replace(stuckPipeline, "id: stuck", "id: nope", 1), "builtin:stuck", "builtin:nope", 1))
 	cfg := config.Default()
+	cfg.API.Enabled = false
 	cfg.DB.Type = config.DBTypeInMemory
 	cfg.Pipelines.Path = dir
 	core, logs := observer.New(zap.InfoLevel)

@@ -176,6 +176,100 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		}
 	})
 
+	t.Run("scan from and reverse scan", func(t *testing.T) {
+		// "a." sorts just before "a/", "a0" just after every "a/...".
+		keys := []string{"a", "a.", "a/", "a/1", "a/10", "a/2", "a/\xff", "a0", "b"}
+		tests := []struct {
+			name    string
+			keys    []string
+			prefix  string
+			start   string
+			reverse bool
+			want    []string
+		}{
+			{name: "from the prefix's first key", keys: keys, prefix: "a/", start: "a/",
+				want: []string{"a/", "a/1", "a/10", "a/2", "a/\xff"}},
+			{name: "from inside the range", keys: keys, prefix: "a/", start: "a/10",
+				want: []string{"a/10", "a/2", "a/\xff"}},
+			{name: "from between two keys", keys: keys, prefix: "a/", start: "a/11",
+				want: []string{"a/2", "a/\xff"}},
+			{name: "start below the prefix scans it all", keys: keys, prefix: "a/", start: "a",
+				want: []string{"a/", "a/1", "a/10", "a/2", "a/\xff"}},
+			{name: "empty start scans it all", keys: keys, prefix: "a/", start: "",
+				want: []string{"a/", "a/1", "a/10", "a/2", "a/\xff"}},
+			{name: "start above the prefix visits nothing", keys: keys, prefix: "a/", start: "a0",
+				want: nil},
+			{name: "from the last key", keys: keys, prefix: "a/", start: "a/\xff",
+				want: []string{"a/\xff"}},
+			{name: "reverse from the end", keys: keys, prefix: "a/", reverse: true,
+				want: []string{"a/\xff", "a/2", "a/10", "a/1", "a/"}},
+			{name: "reverse from inside the range", keys: keys, prefix: "a/", start: "a/10", reverse: true,
+				want: []string{"a/10", "a/1", "a/"}},
+			{name: "reverse from between two keys", keys: keys, prefix: "a/", start: "a/11", reverse: true,
+				want: []string{"a/10", "a/1", "a/"}},
+			{name: "reverse from above the prefix scans it all", keys: keys, prefix: "a/", start: "b", reverse: true,
+				want: []string{"a/\xff", "a/2", "a/10", "a/1", "a/"}},
+			{name: "reverse from below the prefix visits nothing", keys: keys, prefix: "a/", start: "a.", reverse: true,
+				want: nil},
+			{name: "reverse skips the key right after the prefix", keys: []string{"a/1", "a0", "a00"}, prefix: "a/", reverse: true,
+				want: []string{"a/1"}},
+			{name: "reverse with a prefix of 0xff bytes", keys: []string{"x\xfe", "x\xff", "x\xff\x00", "x\xff\xff", "y"}, prefix: "x\xff", reverse: true,
+				want: []string{"x\xff\xff", "x\xff\x00", "x\xff"}},
+			{name: "reverse with a prefix of only 0xff bytes", keys: []string{"a", "\xff", "\xff\xff"}, prefix: "\xff", reverse: true,
+				want: []string{"\xff\xff", "\xff"}},
+			{name: "reverse with an empty prefix", keys: []string{"c", "a", "b"}, prefix: "", reverse: true,
+				want: []string{"c", "b", "a"}},
+			{name: "reverse with no match", keys: []string{"a", "c"}, prefix: "b", reverse: true,
+				want: nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := open(t)
+				for _, k := range tt.keys {
+					mustSet(t, s, k, "v:"+k)
+				}
+				var got []string
+				fn := func(key, value []byte) error {
+					if string(value) != "v:"+string(key) {
+						t.Errorf("key %q: got value %q", key, value)
+					}
+					got = append(got, string(key))
+					return nil
+				}
+				scan := s.ScanFrom
+				if tt.reverse {
+					scan = s.ScanReverse
+				}
+				if err := scan(ctx, []byte(tt.prefix), []byte(tt.start), fn); err != nil {
+					t.Fatalf("scan: %v", err)
+				}
+				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+					t.Fatalf("got keys %q, want %q", got, tt.want)
+				}
+			})
+		}
+	})
+
+	t.Run("scan from and reverse scan stop at the callback's error", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"p/1", "p/2", "p/3"} {
+			mustSet(t, s, k, "v")
+		}
+		errStop := errors.New("stop here")
+		for name, scan := range map[string]func(context.Context, []byte, []byte, func(k, v []byte) error) error{
+			"ScanFrom": s.ScanFrom, "ScanReverse": s.ScanReverse,
+		} {
+			var seen []string
+			err := scan(ctx, []byte("p/"), nil, func(key, _ []byte) error {
+				seen = append(seen, string(key))
+				return errStop
+			})
+			if err != errStop || len(seen) != 1 {
+				t.Errorf("%s: got %v after %q, want the callback's error after one key", name, err, seen)
+			}
+		}
+	})
+
 	t.Run("scan stops at the callback's error and returns it", func(t *testing.T) {
 		s := open(t)
 		for _, k := range []string{"p/1", "p/2", "p/3"} {
@@ -529,6 +623,8 @@ func wantErrCtx(t *testing.T, s Store, ctx context.Context, want error) {
 		{"Delete", s.Delete(ctx, []byte("k"))},
 		{"Update", s.Update(ctx, func(Txn) error { called = true; return nil })},
 		{"Scan", s.Scan(ctx, nil, func(_, _ []byte) error { called = true; return nil })},
+		{"ScanFrom", s.ScanFrom(ctx, nil, nil, func(_, _ []byte) error { called = true; return nil })},
+		{"ScanReverse", s.ScanReverse(ctx, nil, nil, func(_, _ []byte) error { called = true; return nil })},
 	}
 	for _, op := range ops {
 		if !errors.Is(op.err, want) {

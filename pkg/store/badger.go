@@ -299,6 +299,25 @@ func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
 // Scan calls fn for every key with prefix, in key order, on a consistent
 // snapshot: writes made while scanning (also by fn) are not seen.
 func (b *Badger) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	return b.iterate(ctx, "scan", prefix, nil, false, fn)
+}
+
+// ScanFrom is Scan from the first key >= start; see Store.ScanFrom.
+func (b *Badger) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	return b.iterate(ctx, "scan", prefix, start, false, fn)
+}
+
+// ScanReverse is Scan backwards from the last key <= start; see
+// Store.ScanReverse.
+func (b *Badger) ScanReverse(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	return b.iterate(ctx, "reverse scan", prefix, start, true, fn)
+}
+
+// iterate is the one loop behind the scans. Forward, it seeks to the larger
+// of prefix and start. Backward, Badger's Seek finds the largest key <= the
+// one given, so it seeks to start or, unbounded, to the first key after the
+// prefix (skipped if it exists).
+func (b *Badger) iterate(ctx context.Context, op string, prefix, start []byte, reverse bool, fn func(key, value []byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -306,6 +325,27 @@ func (b *Badger) Scan(ctx context.Context, prefix []byte, fn func(key, value []b
 		return ErrClosed
 	}
 	defer b.gate.leave()
+
+	seek := prefix
+	// pastPrefix: the seek is to the first key after the prefix, which is
+	// skipped if it exists (skip), or, when there is none, to the end.
+	pastPrefix := false
+	var skip []byte
+	switch {
+	case !reverse:
+		if bytes.Compare(start, prefix) > 0 {
+			seek = start
+		}
+	case len(start) > 0 && bytes.HasPrefix(start, prefix):
+		seek = start
+	case len(start) > 0 && bytes.Compare(start, prefix) < 0:
+		return nil // every key with the prefix is above start
+	default:
+		// Unbounded, or bounded above the whole prefix.
+		seek = prefixEnd(prefix)
+		skip = seek
+		pastPrefix = true
+	}
 
 	// stopErr is an error that must reach the caller untouched: fn's own, or
 	// the context's.
@@ -315,13 +355,24 @@ func (b *Badger) Scan(ctx context.Context, prefix []byte, fn func(key, value []b
 		// Values are read in place inside item.Value below, valid for the
 		// duration of fn; prefetching would copy every value first.
 		opts.PrefetchValues = false
-		// Lets Badger skip tables whose key range misses the prefix.
-		opts.Prefix = prefix
+		opts.Reverse = reverse
+		if !pastPrefix {
+			// Lets Badger skip tables whose key range misses the prefix.
+			// Not when seeking past the prefix: Valid() would then also
+			// reject the key there that we must step over.
+			opts.Prefix = prefix
+		}
 		it := txn.NewIterator(opts)
 		defer it.Close()
 
+		// A nil seek in reverse (no key follows the prefix) rewinds to the
+		// last key of the database.
+		it.Seek(seek)
+		if skip != nil && it.Valid() && bytes.Equal(it.Item().Key(), skip) {
+			it.Next()
+		}
 		done := ctx.Done()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		for ; it.ValidForPrefix(prefix); it.Next() {
 			select {
 			case <-done:
 				stopErr = ctx.Err()
@@ -346,7 +397,7 @@ func (b *Badger) Scan(ctx context.Context, prefix []byte, fn func(key, value []b
 		return stopErr
 	}
 	if err != nil {
-		return translate("scan", prefix, err)
+		return translate(op, prefix, err)
 	}
 	return nil
 }

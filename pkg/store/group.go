@@ -61,16 +61,59 @@ func (g *GroupWriter) Delete(ctx context.Context, key []byte) error {
 	return g.submit(ctx, groupWrite{key: key, delete: true, result: make(chan error, 1)})
 }
 
+// SetAsync queues a write of value under key and returns without waiting
+// for the commit; wait then blocks until the write is durable and returns
+// its result. err is non-nil (ctx done, writer closed) when nothing was
+// queued, and wait is then nil.
+//
+// Writes are committed in the order they were queued, so a caller that
+// queues under its own lock (handing out sequence numbers, say) gets them
+// committed in that order, while waiting for the sync outside the lock and
+// sharing it with everyone queued meanwhile.
+//
+// The caller must not modify key or value until wait has returned. Calling
+// wait is optional; once queued, the write happens either way.
+func (g *GroupWriter) SetAsync(ctx context.Context, key, value []byte) (wait func() error, err error) {
+	w := groupWrite{key: key, value: value, result: make(chan error, 1)}
+	if err := g.enqueue(ctx, w); err != nil {
+		return nil, err
+	}
+	return func() error { return g.wait(w) }, nil
+}
+
 func (g *GroupWriter) submit(ctx context.Context, w groupWrite) error {
+	if err := g.enqueue(ctx, w); err != nil {
+		return err
+	}
+	return g.wait(w)
+}
+
+// enqueue hands w to the loop; on nil, the loop will answer on w.result.
+func (g *GroupWriter) enqueue(ctx context.Context, w groupWrite) error {
+	// Checked first so that a cancelled ctx or a closed writer wins over a
+	// free slot in the queue: select picks among ready cases at random.
+	select {
+	case <-g.quit:
+		return ErrWriterClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case g.reqs <- w:
+		return nil
 	case <-g.quit:
 		return ErrWriterClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	// Once queued the write happens whatever ctx does; waiting for it keeps
-	// the caller from reusing the slices too early.
+}
+
+// wait returns the result of a queued write. Once queued the write happens
+// whatever the caller's ctx does; waiting for it keeps the caller from
+// reusing the slices too early.
+func (g *GroupWriter) wait(w groupWrite) error {
 	select {
 	case err := <-w.result:
 		return err

@@ -92,3 +92,74 @@ func TestGroupWriterReportsFailures(t *testing.T) {
 		t.Fatal("an empty key was accepted")
 	}
 }
+
+func TestGroupWriterSetAsync(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("commits in queue order and shares commits", func(t *testing.T) {
+		db := &countingStore{Store: NewInMemory(), hold: make(chan struct{})}
+		w := NewGroupWriter(db)
+		defer w.Close()
+		// The first write's commit is held while 100 more queue behind it,
+		// each overwriting the same key: the last queued must win.
+		first, err := w.SetAsync(ctx, []byte("k"), []byte("first"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for db.updates.Load() == 0 {
+			runtime.Gosched()
+		}
+		waits := make([]func() error, 100)
+		for i := range waits {
+			if waits[i], err = w.SetAsync(ctx, []byte("k"), fmt.Appendf(nil, "v%03d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(db.hold)
+		if err := first(); err != nil {
+			t.Fatal(err)
+		}
+		for _, wait := range waits {
+			if err := wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := db.updates.Load(); n > 3 {
+			t.Fatalf("%d commits for 101 writes, want them grouped (<= 3)", n)
+		}
+		if v, err := db.Get(ctx, []byte("k")); err != nil || string(v) != "v099" {
+			t.Fatalf("Get: %q, %v; want the last queued value", v, err)
+		}
+	})
+
+	t.Run("nothing is queued after close or with a done context", func(t *testing.T) {
+		db := NewInMemory()
+		w := NewGroupWriter(db)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if wait, err := w.SetAsync(cctx, []byte("a"), []byte("1")); !errors.Is(err, context.Canceled) || wait != nil {
+			t.Fatalf("SetAsync with a cancelled context: %v", err)
+		}
+		w.Close()
+		if wait, err := w.SetAsync(ctx, []byte("b"), []byte("2")); !errors.Is(err, ErrWriterClosed) || wait != nil {
+			t.Fatalf("SetAsync after Close: %v", err)
+		}
+		for _, k := range []string{"a", "b"} {
+			if _, err := db.Get(ctx, []byte(k)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("key %s: %v, want nothing written", k, err)
+			}
+		}
+	})
+
+	t.Run("failure reaches wait", func(t *testing.T) {
+		w := NewGroupWriter(NewInMemory())
+		defer w.Close()
+		wait, err := w.SetAsync(ctx, nil, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err == nil {
+			t.Fatal("an empty key was accepted")
+		}
+	})
+}

@@ -117,6 +117,23 @@ func (m *InMemory) Update(ctx context.Context, fn func(tx Txn) error) error {
 // are: a caller that keeps them past the call sees them change here in tests
 // instead of in production.
 func (m *InMemory) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	return m.scan(ctx, prefix, nil, false, fn)
+}
+
+// ScanFrom is Scan from the first key >= start; see Store.ScanFrom.
+func (m *InMemory) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	return m.scan(ctx, prefix, start, false, fn)
+}
+
+// ScanReverse is Scan backwards from the last key <= start; see
+// Store.ScanReverse.
+func (m *InMemory) ScanReverse(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	return m.scan(ctx, prefix, start, true, fn)
+}
+
+// scan snapshots the keys with prefix on the right side of start (none:
+// no bound) and calls fn for them in order.
+func (m *InMemory) scan(ctx context.Context, prefix, start []byte, reverse bool, fn func(key, value []byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -129,18 +146,25 @@ func (m *InMemory) Scan(ctx context.Context, prefix []byte, fn func(key, value [
 		m.mu.RUnlock()
 		return ErrClosed
 	}
-	p := string(prefix)
+	p, bound := string(prefix), string(start)
 	var snap []kv
 	for k, v := range m.data {
-		if strings.HasPrefix(k, p) {
-			// Stored values are never mutated in place (Set replaces them),
-			// so the snapshot can share them.
-			snap = append(snap, kv{key: k, value: v})
+		if !strings.HasPrefix(k, p) {
+			continue
 		}
+		if bound != "" && (!reverse && k < bound || reverse && k > bound) {
+			continue
+		}
+		// Stored values are never mutated in place (Set replaces them),
+		// so the snapshot can share them.
+		snap = append(snap, kv{key: k, value: v})
 	}
 	m.mu.RUnlock()
 
 	slices.SortFunc(snap, func(a, b kv) int { return strings.Compare(a.key, b.key) })
+	if reverse {
+		slices.Reverse(snap)
+	}
 
 	done := ctx.Done()
 	var keyBuf, valBuf []byte

@@ -6,6 +6,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 )
@@ -52,6 +53,17 @@ type Store interface {
 	// are only valid during the call. Returning an error from fn stops the
 	// scan and Scan returns it.
 	Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
+	// ScanFrom is Scan starting at start: it calls fn for every key with the
+	// prefix that is >= start, in key order. A start below the prefix scans
+	// the whole prefix; one above every key with the prefix visits nothing.
+	// It lets a reader resume a range (after a sequence number, say)
+	// without walking the keys before it.
+	ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error
+	// ScanReverse calls fn for every key with the prefix that is <= start,
+	// in reverse key order; an empty start begins at the prefix's last key.
+	// Stopping and the validity of the slices are as for Scan. It finds the
+	// newest entries of an ordered range with one seek.
+	ScanReverse(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error
 	// Close releases the store. It is safe to call more than once and from
 	// several goroutines; every call returns the result of the first. Later
 	// operations return ErrClosed.
@@ -75,6 +87,19 @@ type Txn interface {
 func checkKey(key []byte) error {
 	if len(key) == 0 {
 		return errEmptyKey
+	}
+	return nil
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix, or
+// nil when there is none (an empty prefix, or one of only 0xff bytes).
+func prefixEnd(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xff {
+			end := bytes.Clone(prefix[:i+1])
+			end[i]++
+			return end
+		}
 	}
 	return nil
 }

@@ -1,0 +1,74 @@
+package auditlog
+
+import "time"
+
+// Kind names what happened to a pipeline.
+type Kind string
+
+// Event kinds. The lifecycle supervisor's kinds have the same names.
+const (
+	KindCreated      Kind = "created"       // the pipeline was created (config or API)
+	KindProvisioned  Kind = "provisioned"   // its configuration was validated and built
+	KindStarting     Kind = "starting"      // a start was requested (user, config or process restart)
+	KindRunning      Kind = "running"       // the pipeline is running
+	KindResumed      Kind = "resumed"       // after a process restart, the persisted state was taken up again
+	KindFault        Kind = "fault"         // a run ended with an error; carries its classification
+	KindRecovering   Kind = "recovering"    // a restart is scheduled: Attempt, Delay, NextAttemptAt
+	KindRestarted    Kind = "restarted"     // the backoff elapsed and a new run started
+	KindRecovered    Kind = "recovered"     // back to running; Reason is record or window
+	KindDegraded     Kind = "degraded"      // Reason: fatal error, retries exhausted, max duration, force stop
+	KindStopping     Kind = "stopping"      // a graceful stop was requested
+	KindStopped      Kind = "stopped"       // the pipeline is stopped
+	KindDeleted      Kind = "deleted"       // the pipeline was deleted
+	KindDedupSkipped Kind = "dedup-skipped" // Count records already accepted by a destination were not written again
+)
+
+// Known reports whether k is one of the kinds above. Append stores any
+// non-empty kind (a newer supervisor may add some); callers validating a
+// user's filter use Known.
+func (k Kind) Known() bool {
+	switch k {
+	case KindCreated, KindProvisioned, KindStarting, KindRunning, KindResumed, KindFault,
+		KindRecovering, KindRestarted, KindRecovered, KindDegraded, KindStopping, KindStopped,
+		KindDeleted, KindDedupSkipped:
+		return true
+	}
+	return false
+}
+
+// Event is one thing that happened to a pipeline. Fields that do not apply
+// to a kind are left zero.
+type Event struct {
+	// Sequence is assigned by Append: 1 for a pipeline's first event, then
+	// one more for each; it never repeats, also after a restart.
+	Sequence uint64
+	// Time is when it happened; Append sets it when zero. Stored in UTC.
+	Time       time.Time
+	PipelineID string
+	Kind       Kind
+	// StatusBefore and StatusAfter are the pipeline's status around the
+	// event; equal when it changed nothing.
+	StatusBefore, StatusAfter string
+	Message                   string
+	// Actor is who caused it: user, system or config.
+	Actor string
+
+	// The error of a fault, recovering or degraded event: its code (0 when
+	// it has none), class (transient or fatal), how the class was decided
+	// (typed, json, default, rule), its text, and the connector or
+	// processor it came from (ComponentKind source, destination or
+	// processor).
+	ErrorCode                             int
+	ErrorClass, ErrorSource, ErrorMessage string
+	Component, ComponentKind              string
+
+	// Attempt, Delay and NextAttemptAt describe a scheduled restart
+	// (recovering) or the restart that happened (restarted).
+	Attempt       int
+	Delay         time.Duration
+	NextAttemptAt time.Time
+	// Reason is why a pipeline recovered or degraded.
+	Reason string
+	// Count is the number of records a dedup-skipped event covers.
+	Count int64
+}

@@ -1,0 +1,398 @@
+package auditlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxEventsPerPipeline = 10000
+	// DefaultMaxAge is the default of the auditlog.max-age setting. Options
+	// does not apply it by itself: a zero Options.MaxAge keeps events
+	// regardless of age, so that "0" in the config means "keep".
+	DefaultMaxAge        = 30 * 24 * time.Hour
+	DefaultSweepInterval = time.Minute
+)
+
+// ErrClosed is returned by Append, List and Watch after Close, and by a
+// Watcher's Err when Close ended it.
+var ErrClosed = errors.New("audit log is closed")
+
+// errStop ends a store scan from inside its callback.
+var errStop = errors.New("stop scan")
+
+// Options configure a Log. The zero value is valid.
+type Options struct {
+	// MaxEventsPerPipeline bounds how many events each pipeline keeps
+	// (config auditlog.max-events-per-pipeline); 0 means
+	// DefaultMaxEventsPerPipeline. Between two retention passes a pipeline
+	// may hold up to 1% more (at least one, at most 1000 more), so that the
+	// oldest are deleted in batches rather than one per append.
+	MaxEventsPerPipeline int
+	// MaxAge deletes events older than this (config auditlog.max-age);
+	// 0 keeps them regardless of age. See DefaultMaxAge.
+	MaxAge time.Duration
+	// SweepInterval is how often the retention pass runs (the age limit,
+	// and the count limit for pipelines that no longer append); 0 means
+	// DefaultSweepInterval.
+	SweepInterval time.Duration
+	// Now is the clock for event times and the age limit; nil is time.Now.
+	Now func() time.Time
+	// Logger receives the lines about skipped entries and failed retention
+	// passes; nil discards them.
+	Logger *zap.Logger
+}
+
+// Log is the audit log of every pipeline. Its methods are safe for
+// concurrent use. It owns one goroutine (the retention pass) and one per
+// open Watcher; Close ends them all.
+type Log struct {
+	db         store.Store
+	w          *store.GroupWriter
+	maxEvents  uint64
+	trimSlack  uint64
+	maxAge     time.Duration
+	sweepEvery time.Duration
+	now        func() time.Time
+	log        *zap.Logger
+
+	// life is cancelled by Close. It is the context of everything the Log
+	// does on its own (retention, watcher goroutines), so that Close can
+	// interrupt them.
+	life   context.Context
+	cancel context.CancelFunc
+	// wg counts the goroutines the Log owns; Add only under mu, while open.
+	wg sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	pipelines map[string]*pipelineLog
+
+	closeOnce sync.Once
+	// afterSweep, when set by a test before start, runs after each
+	// retention pass of the sweeper goroutine.
+	afterSweep func()
+}
+
+// pipelineLog is the in-memory state of one pipeline's log.
+//
+// Sequences are handed out under mu in the order their writes are queued;
+// the writes finish in any order, and settle publishes them in sequence
+// order: published only moves up through a gap-free run of settled
+// sequences. Everything at or below published is durable (or failed, and
+// then absent for good), which is what List and Watch rely on.
+type pipelineLog struct {
+	id     string
+	escID  string
+	prefix []byte
+
+	// published is read without mu by List and LastSequence.
+	published atomic.Uint64
+
+	mu sync.Mutex
+	// last is the highest sequence handed out.
+	last uint64
+	// settled holds writes that finished above published+1, waiting for
+	// the ones below; usually empty.
+	settled map[uint64]settledEvent
+	// oldest: no event below it is stored.
+	oldest   uint64
+	watchers map[*Watcher]struct{}
+	// maintaining is true while a retention pass deletes this pipeline's
+	// old events; one at a time.
+	maintaining bool
+}
+
+type settledEvent struct {
+	e      Event
+	stored bool
+}
+
+func newPipelineLog(id string) *pipelineLog {
+	return &pipelineLog{
+		id:       id,
+		escID:    escapeID(id),
+		prefix:   pipelinePrefix(id),
+		settled:  make(map[uint64]settledEvent),
+		oldest:   1,
+		watchers: make(map[*Watcher]struct{}),
+	}
+}
+
+// Open reads where every pipeline's log ends (two seeks per pipeline) and
+// starts the retention goroutine. Appends are written through w, which
+// must write to db; the Log closes neither.
+func Open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Options) (*Log, error) {
+	l, err := open(ctx, db, w, opts)
+	if err != nil {
+		return nil, err
+	}
+	l.start()
+	return l, nil
+}
+
+// open is Open without starting the retention goroutine.
+func open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Options) (*Log, error) {
+	switch {
+	case db == nil || w == nil:
+		return nil, errors.New("open audit log: store and group writer are required")
+	case opts.MaxEventsPerPipeline < 0:
+		return nil, fmt.Errorf("open audit log: max events per pipeline is %d, want 0 (default) or more", opts.MaxEventsPerPipeline)
+	case opts.MaxAge < 0:
+		return nil, fmt.Errorf("open audit log: max age is %s, want 0 (keep) or more", opts.MaxAge)
+	case opts.SweepInterval < 0:
+		return nil, fmt.Errorf("open audit log: sweep interval is %s, want 0 (default) or more", opts.SweepInterval)
+	}
+	maxEvents := opts.MaxEventsPerPipeline
+	if maxEvents == 0 {
+		maxEvents = DefaultMaxEventsPerPipeline
+	}
+	l := &Log{
+		db:         db,
+		w:          w,
+		maxEvents:  uint64(maxEvents),
+		trimSlack:  uint64(min(max(maxEvents/100, 1), 1000)),
+		maxAge:     opts.MaxAge,
+		sweepEvery: opts.SweepInterval,
+		now:        opts.Now,
+		log:        opts.Logger,
+		pipelines:  make(map[string]*pipelineLog),
+	}
+	if l.sweepEvery == 0 {
+		l.sweepEvery = DefaultSweepInterval
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.log == nil {
+		l.log = zap.NewNop()
+	}
+	l.log = l.log.Named("auditlog")
+	if err := l.load(ctx); err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	l.life, l.cancel = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// start starts the retention goroutine.
+func (l *Log) start() {
+	l.wg.Add(1)
+	go l.runSweeper()
+}
+
+// load finds every pipeline in the store and its first and last sequence:
+// a forward seek finds the next pipeline's first key, a reverse seek its
+// last, and the next forward seek starts after its range.
+func (l *Log) load(ctx context.Context) error {
+	all := []byte(store.PrefixAuditLog)
+	cursor := all
+	for {
+		var key []byte
+		err := l.db.ScanFrom(ctx, all, cursor, func(k, _ []byte) error {
+			key = bytes.Clone(k)
+			return errStop
+		})
+		if err != nil && err != errStop {
+			return err
+		}
+		if key == nil {
+			return nil
+		}
+		escID, first, ok := parseKey(key)
+		id, idOK := unescapeID(escID)
+		if !ok || !idOK {
+			l.log.Warn("skipping an entry under the audit log prefix that is not an audit event", zap.String("key", string(key)))
+			cursor = append(key, 0)
+			continue
+		}
+		p := newPipelineLog(id)
+		last, err := l.lastStored(ctx, p)
+		if err != nil {
+			return err
+		}
+		p.last, p.oldest = last, first
+		p.published.Store(last)
+		l.pipelines[id] = p
+		cursor = prefixEnd(p.prefix)
+	}
+}
+
+// lastStored returns the highest sequence stored for p (0 for none), from
+// the key alone: a sequence whose value is corrupt was still handed out.
+func (l *Log) lastStored(ctx context.Context, p *pipelineLog) (uint64, error) {
+	var last uint64
+	err := l.db.ScanReverse(ctx, p.prefix, nil, func(k, _ []byte) error {
+		escID, seq, ok := parseKey(k)
+		if !ok || escID != p.escID {
+			l.log.Warn("skipping an entry under the audit log prefix that is not an audit event", zap.String("key", string(k)))
+			return nil
+		}
+		last = seq
+		return errStop
+	})
+	if err != nil && err != errStop {
+		return 0, err
+	}
+	return last, nil
+}
+
+// prefixEnd is the first key after every key starting with prefix, which
+// ends in '/' here, so it always exists.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	end[len(end)-1]++
+	return end
+}
+
+// pipeline returns id's state, creating it if create is set; nil, nil for
+// an unknown id without create.
+func (l *Log) pipeline(id string, create bool) (*pipelineLog, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	p := l.pipelines[id]
+	if p == nil && create {
+		p = newPipelineLog(id)
+		l.pipelines[id] = p
+	}
+	return p, nil
+}
+
+// Append stores e as the pipeline's next event and returns it with its
+// Sequence and Time set, once it is durable. Concurrent appends share
+// syncs; appends to one pipeline get sequences in the order they reach
+// Append.
+//
+// A failed write is not retried and its sequence is skipped: List and
+// Watch never show it, and later appends go on after it. (Only a restart
+// may hand it out again, if no later write was stored: nobody saw it.) A
+// cancelled ctx stops an append only before its write is queued.
+func (l *Log) Append(ctx context.Context, e Event) (Event, error) {
+	switch {
+	case e.PipelineID == "":
+		return Event{}, errors.New("append audit event: pipeline id is empty")
+	case e.Kind == "":
+		return Event{}, fmt.Errorf("append audit event of pipeline %s: kind is empty", e.PipelineID)
+	}
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	p, err := l.pipeline(e.PipelineID, true)
+	if err != nil {
+		return Event{}, err
+	}
+	if !e.NextAttemptAt.IsZero() {
+		e.NextAttemptAt = e.NextAttemptAt.UTC()
+	}
+
+	// Under p.mu: number, encode and queue, so that queue order is
+	// sequence order. The sync happens outside, shared with whoever
+	// queues meanwhile.
+	p.mu.Lock()
+	e.Sequence = p.last + 1
+	if e.Time.IsZero() {
+		e.Time = l.now()
+	}
+	e.Time = e.Time.UTC() // also drops the monotonic reading, as a read would
+	value, err := encodeEvent(e)
+	if err != nil {
+		p.mu.Unlock()
+		return Event{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+	}
+	wait, err := l.w.SetAsync(ctx, eventKey(p.prefix, e.Sequence), value)
+	if err != nil {
+		p.mu.Unlock()
+		return Event{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+	}
+	p.last = e.Sequence
+	p.mu.Unlock()
+
+	err = wait()
+	l.settle(p, e, err == nil)
+	if err != nil {
+		return Event{}, fmt.Errorf("append %s event %d of pipeline %s: %w", e.Kind, e.Sequence, e.PipelineID, err)
+	}
+	l.trimCount(p, l.trimSlack)
+	return e, nil
+}
+
+// settle records that the write of e finished (stored or not) and
+// publishes every event that is now next in line.
+func (l *Log) settle(p *pipelineLog, e Event, stored bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	published := p.published.Load()
+	if e.Sequence != published+1 {
+		p.settled[e.Sequence] = settledEvent{e: e, stored: stored}
+		return
+	}
+	for {
+		if stored {
+			p.publish(e)
+		}
+		published++
+		s, ok := p.settled[published+1]
+		if !ok {
+			break
+		}
+		delete(p.settled, published+1)
+		e, stored = s.e, s.stored
+	}
+	p.published.Store(published)
+}
+
+// publish hands e to every watcher that wants it, without blocking: a
+// watcher whose buffer is full is dropped. Called under p.mu.
+func (p *pipelineLog) publish(e Event) {
+	for w := range p.watchers {
+		if !w.wants(e.Kind) {
+			continue
+		}
+		select {
+		case w.live <- e:
+		default:
+			delete(p.watchers, w)
+			w.dropErr = fmt.Errorf("%w: more than %d events of pipeline %s were not received in time; watch again after the last sequence received",
+				ErrWatcherTooSlow, cap(w.live), p.id)
+			close(w.live)
+		}
+	}
+}
+
+// LastSequence returns the sequence of the newest event of the pipeline
+// that List and Watch can see, 0 when it has none.
+func (l *Log) LastSequence(pipelineID string) uint64 {
+	p, err := l.pipeline(pipelineID, false)
+	if p == nil || err != nil {
+		return 0
+	}
+	return p.published.Load()
+}
+
+// Close ends the retention goroutine and every watcher (their Err is then
+// ErrClosed) and waits for them. Appends still in flight complete. Later
+// calls to Append, List and Watch return ErrClosed. Safe to call more than
+// once.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		l.cancel()
+		l.wg.Wait()
+	})
+	return nil
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+)
+
+// describeEvents is how many recent events describe shows.
+const describeEvents = 10
+
+func newPipelinesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "pipelines",
+		Aliases: []string{"pipeline"},
+		Short:   "Show, start and stop the pipelines of a running conduit",
+		Long: `The pipelines commands talk to the API of a running "conduit run" at
+api.http.address (default 127.0.0.1:8080), sending api.auth.token if set.
+Both come from --api.http.address / --api.auth.token, CONDUIT_API_HTTP_ADDRESS /
+CONDUIT_API_AUTH_TOKEN or conduit.yml, like for "conduit run".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newPipelinesListCommand(), newPipelinesDescribeCommand(),
+		newPipelinesStartCommand(), newPipelinesStopCommand(), newPipelinesEventsCommand())
+	return cmd
+}
+
+func newPipelinesListCommand() *cobra.Command {
+	var (
+		statuses []string
+		output   string
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the pipelines with their status, fail count, next attempt and last error",
+		Example: `  conduit pipelines list
+  conduit pipelines list --status degraded,recovering
+  conduit pipelines list -o json | jq -r '.pipelines[] | select(.status == "PIPELINE_STATUS_DEGRADED") | .id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			req := &conduitv1.ListPipelinesRequest{}
+			for _, s := range statuses {
+				st, ok := statusNames[strings.ToLower(s)]
+				if !ok {
+					return fmt.Errorf("--status %q: want running, recovering, degraded or stopped", s)
+				}
+				req.Statuses = append(req.Statuses, st)
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.ListPipelines(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				return client.explain(err, "")
+			}
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
+			}
+			return newView().writePipelineTable(cmd.OutOrStdout(), resp.Msg.GetPipelines())
+		},
+	}
+	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only pipelines in these statuses: running, recovering, degraded, stopped (repeat or separate with commas)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newPipelinesDescribeCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe <id>",
+		Short: "Show a pipeline's status, last error, recovery episode and recent events",
+		Args:  onePipelineID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			id := args[0]
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.GetPipeline(cmd.Context(), connect.NewRequest(&conduitv1.GetPipelineRequest{Id: id}))
+			if err != nil {
+				return client.explain(err, id)
+			}
+			evResp, err := client.ListPipelineEvents(cmd.Context(), connect.NewRequest(&conduitv1.ListPipelineEventsRequest{
+				PipelineId: id, Limit: describeEvents, NewestFirst: true,
+			}))
+			if err != nil {
+				return client.explain(err, id)
+			}
+			events := slices.Clone(evResp.Msg.GetEvents())
+			slices.Reverse(events) // show oldest to newest, like a log
+			if output != outputText {
+				out, err := newDescribeOutput(resp.Msg.GetPipeline(), events)
+				if err != nil {
+					return err
+				}
+				return writeStructured(cmd.OutOrStdout(), output, out)
+			}
+			return newView().writeDescription(cmd.OutOrStdout(), resp.Msg.GetPipeline(), events)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newPipelinesStartCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "start <id>",
+		Short: "Start a stopped or degraded pipeline (its fail count starts from 0)",
+		Args:  onePipelineID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.StartPipeline(cmd.Context(), connect.NewRequest(&conduitv1.StartPipelineRequest{Id: args[0]}))
+			if err != nil {
+				return client.explain(err, args[0])
+			}
+			return writeResult(cmd, output, resp.Msg.GetPipeline())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newPipelinesStopCommand() *cobra.Command {
+	var (
+		force  bool
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "stop <id>",
+		Short: "Stop a running or recovering pipeline",
+		Long: `Stop stops a running or recovering pipeline and waits until its run has ended.
+
+A graceful stop lets the source stop reading and the records in flight be
+written and acknowledged; the pipeline becomes stopped. --force stops at
+once: records in flight are dropped (and read again on the next start) and
+the pipeline becomes degraded.`,
+		Args: onePipelineID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.StopPipeline(cmd.Context(), connect.NewRequest(&conduitv1.StopPipelineRequest{Id: args[0], Force: force}))
+			if err != nil {
+				return client.explain(err, args[0])
+			}
+			return writeResult(cmd, output, resp.Msg.GetPipeline())
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "stop at once, dropping records in flight; the pipeline becomes degraded")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// writeResult prints the pipeline after a start or stop.
+func writeResult(cmd *cobra.Command, output string, p *conduitv1.Pipeline) error {
+	if output != outputText {
+		return writeStructured(cmd.OutOrStdout(), output, p)
+	}
+	status := statusName(p.GetStatus())
+	if p.GetDegradedReason() != "" {
+		status += " (" + p.GetDegradedReason() + ")"
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "pipeline %s is %s\n", p.GetId(), status)
+	return err
+}
+
+// onePipelineID accepts exactly one argument, the pipeline id.
+func onePipelineID(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want one pipeline id: %s", cmd.UseLine())
+	}
+	return nil
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+)
+
+// followBacklog is how many past events --follow prints before the live
+// ones when neither --after nor --limit is given, like tail -f.
+const followBacklog = 10
+
+// Reconnect backoff of --follow.
+const (
+	followMinDelay = 100 * time.Millisecond
+	followMaxDelay = 5 * time.Second
+)
+
+func newPipelinesEventsCommand() *cobra.Command {
+	var (
+		follow bool
+		kinds  []string
+		after  uint64
+		limit  int32
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "events <id>",
+		Short: "Show a pipeline's audit log, or follow it live",
+		Long: `Events prints a pipeline's audit log, one event per line: time, sequence,
+kind, status change, attempt/delay/next attempt, error code/class and the
+message. -o json prints one JSON object per line (NDJSON), -o yaml one
+document per event.
+
+Without --after it prints the most recent events (--limit, default 100),
+oldest first. With --after N it prints the events after sequence N.
+
+--follow keeps printing new events until Ctrl-C. Without --after it first
+prints the last 10 events (or --limit). If the connection drops (the server
+restarts, or this reader fell too far behind) it reconnects and continues
+after the last event it printed: no event is printed twice or skipped.`,
+		Example: `  conduit pipelines events orders
+  conduit pipelines events orders --follow
+  conduit pipelines events orders --kind degraded --kind recovering
+  conduit pipelines events orders -f -o json | jq -c 'select(.kind == "degraded")'`,
+		Args: onePipelineID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			id := args[0]
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if follow {
+				// Ctrl-C is how a follow ends; it is not an error.
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
+			printEvent := eventPrinter{w: cmd.OutOrStdout(), output: output, view: newView()}.print
+
+			last := after
+			afterGiven := cmd.Flags().Changed("after")
+			if !follow || !afterGiven {
+				req := &conduitv1.ListPipelineEventsRequest{
+					PipelineId: id, AfterSequence: after, Limit: limit, Kinds: kinds,
+					// The latest events, unless the user asked for those
+					// after a sequence.
+					NewestFirst: !afterGiven,
+				}
+				if follow && limit == 0 {
+					req.Limit = followBacklog
+				}
+				resp, err := client.ListPipelineEvents(ctx, connect.NewRequest(req))
+				if err != nil {
+					if follow && ctx.Err() != nil {
+						return nil
+					}
+					return client.explain(err, id)
+				}
+				events := slices.Clone(resp.Msg.GetEvents())
+				if req.NewestFirst {
+					slices.Reverse(events)
+				}
+				for _, e := range events {
+					if err := printEvent(e); err != nil {
+						return err
+					}
+					last = max(last, e.GetSequence())
+				}
+			}
+			if !follow {
+				return nil
+			}
+			f := &follower{
+				client: client, pipelineID: id, kinds: kinds, print: printEvent, notices: cmd.ErrOrStderr(),
+				minDelay: followMinDelay, maxDelay: followMaxDelay, sleep: sleepContext,
+			}
+			return f.run(ctx, last)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until Ctrl-C")
+	cmd.Flags().StringSliceVar(&kinds, "kind", nil, "only events of these kinds, e.g. fault, recovering, degraded, stopped (repeat or separate with commas)")
+	cmd.Flags().Uint64Var(&after, "after", 0, "only events with a sequence greater than this")
+	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many events, 1-1000 (default 100; with --follow, 10 before the live ones)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// eventPrinter prints events one by one, so that a follow can be piped.
+type eventPrinter struct {
+	w      io.Writer
+	output string
+	view   view
+}
+
+func (p eventPrinter) print(e *conduitv1.PipelineEvent) error {
+	var line []byte
+	switch p.output {
+	case outputJSON, outputYAML:
+		raw, err := compactJSON(e)
+		if err != nil {
+			return err
+		}
+		line = append(raw, '\n')
+		if p.output == outputYAML {
+			y, err := jsonToYAML(raw)
+			if err != nil {
+				return err
+			}
+			line = append([]byte("---\n"), y...)
+		}
+	default:
+		line = []byte(p.view.eventLine(e) + "\n")
+	}
+	_, err := p.w.Write(line)
+	return err
+}
+
+// follower prints a pipeline's events live. When the stream drops, it
+// reconnects with backoff and watches again after the last sequence it
+// printed, so that nothing is printed twice and nothing is skipped.
+type follower struct {
+	client     *apiClient
+	pipelineID string
+	kinds      []string
+	print      func(*conduitv1.PipelineEvent) error
+	// notices receives what happens to the connection; the events stay
+	// alone on their writer so that it can be piped.
+	notices            io.Writer
+	minDelay, maxDelay time.Duration
+	sleep              func(ctx context.Context, d time.Duration) error
+}
+
+// run follows until ctx is done (nil) or the server refuses in a way that
+// retrying cannot fix (the error).
+func (f *follower) run(ctx context.Context, after uint64) error {
+	delay := f.minDelay
+	reconnecting := false
+	lastNotice := ""
+	notice := func(msg string) {
+		if msg != lastNotice {
+			fmt.Fprintf(f.notices, "conduit: %s\n", msg)
+			lastNotice = msg
+		}
+	}
+	for {
+		if reconnecting {
+			if f.sleep(ctx, delay) != nil {
+				return nil
+			}
+			delay = min(2*delay, f.maxDelay)
+			// A unary call tells whether the server is back; a watch
+			// stream says nothing until the next event.
+			_, err := f.client.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: f.pipelineID}))
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil && permanent(err):
+				return f.client.explain(err, f.pipelineID)
+			case err != nil:
+				notice(f.client.explain(err, f.pipelineID).Error() + "; retrying")
+				continue
+			}
+			notice(fmt.Sprintf("reconnected; following after event #%d", after))
+		}
+
+		received, err := f.watch(ctx, &after)
+		var out *outputError
+		switch {
+		case errors.As(err, &out):
+			return out.err
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && permanent(err):
+			return f.client.explain(err, f.pipelineID)
+		case err != nil:
+			notice(fmt.Sprintf("lost the event stream (%s); reconnecting", streamProblem(err)))
+		default:
+			notice("the server ended the event stream; reconnecting")
+		}
+		if received {
+			delay = f.minDelay
+		}
+		reconnecting = true
+	}
+}
+
+// watch prints the events of one stream, advancing after, until the
+// stream ends. received tells whether any event came.
+func (f *follower) watch(ctx context.Context, after *uint64) (received bool, err error) {
+	stream, err := f.client.WatchPipelineEvents(ctx, connect.NewRequest(&conduitv1.WatchPipelineEventsRequest{
+		PipelineId: f.pipelineID, AfterSequence: *after, Kinds: f.kinds,
+	}))
+	if err != nil {
+		return false, err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		e := stream.Msg().GetEvent()
+		received = true
+		if e.GetSequence() <= *after {
+			continue // the server promises none; make sure
+		}
+		if err := f.print(e); err != nil {
+			return received, &outputError{err}
+		}
+		*after = e.GetSequence()
+	}
+	return received, stream.Err()
+}
+
+// outputError is a failure to print, as opposed to one of the stream.
+type outputError struct{ err error }
+
+func (e *outputError) Error() string { return e.err.Error() }
+
+// permanent reports whether retrying cannot help.
+func permanent(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeNotFound, connect.CodeUnauthenticated, connect.CodePermissionDenied,
+		connect.CodeInvalidArgument, connect.CodeUnimplemented:
+		return true
+	}
+	return false
+}
+
+func streamProblem(err error) string {
+	switch connect.CodeOf(err) {
+	case connect.CodeResourceExhausted:
+		return "this reader fell too far behind"
+	case connect.CodeUnavailable:
+		if unreachable(err) {
+			return "the server went away"
+		}
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,452 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"gopkg.in/yaml.v3"
+
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+)
+
+// Output formats of the pipelines commands: text for people, json and
+// yaml for scripts.
+const (
+	outputText = "text"
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
+
+func addOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", outputText, "output format: text, json or yaml")
+}
+
+func checkOutput(output string) error {
+	switch output {
+	case outputText, outputJSON, outputYAML:
+		return nil
+	}
+	return fmt.Errorf("--output %q: want text, json or yaml", output)
+}
+
+// Time layouts for people; json and yaml use RFC 3339 in UTC.
+const (
+	layoutTime  = "2006-01-02 15:04:05 MST"
+	layoutEvent = "2006-01-02 15:04:05.000"
+	layoutClock = "15:04:05.000"
+)
+
+// lastErrorWidth is how much of an error message the list table shows.
+const lastErrorWidth = 60
+
+// view renders API values for people: times in loc, relative ones from
+// now. Tests fix both.
+type view struct {
+	now time.Time
+	loc *time.Location
+}
+
+func newView() view { return view{now: time.Now(), loc: time.Local} }
+
+// writePipelineTable writes one row per pipeline.
+func (v view) writePipelineTable(w io.Writer, pipelines []*conduitv1.Pipeline) error {
+	if len(pipelines) == 0 {
+		_, err := fmt.Fprintln(w, "no pipelines")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tFAILS\tNEXT ATTEMPT\tLAST ERROR")
+	for _, p := range pipelines {
+		next := "-"
+		if p.GetNextAttemptAt() != nil {
+			next = v.relative(p.GetNextAttemptAt().AsTime())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", oneLine(p.GetId()), statusName(p.GetStatus()), p.GetFailCount(),
+			next, errorSummary(p.GetLastError(), lastErrorWidth))
+	}
+	return tw.Flush()
+}
+
+// writeDescription writes everything known about a pipeline and its
+// recent events (oldest first).
+func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*conduitv1.PipelineEvent) error {
+	b := &bytes.Buffer{}
+	field := func(indent int, key, value string) {
+		fmt.Fprintf(b, "%s%-*s %s\n", strings.Repeat(" ", indent), 18-indent, key+":", oneLine(value))
+	}
+
+	field(0, "Pipeline", p.GetId())
+	if p.GetName() != "" && p.GetName() != p.GetId() {
+		field(0, "Name", p.GetName())
+	}
+	if p.GetDescription() != "" {
+		field(0, "Description", p.GetDescription())
+	}
+	if p.GetConfigFile() != "" {
+		field(0, "Config file", p.GetConfigFile())
+	}
+	field(0, "Status", statusName(p.GetStatus()))
+	if p.GetDegradedReason() != "" {
+		field(0, "Degraded reason", p.GetDegradedReason())
+	}
+	if p.GetProbation() {
+		field(0, "Probation", "yes (restarted, not yet proved healthy)")
+	}
+	field(0, "Fail count", fmt.Sprint(p.GetFailCount()))
+	field(0, "Next attempt", v.timeAndRelative(p.GetNextAttemptAt()))
+	field(0, "Updated", v.timeAndRelative(p.GetUpdatedAt()))
+
+	if e := p.GetLastError(); e != nil {
+		fmt.Fprintln(b, "\nLast error:")
+		field(2, "Code", codeText(e.GetCode()))
+		class := className(e.GetClass())
+		if e.GetClassifiedBy() != "" {
+			class += " (classified by " + e.GetClassifiedBy() + ")"
+		}
+		field(2, "Class", class)
+		field(2, "Component", componentText(e))
+		if e.GetTime() != nil {
+			field(2, "Time", v.timeAndRelative(e.GetTime()))
+		}
+		field(2, "Message", e.GetMessage())
+	}
+
+	if ep := p.GetEpisode(); ep != nil {
+		v.writeEpisode(b, ep, field)
+	}
+
+	fmt.Fprintln(b, "\nRecent events:")
+	if len(events) == 0 {
+		fmt.Fprintln(b, "  none")
+	}
+	for _, e := range events {
+		fmt.Fprintf(b, "  %s\n", v.eventLine(e))
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func (v view) writeEpisode(b *bytes.Buffer, ep *conduitv1.RecoveryEpisode, field func(int, string, string)) {
+	fmt.Fprintln(b, "\nRecovery episode:")
+	field(2, "Started", v.timeText(ep.GetStartedAt()))
+	if ep.GetEndedAt() != nil {
+		field(2, "Ended", v.timeText(ep.GetEndedAt()))
+	} else {
+		field(2, "Ended", "not yet")
+	}
+	if ep.GetOutcome() != "" {
+		field(2, "Outcome", ep.GetOutcome())
+	}
+	field(2, "Total time", durationText(ep.GetDuration()))
+	attempts := fmt.Sprint(len(ep.GetAttempts()))
+	if n := ep.GetDroppedAttempts(); n > 0 {
+		attempts += fmt.Sprintf(" (and %d older ones no longer kept)", n)
+	}
+	field(2, "Attempts", attempts)
+	if len(ep.GetAttempts()) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "    #\tFAILED AT\tCODE\tCLASS\tDELAY\tMESSAGE")
+	for _, a := range ep.GetAttempts() {
+		e := a.GetError()
+		fmt.Fprintf(tw, "    %d\t%s\t%s\t%s\t%s\t%s\n", a.GetNumber(), v.eventTime(a.GetFailedAt()),
+			codeText(e.GetCode()), className(e.GetClass()), durationText(a.GetDelay()), oneLine(e.GetMessage()))
+	}
+	_ = tw.Flush() // writes to a bytes.Buffer
+}
+
+// eventLine is one event on one line: time, sequence, kind, status
+// change, then what the kind carries and the error or the message.
+func (v view) eventLine(e *conduitv1.PipelineEvent) string {
+	var details []string
+	if e.GetAttempt() > 0 {
+		details = append(details, fmt.Sprintf("attempt %d", e.GetAttempt()))
+	}
+	if e.GetDelay() != nil {
+		details = append(details, "delay "+durationText(e.GetDelay()))
+	}
+	if e.GetNextAttemptAt() != nil {
+		details = append(details, "next attempt "+e.GetNextAttemptAt().AsTime().In(v.loc).Format(layoutClock))
+	}
+	if e.GetReason() != "" {
+		details = append(details, "reason "+e.GetReason())
+	}
+	if e.GetCount() > 0 {
+		details = append(details, fmt.Sprintf("%d records", e.GetCount()))
+	}
+	if e.GetActor() == "user" {
+		details = append(details, "by user")
+	}
+
+	line := fmt.Sprintf("%s  #%-5d %-13s  %-24s", v.eventTime(e.GetTime()), e.GetSequence(), oneLine(e.GetKind()), transition(e))
+	if len(details) > 0 {
+		line += "  " + strings.Join(details, ", ")
+	}
+	if err := e.GetError(); err != nil {
+		line += "  " + errorSummary(err, 0)
+	} else if e.GetMessage() != "" {
+		line += "  " + oneLine(e.GetMessage())
+	}
+	return strings.TrimRight(line, " ")
+}
+
+func transition(e *conduitv1.PipelineEvent) string {
+	before, after := e.GetStatusBefore(), e.GetStatusAfter()
+	unset := conduitv1.PipelineStatus_PIPELINE_STATUS_UNSPECIFIED
+	switch {
+	case before == unset && after == unset:
+		return ""
+	case before == unset:
+		return "-> " + statusName(after)
+	}
+	return statusName(before) + " -> " + statusName(after)
+}
+
+func (v view) eventTime(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().In(v.loc).Format(layoutEvent)
+}
+
+func (v view) timeText(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().In(v.loc).Format(layoutTime)
+}
+
+// timeAndRelative is e.g. "2024-05-01 12:00:04 CEST (in 4s)".
+func (v view) timeAndRelative(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s)", v.timeText(t), v.relative(t.AsTime()))
+}
+
+// relative is "in 4s", "3m12s ago" or "now".
+func (v view) relative(t time.Time) string {
+	d := t.Sub(v.now)
+	switch {
+	case d > -time.Second/2 && d < time.Second/2:
+		return "now"
+	case d > 0:
+		return "in " + roughDuration(d)
+	default:
+		return roughDuration(-d) + " ago"
+	}
+}
+
+// roughDuration is a duration to the second, or the biggest two units
+// beyond an hour.
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 24*time.Hour:
+		d = d.Round(time.Minute)
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		d = d.Round(time.Hour)
+		return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+	}
+}
+
+// durationText shows a delay precisely enough to see the backoff.
+func durationText(d *durationpb.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	dd := d.AsDuration()
+	if dd >= time.Minute {
+		return dd.Round(time.Second).String()
+	}
+	return dd.Round(time.Millisecond).String()
+}
+
+// statusName is the status as people and the config files say it.
+func statusName(s conduitv1.PipelineStatus) string {
+	switch s {
+	case conduitv1.PipelineStatus_PIPELINE_STATUS_RUNNING:
+		return "running"
+	case conduitv1.PipelineStatus_PIPELINE_STATUS_RECOVERING:
+		return "recovering"
+	case conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED:
+		return "degraded"
+	case conduitv1.PipelineStatus_PIPELINE_STATUS_STOPPED:
+		return "stopped"
+	case conduitv1.PipelineStatus_PIPELINE_STATUS_UNSPECIFIED:
+		return "unknown"
+	}
+	return s.String()
+}
+
+// statusNames maps the names of statusName back, for --status.
+var statusNames = map[string]conduitv1.PipelineStatus{
+	"running":    conduitv1.PipelineStatus_PIPELINE_STATUS_RUNNING,
+	"recovering": conduitv1.PipelineStatus_PIPELINE_STATUS_RECOVERING,
+	"degraded":   conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED,
+	"stopped":    conduitv1.PipelineStatus_PIPELINE_STATUS_STOPPED,
+}
+
+func className(c conduitv1.ErrorClass) string {
+	switch c {
+	case conduitv1.ErrorClass_ERROR_CLASS_TRANSIENT:
+		return "transient"
+	case conduitv1.ErrorClass_ERROR_CLASS_FATAL:
+		return "fatal"
+	case conduitv1.ErrorClass_ERROR_CLASS_UNSPECIFIED:
+		return "unclassified"
+	}
+	return c.String()
+}
+
+func codeText(code int32) string {
+	if code == 0 {
+		return "-"
+	}
+	return fmt.Sprint(code)
+}
+
+func componentText(e *conduitv1.PipelineError) string {
+	switch {
+	case e.GetComponent() == "":
+		return "the pipeline itself"
+	case e.GetComponentKind() == "":
+		return e.GetComponent()
+	}
+	return fmt.Sprintf("%s (%s)", e.GetComponent(), e.GetComponentKind())
+}
+
+// errorSummary is "422/fatal: message", the message cut to width runes
+// (0: not cut); "-" for no error.
+func errorSummary(e *conduitv1.PipelineError, width int) string {
+	if e == nil {
+		return "-"
+	}
+	head := className(e.GetClass())
+	if e.GetCode() != 0 {
+		head = fmt.Sprintf("%d/%s", e.GetCode(), head)
+	}
+	msg := oneLine(e.GetMessage())
+	if r := []rune(msg); width > 0 && len(r) > width {
+		msg = string(r[:width-3]) + "..."
+	}
+	return head + ": " + msg
+}
+
+// oneLine keeps a value from breaking a table row or line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// protoJSON is the API's JSON shape (what curl gets: default values left
+// out) with the proto field names.
+var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
+
+// compactJSON is m on one line.
+func compactJSON(m proto.Message) (json.RawMessage, error) {
+	raw, err := protoJSON.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// protojson's spacing is deliberately unstable; fix it.
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// describeOutput is what `describe -o json|yaml` prints.
+type describeOutput struct {
+	Pipeline json.RawMessage   `json:"pipeline"`
+	Events   []json.RawMessage `json:"events"`
+}
+
+func newDescribeOutput(p *conduitv1.Pipeline, events []*conduitv1.PipelineEvent) (describeOutput, error) {
+	out := describeOutput{Events: make([]json.RawMessage, 0, len(events))}
+	var err error
+	if out.Pipeline, err = compactJSON(p); err != nil {
+		return out, err
+	}
+	for _, e := range events {
+		raw, err := compactJSON(e)
+		if err != nil {
+			return out, err
+		}
+		out.Events = append(out.Events, raw)
+	}
+	return out, nil
+}
+
+// writeStructured writes v (a proto message or a value of JSON raw
+// messages) as indented JSON or as YAML with the same fields in the same
+// order.
+func writeStructured(w io.Writer, output string, v any) error {
+	var raw []byte
+	var err error
+	if m, ok := v.(proto.Message); ok {
+		raw, err = compactJSON(m)
+	} else {
+		raw, err = json.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	if output == outputYAML {
+		y, err := jsonToYAML(raw)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err = w.Write(b.Bytes())
+	return err
+}
+
+// jsonToYAML converts a JSON document to block-style YAML, keeping the key
+// order. JSON is YAML, so yaml.v3 parses it; clearing the flow and quote
+// styles makes the encoder choose (and quote strings such as "12" that
+// would read as another type).
+func jsonToYAML(raw []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var plain func(n *yaml.Node)
+	plain = func(n *yaml.Node) {
+		n.Style = 0
+		for _, c := range n.Content {
+			plain(c)
+		}
+	}
+	plain(&doc)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,368 @@
+// Package api serves the Connect API (PipelineService, gRPC health and
+// reflection) and /metrics on one HTTP port: Connect, gRPC and gRPC-Web
+// over HTTP/1.1 and cleartext HTTP/2, and plain HTTP/JSON for curl.
+//
+// The handlers translate; they decide nothing. What a pipeline is and may
+// do comes from the supervisor (lifecycle/), its story from the audit log
+// (auditlog/), both reached through the small interfaces declared here.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/lifecycle"
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
+)
+
+// PipelineInfo is what the configuration says about a pipeline.
+type PipelineInfo struct {
+	ID, Name, Description string
+	// File and Line locate its definition.
+	File string
+	Line int
+}
+
+// Supervised is one pipeline under its supervisor.
+type Supervised interface {
+	Info() PipelineInfo
+	State(ctx context.Context) (lifecycle.State, error)
+	Start(ctx context.Context) error
+	Stop(ctx context.Context, force bool) error
+}
+
+// Pipelines is the set of supervised pipelines.
+type Pipelines interface {
+	List() []Supervised
+	Get(id string) (Supervised, bool)
+}
+
+// Events is the audit log.
+type Events interface {
+	List(ctx context.Context, pipelineID string, q auditlog.Query) ([]auditlog.Event, error)
+	Watch(ctx context.Context, pipelineID string, afterSequence uint64, kinds []auditlog.Kind) (*auditlog.Watcher, error)
+}
+
+// Limits of ListPipelineEvents.
+const (
+	DefaultEventLimit = 100
+	MaxEventLimit     = 1000
+)
+
+// PipelineService implements conduitv1connect.PipelineServiceHandler.
+type PipelineService struct {
+	pipelines Pipelines
+	events    Events
+	now       func() time.Time
+}
+
+var _ conduitv1connect.PipelineServiceHandler = (*PipelineService)(nil)
+
+// NewPipelineService returns the service. now may be nil (time.Now); it is
+// only used for the duration of an ongoing recovery episode.
+func NewPipelineService(p Pipelines, e Events, now func() time.Time) *PipelineService {
+	if now == nil {
+		now = time.Now
+	}
+	return &PipelineService{pipelines: p, events: e, now: now}
+}
+
+// ListPipelines implements the RPC.
+func (s *PipelineService) ListPipelines(ctx context.Context, req *connect.Request[conduitv1.ListPipelinesRequest]) (*connect.Response[conduitv1.ListPipelinesResponse], error) {
+	for i, st := range req.Msg.GetStatuses() {
+		if _, ok := statusFromProto(st); !ok {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("statuses[%d]: unknown status %v", i, st))
+		}
+	}
+	out := &conduitv1.ListPipelinesResponse{}
+	for _, p := range s.pipelines.List() {
+		pb, err := s.describe(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if len(req.Msg.GetStatuses()) == 0 || slices.Contains(req.Msg.GetStatuses(), pb.GetStatus()) {
+			out.Pipelines = append(out.Pipelines, pb)
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetPipeline implements the RPC.
+func (s *PipelineService) GetPipeline(ctx context.Context, req *connect.Request[conduitv1.GetPipelineRequest]) (*connect.Response[conduitv1.GetPipelineResponse], error) {
+	p, err := s.find(req.Msg.GetId())
+	if err != nil {
+		return nil, err
+	}
+	pb, err := s.describe(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&conduitv1.GetPipelineResponse{Pipeline: pb}), nil
+}
+
+// StartPipeline implements the RPC.
+func (s *PipelineService) StartPipeline(ctx context.Context, req *connect.Request[conduitv1.StartPipelineRequest]) (*connect.Response[conduitv1.StartPipelineResponse], error) {
+	p, err := s.find(req.Msg.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(ctx); err != nil {
+		return nil, transitionError(err)
+	}
+	pb, err := s.describe(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&conduitv1.StartPipelineResponse{Pipeline: pb}), nil
+}
+
+// StopPipeline implements the RPC.
+func (s *PipelineService) StopPipeline(ctx context.Context, req *connect.Request[conduitv1.StopPipelineRequest]) (*connect.Response[conduitv1.StopPipelineResponse], error) {
+	p, err := s.find(req.Msg.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Stop(ctx, req.Msg.GetForce()); err != nil {
+		return nil, transitionError(err)
+	}
+	pb, err := s.describe(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&conduitv1.StopPipelineResponse{Pipeline: pb}), nil
+}
+
+// ListPipelineEvents implements the RPC.
+func (s *PipelineService) ListPipelineEvents(ctx context.Context, req *connect.Request[conduitv1.ListPipelineEventsRequest]) (*connect.Response[conduitv1.ListPipelineEventsResponse], error) {
+	m := req.Msg
+	if _, err := s.find(m.GetPipelineId()); err != nil {
+		return nil, err
+	}
+	limit := int(m.GetLimit())
+	switch {
+	case limit == 0:
+		limit = DefaultEventLimit
+	case limit < 0 || limit > MaxEventLimit:
+		return nil, connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("limit: %d is out of range (1-%d, or 0 for %d)", limit, MaxEventLimit, DefaultEventLimit))
+	}
+	kinds, err := kindsFromProto(m.GetKinds())
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.events.List(ctx, m.GetPipelineId(), auditlog.Query{
+		AfterSequence: m.GetAfterSequence(), Limit: limit, Kinds: kinds, NewestFirst: m.GetNewestFirst(),
+	})
+	if err != nil {
+		return nil, internalError(ctx, err)
+	}
+	out := &conduitv1.ListPipelineEventsResponse{Events: make([]*conduitv1.PipelineEvent, len(events))}
+	for i, e := range events {
+		out.Events[i] = eventToProto(e)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// WatchPipelineEvents implements the RPC. A watcher that falls too far
+// behind ends with RESOURCE_EXHAUSTED; the client reconnects after the last
+// sequence it received.
+func (s *PipelineService) WatchPipelineEvents(ctx context.Context, req *connect.Request[conduitv1.WatchPipelineEventsRequest], stream *connect.ServerStream[conduitv1.WatchPipelineEventsResponse]) error {
+	m := req.Msg
+	if _, err := s.find(m.GetPipelineId()); err != nil {
+		return err
+	}
+	kinds, err := kindsFromProto(m.GetKinds())
+	if err != nil {
+		return err
+	}
+	w, err := s.events.Watch(ctx, m.GetPipelineId(), m.GetAfterSequence(), kinds)
+	if err != nil {
+		return internalError(ctx, err)
+	}
+	for e := range w.C {
+		if err := stream.Send(&conduitv1.WatchPipelineEventsResponse{Event: eventToProto(e)}); err != nil {
+			return err
+		}
+	}
+	switch err := w.Err(); {
+	case errors.Is(err, auditlog.ErrWatcherTooSlow):
+		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, auditlog.ErrClosed):
+		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	case ctx.Err() != nil:
+		return nil
+	default:
+		return internalError(ctx, err)
+	}
+}
+
+func (s *PipelineService) find(id string) (Supervised, error) {
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id: a pipeline id is required"))
+	}
+	p, ok := s.pipelines.Get(id)
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("pipeline %q not found", id))
+	}
+	return p, nil
+}
+
+func (s *PipelineService) describe(ctx context.Context, p Supervised) (*conduitv1.Pipeline, error) {
+	st, err := p.State(ctx)
+	if err != nil {
+		return nil, internalError(ctx, err)
+	}
+	return pipelineToProto(p.Info(), st, s.now()), nil
+}
+
+// transitionError maps the supervisor's refusals to Connect codes.
+func transitionError(err error) error {
+	switch {
+	case errors.Is(err, lifecycle.ErrInvalidTransition), errors.Is(err, lifecycle.ErrStillStopping):
+		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded,
+			fmt.Errorf("gave up waiting; the request may still complete: %w", err))
+	case errors.Is(err, lifecycle.ErrSupervisorDone):
+		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	default:
+		return connect.NewError(connect.CodeInternal, err)
+	}
+}
+
+func internalError(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return connect.NewError(connect.CodeCanceled, ctx.Err())
+	case errors.Is(err, lifecycle.ErrSupervisorDone), errors.Is(err, auditlog.ErrClosed):
+		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	default:
+		return connect.NewError(connect.CodeInternal, err)
+	}
+}
+
+func kindsFromProto(in []string) ([]auditlog.Kind, error) {
+	kinds := make([]auditlog.Kind, 0, len(in))
+	for i, k := range in {
+		kind := auditlog.Kind(k)
+		if !kind.Known() {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("kinds[%d]: unknown event kind %q", i, k))
+		}
+		kinds = append(kinds, kind)
+	}
+	return kinds, nil
+}
+
+var statusToProto = map[lifecycle.Status]conduitv1.PipelineStatus{
+	lifecycle.StatusRunning:    conduitv1.PipelineStatus_PIPELINE_STATUS_RUNNING,
+	lifecycle.StatusRecovering: conduitv1.PipelineStatus_PIPELINE_STATUS_RECOVERING,
+	lifecycle.StatusDegraded:   conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED,
+	lifecycle.StatusStopped:    conduitv1.PipelineStatus_PIPELINE_STATUS_STOPPED,
+}
+
+func statusFromProto(s conduitv1.PipelineStatus) (lifecycle.Status, bool) {
+	for k, v := range statusToProto {
+		if v == s {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+func statusNameToProto(name string) conduitv1.PipelineStatus {
+	s, err := lifecycle.ParseStatus(name)
+	if err != nil {
+		return conduitv1.PipelineStatus_PIPELINE_STATUS_UNSPECIFIED
+	}
+	return statusToProto[s]
+}
+
+func classToProto(c string) conduitv1.ErrorClass {
+	switch c {
+	case "transient":
+		return conduitv1.ErrorClass_ERROR_CLASS_TRANSIENT
+	case "fatal":
+		return conduitv1.ErrorClass_ERROR_CLASS_FATAL
+	default:
+		return conduitv1.ErrorClass_ERROR_CLASS_UNSPECIFIED
+	}
+}
+
+func timeToProto(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func durationToProto(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+func errorToProto(e *lifecycle.ErrorInfo) *conduitv1.PipelineError {
+	if e == nil {
+		return nil
+	}
+	return &conduitv1.PipelineError{
+		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: e.Source, Message: e.Message,
+		Component: e.Component, ComponentKind: e.ComponentKind, Time: timeToProto(e.At),
+	}
+}
+
+func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *conduitv1.Pipeline {
+	pb := &conduitv1.Pipeline{
+		Id: info.ID, Name: info.Name, Description: info.Description,
+		Status:         statusToProto[st.Status],
+		FailCount:      int32(st.FailCount),
+		NextAttemptAt:  timeToProto(st.NextAttemptAt),
+		LastError:      errorToProto(st.LastError),
+		DegradedReason: string(st.DegradedReason),
+		Probation:      st.Probation,
+		UpdatedAt:      timeToProto(st.UpdatedAt),
+	}
+	if info.File != "" {
+		pb.ConfigFile = fmt.Sprintf("%s:%d", info.File, info.Line)
+	}
+	if ep := st.Episode; ep != nil {
+		e := &conduitv1.RecoveryEpisode{
+			StartedAt: timeToProto(ep.StartedAt), EndedAt: timeToProto(ep.EndedAt), Outcome: ep.Outcome,
+			DroppedAttempts: int32(ep.DroppedAttempts), Duration: durationpb.New(ep.Duration(now)),
+		}
+		for _, a := range ep.Attempts {
+			e.Attempts = append(e.Attempts, &conduitv1.RecoveryAttempt{
+				Number: int32(a.Number), FailedAt: timeToProto(a.FailedAt), Error: errorToProto(&a.Error),
+				Delay: durationToProto(a.Delay), NextAttemptAt: timeToProto(a.NextAttemptAt),
+			})
+		}
+		pb.Episode = e
+	}
+	return pb
+}
+
+func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
+	pb := &conduitv1.PipelineEvent{
+		Sequence: e.Sequence, Time: timeToProto(e.Time), PipelineId: e.PipelineID, Kind: string(e.Kind),
+		StatusBefore: statusNameToProto(e.StatusBefore), StatusAfter: statusNameToProto(e.StatusAfter),
+		Message: e.Message, Actor: e.Actor, Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
+		NextAttemptAt: timeToProto(e.NextAttemptAt), Reason: e.Reason, Count: e.Count,
+	}
+	if e.ErrorClass != "" || e.ErrorMessage != "" {
+		pb.Error = &conduitv1.PipelineError{
+			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: e.ErrorSource,
+			Message: e.ErrorMessage, Component: e.Component, ComponentKind: e.ComponentKind,
+		}
+	}
+	return pb
+}

@@ -1,0 +1,109 @@
+package conduit
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/metrics"
+	"github.com/conduitry/conduit/pkg/pipeline"
+)
+
+// managedPipeline is one valid pipeline: its configuration, its supervisor
+// and its record counters across runs.
+type managedPipeline struct {
+	cfg config.Pipeline
+	sup *lifecycle.Supervisor
+
+	// current is the engine of the run in progress; totals hold the counts
+	// of the runs that ended. Metrics add the two on scrape.
+	current                         atomic.Pointer[pipeline.Engine]
+	read, written, filtered, nacked atomic.Int64
+}
+
+var _ api.Supervised = (*managedPipeline)(nil)
+
+func (m *managedPipeline) Info() api.PipelineInfo {
+	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: m.cfg.File, Line: m.cfg.Line}
+}
+
+func (m *managedPipeline) State(ctx context.Context) (lifecycle.State, error) {
+	return m.sup.State(ctx)
+}
+func (m *managedPipeline) Start(ctx context.Context) error            { return m.sup.Start(ctx) }
+func (m *managedPipeline) Stop(ctx context.Context, force bool) error { return m.sup.Stop(ctx, force) }
+
+func (m *managedPipeline) counts() metrics.RecordCounts {
+	c := metrics.RecordCounts{Read: m.read.Load(), Written: m.written.Load(), Filtered: m.filtered.Load(), Nacked: m.nacked.Load()}
+	if e := m.current.Load(); e != nil {
+		s := e.Stats()
+		c.Read += s.RecordsRead.Load()
+		c.Written += s.RecordsAcked.Load() - s.RecordsNacked.Load()
+		c.Filtered += s.RecordsFiltered.Load()
+		c.Nacked += s.RecordsNacked.Load()
+	}
+	return c
+}
+
+// trackedRun is an engine whose counters are folded into its pipeline's
+// totals when it ends.
+type trackedRun struct {
+	*pipeline.Engine
+	m *managedPipeline
+}
+
+func (t trackedRun) Run(ctx context.Context) error {
+	t.m.current.Store(t.Engine)
+	err := t.Engine.Run(ctx)
+	s := t.Stats()
+	t.m.read.Add(s.RecordsRead.Load())
+	t.m.written.Add(s.RecordsAcked.Load() - s.RecordsNacked.Load())
+	t.m.filtered.Add(s.RecordsFiltered.Load())
+	t.m.nacked.Add(s.RecordsNacked.Load())
+	t.m.current.CompareAndSwap(t.Engine, nil)
+	return err
+}
+
+// apiPipelines adapts the runtime to api.Pipelines.
+type apiPipelines struct{ r *Runtime }
+
+func (a apiPipelines) List() []api.Supervised {
+	out := make([]api.Supervised, len(a.r.pipelines))
+	for i, m := range a.r.pipelines {
+		out[i] = m
+	}
+	return out
+}
+
+func (a apiPipelines) Get(id string) (api.Supervised, bool) {
+	m := a.r.byID[id]
+	if m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// auditEvent turns a supervisor event into an audit log entry.
+func auditEvent(e lifecycle.Event) auditlog.Event {
+	out := auditlog.Event{
+		Time: e.At, PipelineID: e.PipelineID, Kind: auditlog.Kind(e.Kind),
+		StatusBefore: statusName(e.From), StatusAfter: statusName(e.To),
+		Message: e.Message, Actor: e.Actor,
+		Attempt: e.Attempt, Delay: e.Delay, NextAttemptAt: e.NextAttemptAt, Reason: e.Reason,
+	}
+	if err := e.Error; err != nil {
+		out.ErrorCode, out.ErrorClass, out.ErrorSource, out.ErrorMessage = err.Code, err.Class, err.Source, err.Message
+		out.Component, out.ComponentKind = err.Component, err.ComponentKind
+	}
+	return out
+}
+
+func statusName(s lifecycle.Status) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
+}
