@@ -475,11 +475,14 @@ func (s *Supervisor) onFault(err error) {
 	}
 	d := Decide(s.cfg.Policy, History{FailCount: s.state.FailCount, EpisodeStart: episodeStart}, class, now, s.cfg.Random())
 	current := s.m.current()
-	s.emit(Event{Kind: EventFault, From: current, To: current, Actor: ActorSystem, Error: &info, Attempt: d.Attempt,
-		Message: "pipeline run failed"})
+	// The fault is announced first, but after the restart timer is set:
+	// writing the event durably must not delay the schedule.
+	fault := Event{Kind: EventFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
+		Attempt: d.Attempt, Message: "pipeline run failed"}
 	s.stopTimer()
 
 	if d.Action == ActionDegrade {
+		s.emit(fault)
 		from, _ := s.m.fire(eventDegrade)
 		s.state.Status = StatusDegraded
 		s.state.DegradedReason = d.Reason
@@ -511,6 +514,7 @@ func (s *Supervisor) onFault(err error) {
 		// not slip behind them.
 		s.setTimer(timerAttempt, next.Sub(s.cfg.Clock.Now()))
 	}
+	s.emit(fault)
 	s.save()
 	s.emit(Event{Kind: EventRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Message: "pipeline recovering: restart scheduled"})
