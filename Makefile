@@ -32,9 +32,10 @@ lint:
 generate:
 	$(GO) tool buf generate --template proto/buf.gen.yaml
 
-## bench: Go benchmarks of the hot path, then the end-to-end throughput benchmark
+## bench: Go benchmarks of the hot path and the audit log, then throughput and the fault storm end to end
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./pkg/record/ ./pkg/connector/ ./pkg/pipeline/
+	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=1 ./auditlog/
 	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS)
 
 clean:
