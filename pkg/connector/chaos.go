@@ -1,6 +1,8 @@
 package connector
 
 import (
+	"github.com/conduitry/conduit/pkg/plugin"
+
 	"errors"
 	"fmt"
 	"maps"
@@ -72,48 +74,48 @@ func parseChaosSettings(m map[string]string, role connectorRole) (chaosPolicy, m
 		}
 	}
 
-	s := newSettings(failM)
+	s := plugin.NewSettings(failM)
 	p := chaosPolicy{}
 	ops := []string{chaosOpen, chaosRead, chaosAck}
 	if role == roleDestination {
 		ops = []string{chaosOpen, chaosWrite}
 	}
-	if v, ok := s.raw("fail.on"); ok {
+	if v, ok := s.Raw("fail.on"); ok {
 		p.on = strings.ToLower(strings.TrimSpace(v))
 		if !slices.Contains(ops, p.on) {
-			s.failf("fail.on", "%q is not an operation a %s can fail (want %s)",
+			s.Failf("fail.on", "%q is not an operation a %s can fail (want %s)",
 				v, chaosRoleName(role), strings.Join(ops, ", "))
 		}
 	}
-	p.after = s.int("fail.after", 0, 0)
-	p.every = s.int("fail.every", 0, 0)
-	p.duration = s.duration("fail.duration", 0)
-	p.count = s.int("fail.count", 0, 0)
+	p.after = s.Int("fail.after", 0, 0)
+	p.every = s.Int("fail.every", 0, 0)
+	p.duration = s.Duration("fail.duration", 0)
+	p.count = s.Int("fail.count", 0, 0)
 	codeSet := strings.TrimSpace(failM["fail.code"]) != ""
-	p.code = int(s.int("fail.code", cerrors.DefaultTransientCode, 100))
+	p.code = int(s.Int("fail.code", cerrors.DefaultTransientCode, 100))
 	if p.code > 599 {
-		s.failf("fail.code", "%q must be 599 or less (an HTTP-like status code, 100-599)", failM["fail.code"])
+		s.Failf("fail.code", "%q must be 599 or less (an HTTP-like status code, 100-599)", failM["fail.code"])
 	}
-	p.format = strings.ToLower(strings.TrimSpace(s.string("fail.format", chaosTyped)))
+	p.format = strings.ToLower(strings.TrimSpace(s.String("fail.format", chaosTyped)))
 	switch p.format {
 	case chaosTyped, chaosJSON:
 	case chaosText:
 		if codeSet {
-			s.failf("fail.code", "does not apply to fail.format text (a text error carries no code; use typed or json)")
+			s.Failf("fail.code", "does not apply to fail.format text (a text error carries no code; use typed or json)")
 		}
 	default:
-		s.failf("fail.format", "%q is not an error format (want typed, json or text)", p.format)
+		s.Failf("fail.format", "%q is not an error format (want typed, json or text)", p.format)
 	}
-	p.message = s.string("fail.message", chaosDefaultMessage)
+	p.message = s.String("fail.message", chaosDefaultMessage)
 	if role == roleDestination {
-		p.partial = s.bool("fail.partial", false)
+		p.partial = s.Bool("fail.partial", false)
 		if p.partial && p.on != "" && p.on != chaosWrite {
-			s.failf("fail.partial", "only applies to fail.on write")
+			s.Failf("fail.partial", "only applies to fail.on write")
 		}
-	} else if _, ok := s.raw("fail.partial"); ok {
-		s.failf("fail.partial", "only applies to a destination (fail.on write)")
+	} else if _, ok := s.Raw("fail.partial"); ok {
+		s.Failf("fail.partial", "only applies to a destination (fail.on write)")
 	}
-	if err := s.done(); err != nil {
+	if err := s.Done(); err != nil {
 		return chaosPolicy{}, nil, err
 	}
 	return p, rest, nil

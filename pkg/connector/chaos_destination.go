@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -41,13 +42,13 @@ func (st *chaosState) newDestination(cfg Config) (Destination, error) {
 		}
 		return d, nil
 	}
-	s := newSettings(rest)
-	s.raw("path")
-	if _, ok := s.raw("sync"); ok {
-		s.failf("sync", "only applies with path (without path the chaos destination discards records)")
+	s := plugin.NewSettings(rest)
+	s.Raw("path")
+	if _, ok := s.Raw("sync"); ok {
+		s.Failf("sync", "only applies with path (without path the chaos destination discards records)")
 	}
-	s.sdk(roleDestination)
-	if err := s.done(); err != nil {
+	sdkSettings(s, roleDestination)
+	if err := s.Done(); err != nil {
 		return nil, chaosWrapSettingError(err)
 	}
 	return d, nil

@@ -3,7 +3,6 @@ package connector
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.uber.org/zap"
 
@@ -55,21 +54,6 @@ type Config struct {
 	// Logger already carries pipeline_id and connector_id.
 	Logger *zap.Logger
 }
-
-// SettingError says which setting of a connector is wrong. Callers above add
-// the pipeline, the connector and the file.
-type SettingError struct {
-	Setting string
-	Err     error
-}
-
-// Error names the setting and says what is wrong with it.
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("setting %q: %v", e.Setting, e.Err)
-}
-
-// Unwrap returns the underlying problem.
-func (e *SettingError) Unwrap() error { return e.Err }
 
 // ErrUnknownPlugin is returned by the registry for a plugin it does not know.
 var ErrUnknownPlugin = errors.New("unknown plugin")

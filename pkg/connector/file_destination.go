@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -30,11 +31,11 @@ type fileDestination struct {
 // NewFileDestination builds the destination side of builtin:file. It only
 // parses the settings; the file is created or opened by Open.
 func NewFileDestination(cfg Config) (Destination, error) {
-	s := newSettings(cfg.Settings)
-	path := s.required("path", "the file to append records to")
-	sync := s.bool("sync", false)
-	s.sdk(roleDestination)
-	if err := s.done(); err != nil {
+	s := plugin.NewSettings(cfg.Settings)
+	path := s.Required("path", "the file to append records to")
+	sync := s.Bool("sync", false)
+	sdkSettings(s, roleDestination)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg)}, nil

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -53,10 +54,10 @@ type fileSource struct {
 // NewFileSource builds the source side of builtin:file. It only parses the
 // settings; the file is opened by Open.
 func NewFileSource(cfg Config) (Source, error) {
-	s := newSettings(cfg.Settings)
-	path := s.required("path", "the file to read")
-	s.sdk(roleSource)
-	if err := s.done(); err != nil {
+	s := plugin.NewSettings(cfg.Settings)
+	path := s.Required("path", "the file to read")
+	sdkSettings(s, roleSource)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return &fileSource{

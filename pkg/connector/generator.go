@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -111,34 +112,34 @@ func NewGeneratorSource(cfg Config) (Source, error) {
 }
 
 func parseGeneratorSettings(m map[string]string) (generatorConfig, error) {
-	s := newSettings(m)
+	s := plugin.NewSettings(m)
 	var c generatorConfig
 
-	for _, k := range s.prefixed("collections.", "collections.*") {
-		s.failf(k, "collections are not supported yet; use format.type, format.options.* and operations")
+	for _, k := range s.Prefixed("collections.", "collections.*") {
+		s.Failf(k, "collections are not supported yet; use format.type, format.options.* and operations")
 	}
 
-	c.format = strings.ToLower(strings.TrimSpace(s.string("format.type", formatStructured)))
+	c.format = strings.ToLower(strings.TrimSpace(s.String("format.type", formatStructured)))
 	switch c.format {
 	case formatStructured, formatRaw, formatFile:
 	default:
-		s.failf("format.type", "%q is not a format (want structured, raw or file)", c.format)
+		s.Failf("format.type", "%q is not a format (want structured, raw or file)", c.format)
 	}
 	const optPrefix = "format.options."
-	for _, k := range s.prefixed(optPrefix, "format.options.*") {
+	for _, k := range s.Prefixed(optPrefix, "format.options.*") {
 		name := k[len(optPrefix):]
 		if c.format == formatFile {
 			if name != "path" {
-				s.failf(k, "does not apply to format.type file (it only takes format.options.path)")
+				s.Failf(k, "does not apply to format.type file (it only takes format.options.path)")
 			}
 			continue
 		}
 		typ, ok := parseFieldType(m[k])
 		switch {
 		case name == "":
-			s.failf(k, "the field name is missing (write format.options.<field>: <type>)")
+			s.Failf(k, "the field name is missing (write format.options.<field>: <type>)")
 		case !ok:
-			s.failf(k, "%q is not a field type (want int, string, bool, time or duration)", m[k])
+			s.Failf(k, "%q is not a field type (want int, string, bool, time or duration)", m[k])
 		}
 		key, _ := json.Marshal(name) // a string always encodes
 		c.fields = append(c.fields, genField{
@@ -149,51 +150,51 @@ func parseGeneratorSettings(m map[string]string) (generatorConfig, error) {
 		})
 	}
 	if c.format == formatFile {
-		c.filePath = s.required("format.options.path", "the file whose content becomes every payload")
+		c.filePath = s.Required("format.options.path", "the file whose content becomes every payload")
 	} else if len(c.fields) == 0 {
-		s.failf("format.options", "at least one field is required for format.type %s, e.g. format.options.id: int", c.format)
+		s.Failf("format.options", "at least one field is required for format.type %s, e.g. format.options.id: int", c.format)
 	}
 
 	c.ops = []record.Operation{record.OperationCreate}
-	if v, ok := s.raw("operations"); ok {
+	if v, ok := s.Raw("operations"); ok {
 		c.ops = c.ops[:0]
 		for name := range strings.SplitSeq(v, ",") {
 			op, err := record.ParseOperation(strings.ToLower(strings.TrimSpace(name)))
 			if err != nil {
-				s.fail("operations", err)
+				s.Fail("operations", err)
 				break
 			}
 			c.ops = append(c.ops, op)
 		}
 	}
 
-	rate := s.float("rate", 0)
+	rate := s.Float("rate", 0)
 	// readTime is Conduit's deprecated "time to read one record"; it maps to
 	// rate = 1/readTime and only applies when rate is not set.
-	if readTime := s.duration("readTime", 0); rate == 0 && readTime > 0 {
+	if readTime := s.Duration("readTime", 0); rate == 0 && readTime > 0 {
 		c.interval = readTime
 	} else if rate > 0 {
 		iv := float64(time.Second) / rate
 		if iv >= math.MaxInt64 {
-			s.failf("rate", "%v is too small (at least one record every 290 years)", rate)
+			s.Failf("rate", "%v is too small (at least one record every 290 years)", rate)
 		}
 		// Rates above 1e9/s round to 0: no limit, which is what they mean.
 		c.interval = time.Duration(iv)
 	}
 	// Conduit's older default was -1 for "unlimited"; accept it too.
-	switch n := s.int("recordCount", 0, math.MinInt64); {
+	switch n := s.Int("recordCount", 0, math.MinInt64); {
 	case n > 0:
 		c.recordCount = uint64(n)
 	case n < -1:
-		s.failf("recordCount", "%q must be 0 (unlimited) or more", m["recordCount"])
+		s.Failf("recordCount", "%q must be 0 (unlimited) or more", m["recordCount"])
 	}
-	c.burstOn = s.duration("burst.generateTime", time.Second)
-	c.burstOff = s.duration("burst.sleepTime", 0)
+	c.burstOn = s.Duration("burst.generateTime", time.Second)
+	c.burstOff = s.Duration("burst.sleepTime", 0)
 	if c.burstOff > 0 && c.burstOn == 0 {
-		s.failf("burst.generateTime", "must be more than 0 when burst.sleepTime is set")
+		s.Failf("burst.generateTime", "must be more than 0 when burst.sleepTime is set")
 	}
-	s.sdk(roleSource)
-	return c, s.done()
+	sdkSettings(s, roleSource)
+	return c, s.Done()
 }
 
 // Open resumes after pos, the decimal sequence number of the last record the

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -26,9 +27,9 @@ type logDestination struct {
 // NewLogDestination builds a builtin:log destination, which logs every
 // record through cfg.Logger.
 func NewLogDestination(cfg Config) (Destination, error) {
-	s := newSettings(cfg.Settings)
+	s := plugin.NewSettings(cfg.Settings)
 	d := &logDestination{logger: loggerOf(cfg), est: 256}
-	switch lvl := strings.ToLower(strings.TrimSpace(s.string("level", "info"))); lvl {
+	switch lvl := strings.ToLower(strings.TrimSpace(s.String("level", "info"))); lvl {
 	case "trace", "debug":
 		// zap has no trace level; Conduit's trace is the most verbose, so is debug.
 		d.level = zapcore.DebugLevel
@@ -39,11 +40,11 @@ func NewLogDestination(cfg Config) (Destination, error) {
 	case "error":
 		d.level = zapcore.ErrorLevel
 	default:
-		s.failf("level", "%q is not a log level (want trace, debug, info, warn or error)", lvl)
+		s.Failf("level", "%q is not a log level (want trace, debug, info, warn or error)", lvl)
 	}
-	d.message = s.string("message", logDefaultMessage)
-	s.sdk(roleDestination)
-	if err := s.done(); err != nil {
+	d.message = s.String("message", logDefaultMessage)
+	sdkSettings(s, roleDestination)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -3,8 +3,8 @@ package connector
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+
+	"github.com/conduitry/conduit/pkg/plugin"
 )
 
 // Plugin is a connector implementation the registry can build. A nil
@@ -34,68 +34,27 @@ func Builtin() []Plugin {
 // Registry turns a pipeline file's `plugin` reference into a connector. It is
 // immutable once built and safe for concurrent use.
 type Registry struct {
-	plugins map[string]Plugin
-	known   string // "builtin:a, builtin:b", for error messages
+	set *plugin.Set[Plugin]
 }
 
 // NewRegistry returns a registry of the given plugins, usually Builtin().
 // It panics on a plugin without a name or constructor, or on two plugins with
 // the same name: those are wiring mistakes, not user input.
 func NewRegistry(plugins ...Plugin) *Registry {
-	r := &Registry{plugins: make(map[string]Plugin, len(plugins))}
-	names := make([]string, 0, len(plugins))
-	for _, p := range plugins {
-		switch {
-		case p.Name == "" || strings.ContainsAny(p.Name, ":@"):
-			panic(fmt.Sprintf("connector: invalid plugin name %q", p.Name))
-		case p.NewSource == nil && p.NewDestination == nil:
-			panic(fmt.Sprintf("connector: plugin %q has no constructor", p.Name))
-		}
-		if _, dup := r.plugins[p.Name]; dup {
-			panic(fmt.Sprintf("connector: plugin %q registered twice", p.Name))
-		}
-		r.plugins[p.Name] = p
-		names = append(names, builtinPrefix+p.Name)
-	}
-	slices.Sort(names)
-	r.known = strings.Join(names, ", ")
-	return r
+	return &Registry{set: plugin.NewSet("connector", ErrUnknownPlugin,
+		func(p Plugin) string { return p.Name },
+		func(p Plugin) string {
+			if p.NewSource == nil && p.NewDestination == nil {
+				return "has no constructor"
+			}
+			return ""
+		}, plugins...)}
 }
-
-const (
-	builtinPrefix    = "builtin:"
-	standalonePrefix = "standalone:"
-)
 
 // Lookup resolves a plugin reference of the form
-// [builtin:|standalone:]name[@version]. No prefix means builtin; the version
-// is accepted and ignored (built-in plugins have exactly one version).
-// Errors wrap ErrUnknownPlugin.
-func (r *Registry) Lookup(ref string) (Plugin, error) {
-	name := ref
-	if i := strings.IndexByte(name, '@'); i >= 0 {
-		if i == len(name)-1 {
-			return Plugin{}, fmt.Errorf("%w %q: empty version after @ (write e.g. %s@latest, or leave the version out)",
-				ErrUnknownPlugin, ref, name[:i])
-		}
-		name = name[:i]
-	}
-	switch {
-	case strings.HasPrefix(name, builtinPrefix):
-		name = name[len(builtinPrefix):]
-	case strings.HasPrefix(name, standalonePrefix):
-		return Plugin{}, fmt.Errorf("%w %q: standalone connectors are not supported yet (built-in plugins: %s)",
-			ErrUnknownPlugin, ref, r.known)
-	case strings.Contains(name, ":"):
-		return Plugin{}, fmt.Errorf("%w %q: unknown plugin type %q (want builtin: or standalone:)",
-			ErrUnknownPlugin, ref, name[:strings.IndexByte(name, ':')+1])
-	}
-	p, ok := r.plugins[name]
-	if !ok || name == "" {
-		return Plugin{}, fmt.Errorf("%w %q (known plugins: %s)", ErrUnknownPlugin, ref, r.known)
-	}
-	return p, nil
-}
+// [builtin:|standalone:]name[@version] (see plugin.ParseRef). Errors wrap
+// ErrUnknownPlugin.
+func (r *Registry) Lookup(ref string) (Plugin, error) { return r.set.Lookup(ref) }
 
 // NewSource builds a source from a plugin reference (see Lookup) and its
 // config. It fails when the plugin is unknown, cannot be a source, or a

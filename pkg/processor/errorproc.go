@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"github.com/conduitry/conduit/pkg/plugin"
+
 	"context"
 	"errors"
 	"fmt"
@@ -19,16 +21,16 @@ type errorProcessor struct {
 const defaultErrorMessage = "error processor triggered"
 
 func newError(cfg Config) (Processor, error) {
-	s := newSettings(cfg.Settings)
+	s := plugin.NewSettings(cfg.Settings)
 	var p errorProcessor
-	t, err := parseTemplate("message", `setting "message"`, s.string("message", defaultErrorMessage))
+	t, err := parseTemplate("message", `setting "message"`, s.String("message", defaultErrorMessage))
 	if err != nil {
-		s.fail("message", fmt.Errorf("invalid Go template: %w", err))
+		s.Fail("message", fmt.Errorf("invalid Go template: %w", err))
 	}
 	p.message = t
-	p.code, _ = s.intRange("code", 100, 599)
-	s.sdkSchema()
-	if err := s.done(); err != nil {
+	p.code, _ = s.IntRange("code", 100, 599)
+	sdkSchemaSettings(s)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return &p, nil

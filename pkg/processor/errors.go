@@ -2,27 +2,10 @@ package processor
 
 import (
 	"errors"
-	"fmt"
 )
 
 // ErrUnknownPlugin is returned by the registry for a plugin it does not know.
 var ErrUnknownPlugin = errors.New("unknown processor plugin")
-
-// SettingError says which setting of a processor is wrong. Callers above add
-// the pipeline, the processor and the file (the field is
-// "settings.<Setting>").
-type SettingError struct {
-	Setting string
-	Err     error
-}
-
-// Error names the setting and says what is wrong with it.
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("setting %q: %v", e.Setting, e.Err)
-}
-
-// Unwrap returns the underlying problem.
-func (e *SettingError) Unwrap() error { return e.Err }
 
 // ConditionError says that a processor's `condition` cannot be used: the
 // template does not parse, or it is a constant that is not a boolean. It is

@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"github.com/conduitry/conduit/pkg/plugin"
+
 	"context"
 	"strings"
 
@@ -13,28 +15,28 @@ type fieldExclude struct {
 }
 
 func newFieldExclude(cfg Config) (Processor, error) {
-	s := newSettings(cfg.Settings)
+	s := plugin.NewSettings(cfg.Settings)
 	var p fieldExclude
-	if v := s.required("fields", "a comma-separated list of fields, e.g. .Metadata.secret,.Payload.After.password"); v != "" {
+	if v := s.Required("fields", "a comma-separated list of fields, e.g. .Metadata.secret,.Payload.After.password"); v != "" {
 		for i, f := range splitList(v) {
 			if f == "" {
-				s.failf("fields", "entry %d of %q is empty (remove the extra comma)", i+1, v)
+				s.Failf("fields", "entry %d of %q is empty (remove the extra comma)", i+1, v)
 				break
 			}
 			ref, err := ParseReference(f)
 			if err != nil {
-				s.fail("fields", err)
+				s.Fail("fields", err)
 				break
 			}
 			if ref.part == partPosition || ref.part == partOperation {
-				s.failf("fields", "cannot exclude %s: every record has one", ref.raw)
+				s.Failf("fields", "cannot exclude %s: every record has one", ref.raw)
 				break
 			}
 			p.fields = append(p.fields, ref)
 		}
 	}
-	s.sdkSchema()
-	if err := s.done(); err != nil {
+	sdkSchemaSettings(s)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"github.com/conduitry/conduit/pkg/plugin"
+
 	"context"
 	"fmt"
 
@@ -15,35 +17,35 @@ type fieldSet struct {
 }
 
 func newFieldSet(cfg Config) (Processor, error) {
-	s := newSettings(cfg.Settings)
+	s := plugin.NewSettings(cfg.Settings)
 	var p fieldSet
-	if v := s.required("field", "the field to set, e.g. .Payload.After.name or .Metadata.key"); v != "" {
+	if v := s.Required("field", "the field to set, e.g. .Payload.After.name or .Metadata.key"); v != "" {
 		ref, err := ParseReference(v)
 		switch {
 		case err != nil:
-			s.fail("field", err)
+			s.Fail("field", err)
 		case ref.part == partPosition:
-			s.failf("field", "cannot set .Position: it belongs to the source and is read-only")
+			s.Failf("field", "cannot set .Position: it belongs to the source and is read-only")
 		case ref.part == partMetadata && ref.path == nil, ref.part == partPayload:
 			// field.set stores text, which these parts cannot hold; said
 			// now rather than on every record.
-			s.failf("field", "cannot set %s to text; name a part of it, e.g. %s", ref.raw, example(ref.part))
+			s.Failf("field", "cannot set %s to text; name a part of it, e.g. %s", ref.raw, example(ref.part))
 		}
 		p.field = ref
 	}
-	if v := s.required("value", "a Go template, e.g. {{ .Payload.After.name }}"); v != "" {
+	if v := s.Required("value", "a Go template, e.g. {{ .Payload.After.name }}"); v != "" {
 		t, err := parseTemplate("value", `setting "value"`, v)
 		if err != nil {
-			s.fail("value", fmt.Errorf("invalid Go template: %w", err))
+			s.Fail("value", fmt.Errorf("invalid Go template: %w", err))
 		} else if t.constant && p.field.part == partOperation {
 			if _, err := record.ParseOperation(t.text); err != nil {
-				s.fail("value", fmt.Errorf("cannot set .Operation: %w", err))
+				s.Fail("value", fmt.Errorf("cannot set .Operation: %w", err))
 			}
 		}
 		p.value = t
 	}
-	s.sdkSchema()
-	if err := s.done(); err != nil {
+	sdkSchemaSettings(s)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"github.com/conduitry/conduit/pkg/plugin"
+
 	"context"
 
 	"github.com/conduitry/conduit/pkg/record"
@@ -11,9 +13,9 @@ import (
 type filter struct{}
 
 func newFilter(cfg Config) (Processor, error) {
-	s := newSettings(cfg.Settings)
-	s.sdkSchema()
-	if err := s.done(); err != nil {
+	s := plugin.NewSettings(cfg.Settings)
+	sdkSchemaSettings(s)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return filter{}, nil

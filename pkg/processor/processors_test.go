@@ -84,7 +84,7 @@ func TestSettingErrors(t *testing.T) {
 		// filter
 		{name: "filter ok", plugin: "filter", settings: nil},
 		{name: "filter takes no settings", plugin: "filter", settings: map[string]string{"condition": "true"},
-			setting: "condition", want: []string{"unknown setting", "this processor has no settings"}},
+			setting: "condition", want: []string{"unknown setting", "this plugin has no settings"}},
 
 		// error
 		{name: "error ok", plugin: "error", settings: map[string]string{"message": "boom", "code": "503"}},
