@@ -1,0 +1,139 @@
+package record
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func sampleRecords() []Record {
+	at := time.Date(2026, 11, 20, 12, 0, 0, 5, time.UTC)
+	return []Record{
+		{
+			Position: Position("1"), Operation: OperationCreate,
+			Metadata: Metadata{"opencdc.version": "v1", "a": ""},
+			Key:      RawData("k1"),
+			Payload: Change{After: StructuredData{"id": int64(-7), "n": uint64(1 << 63), "f": 1.5, "s": "x\x00y",
+				"b": []byte{0, 1}, "t": at, "ok": true, "no": false, "nil": nil,
+				"m": map[string]any{"deep": []any{int64(1), "two", map[string]any{}}}}},
+		},
+		{Position: Position("2"), Operation: OperationDelete, Payload: Change{Before: RawData("")}},
+		{Position: nil, Operation: OperationSnapshot},
+	}
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	in := sampleRecords()
+	data, err := AppendBatch(nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Record, len(in))
+	n, err := DecodeBatch(data, len(in), out)
+	if err != nil || n != len(in) {
+		t.Fatalf("decoded %d, %v", n, err)
+	}
+	for i := range in {
+		want, err1 := AppendJSON(nil, &in[i])
+		got, err2 := AppendJSON(nil, &out[i])
+		if err1 != nil || err2 != nil || string(want) != string(got) {
+			t.Errorf("record %d changed:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	if b, ok := out[1].Payload.Before.(RawData); !ok || b == nil || len(b) != 0 {
+		t.Errorf("empty raw data became %#v, want empty, not absent", out[1].Payload.Before)
+	}
+}
+
+func TestDecodeBatchRejectsMalformedInput(t *testing.T) {
+	good, _ := AppendBatch(nil, sampleRecords()[:1])
+	tests := []struct {
+		name  string
+		data  []byte
+		count int
+	}{
+		{name: "empty", data: nil, count: 1},
+		{name: "wrong version", data: append([]byte{9}, good[1:]...), count: 1},
+		{name: "truncated", data: good[:len(good)-3], count: 1},
+		{name: "trailing bytes", data: append(append([]byte{}, good...), 0), count: 1},
+		{name: "more records than sent", data: good, count: 2},
+		{name: "huge length", data: []byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f}, count: 1},
+		{name: "bad operation", data: []byte{1, 0, 0, 0, 0, 0, 0}, count: 1},
+		{name: "count beyond buffer", data: good, count: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := make([]Record, 2)
+			if _, err := DecodeBatch(tt.data, tt.count, out); !errors.Is(err, ErrBadBatch) {
+				t.Fatalf("got %v, want ErrBadBatch", err)
+			}
+		})
+	}
+}
+
+func TestAppendBatchRejectsUnsupportedValues(t *testing.T) {
+	_, err := AppendBatch(nil, []Record{{Position: Position("9"), Operation: OperationCreate,
+		Payload: Change{After: StructuredData{"c": make(chan int)}}}})
+	if err == nil {
+		t.Fatal("a channel value was encoded")
+	}
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	good, _ := AppendBatch(nil, sampleRecords())
+	f.Add(good, 3)
+	f.Add([]byte{1}, 0)
+	f.Fuzz(func(t *testing.T, data []byte, count int) {
+		if count < 0 || count > 64 {
+			return
+		}
+		out := make([]Record, 64)
+		n, err := DecodeBatch(data, count, out)
+		if err == nil && n != count {
+			t.Fatalf("no error but %d of %d records", n, count)
+		}
+		if err == nil {
+			// What decodes must encode again.
+			if _, err := AppendBatch(nil, out[:n]); err != nil {
+				t.Fatalf("decoded records do not encode: %v", err)
+			}
+		}
+	})
+}
+
+func benchRecords(n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{
+			Position: Position("123456"), Operation: OperationCreate,
+			Metadata: Metadata{MetadataReadAt: "1763640000000000000", MetadataVersion: "v1", MetadataSourceConnectorID: "src"},
+			Key:      RawData("123456"),
+			Payload:  Change{After: StructuredData{"id": int64(123456), "name": "lorem-ipsum"}},
+		}
+	}
+	return recs
+}
+
+func BenchmarkAppendBatch(b *testing.B) {
+	recs := benchRecords(1024)
+	buf := make([]byte, 0, 256<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = AppendBatch(buf[:0], recs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+func BenchmarkDecodeBatch(b *testing.B) {
+	recs := benchRecords(1024)
+	data, _ := AppendBatch(nil, recs)
+	out := make([]Record, len(recs))
+	var d BatchDecoder
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Decode(data, len(recs), out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
