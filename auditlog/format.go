@@ -179,36 +179,8 @@ func parseKey(key []byte) (escapedID string, seq uint64, ok bool) {
 	return escapedID, seq, true
 }
 
-// escapeID writes '%' and '/' of a pipeline id as %25 and %2F, so that the
-// '/' ending a pipeline's prefix is the only one in it.
-func escapeID(id string) string {
-	if !strings.ContainsAny(id, "%/") {
-		return id
-	}
-	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(id)
-}
+// escapeID and unescapeID keep a pipeline id with "/" in it from reaching
+// into another pipeline's key range (store.KeyPart).
+func escapeID(id string) string { return store.KeyPart(id) }
 
-// unescapeID reverses escapeID; ok is false for text escapeID cannot have
-// written.
-func unescapeID(esc string) (id string, ok bool) {
-	if !strings.Contains(esc, "%") {
-		return esc, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(esc); i++ {
-		if esc[i] != '%' {
-			b.WriteByte(esc[i])
-			continue
-		}
-		switch esc[i:min(i+3, len(esc))] {
-		case "%25":
-			b.WriteByte('%')
-		case "%2F":
-			b.WriteByte('/')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
-}
+func unescapeID(esc string) (string, bool) { return store.ParseKeyPart(esc) }

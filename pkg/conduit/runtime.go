@@ -53,7 +53,8 @@ type Runtime struct {
 
 // Options are the parts of a Runtime that tests replace.
 type Options struct {
-	// Connectors defaults to the built-in connectors.
+	// Connectors defaults to the built-in connectors and the standalone
+	// ones in connectors.path.
 	Connectors *connector.Registry
 	// Processors defaults to the built-in processors.
 	Processors *processor.Registry
@@ -74,7 +75,11 @@ var ErrPipelineDegraded = errors.New("a pipeline is degraded and pipelines.exit-
 // be opened, is returned.
 func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (*Runtime, error) {
 	if opts.Connectors == nil {
-		opts.Connectors = connector.NewRegistry(connector.Builtin()...)
+		opts.Connectors = connector.NewRegistry(connector.Builtin()...).WithStandalone(
+			connector.NewStandaloneHost(connector.StandaloneConfig{
+				Dir:          cfg.Connectors.Path,
+				StartTimeout: cfg.Connectors.StartTimeout,
+			}))
 	}
 	if opts.Processors == nil {
 		opts.Processors = processor.NewRegistry(processor.Builtin()...)

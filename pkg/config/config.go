@@ -49,6 +49,13 @@ type Config struct {
 		// MaxAge bounds how long audit events are kept; 0 keeps them.
 		MaxAge time.Duration
 	}
+	Connectors struct {
+		// Path is the directory with standalone connector executables.
+		Path string
+		// StartTimeout bounds the time from starting a standalone
+		// connector to its answer to the handshake.
+		StartTimeout time.Duration
+	}
 	Pipelines struct {
 		// Path is the directory (searched recursively) or single file that
 		// holds the pipeline configuration files.

@@ -96,6 +96,8 @@ func TestDefault(t *testing.T) {
 		{"api.auth.token", c.API.Auth.Token, ""},
 		{"auditlog.max-events-per-pipeline", c.AuditLog.MaxEventsPerPipeline, 10000},
 		{"auditlog.max-age", c.AuditLog.MaxAge, 720 * time.Hour},
+		{"connectors.path", c.Connectors.Path, "./connectors"},
+		{"connectors.start-timeout", c.Connectors.StartTimeout, 10 * time.Second},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.exit-on-degraded", c.Pipelines.ExitOnDegraded, false},
 		{"pipelines.graceful-stop-timeout", c.Pipelines.GracefulStopTimeout, 30 * time.Second},
@@ -115,8 +117,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 19 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 19; add the new key here", len(Keys()))
+	if len(Keys()) != 21 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 21; add the new key here", len(Keys()))
 	}
 }
 

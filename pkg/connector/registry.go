@@ -35,6 +35,8 @@ func Builtin() []Plugin {
 // immutable once built and safe for concurrent use.
 type Registry struct {
 	set *plugin.Set[Plugin]
+	// standalone runs standalone:<name> references; nil: they are an error.
+	standalone *StandaloneHost
 }
 
 // NewRegistry returns a registry of the given plugins, usually Builtin().
@@ -51,10 +53,29 @@ func NewRegistry(plugins ...Plugin) *Registry {
 		}, plugins...)}
 }
 
+// WithStandalone returns a registry with r's plugins that also resolves
+// standalone:<name> references, to the executables h runs. Without it,
+// standalone references are an error.
+func (r *Registry) WithStandalone(h *StandaloneHost) *Registry {
+	return &Registry{set: r.set, standalone: h}
+}
+
 // Lookup resolves a plugin reference of the form
-// [builtin:|standalone:]name[@version] (see plugin.ParseRef). Errors wrap
-// ErrUnknownPlugin.
-func (r *Registry) Lookup(ref string) (Plugin, error) { return r.set.Lookup(ref) }
+// [builtin:|standalone:]name[@version] (see plugin.ParseRef). The version of
+// a standalone reference is accepted and ignored, like a built-in one's.
+// Errors wrap ErrUnknownPlugin.
+func (r *Registry) Lookup(ref string) (Plugin, error) {
+	if r.standalone != nil {
+		if parsed, err := plugin.ParseRef(ref); err == nil && parsed.Type == plugin.TypeStandalone {
+			p, err := r.standalone.Plugin(parsed.Name)
+			if err != nil {
+				return Plugin{}, fmt.Errorf("%w %q: %w", ErrUnknownPlugin, ref, err)
+			}
+			return p, nil
+		}
+	}
+	return r.set.Lookup(ref)
+}
 
 // NewSource builds a source from a plugin reference (see Lookup) and its
 // config. It fails when the plugin is unknown, cannot be a source, or a

@@ -32,6 +32,11 @@ type batch struct {
 	// its stage); results[i] is how its write ended.
 	destNacks [][]nack
 	results   []writeResult
+	// dedupWait[i] returns once destination i's written positions are
+	// durable (nil without dedup); dedupKeys[i] are its dedup entries to
+	// delete with the source position that acknowledges this batch.
+	dedupWait []func() error
+	dedupKeys [][][]byte
 }
 
 // nack is a record rejected by a processor or refused by a destination.
@@ -56,6 +61,8 @@ func newBatch(size, destinations int) *batch {
 		positions: make([]record.Position, 0, size),
 		destNacks: make([][]nack, destinations),
 		results:   make([]writeResult, destinations),
+		dedupWait: make([]func() error, destinations),
+		dedupKeys: make([][][]byte, destinations),
 	}
 }
 
@@ -150,6 +157,8 @@ func (b *batch) reset() {
 	for i := range b.destNacks {
 		clear(b.destNacks[i])
 		b.destNacks[i] = b.destNacks[i][:0]
+		b.dedupKeys[i] = nil // handed to the persister, which keeps them
 	}
 	clear(b.results)
+	clear(b.dedupWait)
 }

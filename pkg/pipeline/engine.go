@@ -27,7 +27,34 @@ const (
 // *PositionStore implements it; tests use fakes.
 type Positions interface {
 	Load(ctx context.Context, pipelineID, connectorID string) (record.Position, error)
-	Save(ctx context.Context, pipelineID, connectorID string, pos record.Position) error
+	// Save persists pos and, in the same transaction, deletes the keys in
+	// deletes (dedup entries of the records pos acknowledges). It must not
+	// keep the slices.
+	Save(ctx context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error
+}
+
+// Dedup is the acked-position dedup store (dedup/): it lets a restarted
+// run skip records a destination already wrote in an earlier run whose
+// source acknowledgement never completed.
+type Dedup interface {
+	// Open loads what earlier runs left for one destination.
+	Open(ctx context.Context, pipelineID, destinationID string) (DedupDestination, error)
+}
+
+// DedupDestination is one destination's dedup view for one run; the
+// destination's stage is its only user.
+type DedupDestination interface {
+	// Pending is how many positions of earlier runs may still be skipped.
+	Pending() int
+	// Hits is how many records were skipped in this run.
+	Hits() int64
+	// Skip reports whether the record at pos was written by an earlier
+	// run; done, when not nil, is an entry to delete once pos is
+	// acknowledged.
+	Skip(pos record.Position) (skip bool, done []byte)
+	// Remember makes the written positions durable; the source must not be
+	// acknowledged before wait returned nil. key is deleted once they are.
+	Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error)
 }
 
 // Source is a source connector with the id it has in the pipeline file.
@@ -73,6 +100,13 @@ type Config struct {
 	// nack ends the run.
 	DLQ       DeadLetterQueue
 	Positions Positions
+	// Dedup, when set, makes restarts skip records destinations already
+	// wrote (see Dedup).
+	Dedup Dedup
+	// OnDedupSkipped, if set, is called once per destination and run when
+	// records were skipped: when the last pending position was skipped, or
+	// at the end of the run.
+	OnDedupSkipped func(destinationID string, skipped int64)
 	// Logger is the base logger; the engine adds pipeline_id.
 	Logger *zap.Logger
 
@@ -98,6 +132,9 @@ type Stats struct {
 	RecordsFiltered atomic.Int64
 	// RecordsNacked counts records sent to the dead-letter queue.
 	RecordsNacked atomic.Int64
+	// DedupSkipped counts records a destination did not write again
+	// because an earlier run already had.
+	DedupSkipped atomic.Int64
 	// PositionsSaved counts durable position writes (fewer than batches,
 	// thanks to coalescing).
 	PositionsSaved atomic.Int64
@@ -208,6 +245,15 @@ func (e *Engine) run(ctx context.Context) error {
 			return &StageError{Kind: KindDLQ, ID: DLQID, Op: "open", Err: cerrors.Transient(err)}
 		}
 	}
+	dedups := make([]DedupDestination, len(e.cfg.Destinations))
+	if e.cfg.Dedup != nil {
+		for i, d := range e.cfg.Destinations {
+			var err error
+			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID); err != nil {
+				return &StageError{Kind: KindDestination, ID: d.ID, Op: "load dedup entries", Err: cerrors.Transient(err)}
+			}
+		}
+	}
 	pos, err := e.cfg.Positions.Load(ctx, e.cfg.PipelineID, src.ID)
 	if err != nil {
 		return &StageError{Kind: KindSource, ID: src.ID, Op: "load position", Err: err}
@@ -270,7 +316,7 @@ func (e *Engine) run(ctx context.Context) error {
 		})
 	}
 	for i, d := range e.cfg.Destinations {
-		g.Go(func() error { return e.write(gctx, d, i, toDest[i], fromDest[i]) })
+		g.Go(func() error { return e.write(gctx, d, i, dedups[i], toDest[i], fromDest[i]) })
 	}
 	g.Go(func() error {
 		// Saves use a context that outlives a failure elsewhere: positions

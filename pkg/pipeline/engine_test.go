@@ -112,7 +112,7 @@ func TestEngineResumesFromPersistedPosition(t *testing.T) {
 	src := &seqSource{limit: 20, perRead: 3}
 	dst := &memDestination{}
 	pos := &memPositions{}
-	if err := pos.Save(context.Background(), "p1", "src", []byte("12")); err != nil {
+	if err := pos.Save(context.Background(), "p1", "src", []byte("12"), nil); err != nil {
 		t.Fatal(err)
 	}
 	h := startEngine(t, Config{

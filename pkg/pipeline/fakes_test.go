@@ -156,9 +156,10 @@ type memPositions struct {
 	saveGate chan struct{}
 	saveErr  error
 
-	mu    sync.Mutex
-	pos   map[string]record.Position
-	saves []string
+	mu      sync.Mutex
+	pos     map[string]record.Position
+	saves   []string
+	deleted []string // dedup keys deleted with the saves
 }
 
 func (m *memPositions) Load(_ context.Context, pipelineID, connectorID string) (record.Position, error) {
@@ -167,7 +168,7 @@ func (m *memPositions) Load(_ context.Context, pipelineID, connectorID string) (
 	return m.pos[pipelineID+"/"+connectorID], nil
 }
 
-func (m *memPositions) Save(_ context.Context, pipelineID, connectorID string, pos record.Position) error {
+func (m *memPositions) Save(_ context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error {
 	if m.saveGate != nil {
 		<-m.saveGate
 	}
@@ -181,6 +182,9 @@ func (m *memPositions) Save(_ context.Context, pipelineID, connectorID string, p
 	}
 	m.pos[pipelineID+"/"+connectorID] = bytes.Clone(pos)
 	m.saves = append(m.saves, string(pos))
+	for _, k := range deletes {
+		m.deleted = append(m.deleted, string(k))
+	}
 	return nil
 }
 

@@ -21,6 +21,9 @@ type persister struct {
 	mu      sync.Mutex
 	pending record.Position // newest offered, not yet saved; nil when none
 	spare   record.Position // buffer recycled between pending and saving
+	// deletes are the dedup entries of every batch acknowledged since the
+	// last save; they go with the next save.
+	deletes [][]byte
 	closed  bool
 	wake    chan struct{} // capacity 1: "there is something to do"
 }
@@ -35,10 +38,12 @@ func newPersister(p Positions, pipelineID, connectorID string, stats *Stats) *pe
 	}
 }
 
-// offer records pos as the newest acknowledged position. It copies pos, so
-// the caller may reuse the slice.
-func (p *persister) offer(pos record.Position) {
+// offer records pos as the newest acknowledged position, and deletes as
+// keys to delete when it is saved. It copies pos, so the caller may reuse
+// the slice; the keys must not change afterwards.
+func (p *persister) offer(pos record.Position, deletes [][]byte) {
 	p.mu.Lock()
+	p.deletes = append(p.deletes, deletes...)
 	if p.pending == nil {
 		p.pending = append(p.spare[:0], pos...)
 		p.spare = nil
@@ -70,17 +75,20 @@ func (p *persister) signal() {
 // not keep going as if it could.
 func (p *persister) run(ctx context.Context) error {
 	var saving record.Position
+	var deletes [][]byte
 	for range p.wake {
 		p.mu.Lock()
 		saving, p.pending, p.spare = p.pending, nil, saving
+		deletes, p.deletes = p.deletes, deletes[:0]
 		closed := p.closed
 		p.mu.Unlock()
 		if saving != nil {
-			if err := p.positions.Save(ctx, p.pipelineID, p.connectorID, saving); err != nil {
+			if err := p.positions.Save(ctx, p.pipelineID, p.connectorID, saving, deletes); err != nil {
 				return &StageError{Kind: KindSource, ID: p.connectorID, Op: "save position", Err: err}
 			}
 			p.stats.PositionsSaved.Add(1)
 		}
+		clear(deletes)
 		if closed {
 			// The acker calls close after its last offer, so what was just
 			// saved is the last position of the run.

@@ -43,7 +43,7 @@ func NewPositionStore(db store.Store, w *store.GroupWriter, now func() time.Time
 }
 
 func positionKey(pipelineID, connectorID string) []byte {
-	return []byte(store.PrefixPosition + pipelineID + "/" + connectorID)
+	return []byte(store.PrefixPosition + store.KeyPart(pipelineID) + "/" + store.KeyPart(connectorID))
 }
 
 // Load returns the persisted position, or nil when there is none (a first
@@ -63,20 +63,41 @@ func (s *PositionStore) Load(ctx context.Context, pipelineID, connectorID string
 	return pos, nil
 }
 
-// Save durably stores pos as the position to resume from.
-func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string, pos record.Position) error {
+// Save durably stores pos as the position to resume from and deletes the
+// keys in deletes in the same transaction: either both happen or neither.
+func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error {
 	raw, err := encodePosition(pos, s.now())
 	if err != nil {
 		return err
 	}
-	set := s.db.Set
-	if s.writer != nil {
-		set = s.writer.Set
+	ops := make([]store.Op, 0, 1+len(deletes))
+	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID), Value: raw})
+	for _, k := range deletes {
+		ops = append(ops, store.Op{Key: k, Delete: true})
 	}
-	if err := set(ctx, positionKey(pipelineID, connectorID), raw); err != nil {
+	if s.writer != nil {
+		err = s.writer.Apply(ctx, ops...)
+	} else {
+		err = s.db.Update(ctx, func(tx store.Txn) error {
+			for _, op := range ops {
+				if err := applyOp(tx, op); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}
 	return nil
+}
+
+func applyOp(tx store.Txn, op store.Op) error {
+	if op.Delete {
+		return tx.Delete(op.Key)
+	}
+	return tx.Set(op.Key, op.Value)
 }
 
 // Delete forgets the position, so the next start reads from the beginning.

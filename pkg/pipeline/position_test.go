@@ -54,7 +54,7 @@ func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 	if err != nil || pos != nil {
 		t.Fatalf("Load of a fresh pipeline = %q, %v; want nil, nil", pos, err)
 	}
-	if err := ps.Save(ctx, "p", "src", record.Position("42")); err != nil {
+	if err := ps.Save(ctx, "p", "src", record.Position("42"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if pos, err = ps.Load(ctx, "p", "src"); err != nil || string(pos) != "42" {

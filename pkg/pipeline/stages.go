@@ -147,9 +147,26 @@ func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (
 // write is one destination's stage. A record the destination refuses with
 // a fatal error is nacked and the rest of the batch is still written; a
 // transient error stops the stage, and the acker reports it once it has
-// acknowledged everything before it.
-func (e *Engine) write(ctx context.Context, d Destination, idx int, in <-chan *batch, out chan<- *batch) error {
+// acknowledged everything before it. With dedup, records an earlier run
+// already wrote are skipped, and the positions written are made durable
+// before the acker may acknowledge them.
+func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, in <-chan *batch, out chan<- *batch) error {
 	var own destinationBuffer
+	var skip skipBuffer
+	var written []record.Position
+	reported := false
+	var lastRemembered func() error
+	defer func() {
+		// The run is not over before what this destination wrote is
+		// remembered: the next run loads the entries right away. Entries
+		// commit in order, so waiting for the last one waits for all.
+		if lastRemembered != nil {
+			_ = lastRemembered()
+		}
+		if dd != nil && !reported && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
+			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
+		}
+	}()
 	for {
 		var b *batch
 		var ok bool
@@ -171,7 +188,31 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, in <-chan *b
 			}
 			toRecord = own.recordIndex(len(b.records))
 		}
-		res := e.writeAll(ctx, d, idx, b, recs, toRecord)
+		if dd != nil && dd.Pending() > 0 {
+			before := dd.Hits()
+			recs, toRecord = skip.filter(b, idx, dd, recs, toRecord)
+			e.stats.DedupSkipped.Add(dd.Hits() - before)
+			if dd.Pending() == 0 && !reported && e.cfg.OnDedupSkipped != nil {
+				e.cfg.OnDedupSkipped(d.ID, dd.Hits())
+				reported = true
+			}
+		}
+		var res writeResult
+		res, written = e.writeAll(ctx, d, idx, b, recs, toRecord, written[:0], dd != nil)
+		if dd != nil && len(written) > 0 {
+			// Records the destination accepted are remembered even when the
+			// run is being torn down meanwhile: they will be delivered again,
+			// and this entry is what keeps them from being written twice.
+			key, wait, err := dd.Remember(context.WithoutCancel(ctx), written)
+			if err != nil && res.err == nil {
+				res = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: "remember written positions", Err: cerrors.Transient(err)}}
+			}
+			if err == nil {
+				b.dedupWait[idx] = wait
+				b.dedupKeys[idx] = append(b.dedupKeys[idx], key)
+				lastRemembered = wait
+			}
+		}
 		b.results[idx] = res
 		if !send(ctx, out, b) || res.err != nil {
 			return nil
@@ -179,27 +220,64 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, in <-chan *b
 	}
 }
 
-func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch, recs []record.Record, toRecord func(int) int) writeResult {
-	written := 0
-	for written < len(recs) {
-		n, err := d.Connector.Write(ctx, recs[written:])
-		n = min(max(n, 0), len(recs)-written)
-		written += n
+// writeAll writes recs, nacking records the destination refuses with a
+// fatal error. With track, it appends the positions of the records it
+// wrote to written.
+func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch, recs []record.Record, toRecord func(int) int,
+	written []record.Position, track bool) (writeResult, []record.Position) {
+	done := 0
+	for done < len(recs) {
+		n, err := d.Connector.Write(ctx, recs[done:])
+		n = min(max(n, 0), len(recs)-done)
+		if track {
+			for i := done; i < done+n; i++ {
+				written = append(written, recs[i].Position)
+			}
+		}
+		done += n
 		if err == nil {
-			if written == len(recs) {
+			if done == len(recs) {
 				break
 			}
-			err = fmt.Errorf("connector wrote %d of %d records and returned no error", n, len(recs)-written+n)
+			err = fmt.Errorf("connector wrote %d of %d records and returned no error", n, len(recs)-done+n)
 		}
 		if cerrors.Classify(err).Class == cerrors.ClassFatal {
 			// This record can never be written here: nack it and go on.
-			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(written), kind: KindDestination, id: d.ID, err: err})
-			written++
+			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err})
+			done++
 			continue
 		}
-		return writeResult{done: toRecord(written), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: err}}
+		return writeResult{done: toRecord(done), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: err}}, written
 	}
-	return writeResult{done: len(b.records)}
+	return writeResult{done: len(b.records)}, written
+}
+
+// skipBuffer holds what a destination writes of a batch after dropping
+// the records an earlier run already wrote.
+type skipBuffer struct {
+	recs []record.Record
+	idx  []int
+}
+
+func (s *skipBuffer) filter(b *batch, destIdx int, dd DedupDestination, recs []record.Record, toRecord func(int) int) ([]record.Record, func(int) int) {
+	s.recs, s.idx = s.recs[:0], s.idx[:0]
+	for j := range recs {
+		if skip, done := dd.Skip(recs[j].Position); skip {
+			if done != nil {
+				b.dedupKeys[destIdx] = append(b.dedupKeys[destIdx], done)
+			}
+			continue
+		}
+		s.recs = append(s.recs, recs[j])
+		s.idx = append(s.idx, toRecord(j))
+	}
+	total := len(b.records)
+	return s.recs, func(j int) int {
+		if j >= len(s.idx) {
+			return total
+		}
+		return s.idx[j]
+	}
 }
 
 // destinationBuffer holds the copies a destination's own processors work
@@ -273,6 +351,14 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			if r := b.results[i]; r.err != nil && r.done <= limit {
 				limit, failure = r.done, r.err
 			}
+			// The source may only hear about records whose positions the
+			// dedup store holds durably.
+			if wait := b.dedupWait[i]; wait != nil {
+				if err := wait(); err != nil && failure == nil {
+					limit, failure = 0, &StageError{Kind: KindDestination, ID: e.cfg.Destinations[i].ID,
+						Op: "remember written positions", Err: cerrors.Transient(err)}
+				}
+			}
 		}
 		if ctx.Err() != nil {
 			// The run is being torn down (another stage failed or a force
@@ -309,7 +395,16 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				return &StageError{Kind: KindSource, ID: src.ID, Op: "ack", Err: err}
 			}
 			e.stats.RecordsAcked.Add(int64(limit))
-			p.offer(b.positions[limit-1])
+			var deletes [][]byte
+			if limit == len(b.records) {
+				// Only a batch acknowledged in full frees its dedup entries:
+				// records after a partial acknowledgement are delivered again
+				// and must still be recognised.
+				for _, keys := range b.dedupKeys {
+					deletes = append(deletes, keys...)
+				}
+			}
+			p.offer(b.positions[limit-1], deletes)
 			if e.cfg.OnAck != nil && limit > len(nacks) {
 				e.cfg.OnAck(limit - len(nacks))
 			}

@@ -29,10 +29,26 @@ type GroupWriter struct {
 	done  chan struct{}
 }
 
+// Op is one write of an atomic group of writes (see Apply).
+type Op struct {
+	Key, Value []byte
+	// Delete removes Key instead of setting it.
+	Delete bool
+}
+
+// groupWrite is one caller's request: its ops land in the same
+// transaction, whatever else shares the commit.
 type groupWrite struct {
-	key, value []byte
-	delete     bool
-	result     chan error
+	ops    []Op
+	result chan error
+}
+
+func (w groupWrite) size() int {
+	n := 0
+	for _, op := range w.ops {
+		n += len(op.Key) + len(op.Value)
+	}
+	return n
 }
 
 // ErrWriterClosed is returned for writes after Close.
@@ -53,12 +69,29 @@ func NewGroupWriter(db Store) *GroupWriter {
 // Set stores value under key and returns once it is durable. The caller
 // may reuse the slices after Set returns.
 func (g *GroupWriter) Set(ctx context.Context, key, value []byte) error {
-	return g.submit(ctx, groupWrite{key: key, value: value, result: make(chan error, 1)})
+	return g.Apply(ctx, Op{Key: key, Value: value})
 }
 
 // Delete removes key and returns once that is durable.
 func (g *GroupWriter) Delete(ctx context.Context, key []byte) error {
-	return g.submit(ctx, groupWrite{key: key, delete: true, result: make(chan error, 1)})
+	return g.Apply(ctx, Op{Key: key, Delete: true})
+}
+
+// Apply commits ops atomically (all in one transaction, possibly shared
+// with other callers' writes) and returns once they are durable.
+func (g *GroupWriter) Apply(ctx context.Context, ops ...Op) error {
+	return g.submit(ctx, groupWrite{ops: ops, result: make(chan error, 1)})
+}
+
+// ApplyAsync is Apply without waiting: see SetAsync.
+func (g *GroupWriter) ApplyAsync(ctx context.Context, ops ...Op) (wait func() error, err error) {
+	w := groupWrite{ops: ops, result: make(chan error, 1)}
+	if err := g.enqueue(ctx, w); err != nil {
+		return nil, err
+	}
+	// wait may be called more than once (and from more than one place):
+	// every call gets the one result.
+	return sync.OnceValue(func() error { return g.wait(w) }), nil
 }
 
 // SetAsync queues a write of value under key and returns without waiting
@@ -72,13 +105,10 @@ func (g *GroupWriter) Delete(ctx context.Context, key []byte) error {
 // sharing it with everyone queued meanwhile.
 //
 // The caller must not modify key or value until wait has returned. Calling
-// wait is optional; once queued, the write happens either way.
+// wait is optional, and calling it again returns the same result; once
+// queued, the write happens either way.
 func (g *GroupWriter) SetAsync(ctx context.Context, key, value []byte) (wait func() error, err error) {
-	w := groupWrite{key: key, value: value, result: make(chan error, 1)}
-	if err := g.enqueue(ctx, w); err != nil {
-		return nil, err
-	}
-	return func() error { return g.wait(w) }, nil
+	return g.ApplyAsync(ctx, Op{Key: key, Value: value})
 }
 
 func (g *GroupWriter) submit(ctx context.Context, w groupWrite) error {
@@ -136,7 +166,7 @@ func (g *GroupWriter) loop() {
 		select {
 		case w := <-g.reqs:
 			group = append(group[:0], w)
-			size = len(w.key) + len(w.value)
+			size = w.size()
 		case <-g.quit:
 			// Writes queued before Close still land.
 			for {
@@ -153,7 +183,7 @@ func (g *GroupWriter) loop() {
 			select {
 			case w := <-g.reqs:
 				group = append(group, w)
-				size += len(w.key) + len(w.value)
+				size += w.size()
 			default:
 				break collect
 			}
@@ -180,14 +210,16 @@ func (g *GroupWriter) commit(group []groupWrite) {
 func (g *GroupWriter) apply(group []groupWrite) error {
 	return g.db.Update(context.Background(), func(tx Txn) error {
 		for _, w := range group {
-			var err error
-			if w.delete {
-				err = tx.Delete(w.key)
-			} else {
-				err = tx.Set(w.key, w.value)
-			}
-			if err != nil {
-				return err
+			for _, op := range w.ops {
+				var err error
+				if op.Delete {
+					err = tx.Delete(op.Key)
+				} else {
+					err = tx.Set(op.Key, op.Value)
+				}
+				if err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -163,3 +163,29 @@ func TestGroupWriterSetAsync(t *testing.T) {
 		}
 	})
 }
+
+func TestGroupWriterApplyIsAtomic(t *testing.T) {
+	db := NewInMemory()
+	w := NewGroupWriter(db)
+	defer w.Close()
+	ctx := context.Background()
+	if err := w.Set(ctx, []byte("old"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Apply(ctx, Op{Key: []byte("new"), Value: []byte("2")}, Op{Key: []byte("old"), Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Get(ctx, []byte("old")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("old: %v", err)
+	}
+	if v, err := db.Get(ctx, []byte("new")); err != nil || string(v) != "2" {
+		t.Fatalf("new: %q %v", v, err)
+	}
+	// One bad op fails the whole request: nothing of it lands.
+	if err := w.Apply(ctx, Op{Key: []byte("half"), Value: []byte("x")}, Op{Key: nil, Value: []byte("y")}); err == nil {
+		t.Fatal("a request with an empty key was accepted")
+	}
+	if _, err := db.Get(ctx, []byte("half")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("part of a failed request landed: %v", err)
+	}
+}

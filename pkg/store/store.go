@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 )
 
 // ErrNotFound is returned by Get for a key that is not there.
@@ -121,3 +122,39 @@ const (
 	// positions awaiting the source ack (dedup/).
 	PrefixDedup = "conduit/dedup/"
 )
+
+// KeyPart escapes an id (a pipeline's, a connector's) for use as one
+// segment of a key: '%' and '/' become %25 and %2F, so that the '/' that
+// ends the segment is the only one in it, and one id's key range can never
+// reach into another's. Ids without those characters are unchanged.
+func KeyPart(id string) string {
+	if !strings.ContainsAny(id, "%/") {
+		return id
+	}
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(id)
+}
+
+// ParseKeyPart reverses KeyPart; ok is false for text KeyPart cannot have
+// written.
+func ParseKeyPart(esc string) (id string, ok bool) {
+	if !strings.Contains(esc, "%") {
+		return esc, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		if esc[i] != '%' {
+			b.WriteByte(esc[i])
+			continue
+		}
+		switch esc[i:min(i+3, len(esc))] {
+		case "%25":
+			b.WriteByte('%')
+		case "%2F":
+			b.WriteByte('/')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}

@@ -1,0 +1,306 @@
+// Package dedup is the acked-position dedup store (DESIGN.md section 6): it
+// closes the window between a destination accepting records and the source
+// learning that they were accepted.
+//
+// Without it, a crash (or a failed run) in that window makes the source
+// deliver those records again after the restart, and the destination writes
+// them twice. With it:
+//
+//  1. After a destination wrote a batch, the positions it wrote are made
+//     durable here (one synced, group-committed write per batch, never one
+//     per record) before the source is acknowledged.
+//  2. When the source acknowledgement completed, the batch's entry is
+//     deleted in the same transaction that persists the new source position
+//     (pkg/pipeline's persister does that with DeleteOps).
+//  3. When a run starts, each destination loads what earlier runs left:
+//     a re-delivered record whose position is there is acknowledged
+//     without being written again (Skip), and counted.
+//  4. Entries carry an expiry (dedup.ttl), so an entry nobody consumes (a
+//     destination that was renamed, a source that never re-delivers) does
+//     not live for ever.
+//
+// The store's size follows the records in flight, not the records ever
+// written. What it cannot cover: a crash after the destination wrote and
+// before the entry was durable (the window of one group commit); those
+// records are written again after the restart.
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// DefaultTTL is how long an entry lives when nobody consumes it.
+const DefaultTTL = 24 * time.Hour
+
+// entryVersion is the version of the persisted entry. WARNING: pinned by
+// testdata/entry.golden; a change needs a new version and a reader for the
+// old one.
+//
+//	entry = version:byte(1) expiresAt:int64 (Unix ns, big endian)
+//	        uvarint(n) (uvarint(len) position)*
+const entryVersion = 1
+
+// Options configure a Store.
+type Options struct {
+	// TTL is how long an unconsumed entry lives (default DefaultTTL).
+	TTL time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *zap.Logger
+}
+
+// Store keeps the entries. It is safe for concurrent use; each destination
+// of each run uses its own Destination.
+type Store struct {
+	db     store.Store
+	writer *store.GroupWriter
+	ttl    time.Duration
+	now    func() time.Time
+	log    *zap.Logger
+	runs   atomic.Uint64
+}
+
+// New returns a store on db, writing through w.
+func New(db store.Store, w *store.GroupWriter, opts Options) *Store {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	s := &Store{db: db, writer: w, ttl: opts.TTL, now: opts.Now, log: opts.Logger}
+	// Run ids only need to differ between runs of this process and from
+	// earlier processes' (whose entries may still be there): start from
+	// the clock.
+	s.runs.Store(uint64(opts.Now().UnixNano()))
+	return s
+}
+
+func destinationPrefix(pipelineID, destinationID string) []byte {
+	return []byte(store.PrefixDedup + store.KeyPart(pipelineID) + "/" + store.KeyPart(destinationID) + "/")
+}
+
+func pipelinePrefix(pipelineID string) []byte {
+	return []byte(store.PrefixDedup + store.KeyPart(pipelineID) + "/")
+}
+
+// Destination is one destination's dedup view for one run. Its methods are
+// called from that destination's stage only (one goroutine).
+type Destination struct {
+	store  *Store
+	prefix []byte
+	run    uint64
+	seq    uint64
+
+	// pending maps positions that earlier runs wrote to the entry holding
+	// them; remaining counts, per entry, the positions not yet skipped.
+	pending   map[string]string
+	remaining map[string]int
+	hits      int64
+}
+
+// Open loads what earlier runs left for a destination: entries that expired
+// or cannot be read are deleted (with a log line naming the key) instead of
+// being used.
+func (s *Store) Open(ctx context.Context, pipelineID, destinationID string) (*Destination, error) {
+	d := &Destination{
+		store:     s,
+		prefix:    destinationPrefix(pipelineID, destinationID),
+		run:       s.runs.Add(1),
+		pending:   map[string]string{},
+		remaining: map[string]int{},
+	}
+	now := s.now()
+	var stale [][]byte
+	err := s.db.Scan(ctx, d.prefix, func(key, value []byte) error {
+		expires, positions, err := decodeEntry(value)
+		switch {
+		case err != nil:
+			s.log.Warn("dedup entry cannot be read; deleting it", zap.ByteString("key", key), zap.Error(err))
+			stale = append(stale, bytes.Clone(key))
+		case !now.Before(expires):
+			s.log.Info("dedup entry expired without being used; deleting it", zap.ByteString("key", key),
+				zap.Time("expired_at", expires), zap.Int("positions", len(positions)))
+			stale = append(stale, bytes.Clone(key))
+		default:
+			k := string(key)
+			for _, p := range positions {
+				if _, dup := d.pending[string(p)]; !dup {
+					d.pending[string(p)] = k
+					d.remaining[k]++
+				}
+			}
+			if d.remaining[k] == 0 {
+				stale = append(stale, bytes.Clone(key))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load dedup entries of %s/%s: %w", pipelineID, destinationID, err)
+	}
+	if len(stale) > 0 {
+		if err := s.writer.Apply(ctx, DeleteOps(stale)...); err != nil {
+			return nil, fmt.Errorf("delete stale dedup entries of %s/%s: %w", pipelineID, destinationID, err)
+		}
+	}
+	if len(d.pending) > 0 {
+		s.log.Info("records an earlier run wrote but never saw acknowledged will be skipped if the source delivers them again",
+			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID), zap.Int("positions", len(d.pending)))
+	}
+	return d, nil
+}
+
+// Pending is how many positions of earlier runs may still be skipped; the
+// engine only looks positions up while it is not zero.
+func (d *Destination) Pending() int { return len(d.pending) }
+
+// Hits is how many records were skipped in this run.
+func (d *Destination) Hits() int64 { return d.hits }
+
+// Skip reports whether an earlier run already wrote the record at pos, and
+// forgets it (each position is skipped once). When that was the last
+// position of an entry, done is the entry's key: the caller deletes it with
+// the source position that acknowledges this record.
+func (d *Destination) Skip(pos record.Position) (skip bool, done []byte) {
+	k, ok := d.pending[string(pos)]
+	if !ok {
+		return false, nil
+	}
+	delete(d.pending, string(pos))
+	d.hits++
+	d.remaining[k]--
+	if d.remaining[k] == 0 {
+		delete(d.remaining, k)
+		return true, []byte(k)
+	}
+	return true, nil
+}
+
+// Remember queues a durable entry for positions, the records this
+// destination just wrote, and returns its key and a wait that returns once
+// it is durable. The source must not be acknowledged before wait returned
+// nil.
+func (d *Destination) Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error) {
+	d.seq++
+	key = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
+	value := encodeEntry(d.store.now().Add(d.store.ttl), positions)
+	wait, err = d.store.writer.SetAsync(ctx, key, value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("record written positions: %w", err)
+	}
+	return key, wait, nil
+}
+
+// DeleteOps turns entry keys into delete operations for the transaction
+// that persists the source position.
+func DeleteOps(keys [][]byte) []store.Op {
+	ops := make([]store.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = store.Op{Key: k, Delete: true}
+	}
+	return ops
+}
+
+// Forget deletes every entry of a pipeline. The runtime calls it when dedup
+// is off for a run: its source acknowledgements are not tied to entries, so
+// old entries could later skip records they no longer describe.
+func (s *Store) Forget(ctx context.Context, pipelineID string) (int, error) {
+	var keys [][]byte
+	err := s.db.Scan(ctx, pipelinePrefix(pipelineID), func(key, _ []byte) error {
+		keys = append(keys, bytes.Clone(key))
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	// Deleted in chunks to stay within a transaction's size.
+	for start := 0; start < len(keys); start += 1000 {
+		if err := s.writer.Apply(ctx, DeleteOps(keys[start:min(start+1000, len(keys))])...); err != nil {
+			return start, err
+		}
+	}
+	return len(keys), nil
+}
+
+// Sweep deletes expired entries of every pipeline; the runtime calls it at
+// startup, so that entries of pipelines or destinations that no longer
+// exist do not outlive their TTL.
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	now := s.now()
+	var keys [][]byte
+	err := s.db.Scan(ctx, []byte(store.PrefixDedup), func(key, value []byte) error {
+		expires, _, err := decodeEntry(value)
+		if err != nil || !now.Before(expires) {
+			keys = append(keys, bytes.Clone(key))
+		}
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	for start := 0; start < len(keys); start += 1000 {
+		if err := s.writer.Apply(ctx, DeleteOps(keys[start:min(start+1000, len(keys))])...); err != nil {
+			return start, err
+		}
+	}
+	return len(keys), nil
+}
+
+func encodeEntry(expires time.Time, positions []record.Position) []byte {
+	size := 1 + 8 + binary.MaxVarintLen64
+	for _, p := range positions {
+		size += binary.MaxVarintLen64 + len(p)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, entryVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(expires.UnixNano()))
+	b = binary.AppendUvarint(b, uint64(len(positions)))
+	for _, p := range positions {
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+var errBadEntry = errors.New("malformed dedup entry")
+
+func decodeEntry(b []byte) (time.Time, []record.Position, error) {
+	if len(b) < 9 || b[0] != entryVersion {
+		return time.Time{}, nil, errBadEntry
+	}
+	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9])))
+	b = b[9:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return time.Time{}, nil, errBadEntry
+	}
+	b = b[k:]
+	positions := make([]record.Position, 0, n)
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return time.Time{}, nil, errBadEntry
+		}
+		positions = append(positions, bytes.Clone(b[k:k+int(l)]))
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return time.Time{}, nil, errBadEntry
+	}
+	return expires, positions, nil
+}

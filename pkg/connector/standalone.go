@@ -1,0 +1,99 @@
+package connector
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Standalone connectors are executables in connectors.path that a pipeline
+// names as standalone:<file name>. Every run of a pipeline starts a fresh
+// process per connector and talks to it with the plugin protocol of
+// proto/connector/v1 (Connect over a unix socket in a directory only this
+// process's user can open). The process lives from Open to Teardown.
+//
+// What can go wrong, and what the supervisor is told:
+//
+//	the executable is missing, not executable,   fatal: starting it again fails
+//	exits before the handshake, does not answer  the same way, a human must act
+//	within connectors.start-timeout, speaks
+//	another protocol version or cannot play the
+//	role
+//	a call fails with the plugin's error JSON     as the JSON's code says (a
+//	                                              plain-text error is transient)
+//	the process dies (crash, killed, OOM)         transient: the pipeline restarts
+//	                                              with a new process
+
+// Defaults for StandaloneConfig fields left zero.
+const (
+	DefaultStandaloneStartTimeout    = 10 * time.Second
+	DefaultStandaloneStopTimeout     = 5 * time.Second
+	DefaultStandaloneTeardownTimeout = 5 * time.Second
+)
+
+// StandaloneConfig configures a StandaloneHost.
+type StandaloneConfig struct {
+	// Dir is connectors.path as the user wrote it: the directory with the
+	// executables. A relative path is relative to the working directory.
+	// Messages quote it as written.
+	Dir string
+	// StartTimeout (connectors.start-timeout) bounds the time from starting
+	// the executable to its answer to the handshake.
+	StartTimeout time.Duration
+	// StopTimeout is how long the process may take to exit after SIGTERM
+	// before it is killed.
+	StopTimeout time.Duration
+	// TeardownTimeout bounds the plugin's own Teardown call.
+	TeardownTimeout time.Duration
+}
+
+// StandaloneHost runs standalone connectors. It holds configuration only;
+// each connector it builds owns its process. Safe for concurrent use.
+type StandaloneHost struct {
+	cfg StandaloneConfig
+}
+
+// NewStandaloneHost returns a host with cfg's zero durations set to their
+// defaults.
+func NewStandaloneHost(cfg StandaloneConfig) *StandaloneHost {
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStandaloneStartTimeout
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStandaloneStopTimeout
+	}
+	if cfg.TeardownTimeout <= 0 {
+		cfg.TeardownTimeout = DefaultStandaloneTeardownTimeout
+	}
+	return &StandaloneHost{cfg: cfg}
+}
+
+// Plugin returns the plugin of the executable name in the host's directory.
+// It only checks that name is a plain file name; it does not look at the
+// file, because the registry's constructors do no I/O. A missing or broken
+// executable is reported by Open, so that the pipeline is degraded with a
+// message saying why. Whether the connector can be a source or a
+// destination is also learnt at Open, from the plugin's handshake.
+func (h *StandaloneHost) Plugin(name string) (Plugin, error) {
+	if err := checkStandaloneName(name); err != nil {
+		return Plugin{}, err
+	}
+	return Plugin{
+		Name: name,
+		NewSource: func(cfg Config) (Source, error) {
+			return &standaloneSource{p: newPluginProcess(h, name, roleSource, cfg)}, nil
+		},
+		NewDestination: func(cfg Config) (Destination, error) {
+			return &standaloneDestination{p: newPluginProcess(h, name, roleDestination, cfg)}, nil
+		},
+	}, nil
+}
+
+// checkStandaloneName refuses names that would leave connectors.path.
+func checkStandaloneName(name string) error {
+	if name == "" || strings.ContainsAny(name, `/\`+"\x00") || strings.Contains(name, "..") || name == "." {
+		return fmt.Errorf("standalone connector name %q must be the name of a file in connectors.path "+
+			`(no path separators, no "..")`, name)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// errWriteBeforeOpen is returned by Write without a successful Open.
+var errWriteBeforeOpen = errors.New("write called before a successful open")
+
+// standaloneDestination is a destination served by a standalone
+// connector's process.
+type standaloneDestination struct {
+	p      *pluginProcess
+	client connectorv1connect.DestinationServiceClient // nil until the handshake succeeded
+	// buf is the reused encoding buffer (Write calls do not overlap).
+	buf []byte
+}
+
+// Open starts the process, completes the handshake, and configures and
+// opens the plugin.
+func (d *standaloneDestination) Open(ctx context.Context) error {
+	if err := d.p.start(ctx); err != nil {
+		return err
+	}
+	d.client = connectorv1connect.NewDestinationServiceClient(d.p.client, baseURL, clientOptions()...)
+	if _, err := d.client.Configure(ctx, connect.NewRequest(&connectorv1.DestinationServiceConfigureRequest{
+		Config: d.p.connectorConfig(),
+	})); err != nil {
+		return d.p.callError(ctx, "configure", err)
+	}
+	if _, err := d.client.Open(ctx, connect.NewRequest(&connectorv1.DestinationServiceOpenRequest{})); err != nil {
+		return d.p.callError(ctx, "open", err)
+	}
+	return nil
+}
+
+// Write sends the batch to the plugin. When the plugin wrote only some
+// records, its error (the error JSON) is returned with their count.
+func (d *standaloneDestination) Write(ctx context.Context, batch []record.Record) (int, error) {
+	if d.client == nil {
+		return 0, errWriteBeforeOpen
+	}
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	buf, err := record.AppendBatch(d.buf[:0], batch)
+	if err != nil {
+		return d.writeUnencodable(ctx, batch)
+	}
+	d.buf = buf
+	return d.write(ctx, batch, buf)
+}
+
+func (d *standaloneDestination) write(ctx context.Context, batch []record.Record, data []byte) (int, error) {
+	resp, err := d.client.Write(ctx, connect.NewRequest(&connectorv1.WriteRequest{
+		Batch: &connectorv1.RecordBatch{Count: int32(len(batch)), Data: data},
+	}))
+	if err != nil {
+		return 0, d.p.callError(ctx, "write", err)
+	}
+	n := min(max(int(resp.Msg.GetWritten()), 0), len(batch))
+	if msg := resp.Msg.GetError(); msg != "" {
+		return n, fmt.Errorf("standalone connector %q: write: %w", d.p.name, errors.New(msg))
+	}
+	return n, nil
+}
+
+// writeUnencodable handles a batch with a record the batch encoding cannot
+// carry: the records before it are written, and it fails fatally (it will
+// never be encodable), so that the engine nacks exactly that record.
+func (d *standaloneDestination) writeUnencodable(ctx context.Context, batch []record.Record) (int, error) {
+	bad, encErr := 0, error(nil)
+	for i := range batch {
+		if _, err := record.AppendBatch(d.buf[:0], batch[i:i+1]); err != nil {
+			bad, encErr = i, err
+			break
+		}
+	}
+	if bad > 0 {
+		buf, err := record.AppendBatch(d.buf[:0], batch[:bad])
+		if err != nil { // cannot happen: each of them encoded alone
+			return 0, cerrors.Fatal(fmt.Errorf("standalone connector %q: write: %w", d.p.name, err))
+		}
+		d.buf = buf
+		if n, err := d.write(ctx, batch[:bad], buf); err != nil || n < bad {
+			return n, err
+		}
+	}
+	return bad, cerrors.Fatal(fmt.Errorf("standalone connector %q: write: %w", d.p.name, encErr))
+}
+
+// Teardown calls the plugin's Teardown and stops the process.
+func (d *standaloneDestination) Teardown(ctx context.Context) error {
+	return d.p.close(ctx, func(ctx context.Context) error {
+		_, err := d.client.Teardown(ctx, connect.NewRequest(&connectorv1.DestinationServiceTeardownRequest{}))
+		return err
+	})
+}

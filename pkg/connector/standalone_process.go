@@ -1,0 +1,518 @@
+package connector
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/zap"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+)
+
+// The plugin protocol's environment (proto/connector/v1/connector.proto).
+const (
+	envPluginSocket   = "CONDUIT_PLUGIN_SOCKET"
+	envPluginProtocol = "CONDUIT_PLUGIN_PROTOCOL"
+	protocolVersion   = 1
+)
+
+const (
+	// stderrTailLines is how many of the last stderr lines an error quotes.
+	stderrTailLines = 20
+	// maxQuotedLine bounds one quoted stderr line.
+	maxQuotedLine = 500
+	// exitWait is how long a failed call waits for the process to exit
+	// before it is reported as a call failure rather than as an exit: a
+	// dying process closes its connections a moment before it is reaped.
+	exitWait = time.Second
+	// outputWait is how long the output readers get to reach the end of
+	// the process's output once it exited; a child process the plugin
+	// started may hold the pipes open.
+	outputWait = time.Second
+	// baseURL is the URL of the plugin; the transport ignores the host and
+	// dials the socket.
+	baseURL = "http://plugin"
+)
+
+// pluginProcess is the process of one standalone connector instance: the
+// executable, its private directory and socket, its output, the HTTP client
+// that talks to it, and the goroutines that wait for its exit and read its
+// output. start begins it; close (from the connector's Teardown) ends all
+// of it.
+type pluginProcess struct {
+	host *StandaloneHost
+	name string
+	role connectorRole
+	cfg  Config
+	log  *zap.Logger
+
+	// Set by start, read-only afterwards until close.
+	dir       string // private directory holding the socket; "" when none
+	cmd       *exec.Cmd
+	exited    chan struct{} // closed once cmd.Wait returned
+	outputs   []*os.File    // read ends of stdout and stderr
+	outDone   []chan struct{}
+	stderr    lineRing
+	transport *http.Transport
+	client    *http.Client
+	// ready: the handshake succeeded, so the plugin may get calls.
+	ready bool
+	// stopped: the process was stopped and everything cleaned up.
+	stopped bool
+}
+
+func newPluginProcess(h *StandaloneHost, name string, role connectorRole, cfg Config) *pluginProcess {
+	return &pluginProcess{host: h, name: name, role: role, cfg: cfg, log: loggerOf(cfg)}
+}
+
+// executable is the absolute path of the plugin's file.
+func (p *pluginProcess) executable() string {
+	path := filepath.Join(p.host.cfg.Dir, p.name)
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// start starts the process and completes the handshake. On failure nothing
+// is left running.
+func (p *pluginProcess) start(ctx context.Context) (err error) {
+	if p.cmd != nil || p.stopped {
+		return fmt.Errorf("standalone connector %q: open called twice or after teardown", p.name)
+	}
+	path := p.executable()
+	if err := p.checkExecutable(path); err != nil {
+		return err
+	}
+	if err := p.makeDir(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			p.stop(0)
+		}
+	}()
+	socket := filepath.Join(p.dir, "plugin.sock")
+	if err := p.launch(path, socket); err != nil {
+		return err
+	}
+	p.log.Debug("standalone connector started", zap.String("executable", path), zap.Int("pid", p.cmd.Process.Pid))
+
+	p.transport = &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     time.Minute,
+	}
+	p.client = &http.Client{Transport: p.transport}
+	info, err := p.handshake(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.checkInfo(info); err != nil {
+		return err
+	}
+	p.ready = true
+	p.log.Info("standalone connector ready",
+		zap.String("plugin_name", info.GetName()),
+		zap.String("plugin_version", info.GetVersion()),
+		zap.Int("pid", p.cmd.Process.Pid))
+	return nil
+}
+
+func (p *pluginProcess) checkExecutable(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s not found (connectors.path is %s)",
+			p.name, path, p.host.cfg.Dir))
+	case err != nil:
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s: %w (connectors.path is %s)",
+			p.name, path, err, p.host.cfg.Dir))
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s is not executable (connectors.path is %s)",
+			p.name, path, p.host.cfg.Dir))
+	}
+	return nil
+}
+
+// makeDir creates the private directory for the socket. A unix socket path
+// is limited to about 100 bytes, so a long TMPDIR falls back to /tmp.
+func (p *pluginProcess) makeDir() error {
+	dir, err := os.MkdirTemp("", "conduit-plugin-")
+	if err == nil && len(dir) > 80 {
+		if short, err2 := os.MkdirTemp("/tmp", "conduit-plugin-"); err2 == nil {
+			_ = os.Remove(dir)
+			dir = short
+		}
+	}
+	if err == nil {
+		// MkdirTemp already uses 0700; say it here too, as it is what keeps
+		// other users away from the socket.
+		err = os.Chmod(dir, 0o700)
+	}
+	if err != nil {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		return cerrors.Transient(fmt.Errorf("standalone connector %q: creating the directory for its socket: %w", p.name, err))
+	}
+	p.dir = dir
+	return nil
+}
+
+// launch starts the executable with its output piped to the logger and a
+// goroutine waiting for its exit.
+func (p *pluginProcess) launch(path, socket string) error {
+	var parentEnds, readEnds []*os.File
+	closeAll := func(files []*os.File) {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	for range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(parentEnds)
+			closeAll(readEnds)
+			return cerrors.Transient(fmt.Errorf("standalone connector %q: creating a pipe: %w", p.name, err))
+		}
+		readEnds, parentEnds = append(readEnds, r), append(parentEnds, w)
+	}
+	// Not exec.CommandContext: the process lives until Teardown, not until
+	// the end of Open's context.
+	cmd := exec.Command(path)
+	cmd.Env = append(os.Environ(),
+		envPluginSocket+"="+socket,
+		fmt.Sprintf("%s=%d", envPluginProtocol, protocolVersion))
+	cmd.Stdout, cmd.Stderr = parentEnds[0], parentEnds[1]
+	setProcessGroup(cmd)
+	err := cmd.Start()
+	closeAll(parentEnds) // the child has its copies
+	if err != nil {
+		closeAll(readEnds)
+		if errors.Is(err, fs.ErrPermission) {
+			return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s is not executable (connectors.path is %s): %w",
+				p.name, path, p.host.cfg.Dir, err))
+		}
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: starting %s: %w", p.name, path, err))
+	}
+	p.cmd = cmd
+	p.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the state is in cmd.ProcessState
+		close(p.exited)
+	}()
+	p.outputs = readEnds
+	for i, stream := range []string{"stdout", "stderr"} {
+		done := make(chan struct{})
+		p.outDone = append(p.outDone, done)
+		var ring *lineRing
+		if stream == "stderr" {
+			ring = &p.stderr
+		}
+		go p.pump(readEnds[i], stream, ring, done)
+	}
+	return nil
+}
+
+// pump logs the lines of one output stream of the process until it ends.
+// A line longer than the buffer is logged in pieces rather than blocking
+// the plugin.
+func (p *pluginProcess) pump(r *os.File, stream string, ring *lineRing, done chan<- struct{}) {
+	defer close(done)
+	log := p.log.With(zap.String("stream", stream))
+	br := bufio.NewReaderSize(r, 16<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if s := strings.TrimRight(string(line), "\r\n"); s != "" {
+			log.Info(s)
+			if ring != nil {
+				ring.add(s)
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// handshake calls PluginService.Info until it answers, the process exits,
+// or the start timeout passes.
+func (p *pluginProcess) handshake(ctx context.Context) (*connectorv1.InfoResponse, error) {
+	timeout := p.host.cfg.StartTimeout
+	deadline := time.Now().Add(timeout)
+	expired := time.NewTimer(timeout)
+	defer expired.Stop()
+	poll := time.NewTimer(time.Hour) // reset before every wait
+	defer poll.Stop()
+	client := connectorv1connect.NewPluginServiceClient(p.client, baseURL, clientOptions()...)
+	interval := 5 * time.Millisecond
+	for {
+		callCtx, cancel := context.WithDeadline(ctx, deadline)
+		resp, err := client.Info(callCtx, connect.NewRequest(&connectorv1.InfoRequest{}))
+		cancel()
+		if err == nil {
+			return resp.Msg, nil
+		}
+		if connect.IsWireError(err) {
+			return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: handshake failed: %s", p.name, wireMessage(err)))
+		}
+		select {
+		case <-p.exited:
+			return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s exited before the handshake: %s%s",
+				p.name, p.executable(), p.exitStatus(), p.stderrTail()))
+		default:
+		}
+		poll.Reset(interval)
+		interval = min(2*interval, 100*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("standalone connector %q: handshake: %w", p.name, ctx.Err())
+		case <-p.exited:
+			// Checked first thing in the next round.
+		case <-expired.C:
+			return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s did not answer the handshake within %s (connectors.start-timeout)%s",
+				p.name, p.executable(), timeout, p.stderrTail()))
+		case <-poll.C:
+		}
+	}
+}
+
+func (p *pluginProcess) checkInfo(info *connectorv1.InfoResponse) error {
+	if v := info.GetProtocolVersion(); v != protocolVersion {
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s speaks plugin protocol version %d; this runtime speaks version %d",
+			p.name, p.executable(), v, protocolVersion))
+	}
+	can, role := info.GetSource(), "source"
+	if p.role == roleDestination {
+		can, role = info.GetDestination(), "destination"
+	}
+	if !can {
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: plugin %s %s cannot be a %s",
+			p.name, info.GetName(), info.GetVersion(), role))
+	}
+	return nil
+}
+
+// connectorConfig is what Configure sends.
+func (p *pluginProcess) connectorConfig() *connectorv1.ConnectorConfig {
+	return &connectorv1.ConnectorConfig{
+		PipelineId:  p.cfg.PipelineID,
+		ConnectorId: p.cfg.ConnectorID,
+		Settings:    p.cfg.Settings,
+	}
+}
+
+// clientOptions are the Connect client options for every service. Over a
+// local socket compression only costs CPU.
+func clientOptions() []connect.ClientOption {
+	return []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
+}
+
+// callError turns the failure of the call op into the connector's error:
+//
+//   - the plugin's own error (a Connect error it sent): its message, which
+//     is the error JSON, after a prefix; Classify reads the code from it;
+//   - ctx is done: ctx's error;
+//   - the process exited: a transient error naming the exit status;
+//   - anything else (the call did not get through): transient.
+func (p *pluginProcess) callError(ctx context.Context, op string, err error) error {
+	if connect.IsWireError(err) {
+		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, errors.New(wireMessage(err)))
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, ctxErr)
+	}
+	t := time.NewTimer(exitWait)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return p.exitedError()
+	case <-t.C:
+	}
+	return cerrors.Transient(fmt.Errorf("standalone connector %q: %s: %w", p.name, op, err))
+}
+
+// wireMessage is the message a plugin sent with its error.
+func wireMessage(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err.Error()
+	}
+	if msg := ce.Message(); msg != "" {
+		return msg
+	}
+	return ce.Code().String()
+}
+
+// exitedError is the transient error of a process that died while it was
+// in use.
+func (p *pluginProcess) exitedError() error {
+	return cerrors.Transient(fmt.Errorf("standalone connector %q exited: %s%s", p.name, p.exitStatus(), p.stderrTail()))
+}
+
+// exitStatus says how the process ended ("exit status 2", "signal:
+// killed"). Only call it once p.exited is closed.
+func (p *pluginProcess) exitStatus() string {
+	if st := p.cmd.ProcessState; st != nil {
+		return st.String()
+	}
+	return "unknown exit status"
+}
+
+// stderrTail quotes the last lines the process wrote to stderr. When the
+// process has exited it first lets the reader reach the end of the output,
+// so the lines written just before the exit are there.
+func (p *pluginProcess) stderrTail() string {
+	select {
+	case <-p.exited:
+		t := time.NewTimer(outputWait)
+		select {
+		case <-p.outDone[1]:
+		case <-t.C:
+		}
+		t.Stop()
+	default:
+	}
+	lines := p.stderr.lines()
+	if len(lines) == 0 {
+		return "; nothing on stderr"
+	}
+	return "; last stderr lines: " + strings.Join(lines, " | ")
+}
+
+// close ends the connector's process: teardown (the plugin's Teardown call)
+// if the process is ready and alive, then SIGTERM, SIGKILL after the stop
+// timeout, and the cleanup. It returns teardown's error. Safe to call when
+// start failed or never ran, and more than once.
+func (p *pluginProcess) close(ctx context.Context, teardown func(context.Context) error) error {
+	if p.stopped || p.cmd == nil {
+		p.stop(0)
+		return nil
+	}
+	var err error
+	if p.ready && !p.hasExited() {
+		callCtx, cancel := context.WithTimeout(ctx, p.host.cfg.TeardownTimeout)
+		if callErr := teardown(callCtx); callErr != nil {
+			err = p.callError(callCtx, "teardown", callErr)
+		}
+		cancel()
+	}
+	grace := p.host.cfg.StopTimeout
+	if d, ok := ctx.Deadline(); ok {
+		grace = max(0, min(grace, time.Until(d)))
+	}
+	p.stop(grace)
+	return err
+}
+
+func (p *pluginProcess) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop stops the process (SIGTERM, then SIGKILL after grace; at once with
+// grace 0), waits for it and its output readers, and removes the private
+// directory. Safe to call more than once and before start.
+func (p *pluginProcess) stop(grace time.Duration) {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	if p.cmd != nil {
+		if !p.hasExited() {
+			if grace > 0 {
+				_ = terminate(p.cmd.Process)
+				t := time.NewTimer(grace)
+				select {
+				case <-p.exited:
+				case <-t.C:
+					p.log.Warn("standalone connector did not exit after SIGTERM; killing it",
+						zap.Duration("stop_timeout", grace))
+				}
+				t.Stop()
+			}
+			if !p.hasExited() {
+				_ = kill(p.cmd.Process)
+			}
+			<-p.exited
+		}
+		p.log.Debug("standalone connector stopped", zap.String("exit", p.exitStatus()))
+		t := time.NewTimer(outputWait)
+		for _, done := range p.outDone {
+			select {
+			case <-done:
+			case <-t.C:
+				// Someone (a child of the plugin) holds the pipe open:
+				// closing the read end ends the reader.
+				for _, f := range p.outputs {
+					_ = f.Close()
+				}
+				<-done
+			}
+		}
+		t.Stop()
+		for _, f := range p.outputs {
+			_ = f.Close()
+		}
+	}
+	if p.transport != nil {
+		p.transport.CloseIdleConnections()
+	}
+	if p.dir != "" {
+		if err := os.RemoveAll(p.dir); err != nil {
+			p.log.Warn("removing the standalone connector's socket directory", zap.String("dir", p.dir), zap.Error(err))
+		}
+	}
+}
+
+// lineRing keeps the last stderrTailLines lines.
+type lineRing struct {
+	mu   sync.Mutex
+	buf  [stderrTailLines]string
+	next int
+	n    int
+}
+
+func (r *lineRing) add(s string) {
+	if len(s) > maxQuotedLine {
+		s = s[:maxQuotedLine] + "..."
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf[r.next] = s
+	r.next = (r.next + 1) % len(r.buf)
+	r.n = min(r.n+1, len(r.buf))
+}
+
+func (r *lineRing) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, r.n)
+	for i := range r.n {
+		out = append(out, r.buf[(r.next-r.n+i+len(r.buf))%len(r.buf)])
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package sdk
+
+import (
+	cerrors "github.com/conduitry/conduit/errors"
+)
+
+// Codes a connector attaches to its errors, HTTP-like so that an upstream
+// status can be passed straight through with WithCode. Any code 100-599
+// works; these only name the common ones. The comment of each says what the
+// runtime does when a run ends with it: transient restarts the pipeline on
+// backoff, fatal stops it (degraded) until a human starts it again.
+const (
+	CodeBadRequest         = cerrors.CodeBadRequest         // 400 fatal: bad settings or input
+	CodeUnauthorized       = cerrors.CodeUnauthorized       // 401 fatal: credentials missing or wrong
+	CodeForbidden          = cerrors.CodeForbidden          // 403 fatal: not allowed
+	CodeNotFound           = cerrors.CodeNotFound           // 404 fatal: the resource does not exist
+	CodeRequestTimeout     = cerrors.CodeRequestTimeout     // 408 transient
+	CodeConflict           = cerrors.CodeConflict           // 409 fatal
+	CodeUnprocessable      = cerrors.CodeUnprocessable      // 422 fatal: this record can never be written
+	CodeTooEarly           = cerrors.CodeTooEarly           // 425 transient
+	CodeTooManyRequests    = cerrors.CodeTooManyRequests    // 429 transient: rate limited
+	CodeInternal           = cerrors.CodeInternal           // 500 transient
+	CodeNotImplemented     = cerrors.CodeNotImplemented     // 501 fatal
+	CodeBadGateway         = cerrors.CodeBadGateway         // 502 transient
+	CodeUnavailable        = cerrors.CodeUnavailable        // 503 transient: "try again later"
+	CodeGatewayTimeout     = cerrors.CodeGatewayTimeout     // 504 transient
+	CodeInsufficientSpace  = cerrors.CodeInsufficientSpace  // 507 transient
+	CodeNetworkAuthRequire = cerrors.CodeNetworkAuthRequire // 511 transient
+)
+
+// The helpers are functions rather than variables holding cerrors' functions
+// so that nobody can reassign them: the package has no mutable state.
+
+// Fatal marks err fatal: the runtime stops the pipeline (degraded) and
+// waits for a human. The error keeps its code when that is already a fatal
+// one, otherwise it gets CodeBadRequest (400). A nil err stays nil.
+func Fatal(err error) error { return cerrors.Fatal(err) }
+
+// Fatalf is Fatal(fmt.Errorf(format, args...)); %w keeps the wrapped
+// error's chain.
+func Fatalf(format string, args ...any) error { return cerrors.Fatalf(format, args...) }
+
+// Transient marks err transient: the runtime restarts the pipeline on an
+// exponential backoff. The error keeps its code when that is already a
+// transient one, otherwise it gets CodeUnavailable (503). A nil err stays
+// nil. Errors without any code are transient too; Transient makes the
+// intent explicit and survives an enclosing error that has a fatal code.
+func Transient(err error) error { return cerrors.Transient(err) }
+
+// Transientf is Transient(fmt.Errorf(format, args...)).
+func Transientf(format string, args ...any) error { return cerrors.Transientf(format, args...) }
+
+// WithCode attaches code to err, typically an upstream HTTP status:
+// sdk.WithCode(err, resp.StatusCode). The runtime classifies the run's end
+// by the code table in the package documentation (429 transient, 422
+// fatal, 503 transient, ...). A code outside 100-599 counts as no code. A
+// nil err stays nil, so `return sdk.WithCode(err, 503)` is safe after any
+// call.
+func WithCode(err error, code int) error { return cerrors.WithCode(err, code) }
+
+// WithDetails is WithCode with structured facts (a table name, an upstream
+// request id) that travel with the error to the runtime, which shows them
+// with the error. details must be JSON-encodable; if they are not, they are
+// dropped and the code and message still arrive.
+func WithDetails(err error, code int, details map[string]any) error {
+	return cerrors.WithDetails(err, code, details)
+}

@@ -1,0 +1,470 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// role is what the process's one connector instance is.
+type role int
+
+const (
+	roleNone role = iota
+	roleSource
+	roleDestination
+)
+
+func (r role) String() string {
+	switch r {
+	case roleSource:
+		return "source"
+	case roleDestination:
+		return "destination"
+	default:
+		return "nothing"
+	}
+}
+
+// Read pauses this long, doubling up to maxReadPause, between calls of a
+// Source.Read that returned no records, so a source that polls with a
+// timeout of its own neither spins nor adds much latency.
+const (
+	minReadPause = time.Millisecond
+	maxReadPause = 100 * time.Millisecond
+)
+
+// server adapts the one connector instance of a plugin process to the
+// services of proto/connector/v1. It is the bridge between the stable
+// Source/Destination surface and the wire; nothing about the wire leaks
+// into those interfaces.
+type server struct {
+	plugin Plugin
+	stderr io.Writer
+	// onTeardown is called once Teardown has been handled (before its
+	// response is written), so that Serve can shut down gracefully.
+	onTeardown func()
+
+	// life is cancelled when the instance is torn down, so that calls
+	// still running (a Read waiting for data) stop waiting and Teardown
+	// does not wait for them forever.
+	life       context.Context
+	cancelLife context.CancelFunc
+
+	// mu orders the lifecycle: Configure, Open and Teardown hold it
+	// exclusively, Read, Ack and Write shared. That gives connector authors
+	// the guarantees the Source and Destination docs promise.
+	mu         sync.RWMutex
+	role       role
+	configured bool // Configure succeeded
+	tornDown   bool
+	src        Source
+	dst        Destination
+
+	// readMu is held over a whole Read exchange, including connect's
+	// marshalling of the response after the handler returned, because the
+	// response points into readBuf, which the next Read reuses.
+	readMu  sync.Mutex
+	readBuf []byte
+
+	ackMu  sync.Mutex
+	ackBuf []Position
+
+	writeMu sync.Mutex
+	dec     record.BatchDecoder
+	recs    []Record
+}
+
+func newServer(p Plugin, stderr io.Writer, onTeardown func()) *server {
+	life, cancel := context.WithCancel(context.Background())
+	if onTeardown == nil {
+		onTeardown = func() {}
+	}
+	return &server{plugin: p, stderr: stderr, onTeardown: onTeardown, life: life, cancelLife: cancel}
+}
+
+// handler serves PluginService and the services the plugin implements.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(connectorv1connect.NewPluginServiceHandler(pluginService{s}))
+	if s.plugin.NewSource != nil {
+		path, h := connectorv1connect.NewSourceServiceHandler(sourceService{s})
+		mux.Handle(path, h)
+		// The more specific pattern wins, so every Read, whatever the
+		// protocol (Connect, gRPC, gRPC-Web), goes through the lock.
+		mux.Handle(connectorv1connect.SourceServiceReadProcedure, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.readMu.Lock()
+			defer s.readMu.Unlock()
+			h.ServeHTTP(w, r)
+		}))
+	}
+	if s.plugin.NewDestination != nil {
+		mux.Handle(connectorv1connect.NewDestinationServiceHandler(destinationService{s}))
+	}
+	return mux
+}
+
+// bind returns ctx, also cancelled when the instance is torn down.
+func (s *server) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.life, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// ready reports why method cannot run now, if it cannot. Callers hold mu.
+// These are fatal: they mean the runtime broke the protocol, and a restart
+// of the same runtime would do the same.
+func (s *server) ready(r role, method string) error {
+	switch {
+	case s.tornDown:
+		return cerrors.Fatalf("%s %s called after Teardown", r, method)
+	case s.role != roleNone && s.role != r:
+		return cerrors.Fatalf("%s %s called, but this plugin process runs a %s", r, method, s.role)
+	case !s.configured:
+		return cerrors.Fatalf("%s %s called before a successful Configure", r, method)
+	}
+	return nil
+}
+
+// guard runs fn, turning a panic into an error without a code (transient,
+// as the runtime treats a crashed plugin) and writing the stack to stderr,
+// so that one bad record does not take the connection down mid-response.
+func (s *server) guard(method string, fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			fmt.Fprintf(s.stderr, "%s: panic in %s: %v\n%s", s.plugin.Name, method, v, debug.Stack())
+			err = fmt.Errorf("%s: panic: %v", method, v)
+		}
+	}()
+	return fn()
+}
+
+// wireError turns err into the Connect error the runtime receives: its
+// message is the wire JSON of err, so a code anywhere in err's chain
+// survives the process boundary. The Connect code only tells transport
+// stories (cancelled or not); the runtime decides by the JSON.
+func wireError(ctx context.Context, err error) error {
+	code := connect.CodeUnknown
+	if ctx.Err() != nil {
+		switch {
+		case errors.Is(err, context.Canceled):
+			code = connect.CodeCanceled
+		case errors.Is(err, context.DeadlineExceeded):
+			code = connect.CodeDeadlineExceeded
+		}
+	}
+	return connect.NewError(code, errors.New(string(cerrors.MarshalWire(err))))
+}
+
+// configure builds the instance and configures it.
+func (s *server) configure(ctx context.Context, r role, pc *connectorv1.ConnectorConfig) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.tornDown:
+		return cerrors.Fatalf("%s Configure called after Teardown", r)
+	case s.role != roleNone:
+		return cerrors.Fatalf("%s Configure called, but this plugin process was already configured as a %s "+
+			"(the runtime starts a new process for every connector and run)", r, s.role)
+	}
+	s.role = r
+	ctx, done := s.bind(ctx)
+	defer done()
+
+	cfg := Config{
+		PipelineID:  pc.GetPipelineId(),
+		ConnectorID: pc.GetConnectorId(),
+		Settings:    pc.GetSettings(),
+	}
+	if cfg.Settings == nil {
+		cfg.Settings = make(map[string]string)
+	}
+	var err error
+	switch r {
+	case roleSource:
+		if s.src = s.plugin.NewSource(); s.src == nil {
+			return cerrors.Fatalf("%s: Plugin.NewSource returned nil", s.plugin.Name)
+		}
+		err = s.guard("Configure", func() error { return s.src.Configure(ctx, cfg) })
+	case roleDestination:
+		if s.dst = s.plugin.NewDestination(); s.dst == nil {
+			return cerrors.Fatalf("%s: Plugin.NewDestination returned nil", s.plugin.Name)
+		}
+		err = s.guard("Configure", func() error { return s.dst.Configure(ctx, cfg) })
+	}
+	if err != nil {
+		// Settings do not heal on a restart: without a code of its own, a
+		// Configure error is fatal (as proto/connector/v1 says).
+		if cerrors.Classify(err).Source == cerrors.SourceDefault {
+			err = cerrors.Fatal(err)
+		}
+		return err
+	}
+	s.configured = true
+	return nil
+}
+
+// open opens the instance.
+func (s *server) open(ctx context.Context, r role, pos Position) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ready(r, "Open"); err != nil {
+		return err
+	}
+	ctx, done := s.bind(ctx)
+	defer done()
+	if r == roleSource {
+		return s.guard("Open", func() error { return s.src.Open(ctx, pos) })
+	}
+	return s.guard("Open", func() error { return s.dst.Open(ctx) })
+}
+
+// teardown tears the instance down, once; later calls do nothing. It
+// cancels the calls still running first and waits for them.
+func (s *server) teardown(ctx context.Context) error {
+	s.cancelLife()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tornDown {
+		return nil
+	}
+	s.tornDown = true
+	switch {
+	case s.src != nil:
+		return s.guard("Teardown", func() error { return s.src.Teardown(ctx) })
+	case s.dst != nil:
+		return s.guard("Teardown", func() error { return s.dst.Teardown(ctx) })
+	}
+	return nil
+}
+
+// read calls Source.Read until it returns records or an error, and encodes
+// the records. The caller holds readMu (see handler).
+func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordBatch, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.ready(roleSource, "Read"); err != nil {
+		return nil, err
+	}
+	if maxRecords < 1 {
+		return nil, cerrors.Fatalf("source Read called with max_records %d, want at least 1", maxRecords)
+	}
+	pause := minReadPause
+	for {
+		var recs []Record
+		err := s.guard("Read", func() (err error) {
+			recs, err = s.src.Read(ctx, maxRecords)
+			return err
+		})
+		switch {
+		case err != nil:
+			return nil, err
+		case len(recs) > maxRecords:
+			return nil, cerrors.Fatalf("source Read returned %d records, more than the %d asked for (a bug in the source)",
+				len(recs), maxRecords)
+		case len(recs) > 0:
+			return s.encode(recs)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxReadPause)
+	}
+}
+
+// encode checks what the runtime would reject later, far from the cause,
+// and encodes recs into readBuf.
+func (s *server) encode(recs []Record) (*connectorv1.RecordBatch, error) {
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case len(r.Position) == 0:
+			return nil, cerrors.Fatalf("source Read: record %d of %d has no position (a bug in the source)", i, len(recs))
+		case r.Operation < OperationCreate || r.Operation > OperationSnapshot:
+			return nil, cerrors.Fatalf("source Read: record %d (position %q) has no valid operation (%s; a bug in the source)",
+				i, r.Position, r.Operation)
+		}
+	}
+	buf, err := record.AppendBatch(s.readBuf[:0], recs)
+	if err != nil {
+		return nil, cerrors.Fatal(fmt.Errorf("source Read: encode records: %w", err))
+	}
+	s.readBuf = buf
+	return &connectorv1.RecordBatch{Count: int32(len(recs)), Data: buf}, nil
+}
+
+// ack hands the positions to Source.Ack.
+func (s *server) ack(ctx context.Context, positions [][]byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.ready(roleSource, "Ack"); err != nil {
+		return err
+	}
+	if len(positions) == 0 {
+		return nil
+	}
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	for _, p := range positions {
+		s.ackBuf = append(s.ackBuf, p)
+	}
+	defer func() { clear(s.ackBuf); s.ackBuf = s.ackBuf[:0] }() // keep no request memory alive
+	return s.guard("Ack", func() error { return s.src.Ack(ctx, s.ackBuf) })
+}
+
+// write decodes the batch and hands it to Destination.Write. A problem with
+// the call itself is returned as callErr; what the destination reports goes
+// into the response (written, and the wire JSON of its error).
+func (s *server) write(ctx context.Context, batch *connectorv1.RecordBatch) (resp *connectorv1.WriteResponse, callErr error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.ready(roleDestination, "Write"); err != nil {
+		return nil, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+
+	count, data := int(batch.GetCount()), batch.GetData()
+	// Every record takes several bytes, so a count above the data's length
+	// is a lie; checking it first bounds what a bad batch can allocate.
+	if count < 0 || count > len(data) {
+		return nil, cerrors.Fatalf("destination Write: batch of %d records in %d bytes: %v", count, len(data), record.ErrBadBatch)
+	}
+	if count == 0 {
+		return &connectorv1.WriteResponse{}, nil
+	}
+	if cap(s.recs) < count {
+		s.recs = make([]Record, count)
+	}
+	recs := s.recs[:count]
+	defer clear(recs) // the records alias the request; let it go
+	if _, err := s.dec.Decode(data, count, recs); err != nil {
+		// The runtime encoded it; a restart would send the same bytes.
+		return nil, cerrors.Fatal(fmt.Errorf("destination Write: %w", err))
+	}
+
+	var n int
+	err := s.guard("Write", func() (err error) {
+		n, err = s.dst.Write(ctx, recs)
+		return err
+	})
+	switch {
+	case err == nil && n >= count:
+		return &connectorv1.WriteResponse{Written: int32(count)}, nil
+	case err == nil:
+		err = cerrors.Fatalf("destination Write wrote %d of %d records and returned no error (a bug in the destination)", n, count)
+	}
+	n = max(0, min(n, count))
+	return &connectorv1.WriteResponse{Written: int32(n), Error: string(cerrors.MarshalWire(err))}, nil
+}
+
+// pluginService is PluginService: the handshake.
+type pluginService struct{ s *server }
+
+func (p pluginService) Info(context.Context, *connect.Request[connectorv1.InfoRequest]) (*connect.Response[connectorv1.InfoResponse], error) {
+	pl := p.s.plugin
+	return connect.NewResponse(&connectorv1.InfoResponse{
+		Name:            pl.Name,
+		Version:         pl.Version,
+		ProtocolVersion: ProtocolVersion,
+		Source:          pl.NewSource != nil,
+		Destination:     pl.NewDestination != nil,
+	}), nil
+}
+
+// sourceService is SourceService.
+type sourceService struct{ s *server }
+
+func (ss sourceService) Configure(ctx context.Context, req *connect.Request[connectorv1.SourceServiceConfigureRequest]) (*connect.Response[connectorv1.SourceServiceConfigureResponse], error) {
+	if err := ss.s.configure(ctx, roleSource, req.Msg.GetConfig()); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.SourceServiceConfigureResponse{}), nil
+}
+
+func (ss sourceService) Open(ctx context.Context, req *connect.Request[connectorv1.SourceServiceOpenRequest]) (*connect.Response[connectorv1.SourceServiceOpenResponse], error) {
+	pos := Position(req.Msg.GetPosition())
+	if len(pos) == 0 {
+		pos = nil // an empty position and none are the same: the beginning
+	}
+	if err := ss.s.open(ctx, roleSource, pos); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.SourceServiceOpenResponse{}), nil
+}
+
+func (ss sourceService) Read(ctx context.Context, req *connect.Request[connectorv1.ReadRequest]) (*connect.Response[connectorv1.ReadResponse], error) {
+	ctx, done := ss.s.bind(ctx)
+	defer done()
+	batch, err := ss.s.read(ctx, int(req.Msg.GetMaxRecords()))
+	if err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.ReadResponse{Batch: batch}), nil
+}
+
+func (ss sourceService) Ack(ctx context.Context, req *connect.Request[connectorv1.AckRequest]) (*connect.Response[connectorv1.AckResponse], error) {
+	ctx, done := ss.s.bind(ctx)
+	defer done()
+	if err := ss.s.ack(ctx, req.Msg.GetPositions()); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.AckResponse{}), nil
+}
+
+func (ss sourceService) Teardown(ctx context.Context, _ *connect.Request[connectorv1.SourceServiceTeardownRequest]) (*connect.Response[connectorv1.SourceServiceTeardownResponse], error) {
+	defer ss.s.onTeardown()
+	if err := ss.s.teardown(ctx); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.SourceServiceTeardownResponse{}), nil
+}
+
+// destinationService is DestinationService.
+type destinationService struct{ s *server }
+
+func (ds destinationService) Configure(ctx context.Context, req *connect.Request[connectorv1.DestinationServiceConfigureRequest]) (*connect.Response[connectorv1.DestinationServiceConfigureResponse], error) {
+	if err := ds.s.configure(ctx, roleDestination, req.Msg.GetConfig()); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.DestinationServiceConfigureResponse{}), nil
+}
+
+func (ds destinationService) Open(ctx context.Context, _ *connect.Request[connectorv1.DestinationServiceOpenRequest]) (*connect.Response[connectorv1.DestinationServiceOpenResponse], error) {
+	if err := ds.s.open(ctx, roleDestination, nil); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.DestinationServiceOpenResponse{}), nil
+}
+
+func (ds destinationService) Write(ctx context.Context, req *connect.Request[connectorv1.WriteRequest]) (*connect.Response[connectorv1.WriteResponse], error) {
+	ctx, done := ds.s.bind(ctx)
+	defer done()
+	resp, err := ds.s.write(ctx, req.Msg.GetBatch())
+	if err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (ds destinationService) Teardown(ctx context.Context, _ *connect.Request[connectorv1.DestinationServiceTeardownRequest]) (*connect.Response[connectorv1.DestinationServiceTeardownResponse], error) {
+	defer ds.s.onTeardown()
+	if err := ds.s.teardown(ctx); err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(&connectorv1.DestinationServiceTeardownResponse{}), nil
+}
