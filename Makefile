@@ -11,9 +11,10 @@ BENCH_RECORDS ?= 3000000
 run: build
 	./bin/conduit run
 
-## build: build bin/conduit
+## build: build bin/conduit and the example standalone connector (connectors/flaky, found through connectors.path)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/conduit ./cmd/conduit
+	$(GO) build -o connectors/flaky ./examples/connectors/flaky
 
 ## test: all tests with the race detector
 test:
@@ -39,4 +40,4 @@ bench:
 	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS)
 
 clean:
-	rm -rf bin conduit.db example.out
+	rm -rf bin connectors conduit.db example.out

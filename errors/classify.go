@@ -90,7 +90,11 @@ func Classify(err error) Classification {
 		if d := findError(coded, func(e *Error) bool { return e.Details != nil }); d != nil {
 			details = d.Details
 		}
-		return Classification{Class: ClassOf(coded.Code), Code: coded.Code, Message: text, Source: SourceTyped, Details: details}
+		source := SourceTyped
+		if coded.fromWire {
+			source = SourceJSON
+		}
+		return Classification{Class: ClassOf(coded.Code), Code: coded.Code, Message: text, Source: source, Details: details}
 	}
 	if c, ok := parseWire(text); ok {
 		return c

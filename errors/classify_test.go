@@ -798,3 +798,32 @@ func TestMarshalWireRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+func TestFromWire(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       cerrors.Classification
+	}{
+		{name: "fatal", text: `{"code":422,"message":"column price does not exist"}`,
+			want: cerrors.Classification{Class: cerrors.ClassFatal, Code: 422, Source: cerrors.SourceJSON, Message: `write: column price does not exist`}},
+		{name: "transient with details", text: `{"code":503,"message":"busy","details":{"retry":1}}`,
+			want: cerrors.Classification{Class: cerrors.ClassTransient, Code: 503, Source: cerrors.SourceJSON, Message: `write: busy`, Details: map[string]any{"retry": float64(1)}}},
+		{name: "no code", text: `{"message":"odd"}`,
+			want: cerrors.Classification{Class: cerrors.ClassTransient, Source: cerrors.SourceDefault, Message: `write: odd`}},
+		{name: "plain text", text: `connection reset`,
+			want: cerrors.Classification{Class: cerrors.ClassTransient, Source: cerrors.SourceDefault, Message: `write: connection reset`}},
+		{name: "deeply nested details still classify", text: `{"code":400,"message":"bad","details":` + strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40) + `}`,
+			want: cerrors.Classification{Class: cerrors.ClassFatal, Code: 400, Source: cerrors.SourceJSON, Message: `write: bad`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := cerrors.Classify(fmt.Errorf("write: %w", cerrors.FromWire(tt.text)))
+			if tt.name == "deeply nested details still classify" {
+				got.Details = nil
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

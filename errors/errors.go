@@ -20,6 +20,7 @@
 package errors
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -109,6 +110,9 @@ type Error struct {
 	// request id) that travel with the error across the process boundary.
 	Details map[string]any
 	Err     error
+	// fromWire marks an error FromWire decoded, so that Classify reports
+	// it as classified by JSON, which is how it was.
+	fromWire bool
 }
 
 // Error returns the text of the wrapped error; the code is not part of the
@@ -224,4 +228,23 @@ func Fatalf(format string, args ...any) error { return Fatal(fmt.Errorf(format, 
 // Transientf is Transient(fmt.Errorf(format, args...)).
 func Transientf(format string, args ...any) error {
 	return Transient(fmt.Errorf(format, args...))
+}
+
+// FromWire turns the wire JSON text a process sent (what MarshalWire
+// makes) into an error: one with the code it carries, whose text is the
+// message inside the JSON, and that Classify reports as classified by
+// json. Text that is not the wire object, or has no valid code, becomes a
+// plain error (transient by default). Hosts of standalone connectors use
+// it instead of wrapping the raw text, so a prefix they add can never hide
+// the code.
+func FromWire(text string) error {
+	c, ok := parseWire(text)
+	switch {
+	case !ok:
+		return errors.New(text)
+	case c.Source != SourceJSON:
+		return errors.New(c.Message)
+	default:
+		return &Error{Code: c.Code, Details: c.Details, Err: errors.New(c.Message), fromWire: true}
+	}
 }

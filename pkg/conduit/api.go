@@ -20,8 +20,8 @@ type managedPipeline struct {
 
 	// current is the engine of the run in progress; totals hold the counts
 	// of the runs that ended. Metrics add the two on scrape.
-	current                         atomic.Pointer[pipeline.Engine]
-	read, written, filtered, nacked atomic.Int64
+	current                                atomic.Pointer[pipeline.Engine]
+	read, written, filtered, nacked, dedup atomic.Int64
 }
 
 var _ api.Supervised = (*managedPipeline)(nil)
@@ -37,13 +37,15 @@ func (m *managedPipeline) Start(ctx context.Context) error            { return m
 func (m *managedPipeline) Stop(ctx context.Context, force bool) error { return m.sup.Stop(ctx, force) }
 
 func (m *managedPipeline) counts() metrics.RecordCounts {
-	c := metrics.RecordCounts{Read: m.read.Load(), Written: m.written.Load(), Filtered: m.filtered.Load(), Nacked: m.nacked.Load()}
+	c := metrics.RecordCounts{Read: m.read.Load(), Written: m.written.Load(), Filtered: m.filtered.Load(),
+		Nacked: m.nacked.Load(), DedupSkipped: m.dedup.Load()}
 	if e := m.current.Load(); e != nil {
 		s := e.Stats()
 		c.Read += s.RecordsRead.Load()
 		c.Written += s.RecordsAcked.Load() - s.RecordsNacked.Load()
 		c.Filtered += s.RecordsFiltered.Load()
 		c.Nacked += s.RecordsNacked.Load()
+		c.DedupSkipped += s.DedupSkipped.Load()
 	}
 	return c
 }
@@ -63,6 +65,7 @@ func (t trackedRun) Run(ctx context.Context) error {
 	t.m.written.Add(s.RecordsAcked.Load() - s.RecordsNacked.Load())
 	t.m.filtered.Add(s.RecordsFiltered.Load())
 	t.m.nacked.Add(s.RecordsNacked.Load())
+	t.m.dedup.Add(s.DedupSkipped.Load())
 	t.m.current.CompareAndSwap(t.Engine, nil)
 	return err
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/dedup"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
@@ -41,6 +42,7 @@ type Runtime struct {
 	states     *lifecycle.StateStore
 	clock      lifecycle.Clock
 	audit      *auditlog.Log
+	dedup      *dedup.Store
 	metrics    *metrics.Metrics
 	server     *api.Server
 	pipelines  []*managedPipeline
@@ -117,6 +119,12 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		observer:   opts.Observer,
 	}
 	r.metrics = metrics.New(r.recordCounts)
+	r.dedup = dedup.New(db, writer, dedup.Options{TTL: cfg.Dedup.TTL, Logger: log.Named("dedup")})
+	if n, err := r.dedup.Sweep(ctx); err != nil {
+		log.Error("could not sweep expired dedup entries", zap.Error(err))
+	} else if n > 0 {
+		log.Info("deleted expired dedup entries", zap.Int("entries", n))
+	}
 	loaded, errs := config.LoadPipelines(cfg.Pipelines.Path)
 	for _, err := range errs {
 		log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
@@ -191,6 +199,14 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	hash, err := configHash(p)
 	if err != nil {
 		return nil, err
+	}
+	if !r.cfg.Dedup.Enabled {
+		if n, err := r.dedup.Forget(ctx, p.ID); err != nil {
+			return nil, fmt.Errorf("dedup is off: deleting the entries of earlier runs: %w", err)
+		} else if n > 0 {
+			r.log.Info("dedup is off: deleted the entries earlier runs left; records they covered may be written again",
+				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
+		}
 	}
 	initial, fresh, err := r.initialState(ctx, p, hash)
 	if err != nil {
@@ -284,6 +300,10 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		return nil, err
 	}
 	cfg.OnAck = hooks.OnAck
+	if r.cfg.Dedup.Enabled {
+		cfg.Dedup = dedupStore{r.dedup}
+		cfg.OnDedupSkipped = func(destination string, skipped int64) { r.dedupSkipped(m.cfg.ID, destination, skipped) }
+	}
 	e, err := pipeline.New(cfg)
 	if err != nil {
 		return nil, err
@@ -378,6 +398,26 @@ func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[str
 		Settings:    settings,
 		Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("connector_id", id)),
 	}
+}
+
+// dedupSkipped writes the one dedup-skipped event of a destination's run.
+func (r *Runtime) dedupSkipped(pipelineID, destination string, skipped int64) {
+	r.log.Info("records already written by an earlier run were not written again",
+		zap.String("pipeline_id", pipelineID), zap.String("destination", destination), zap.Int64("skipped", skipped))
+	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
+		Component: destination, ComponentKind: "destination", Count: skipped,
+		Message: fmt.Sprintf("%d records destination %s already accepted in an earlier run were acknowledged without being written again", skipped, destination)}
+	if _, err := r.audit.Append(context.Background(), e); err != nil {
+		r.log.Error("could not write to the audit log", zap.String("pipeline_id", pipelineID), zap.Error(err))
+	}
+	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
+}
+
+// dedupStore adapts *dedup.Store to the engine's interface.
+type dedupStore struct{ s *dedup.Store }
+
+func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) (pipeline.DedupDestination, error) {
+	return d.s.Open(ctx, pipelineID, destinationID)
 }
 
 // onEvent is called by every supervisor goroutine for every event.

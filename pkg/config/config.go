@@ -43,6 +43,12 @@ type Config struct {
 			Token string
 		}
 	}
+	Dedup struct {
+		// Enabled turns the acked-position dedup store on.
+		Enabled bool
+		// TTL is how long an unused dedup entry lives.
+		TTL time.Duration
+	}
 	AuditLog struct {
 		// MaxEventsPerPipeline bounds the audit events kept per pipeline.
 		MaxEventsPerPipeline int

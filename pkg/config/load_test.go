@@ -95,6 +95,8 @@ func TestDefault(t *testing.T) {
 		{"api.http.address", c.API.HTTP.Address, "127.0.0.1:8080"},
 		{"api.auth.token", c.API.Auth.Token, ""},
 		{"auditlog.max-events-per-pipeline", c.AuditLog.MaxEventsPerPipeline, 10000},
+		{"dedup.enabled", c.Dedup.Enabled, true},
+		{"dedup.ttl", c.Dedup.TTL, 24 * time.Hour},
 		{"auditlog.max-age", c.AuditLog.MaxAge, 720 * time.Hour},
 		{"connectors.path", c.Connectors.Path, "./connectors"},
 		{"connectors.start-timeout", c.Connectors.StartTimeout, 10 * time.Second},
@@ -117,8 +119,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 21 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 21; add the new key here", len(Keys()))
+	if len(Keys()) != 23 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 23; add the new key here", len(Keys()))
 	}
 }
 

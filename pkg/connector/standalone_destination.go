@@ -69,7 +69,7 @@ func (d *standaloneDestination) write(ctx context.Context, batch []record.Record
 	}
 	n := min(max(int(resp.Msg.GetWritten()), 0), len(batch))
 	if msg := resp.Msg.GetError(); msg != "" {
-		return n, fmt.Errorf("standalone connector %q: write: %w", d.p.name, errors.New(msg))
+		return n, fmt.Errorf("standalone connector %q: write: %w", d.p.name, cerrors.FromWire(msg))
 	}
 	return n, nil
 }

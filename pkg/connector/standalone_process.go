@@ -329,14 +329,15 @@ func clientOptions() []connect.ClientOption {
 
 // callError turns the failure of the call op into the connector's error:
 //
-//   - the plugin's own error (a Connect error it sent): its message, which
-//     is the error JSON, after a prefix; Classify reads the code from it;
+//   - the plugin's own error (a Connect error it sent): its message is the
+//     error JSON, decoded by cerrors.FromWire, so the code (and that it was
+//     classified by JSON) holds whatever prefix is added;
 //   - ctx is done: ctx's error;
 //   - the process exited: a transient error naming the exit status;
 //   - anything else (the call did not get through): transient.
 func (p *pluginProcess) callError(ctx context.Context, op string, err error) error {
 	if connect.IsWireError(err) {
-		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, errors.New(wireMessage(err)))
+		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, cerrors.FromWire(wireMessage(err)))
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, ctxErr)

@@ -1,6 +1,6 @@
 // Package metrics exposes the runtime's Prometheus metrics on /metrics:
 // pipeline status, restarts, faults, records read and written, dead-letter
-// nacks, filtered records and audit events by kind.
+// nacks, filtered records, dedup hits and audit events by kind.
 //
 // It uses its own registry (no global state) and costs nothing on the record
 // hot path: record counts are read from the engines' own counters when
@@ -20,6 +20,9 @@ import (
 // RecordCounts are a pipeline's record counters since the process started.
 type RecordCounts struct {
 	Read, Written, Filtered, Nacked int64
+	// DedupSkipped are records not written again because an earlier run
+	// already had (dedup hits).
+	DedupSkipped int64
 }
 
 // RecordSource reports the record counters of every pipeline; it is called
@@ -109,8 +112,8 @@ func (m *Metrics) PipelineEvent(e lifecycle.Event) {
 func (m *Metrics) CountEvent(kind string) { m.events.WithLabelValues(kind).Inc() }
 
 type records struct {
-	source                          RecordSource
-	read, written, filtered, nacked *prometheus.Desc
+	source                                 RecordSource
+	read, written, filtered, nacked, dedup *prometheus.Desc
 }
 
 func recordCollector(source RecordSource) prometheus.Collector {
@@ -121,6 +124,8 @@ func recordCollector(source RecordSource) prometheus.Collector {
 		written:  prometheus.NewDesc("conduit_pipeline_records_written_total", "Records acknowledged end to end (written by every destination).", label, nil),
 		filtered: prometheus.NewDesc("conduit_pipeline_records_filtered_total", "Records a processor filtered out.", label, nil),
 		nacked:   prometheus.NewDesc("conduit_pipeline_dlq_nacks_total", "Records nacked and sent to the dead-letter queue.", label, nil),
+		dedup: prometheus.NewDesc("conduit_pipeline_dedup_skipped_total",
+			"Records a destination did not write again after a restart because an earlier run already had (dedup hits).", label, nil),
 	}
 }
 
@@ -129,6 +134,7 @@ func (r *records) Describe(ch chan<- *prometheus.Desc) {
 	ch <- r.written
 	ch <- r.filtered
 	ch <- r.nacked
+	ch <- r.dedup
 }
 
 func (r *records) Collect(ch chan<- prometheus.Metric) {
@@ -137,5 +143,6 @@ func (r *records) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(r.written, prometheus.CounterValue, float64(c.Written), id)
 		ch <- prometheus.MustNewConstMetric(r.filtered, prometheus.CounterValue, float64(c.Filtered), id)
 		ch <- prometheus.MustNewConstMetric(r.nacked, prometheus.CounterValue, float64(c.Nacked), id)
+		ch <- prometheus.MustNewConstMetric(r.dedup, prometheus.CounterValue, float64(c.DedupSkipped), id)
 	})
 }
