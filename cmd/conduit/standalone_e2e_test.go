@@ -1,0 +1,224 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real binary with the example standalone connector
+// (examples/connectors/flaky), built the way `make build` builds it.
+
+var (
+	flakyOnce sync.Once
+	flakyPath string
+	flakyErr  error
+)
+
+func flakyBinary(t *testing.T) string {
+	t.Helper()
+	flakyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "conduit-e2e-flaky-")
+		if err != nil {
+			flakyErr = err
+			return
+		}
+		flakyPath = filepath.Join(dir, "flaky")
+		out, err := exec.Command("go", "build", "-o", flakyPath, "../../examples/connectors/flaky").CombinedOutput()
+		if err != nil {
+			flakyErr = fmt.Errorf("go build flaky: %v\n%s", err, out)
+		}
+	})
+	if flakyErr != nil {
+		t.Fatal(flakyErr)
+	}
+	return flakyPath
+}
+
+// standaloneWorkspace is a workspace with flaky installed in ./connectors.
+func standaloneWorkspace(t *testing.T, pipeline string) *workspace {
+	t.Helper()
+	w := newWorkspace(t, pipeline)
+	bin, err := os.ReadFile(flakyBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(w.dir, "connectors"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, "connectors", "flaky"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func standalonePipeline(id, sourceSettings, destinationPlugin string) string {
+	return fmt.Sprintf(`version: "2.2"
+pipelines:
+  - id: %s
+    connectors:
+      - id: src
+        type: source
+        plugin: standalone:flaky
+        settings:
+          rate: 500
+%s
+      - id: dst
+        type: destination
+        plugin: %s
+        settings:
+          path: ./out.jsonl
+    error-recovery:
+      min-delay: 100ms
+`, id, indent(sourceSettings, 10), destinationPlugin)
+}
+
+func TestStandaloneFatalErrorWrappedThreeTimesDegradesAtOnce(t *testing.T) {
+	w := standaloneWorkspace(t, standalonePipeline("fatal",
+		"fail.on: read\nfail.after: 20\nfail.code: 422\nfail.format: typed\nfail.message: schema mismatch on column price", "builtin:file"))
+	p := w.start("run")
+	e := waitForEvent(t, p, "fatal", "degraded", 1)
+	if e.Code != 422 || e.Class != "fatal" || e.Component != "src" || e.Reason != "fatal error" ||
+		!strings.Contains(e.Error, "schema mismatch on column price") {
+		t.Fatalf("degraded %+v, want the plugin's own 422 and message", e)
+	}
+	if n := len(filterEvents(events(t, p, "fatal"), "recovering")); n != 0 {
+		t.Fatalf("a fatal plugin error was retried %d times", n)
+	}
+	stopProcess(t, p)
+}
+
+func TestStandaloneTransientErrorsRecover(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		t.Run(format, func(t *testing.T) {
+			w := standaloneWorkspace(t, standalonePipeline("blip",
+				fmt.Sprintf("fail.on: read\nfail.after: 10\nfail.count: 2\nfail.state: ./state.json\nfail.format: %s", format), "builtin:file"))
+			p := w.start("run")
+			first := waitForEvent(t, p, "blip", "recovering", 1)
+			if first.Class != "transient" || first.Component != "src" {
+				t.Fatalf("recovering %+v", first)
+			}
+			wantSource := map[string]string{"json": "json", "text": "default"}[format]
+			if got := classifiedBy(t, p, "blip"); got != wantSource {
+				t.Fatalf("classified by %q, want %q", got, wantSource)
+			}
+			if e := waitForEvent(t, p, "blip", "recovered", 1); e.Status != "running" {
+				t.Fatalf("recovered %+v", e)
+			}
+			waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 50)
+			stopProcess(t, p)
+			checkSequence(t, ids(t, filepath.Join(w.dir, "out.jsonl")), 8*1024)
+		})
+	}
+}
+
+// classifiedBy returns how the first fault of a pipeline was classified.
+func classifiedBy(t *testing.T, p *process, id string) string {
+	t.Helper()
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		if strings.Contains(line, `"event":"recovering"`) && strings.Contains(line, `"pipeline_id":"`+id+`"`) {
+			_, rest, ok := strings.Cut(line, `"classified_by":"`)
+			if ok {
+				v, _, _ := strings.Cut(rest, `"`)
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+func TestStandalonePluginKilledMidRunRecovers(t *testing.T) {
+	w := standaloneWorkspace(t, standalonePipeline("killed", "", "builtin:file"))
+	p := w.start("run")
+	out := filepath.Join(w.dir, "out.jsonl")
+	waitForRecords(t, p, out, 20)
+
+	// Find the plugin: a child process of conduit running connectors/flaky.
+	pid := childPID(t, p.cmd.Process.Pid, "flaky")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e := waitForEvent(t, p, "killed", "recovering", 1)
+	if e.Class != "transient" || !strings.Contains(e.Error, "exited") || !strings.Contains(e.Error, "killed") {
+		t.Fatalf("recovering %+v, want a transient error naming the exit", e)
+	}
+	waitForEvent(t, p, "killed", "recovered", 1)
+	before := len(ids(t, out))
+	waitForRecords(t, p, out, before+20)
+	stopProcess(t, p)
+	checkSequence(t, ids(t, out), 8*1024)
+}
+
+func TestStandaloneMissingBinaryDegradesClearly(t *testing.T) {
+	w := newWorkspace(t, standalonePipeline("missing", "", "builtin:file"))
+	p := w.start("run")
+	e := waitForEvent(t, p, "missing", "degraded", 1)
+	if e.Class != "fatal" || !strings.Contains(e.Error, "not found") || !strings.Contains(e.Error, "connectors") ||
+		!strings.Contains(e.Error, "flaky") {
+		t.Fatalf("degraded %+v, want a fatal error saying which executable is missing and where", e)
+	}
+	stopProcess(t, p)
+}
+
+func TestStandaloneSourceToStandaloneDestination(t *testing.T) {
+	w := standaloneWorkspace(t, standalonePipeline("both", "", "standalone:flaky"))
+	p := w.start("run")
+	out := filepath.Join(w.dir, "out.jsonl")
+	waitForRecords(t, p, out, 100)
+	stopProcess(t, p)
+	checkSequence(t, ids(t, out), 0)
+	// No plugin outlives the runtime.
+	if pids := childPIDs(p.cmd.Process.Pid, "flaky"); len(pids) != 0 {
+		t.Fatalf("plugin processes left behind: %v", pids)
+	}
+}
+
+// childPID waits for a child of parent whose command line contains name.
+func childPID(t *testing.T, parent int, name string) int {
+	t.Helper()
+	deadline := time.Now().Add(e2eTimeout)
+	for time.Now().Before(deadline) {
+		if pids := childPIDs(parent, name); len(pids) > 0 {
+			return pids[0]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no child process %q of %d", name, parent)
+	return 0
+}
+
+func childPIDs(parent int, name string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// stat: pid (comm) state ppid ...
+		rest := string(stat)
+		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+			rest = rest[i+2:]
+		}
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(rest, "%s %d", &state, &ppid); err != nil || ppid != parent || state == "Z" {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmdline), name) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
