@@ -48,7 +48,12 @@ const DefaultTTL = 24 * time.Hour
 // old one.
 //
 //	entry = version:byte(1) expiresAt:int64 (Unix ns, big endian)
-//	        uvarint(n) (uvarint(len) position)*
+//	        uvarint(n) (uvarint(shared) uvarint(len) suffix)*
+//
+// Positions are front-coded: each stores how many leading bytes it shares
+// with the one before and the rest. A batch's positions are usually close
+// (offsets, sequence numbers, LSNs), so this roughly halves what every
+// batch writes to the store.
 const entryVersion = 1
 
 // Options configure a Store.
@@ -264,15 +269,22 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 func encodeEntry(expires time.Time, positions []record.Position) []byte {
 	size := 1 + 8 + binary.MaxVarintLen64
 	for _, p := range positions {
-		size += binary.MaxVarintLen64 + len(p)
+		size += 2 + len(p)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, entryVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(expires.UnixNano()))
 	b = binary.AppendUvarint(b, uint64(len(positions)))
+	var prev record.Position
 	for _, p := range positions {
-		b = binary.AppendUvarint(b, uint64(len(p)))
-		b = append(b, p...)
+		shared := 0
+		for shared < len(p) && shared < len(prev) && p[shared] == prev[shared] {
+			shared++
+		}
+		b = binary.AppendUvarint(b, uint64(shared))
+		b = binary.AppendUvarint(b, uint64(len(p)-shared))
+		b = append(b, p[shared:]...)
+		prev = p
 	}
 	return b
 }
@@ -291,12 +303,21 @@ func decodeEntry(b []byte) (time.Time, []record.Position, error) {
 	}
 	b = b[k:]
 	positions := make([]record.Position, 0, n)
+	var prev record.Position
 	for range n {
+		shared, k := binary.Uvarint(b)
+		if k <= 0 || shared > uint64(len(prev)) {
+			return time.Time{}, nil, errBadEntry
+		}
+		b = b[k:]
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
 			return time.Time{}, nil, errBadEntry
 		}
-		positions = append(positions, bytes.Clone(b[k:k+int(l)]))
+		p := make(record.Position, 0, int(shared)+int(l))
+		p = append(append(p, prev[:shared]...), b[k:k+int(l)]...)
+		positions = append(positions, p)
+		prev = p
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"syscall"
@@ -29,6 +30,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/dedup"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/store"
@@ -48,6 +50,8 @@ func main() {
 	storm := flag.Int("storm", 10_000, "pipelines in the fault-storm benchmark (0 skips it)")
 	stormRuns := flag.Int("storm-runs", 3, "fault-storm runs, each in its own process")
 	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measured phase to this file")
+	scenario := flag.String("scenario", "", "with -child: builtin, dedup or standalone (internal)")
+	pluginDir := flag.String("plugin-dir", "", "with -child: directory holding the flaky standalone connector (internal)")
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
 	flag.Parse()
 
@@ -61,7 +65,7 @@ func main() {
 		return
 	}
 	if *child {
-		res, err := measure(*records)
+		res, err := measure(*records, *scenario, *pluginDir, *cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
@@ -125,34 +129,51 @@ func stormParent(runs, pipelines int) error {
 	return nil
 }
 
+// scenarios are measured round by round, interleaved, so that their
+// ratios compare runs made under the same conditions.
+var scenarios = []struct{ name, what string }{
+	{"builtin", "generator -> file"},
+	{"dedup", "generator -> file with the dedup store on"},
+	{"standalone", "standalone source (examples/connectors/flaky, its own process) -> file"},
+}
+
 func parent(runs int, records int64) error {
-	self, err := os.Executable()
+	pluginDir, err := os.MkdirTemp("", "conduit-bench-plugin-")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("generator (structured: id int, name string) -> file (OpenCDC JSON lines), Badger positions\n")
-	fmt.Printf("%d runs x %d records, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
-	var rates, rss []float64
-	for i := range runs {
-		out, err := exec.Command(self, "-child", "-records", strconv.FormatInt(records, 10)).Output()
-		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return fmt.Errorf("run %d: %v: %s", i+1, err, ee.Stderr)
-			}
-			return fmt.Errorf("run %d: %w", i+1, err)
-		}
-		var r result
-		if err := json.Unmarshal(out, &r); err != nil {
-			return fmt.Errorf("run %d: %w", i+1, err)
-		}
-		fmt.Printf("run %d: %10.0f records/s  %6.2fs  peak RSS %6.1f MiB  position saves %d\n",
-			i+1, r.RecordsPerSec, r.Seconds, r.PeakRSSMiB, r.PositionSaves)
-		rates = append(rates, r.RecordsPerSec)
-		rss = append(rss, r.PeakRSSMiB)
+	defer os.RemoveAll(pluginDir)
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "flaky"), "./examples/connectors/flaky").CombinedOutput(); err != nil {
+		return fmt.Errorf("build the example connector (run from the repository root): %v\n%s", err, out)
 	}
-	fmt.Printf("median: %.0f records/s, peak RSS median %.1f MiB (max %.1f MiB)\n",
-		median(rates), median(rss), slices.Max(rss))
+	fmt.Printf("throughput: structured records (id int, name string) written as OpenCDC JSON lines, Badger positions\n")
+	fmt.Printf("%d rounds x %d records per scenario, each run in its own process, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
+	rates := map[string][]float64{}
+	rss := map[string][]float64{}
+	for i := range runs {
+		for _, sc := range scenarios {
+			out, err := runChild("-records", strconv.FormatInt(records, 10), "-scenario", sc.name, "-plugin-dir", pluginDir)
+			if err != nil {
+				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
+			}
+			var r result
+			if err := json.Unmarshal(out, &r); err != nil {
+				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
+			}
+			fmt.Printf("round %d %-10s %10.0f records/s  %6.2fs  peak RSS %6.1f MiB  position saves %d\n",
+				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.PeakRSSMiB, r.PositionSaves)
+			rates[sc.name] = append(rates[sc.name], r.RecordsPerSec)
+			rss[sc.name] = append(rss[sc.name], r.PeakRSSMiB)
+		}
+	}
+	fmt.Println()
+	for _, sc := range scenarios {
+		fmt.Printf("median %-10s %10.0f records/s, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
+			sc.name, median(rates[sc.name]), median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
+	}
+	base := median(rates["builtin"])
+	fmt.Printf("ratio dedup on / off:          %.2f (target >= 0.90)\n", median(rates["dedup"])/base)
+	fmt.Printf("ratio standalone / builtin:    %.2f (target >= 0.50)\n", median(rates["standalone"])/base)
 	return nil
 }
 
@@ -165,7 +186,7 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func measure(records int64) (result, error) {
+func measure(records int64, scenario, pluginDir, profile string) (result, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "conduit-bench-")
 	if err != nil {
@@ -180,18 +201,22 @@ func measure(records int64) (result, error) {
 	}
 	defer db.Close()
 
-	reg := connector.NewRegistry(connector.Builtin()...)
-	src, err := reg.NewSource("builtin:generator", connector.Config{
-		PipelineID: "bench", ConnectorID: "gen", Logger: log,
-		Settings: map[string]string{
-			"format.type":         "structured",
-			"format.options.id":   "int",
-			"format.options.name": "string",
-			"operations":          "create",
-			"rate":                "0",
-			"recordCount":         strconv.FormatInt(records, 10),
-		},
-	})
+	writer := store.NewGroupWriter(db)
+	defer writer.Close()
+	reg := connector.NewRegistry(connector.Builtin()...).WithStandalone(
+		connector.NewStandaloneHost(connector.StandaloneConfig{Dir: pluginDir}))
+	plugin, settings := "builtin:generator", map[string]string{
+		"format.type":         "structured",
+		"format.options.id":   "int",
+		"format.options.name": "string",
+		"operations":          "create",
+		"rate":                "0",
+		"recordCount":         strconv.FormatInt(records, 10),
+	}
+	if scenario == "standalone" {
+		plugin, settings = "standalone:flaky", map[string]string{"rate": "0", "recordCount": strconv.FormatInt(records, 10)}
+	}
+	src, err := reg.NewSource(plugin, connector.Config{PipelineID: "bench", ConnectorID: "gen", Logger: log, Settings: settings})
 	if err != nil {
 		return result{}, err
 	}
@@ -206,11 +231,17 @@ func measure(records int64) (result, error) {
 
 	done := make(chan struct{})
 	var acked int64
+	var dd pipeline.Dedup
+	if scenario == "dedup" {
+		dd = dedupStore{dedup.New(db, writer, dedup.Options{})}
+	}
 	engine, err := pipeline.New(pipeline.Config{
 		PipelineID:   "bench",
 		Source:       pipeline.Source{ID: "gen", Connector: src},
 		Destinations: []pipeline.Destination{{ID: "file", Connector: dst}},
-		Positions:    pipeline.NewPositionStore(db, nil, nil),
+		Positions:    pipeline.NewPositionStore(db, writer, nil),
+		Dedup:        dd,
+		BatchSize:    envInt("BENCH_BATCH"),
 		Logger:       log,
 		OnAck: func(n int) {
 			// Only the acker goroutine calls OnAck, so no atomics needed.
@@ -222,6 +253,17 @@ func measure(records int64) (result, error) {
 	})
 	if err != nil {
 		return result{}, err
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	runErr := make(chan error, 1)
 	start := time.Now()
@@ -257,6 +299,12 @@ func measure(records int64) (result, error) {
 	}, nil
 }
 
+type dedupStore struct{ s *dedup.Store }
+
+func (d dedupStore) Open(ctx context.Context, p, dest string) (pipeline.DedupDestination, error) {
+	return d.s.Open(ctx, p, dest)
+}
+
 func countLines(path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -276,4 +324,9 @@ func countLines(path string) (int64, error) {
 			return n, err
 		}
 	}
+}
+
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
 }

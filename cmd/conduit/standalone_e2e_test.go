@@ -113,7 +113,7 @@ func TestStandaloneTransientErrorsRecover(t *testing.T) {
 			}
 			waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 50)
 			stopProcess(t, p)
-			checkSequence(t, ids(t, filepath.Join(w.dir, "out.jsonl")), 8*1024)
+			checkSequence(t, ids(t, filepath.Join(w.dir, "out.jsonl")), 16*1024)
 		})
 	}
 }
@@ -152,7 +152,7 @@ func TestStandalonePluginKilledMidRunRecovers(t *testing.T) {
 	before := len(ids(t, out))
 	waitForRecords(t, p, out, before+20)
 	stopProcess(t, p)
-	checkSequence(t, ids(t, out), 8*1024)
+	checkSequence(t, ids(t, out), 16*1024)
 }
 
 func TestStandaloneMissingBinaryDegradesClearly(t *testing.T) {

@@ -135,7 +135,7 @@ func TestTransientFaultRecoversAndResetsFailCount(t *testing.T) {
 	}
 	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 100)
 	stopProcess(t, p)
-	checkSequence(t, ids(t, filepath.Join(w.dir, "out.jsonl")), 8*1024)
+	checkSequence(t, ids(t, filepath.Join(w.dir, "out.jsonl")), 16*1024)
 }
 
 func TestFatalDegradesAtOnceWithTheCause(t *testing.T) {

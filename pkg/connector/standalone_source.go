@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -14,14 +15,39 @@ import (
 )
 
 // standaloneSource is a source served by a standalone connector's process.
+//
+// It reads ahead: the fetcher goroutine keeps calling the plugin's Read
+// and queues up to readAhead encoded batches, so the plugin produces the
+// next batches while the engine decodes and processes this one, instead of
+// the two processes taking turns. Read-ahead records that are never handed
+// out (a stop) were never acknowledged either, so they are read again by
+// the next run.
 type standaloneSource struct {
 	p      *pluginProcess
 	client connectorv1connect.SourceServiceClient // nil until the handshake succeeded
-	// dec is used by Read only (one goroutine); records alias each Read's
-	// own response, so nothing is reused under the engine's feet.
-	dec record.BatchDecoder
 	// acks is Ack's reusable request slice (Ack calls do not overlap).
 	acks [][]byte
+
+	// max is the batch size the engine asked for last; the fetcher asks
+	// the plugin for that many.
+	max atomic.Int32
+	// fetched carries the fetcher's encoded batches (or its error) to
+	// Read, which decodes them; pending holds records Read has decoded but
+	// not handed out yet.
+	fetched     chan fetchResult
+	dec         record.BatchDecoder
+	pending     []record.Record
+	stopFetch   context.CancelFunc
+	fetcherDone chan struct{}
+}
+
+// readAhead is how many encoded batches the fetcher may hold.
+const readAhead = 2
+
+type fetchResult struct {
+	batch *connectorv1.RecordBatch
+	max   int
+	err   error
 }
 
 // Open starts the process, completes the handshake, and configures and
@@ -42,41 +68,94 @@ func (s *standaloneSource) Open(ctx context.Context, pos record.Position) error 
 	return nil
 }
 
-// Read asks the plugin for up to len(batch) records.
+// Read hands out up to len(batch) records the fetcher got from the plugin.
 func (s *standaloneSource) Read(ctx context.Context, batch []record.Record) (int, error) {
 	if s.client == nil {
 		return 0, errReadBeforeOpen
 	}
-	maxRecords := min(len(batch), math.MaxInt32)
-	for {
-		if err := ctx.Err(); err != nil {
+	s.max.Store(int32(min(len(batch), math.MaxInt32)))
+	if s.fetched == nil {
+		fctx, cancel := context.WithCancel(context.Background())
+		s.fetched, s.stopFetch, s.fetcherDone = make(chan fetchResult, readAhead), cancel, make(chan struct{})
+		go s.fetch(fctx)
+	}
+	if len(s.pending) == 0 {
+		var f fetchResult
+		select {
+		case f = <-s.fetched:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if f.err != nil {
+			return 0, f.err
+		}
+		recs, err := s.decode(f.batch, f.max)
+		if err != nil {
 			return 0, err
 		}
+		s.pending = recs
+	}
+	n := copy(batch, s.pending)
+	clear(s.pending[:n])
+	s.pending = s.pending[n:]
+	return n, nil
+}
+
+// fetch keeps calling the plugin's Read until ctx is done (Teardown) or
+// the plugin fails; the failure is Read's to report.
+func (s *standaloneSource) fetch(ctx context.Context) {
+	defer close(s.fetcherDone)
+	for {
+		f := s.readBatch(ctx)
+		if f.err != nil && ctx.Err() != nil {
+			return
+		}
+		select {
+		case s.fetched <- f:
+		case <-ctx.Done():
+			return
+		}
+		if f.err != nil {
+			return
+		}
+	}
+}
+
+// readBatch calls the plugin's Read once it has at least one record.
+func (s *standaloneSource) readBatch(ctx context.Context) fetchResult {
+	for {
+		maxRecords := int(s.max.Load())
 		resp, err := s.client.Read(ctx, connect.NewRequest(&connectorv1.ReadRequest{MaxRecords: int32(maxRecords)}))
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return 0, ctxErr
+				return fetchResult{err: ctxErr}
 			}
-			return 0, s.p.callError(ctx, "read", err)
+			return fetchResult{err: s.p.callError(ctx, "read", err)}
 		}
-		b := resp.Msg.GetBatch()
-		count := int(b.GetCount())
-		if count == 0 {
+		if resp.Msg.GetBatch().GetCount() == 0 {
 			// The protocol says Read blocks until there is a record; a
 			// plugin that returns empty-handed is simply asked again.
 			continue
 		}
-		if count < 0 || count > maxRecords {
-			return 0, cerrors.Fatal(fmt.Errorf("standalone connector %q: read: the plugin sent %d records for a batch of %d",
-				s.p.name, count, maxRecords))
-		}
-		n, err := s.dec.Decode(b.GetData(), count, batch[:maxRecords])
-		if err != nil {
-			// A plugin that sends garbage will send it again.
-			return 0, cerrors.Fatal(fmt.Errorf("standalone connector %q: read: %w", s.p.name, err))
-		}
-		return n, nil
+		return fetchResult{batch: resp.Msg.GetBatch(), max: maxRecords}
 	}
+}
+
+// decode turns a fetched batch into records. Each batch gets its own
+// records: they alias the batch's bytes and are the engine's once handed
+// out.
+func (s *standaloneSource) decode(b *connectorv1.RecordBatch, maxRecords int) ([]record.Record, error) {
+	count := int(b.GetCount())
+	if count < 0 || count > maxRecords {
+		return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: read: the plugin sent %d records for a batch of %d",
+			s.p.name, count, maxRecords))
+	}
+	recs := make([]record.Record, count)
+	if _, err := s.dec.Decode(b.GetData(), count, recs); err != nil {
+		// A plugin that sends garbage will send it again.
+		return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: read: %w", s.p.name, err))
+	}
+	return recs, nil
 }
 
 // Ack sends the positions to the plugin.
@@ -96,8 +175,13 @@ func (s *standaloneSource) Ack(ctx context.Context, positions []record.Position)
 	return nil
 }
 
-// Teardown calls the plugin's Teardown and stops the process.
+// Teardown stops the fetcher, calls the plugin's Teardown and stops the
+// process.
 func (s *standaloneSource) Teardown(ctx context.Context) error {
+	if s.stopFetch != nil {
+		s.stopFetch()
+		<-s.fetcherDone
+	}
 	return s.p.close(ctx, func(ctx context.Context) error {
 		_, err := s.client.Teardown(ctx, connect.NewRequest(&connectorv1.SourceServiceTeardownRequest{}))
 		return err

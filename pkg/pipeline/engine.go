@@ -19,7 +19,7 @@ import (
 // Defaults for Config fields left zero.
 const (
 	DefaultBatchSize       = 1024
-	DefaultBatchesInFlight = 8
+	DefaultBatchesInFlight = 16
 	DefaultTeardownTimeout = 10 * time.Second
 )
 
@@ -113,7 +113,8 @@ type Config struct {
 	// BatchSize is the most records one batch holds (default 1024).
 	BatchSize int
 	// BatchesInFlight bounds how many batches exist at once, which bounds
-	// memory and provides backpressure (default 8).
+	// memory and provides backpressure (default 16: enough to keep the
+	// stages busy while one batch waits for a disk sync).
 	BatchesInFlight int
 	// TeardownTimeout bounds connector teardown after the run (default 10s).
 	TeardownTimeout time.Duration

@@ -198,7 +198,17 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			}
 		}
 		var res writeResult
-		res, written = e.writeAll(ctx, d, idx, b, recs, toRecord, written[:0], dd != nil)
+		// Usually the destination writes exactly the batch's records, and
+		// their positions are already at hand; collecting them one by one
+		// is only needed when it writes fewer.
+		whole := len(recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
+		res, written = e.writeAll(ctx, d, idx, b, recs, toRecord, written[:0], dd != nil && !whole)
+		if dd != nil && whole {
+			// res.done counts the records handled from the first; a record
+			// nacked among them is acknowledged anyway, so remembering it
+			// changes nothing.
+			written = b.positions[:res.done]
+		}
 		if dd != nil && len(written) > 0 {
 			// Records the destination accepted are remembered even when the
 			// run is being torn down meanwhile: they will be delivered again,
