@@ -68,6 +68,11 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 
 	rt, err := conduit.New(ctx, cfg, log, conduit.Options{})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while starting up is a stop, not a failure.
+			log.Info("interrupted while starting; nothing was started")
+			return nil
+		}
 		return err
 	}
 	if err := rt.Run(ctx, force); err != nil {

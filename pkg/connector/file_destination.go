@@ -1,8 +1,11 @@
 package connector
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -49,6 +52,9 @@ func (d *fileDestination) Open(context.Context) error {
 			return fmt.Errorf("file destination: %w", err)
 		}
 	}
+	if err := d.dropTornLine(); err != nil {
+		return fmt.Errorf("file destination %s: %w", d.path, err)
+	}
 	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("file destination: %w", err)
@@ -59,6 +65,56 @@ func (d *fileDestination) Open(context.Context) error {
 	abs, _ := filepath.Abs(d.path)
 	d.log.Info("file destination appending OpenCDC JSON lines", zap.String("path", abs), zap.Bool("sync", d.sync))
 	return nil
+}
+
+// dropTornLine cuts off a last line without its newline. Only a process
+// that died in the middle of a write leaves one (a large write can stop
+// part way when the process is killed), and its records were never
+// acknowledged, so they are delivered again: appending after the torn
+// bytes would glue them to the next record and corrupt both lines.
+func (d *fileDestination) dropTornLine() error {
+	f, err := os.OpenFile(d.path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return err
+	}
+	// Look for the last newline from the end, a chunk at a time.
+	buf := make([]byte, 64<<10)
+	end := fi.Size()
+	for off := end; off > 0; {
+		n := int64(len(buf))
+		if off < n {
+			n = off
+		}
+		off -= n
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			keep := off + int64(i) + 1
+			if keep == end {
+				return nil // the file ends with a whole line
+			}
+			return d.truncate(f, keep, end)
+		}
+	}
+	return d.truncate(f, 0, end)
+}
+
+func (d *fileDestination) truncate(f *os.File, keep, size int64) error {
+	d.log.Warn("file destination: cutting off a partial last line left by a process that died while writing; its records are written again",
+		zap.String("path", d.path), zap.Int64("bytes", size-keep))
+	if err := f.Truncate(keep); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // Write appends one OpenCDC JSON line per record with a single write call
