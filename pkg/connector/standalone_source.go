@@ -44,6 +44,12 @@ type standaloneSource struct {
 // readAhead is how many encoded batches the fetcher may hold.
 const readAhead = 2
 
+// minFetch is the fewest records the fetcher asks the plugin for. The
+// engine's batches start small and grow only when a read fills them, so
+// asking for just their size would keep them small, and every small batch
+// costs an Ack call; Read hands a large answer out in batch-sized parts.
+const minFetch = 1024
+
 type fetchResult struct {
 	batch *connectorv1.RecordBatch
 	max   int
@@ -124,7 +130,7 @@ func (s *standaloneSource) fetch(ctx context.Context) {
 // readBatch calls the plugin's Read once it has at least one record.
 func (s *standaloneSource) readBatch(ctx context.Context) fetchResult {
 	for {
-		maxRecords := int(s.max.Load())
+		maxRecords := max(int(s.max.Load()), minFetch)
 		resp, err := s.client.Read(ctx, connect.NewRequest(&connectorv1.ReadRequest{MaxRecords: int32(maxRecords)}))
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
