@@ -230,16 +230,10 @@ func (s *Store) Forget(ctx context.Context, pipelineID string) (int, error) {
 		keys = append(keys, bytes.Clone(key))
 		return nil
 	})
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return 0, err
 	}
-	// Deleted in chunks to stay within a transaction's size.
-	for start := 0; start < len(keys); start += 1000 {
-		if err := s.writer.Apply(ctx, DeleteOps(keys[start:min(start+1000, len(keys))])...); err != nil {
-			return start, err
-		}
-	}
-	return len(keys), nil
+	return s.deleteAll(ctx, keys)
 }
 
 // Sweep deletes expired entries of every pipeline; the runtime calls it at
@@ -255,9 +249,15 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		}
 		return nil
 	})
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return 0, err
 	}
+	return s.deleteAll(ctx, keys)
+}
+
+// deleteAll deletes keys in chunks that stay within a transaction's size
+// and returns how many it deleted.
+func (s *Store) deleteAll(ctx context.Context, keys [][]byte) (int, error) {
 	for start := 0; start < len(keys); start += 1000 {
 		if err := s.writer.Apply(ctx, DeleteOps(keys[start:min(start+1000, len(keys))])...); err != nil {
 			return start, err

@@ -66,6 +66,17 @@ func dispatch(ctx context.Context, b *batch, inflight chan<- *batch, toDest []ch
 	return true
 }
 
+// receive takes the next batch of a stage's input; ok is false when the
+// input is closed (the stage before has drained) or the run is torn down.
+func receive(ctx context.Context, in <-chan *batch) (b *batch, ok bool) {
+	select {
+	case b, ok = <-in:
+		return b, ok
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
 func closeOutputs(inflight chan *batch, toDest []chan *batch) {
 	close(inflight)
 	for _, ch := range toDest {
@@ -77,14 +88,8 @@ func closeOutputs(inflight chan *batch, toDest []chan *batch) {
 // every record in read order and dispatches the batch.
 func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- *batch, toDest []chan *batch) error {
 	for {
-		var b *batch
-		var ok bool
-		select {
-		case b, ok = <-in:
-			if !ok {
-				return nil
-			}
-		case <-ctx.Done():
+		b, ok := receive(ctx, in)
+		if !ok {
 			return nil
 		}
 		compacted := false
@@ -168,14 +173,8 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		}
 	}()
 	for {
-		var b *batch
-		var ok bool
-		select {
-		case b, ok = <-in:
-			if !ok {
-				return nil
-			}
-		case <-ctx.Done():
+		b, ok := receive(ctx, in)
+		if !ok {
 			return nil
 		}
 		recs, toRecord := b.out, b.recordIndex
@@ -335,14 +334,8 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 	src := e.cfg.Source
 	var dlqBuf []record.Record
 	for {
-		var b *batch
-		var ok bool
-		select {
-		case b, ok = <-inflight:
-			if !ok {
-				return nil
-			}
-		case <-ctx.Done():
+		b, ok := receive(ctx, inflight)
+		if !ok {
 			return nil
 		}
 		limit := len(b.records)
