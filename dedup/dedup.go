@@ -325,3 +325,24 @@ func decodeEntry(b []byte) (time.Time, []record.Position, error) {
 	}
 	return expires, positions, nil
 }
+
+// Destinations returns the destinations of a pipeline that have entries,
+// so that the runtime can say which of them no longer exist.
+func (s *Store) Destinations(ctx context.Context, pipelineID string) ([]string, error) {
+	prefix := pipelinePrefix(pipelineID)
+	seen := map[string]bool{}
+	var out []string
+	err := s.db.Scan(ctx, prefix, func(key, _ []byte) error {
+		rest := key[len(prefix):]
+		i := bytes.IndexByte(rest, '/')
+		if i < 0 {
+			return nil
+		}
+		if id, ok := store.ParseKeyPart(string(rest[:i])); ok && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+		return nil
+	})
+	return out, err
+}

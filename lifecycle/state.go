@@ -176,3 +176,24 @@ func (s *StateStore) Save(ctx context.Context, pipelineID string, st State) erro
 	}
 	return nil
 }
+
+// IDs returns the ids of every pipeline with persisted state.
+func (s *StateStore) IDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := s.db.Scan(ctx, []byte(store.PrefixPipelineState), func(key, _ []byte) error {
+		ids = append(ids, string(key[len(store.PrefixPipelineState):]))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pipeline states: %w", err)
+	}
+	return ids, nil
+}
+
+// Delete forgets the persisted state of a pipeline.
+func (s *StateStore) Delete(ctx context.Context, pipelineID string) error {
+	if err := s.writer.Delete(ctx, stateKey(pipelineID)); err != nil {
+		return fmt.Errorf("delete state of pipeline %s: %w", pipelineID, err)
+	}
+	return nil
+}

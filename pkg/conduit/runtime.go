@@ -143,6 +143,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	r.degraded = make(chan string, len(r.pipelines))
 	log.Info("pipelines loaded", zap.String("path", cfg.Pipelines.Path),
 		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", invalid))
+	r.forgetDeleted(ctx, loaded, errs)
 
 	if cfg.API.Enabled {
 		svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
@@ -200,6 +201,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
+	r.warnOrphanedDedup(ctx, p)
 	if !r.cfg.Dedup.Enabled {
 		if n, err := r.dedup.Forget(ctx, p.ID); err != nil {
 			return nil, fmt.Errorf("dedup is off: deleting the entries of earlier runs: %w", err)
@@ -229,6 +231,72 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	r.record(ctx, p.ID, initial.Status, fresh, hash)
 	r.metrics.SetStatus(p.ID, initial.Status)
 	return m, nil
+}
+
+// warnOrphanedDedup says when dedup entries belong to a destination the
+// pipeline no longer has (renamed or removed): nothing will consume them,
+// and they expire after dedup.ttl.
+func (r *Runtime) warnOrphanedDedup(ctx context.Context, p config.Pipeline) {
+	dests, err := r.dedup.Destinations(ctx, p.ID)
+	if err != nil || len(dests) == 0 {
+		return
+	}
+	have := map[string]bool{}
+	for _, c := range p.Destinations() {
+		have[c.ID] = true
+	}
+	for _, d := range dests {
+		if !have[d] {
+			r.log.Warn("dedup entries of a destination this pipeline no longer has (renamed or removed) will expire unused",
+				zap.String("pipeline_id", p.ID), zap.String("destination", d), zap.Duration("dedup.ttl", r.cfg.Dedup.TTL))
+		}
+	}
+}
+
+// forgetDeleted finds pipelines that ran before but are in no pipeline file
+// any more: it writes their deleted event and forgets their state (their
+// positions stay, so putting the file back resumes where they were). It
+// does nothing when a file could not be read at all, since the pipelines
+// in it cannot be told from deleted ones.
+func (r *Runtime) forgetDeleted(ctx context.Context, loaded []config.Pipeline, errs []error) {
+	known := map[string]bool{}
+	for _, p := range loaded {
+		known[p.ID] = true
+	}
+	for _, err := range errs {
+		var pe *config.PipelineError
+		if !errors.As(err, &pe) || pe.PipelineID == "" {
+			r.log.Warn("a pipeline file could not be read, so pipelines missing from the files are not treated as deleted")
+			return
+		}
+		known[pe.PipelineID] = true
+	}
+	ids, err := r.states.IDs(ctx)
+	if err != nil {
+		r.log.Error("could not list pipeline states", zap.Error(err))
+		return
+	}
+	for _, id := range ids {
+		if known[id] {
+			continue
+		}
+		before := ""
+		if st, ok, err := r.states.Load(ctx, id); err == nil && ok {
+			before = st.Status.String()
+		}
+		r.log.Info("pipeline is in no pipeline file any more: deleted", zap.String("pipeline_id", id))
+		if _, err := r.audit.Append(ctx, auditlog.Event{PipelineID: id, Kind: auditlog.KindDeleted, Actor: lifecycle.ActorConfig,
+			StatusBefore: before, Message: "pipeline removed from the pipeline files; its state is forgotten, its position kept"}); err != nil {
+			r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
+		}
+		r.metrics.CountEvent(string(auditlog.KindDeleted))
+		if err := r.states.Delete(ctx, id); err != nil {
+			r.log.Error("could not forget the state of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
+		}
+		if _, err := r.dedup.Forget(ctx, id); err != nil {
+			r.log.Error("could not delete the dedup entries of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
+		}
+	}
 }
 
 // record writes the events of provisioning to the audit log: created the

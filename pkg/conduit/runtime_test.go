@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
@@ -174,5 +175,55 @@ func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
 		if e.Kind == lifecycle.EventRunning {
 			t.Fatalf("the pipeline whose file says stopped ran: %+v", e)
 		}
+	}
+}
+
+func TestPipelineRemovedFromTheFilesIsDeleted(t *testing.T) {
+	dir := t.TempDir()
+	pipelines := filepath.Join(dir, "pipelines")
+	if err := os.MkdirAll(pipelines, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(pipelines, "gone.yml")
+	body := strings.Replace(strings.Replace(stuckPipeline, "id: stuck", "id: gone", 1), "builtin:stuck", "builtin:log", 1)
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Badger.Path = filepath.Join(dir, "db")
+	cfg.Pipelines.Path = pipelines
+	run := func() *observer.ObservedLogs {
+		core, logs := observer.New(zap.InfoLevel)
+		rt, err := New(context.Background(), cfg, zap.New(core), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := runInBackground(rt, ctx, nil)
+		stop()
+		waitDone(t, done)
+		return logs
+	}
+	run() // the pipeline runs once and has state
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	logs := run()
+	if logs.FilterMessageSnippet("deleted").FilterField(zap.String("pipeline_id", "gone")).Len() != 1 {
+		t.Fatalf("no deletion logged: %v", logs.All())
+	}
+	// The deletion is in the audit log, and the state is gone.
+	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	events, err := rt.AuditLog().List(context.Background(), "gone", auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindDeleted}})
+	if err != nil || len(events) != 1 || events[0].StatusBefore != "running" {
+		t.Fatalf("deleted events %+v, %v", events, err)
+	}
+	if ids, _ := rt.states.IDs(context.Background()); len(ids) != 0 {
+		t.Fatalf("state of the deleted pipeline kept: %v", ids)
 	}
 }

@@ -1,0 +1,173 @@
+package dedup_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/dedup"
+	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// seqSource delivers 1..limit after its position; ackFails makes every
+// Ack fail (the window between a write and the source's acknowledgement).
+type seqSource struct {
+	limit, next int
+	ackFails    bool
+}
+
+func (s *seqSource) Open(_ context.Context, pos record.Position) error {
+	s.next = 1
+	if pos != nil {
+		n, _ := strconv.Atoi(string(pos))
+		s.next = n + 1
+	}
+	return nil
+}
+
+func (s *seqSource) Read(ctx context.Context, batch []record.Record) (int, error) {
+	if s.next > s.limit {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	n := 0
+	for n < len(batch) && s.next <= s.limit {
+		batch[n] = record.Record{Position: record.Position(strconv.Itoa(s.next)), Operation: record.OperationCreate}
+		s.next++
+		n++
+	}
+	return n, nil
+}
+
+func (s *seqSource) Ack(context.Context, []record.Position) error {
+	if s.ackFails {
+		return cerrors.Transientf("ack lost")
+	}
+	return nil
+}
+
+func (s *seqSource) Teardown(context.Context) error { return nil }
+
+// logDestination keeps what it wrote; failing makes writes fail.
+type logDestination struct {
+	mu      sync.Mutex
+	failing bool
+	ids     []int
+}
+
+func (d *logDestination) Open(context.Context) error     { return nil }
+func (d *logDestination) Teardown(context.Context) error { return nil }
+func (d *logDestination) Write(_ context.Context, b []record.Record) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failing {
+		return 0, cerrors.Transientf("down")
+	}
+	for _, r := range b {
+		id, _ := strconv.Atoi(string(r.Position))
+		d.ids = append(d.ids, id)
+	}
+	return len(b), nil
+}
+
+func (d *logDestination) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.ids)
+}
+
+type env struct {
+	db        store.Store
+	w         *store.GroupWriter
+	positions *pipeline.PositionStore
+	dd        *dedup.Store
+}
+
+func newEnv(t *testing.T) *env {
+	db := store.NewInMemory()
+	w := store.NewGroupWriter(db)
+	t.Cleanup(w.Close)
+	return &env{db: db, w: w, positions: pipeline.NewPositionStore(db, w, nil), dd: dedup.New(db, w, dedup.Options{})}
+}
+
+func (e *env) run(t *testing.T, src *seqSource, dsts map[string]*logDestination, stopAfter int) error {
+	t.Helper()
+	var ds []pipeline.Destination
+	for _, id := range []string{"a", "b"} {
+		if d, ok := dsts[id]; ok {
+			ds = append(ds, pipeline.Destination{ID: id, Connector: d})
+		}
+	}
+	eng, err := pipeline.New(pipeline.Config{PipelineID: "p", Source: pipeline.Source{ID: "src", Connector: src},
+		Destinations: ds, Positions: e.positions, Dedup: dedupAdapter{e.dd}, BatchSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(context.Background()) }()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-deadline:
+			t.Fatal("run did not end")
+		case <-time.After(time.Millisecond):
+			if stopAfter > 0 && eng.Stats().RecordsAcked.Load() >= int64(stopAfter) {
+				eng.Stop()
+				return <-done
+			}
+		}
+	}
+}
+
+func (e *env) entries(t *testing.T) int {
+	n := 0
+	_ = e.db.Scan(context.Background(), []byte(store.PrefixDedup), func(_, _ []byte) error { n++; return nil })
+	return n
+}
+
+func TestEntriesArePerDestination(t *testing.T) {
+	e := newEnv(t)
+	a, b := &logDestination{}, &logDestination{failing: true}
+	// Run 1: a writes 1..100, b is down: the run fails before the source
+	// hears anything. a's entry stays; b has none.
+	if err := e.run(t, &seqSource{limit: 100}, map[string]*logDestination{"a": a, "b": b}, 0); err == nil {
+		t.Fatal("run 1 should fail")
+	}
+	if a.count() != 100 || b.count() != 0 {
+		t.Fatalf("after run 1: a %d, b %d records", a.count(), b.count())
+	}
+	// Run 2: both up. a must skip what it already wrote; b must write all:
+	// a's entry must not skip b's records.
+	b.failing = false
+	if err := e.run(t, &seqSource{limit: 100}, map[string]*logDestination{"a": a, "b": b}, 100); err != nil {
+		t.Fatal(err)
+	}
+	if a.count() != 100 || b.count() != 100 {
+		t.Fatalf("after run 2: a %d records (want 100, no duplicates), b %d (want 100)", a.count(), b.count())
+	}
+	// Everything acknowledged: the store is empty again.
+	if n := e.entries(t); n != 0 {
+		t.Fatalf("%d dedup entries left after everything was acknowledged", n)
+	}
+}
+
+func TestStoreSizeFollowsRecordsInFlight(t *testing.T) {
+	e := newEnv(t)
+	d := &logDestination{}
+	if err := e.run(t, &seqSource{limit: 50_000}, map[string]*logDestination{"a": d}, 50_000); err != nil {
+		t.Fatal(err)
+	}
+	if d.count() != 50_000 {
+		t.Fatalf("wrote %d", d.count())
+	}
+	if n := e.entries(t); n != 0 {
+		t.Fatalf("%d entries left for 50,000 acknowledged records; entries must go with their acknowledgement", n)
+	}
+}
