@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/dedup"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
