@@ -41,6 +41,13 @@ type source struct {
 
 	seq  uint64    // sequence number of the last record produced
 	next time.Time // when the next record is due (rate limiting)
+
+	// buf and text are reused by every Read: the SDK encodes what Read
+	// returns before it calls Read again, so a source may build the next
+	// batch in the same memory (records, their maps, their bytes) instead
+	// of allocating it anew for every record.
+	buf  []sdk.Record
+	text []byte
 }
 
 func newSource(proc process, clk clock) *source { return &source{proc: proc, clock: clk} }
@@ -154,26 +161,34 @@ func (s *source) pace(ctx context.Context, want int) (int, time.Time, error) {
 
 // records makes the next n records.
 func (s *source) records(n int, now time.Time) []sdk.Record {
-	recs := make([]sdk.Record, n)
-	at := strconv.FormatInt(now.UnixNano(), 10)
+	if cap(s.buf) < n {
+		s.buf = make([]sdk.Record, n)
+	}
+	recs := s.buf[:n]
+	s.text = strconv.AppendInt(s.text[:0], now.UnixNano(), 10)
+	at := string(s.text)
+	s.text = s.text[:0]
 	for i := range recs {
 		s.seq++
-		pos := sdk.Position(strconv.FormatUint(s.seq, 10))
-		recs[i] = sdk.Record{
-			Position:  pos,
-			Operation: sdk.OperationCreate,
-			Metadata: sdk.Metadata{
-				sdk.MetadataReadAt:            at,
-				sdk.MetadataCreatedAt:         at,
-				sdk.MetadataVersion:           sdk.OpenCDCVersion,
-				sdk.MetadataSourceConnectorID: s.id,
-			},
-			Key: sdk.RawData(pos),
-			Payload: sdk.Change{After: sdk.StructuredData{
-				"id":   int64(s.seq),
-				"name": "flaky-" + string(pos),
-			}},
+		start := len(s.text)
+		s.text = strconv.AppendUint(s.text, s.seq, 10)
+		pos := sdk.Position(s.text[start:len(s.text):len(s.text)])
+		r := &recs[i]
+		if r.Metadata == nil {
+			r.Metadata = make(sdk.Metadata, 4)
 		}
+		r.Metadata[sdk.MetadataReadAt] = at
+		r.Metadata[sdk.MetadataCreatedAt] = at
+		r.Metadata[sdk.MetadataVersion] = sdk.OpenCDCVersion
+		r.Metadata[sdk.MetadataSourceConnectorID] = s.id
+		after, ok := r.Payload.After.(sdk.StructuredData)
+		if !ok || after == nil {
+			after = make(sdk.StructuredData, 2)
+		}
+		after["id"] = int64(s.seq)
+		after["name"] = "flaky-" + string(pos)
+		r.Position, r.Operation, r.Key = pos, sdk.OperationCreate, sdk.RawData(pos)
+		r.Payload = sdk.Change{After: after}
 	}
 	return recs
 }
