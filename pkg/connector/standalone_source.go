@@ -95,6 +95,11 @@ func (s *standaloneSource) Read(ctx context.Context, batch []record.Record) (int
 		if f.err != nil {
 			return 0, f.err
 		}
+		if int(f.batch.GetCount()) <= len(batch) {
+			// The usual case: decode straight into the engine's batch,
+			// reusing the maps its records held.
+			return s.decodeInto(f.batch, f.max, batch)
+		}
 		recs, err := s.decode(f.batch, f.max)
 		if err != nil {
 			return 0, err
@@ -145,6 +150,21 @@ func (s *standaloneSource) readBatch(ctx context.Context) fetchResult {
 		}
 		return fetchResult{batch: resp.Msg.GetBatch(), max: maxRecords}
 	}
+}
+
+// decodeInto decodes a fetched batch into recs.
+func (s *standaloneSource) decodeInto(b *connectorv1.RecordBatch, maxRecords int, recs []record.Record) (int, error) {
+	count := int(b.GetCount())
+	if count < 0 || count > maxRecords {
+		return 0, cerrors.Fatal(fmt.Errorf("standalone connector %q: read: the plugin sent %d records for a batch of %d",
+			s.p.name, count, maxRecords))
+	}
+	n, err := s.dec.Decode(b.GetData(), count, recs)
+	if err != nil {
+		// A plugin that sends garbage will send it again.
+		return 0, cerrors.Fatal(fmt.Errorf("standalone connector %q: read: %w", s.p.name, err))
+	}
+	return n, nil
 }
 
 // decode turns a fetched batch into records. Each batch gets its own

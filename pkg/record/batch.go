@@ -180,7 +180,8 @@ func appendMap(dst []byte, m map[string]any, depth int) ([]byte, error) {
 // DecodeBatch decodes the records of data into recs, which must be long
 // enough for count records, and returns how many it decoded. Positions,
 // keys and raw payloads alias data, so data must not be changed while the
-// records are in use. It never panics on malformed input.
+// records are in use. The metadata and structured-payload maps recs
+// already hold are cleared and reused. It never panics on malformed input.
 func DecodeBatch(data []byte, count int, recs []Record) (int, error) {
 	var bd BatchDecoder
 	return bd.Decode(data, count, recs)
@@ -210,6 +211,11 @@ func (bd *BatchDecoder) Decode(data []byte, count int, recs []Record) (int, erro
 		return 0, fmt.Errorf("%w: version %d, this build reads version %d", ErrBadBatch, v, batchVersion)
 	}
 	for i := range count {
+		// The maps of what recs held before are reused: a caller that
+		// decodes into the same records batch after batch (the engine's
+		// pool) then allocates no map per record.
+		oldMeta := recs[i].Metadata
+		oldAfter, _ := recs[i].Payload.After.(StructuredData)
 		r := Record{Position: d.bytes()}
 		if len(r.Position) == 0 {
 			r.Position = nil // no position and an empty one are the same
@@ -220,15 +226,20 @@ func (bd *BatchDecoder) Decode(data []byte, count int, recs []Record) (int, erro
 				d.fail("metadata count exceeds the batch")
 				break
 			}
-			r.Metadata = make(Metadata, n)
+			if oldMeta != nil {
+				clear(oldMeta)
+				r.Metadata = oldMeta
+			} else {
+				r.Metadata = make(Metadata, n)
+			}
 			for range n {
 				k := d.name()
 				r.Metadata[k] = d.str()
 			}
 		}
-		r.Key = d.data()
-		r.Payload.Before = d.data()
-		r.Payload.After = d.data()
+		r.Key = d.data(nil)
+		r.Payload.Before = d.data(nil)
+		r.Payload.After = d.data(oldAfter)
 		if d.err != nil {
 			return i, fmt.Errorf("%w: record %d: %w", ErrBadBatch, i, d.err)
 		}
@@ -324,7 +335,9 @@ func (d *decoder) bytes() []byte {
 
 func (d *decoder) str() string { return string(d.bytes()) }
 
-func (d *decoder) data() Data {
+// data reads a key or payload; reuse, when not nil, is a map to decode a
+// structured value into instead of a new one.
+func (d *decoder) data(reuse map[string]any) Data {
 	switch tag := d.byte(); {
 	case d.err != nil:
 		return nil
@@ -337,14 +350,16 @@ func (d *decoder) data() Data {
 			d.fail("structured data is not a map")
 			return nil
 		}
-		return StructuredData(d.mapValue(0))
+		return StructuredData(d.mapInto(reuse, 0))
 	default:
 		d.fail(fmt.Sprintf("unknown data tag %d", tag))
 		return nil
 	}
 }
 
-func (d *decoder) mapValue(depth int) map[string]any {
+func (d *decoder) mapValue(depth int) map[string]any { return d.mapInto(nil, depth) }
+
+func (d *decoder) mapInto(m map[string]any, depth int) map[string]any {
 	n := d.uvarint()
 	if d.err != nil {
 		return nil
@@ -353,7 +368,11 @@ func (d *decoder) mapValue(depth int) map[string]any {
 		d.fail("map size exceeds the batch")
 		return nil
 	}
-	m := make(map[string]any, n)
+	if m != nil {
+		clear(m)
+	} else {
+		m = make(map[string]any, n)
+	}
 	for range n {
 		k := d.name()
 		m[k] = d.value(depth + 1)

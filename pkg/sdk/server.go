@@ -75,9 +75,17 @@ type server struct {
 
 	// readMu is held over a whole Read exchange, including connect's
 	// marshalling of the response after the handler returned, because the
-	// response points into readBuf, which the next Read reuses.
-	readMu  sync.Mutex
-	readBuf []byte
+	// response points into one of bufs, which a later Read reuses.
+	readMu sync.Mutex
+	// bufs are the two encode buffers: one answers the current request
+	// while the read ahead fills the other. next is the one to fill next.
+	bufs [2][]byte
+	next int
+	// ahead is the Source.Read running ahead of the next request (nil when
+	// none); pending holds records read but not yet sent, when a request
+	// asked for fewer than the read ahead got (both guarded by readMu).
+	ahead   *readAhead
+	pending []Record
 
 	ackMu  sync.Mutex
 	ackBuf []Position
@@ -250,8 +258,21 @@ func (s *server) teardown(ctx context.Context) error {
 	return nil
 }
 
-// read calls Source.Read until it returns records or an error, and encodes
-// the records. The caller holds readMu (see handler).
+// readAhead is one Source.Read run ahead of the next request: while the
+// runtime receives and decodes a batch, the source already produces the
+// next, so the two processes work at the same time instead of taking
+// turns. Records read ahead and never sent (the run ended) were never
+// acknowledged, so the next run reads them again.
+type readAhead struct {
+	done  chan struct{}
+	max   int
+	batch *connectorv1.RecordBatch
+	err   error
+}
+
+// read answers a Read request: with the batch read ahead when there is
+// one, else by calling Source.Read now; then it starts reading the next
+// batch ahead. The caller holds readMu (see handler).
 func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordBatch, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -261,6 +282,79 @@ func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordB
 	if maxRecords < 1 {
 		return nil, cerrors.Fatalf("source Read called with max_records %d, want at least 1", maxRecords)
 	}
+	if a := s.ahead; a != nil && len(s.pending) == 0 {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, ctx.Err() // the read ahead stays for the next request
+		}
+		s.ahead = nil
+		if a.err != nil {
+			return nil, a.err
+		}
+		if int(a.batch.GetCount()) <= maxRecords {
+			s.startReadAhead(maxRecords)
+			return a.batch, nil
+		}
+		// This request asks for fewer than the one before: send part of
+		// the batch and keep the rest for the next requests.
+		recs := make([]Record, a.batch.GetCount())
+		if _, err := record.DecodeBatch(a.batch.GetData(), len(recs), recs); err != nil {
+			return nil, cerrors.Fatal(fmt.Errorf("source Read: split read-ahead batch: %w", err))
+		}
+		for i := range recs {
+			recs[i] = recs[i].Clone() // they alias a buffer that gets reused
+		}
+		s.pending = recs
+	}
+	var batch *connectorv1.RecordBatch
+	if len(s.pending) > 0 {
+		n := min(len(s.pending), maxRecords)
+		b, err := s.encode(s.pending[:n])
+		if err != nil {
+			return nil, err
+		}
+		clear(s.pending[:n])
+		s.pending, batch = s.pending[n:], b
+	} else {
+		recs, err := s.readNow(ctx, maxRecords)
+		if err != nil {
+			return nil, err
+		}
+		if batch, err = s.encode(recs); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.pending) == 0 {
+		s.startReadAhead(maxRecords)
+	}
+	return batch, nil
+}
+
+// startReadAhead reads the next batch on its own goroutine, which ends
+// with that one Read (or with the instance's teardown).
+func (s *server) startReadAhead(maxRecords int) {
+	a := &readAhead{done: make(chan struct{}), max: maxRecords}
+	s.ahead = a
+	go func() {
+		defer close(a.done)
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		if err := s.ready(roleSource, "Read"); err != nil {
+			a.err = err
+			return
+		}
+		recs, err := s.readNow(s.life, maxRecords)
+		if err != nil {
+			a.err = err
+			return
+		}
+		a.batch, a.err = s.encode(recs)
+	}()
+}
+
+// readNow calls Source.Read until it returns records or an error.
+func (s *server) readNow(ctx context.Context, maxRecords int) ([]Record, error) {
 	pause := minReadPause
 	for {
 		var recs []Record
@@ -275,7 +369,7 @@ func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordB
 			return nil, cerrors.Fatalf("source Read returned %d records, more than the %d asked for (a bug in the source)",
 				len(recs), maxRecords)
 		case len(recs) > 0:
-			return s.encode(recs)
+			return recs, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -287,7 +381,7 @@ func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordB
 }
 
 // encode checks what the runtime would reject later, far from the cause,
-// and encodes recs into readBuf.
+// and encodes recs into the next of the two buffers.
 func (s *server) encode(recs []Record) (*connectorv1.RecordBatch, error) {
 	for i := range recs {
 		r := &recs[i]
@@ -299,11 +393,12 @@ func (s *server) encode(recs []Record) (*connectorv1.RecordBatch, error) {
 				i, r.Position, r.Operation)
 		}
 	}
-	buf, err := record.AppendBatch(s.readBuf[:0], recs)
+	buf, err := record.AppendBatch(s.bufs[s.next][:0], recs)
 	if err != nil {
 		return nil, cerrors.Fatal(fmt.Errorf("source Read: encode records: %w", err))
 	}
-	s.readBuf = buf
+	s.bufs[s.next] = buf
+	s.next = 1 - s.next
 	return &connectorv1.RecordBatch{Count: int32(len(recs)), Data: buf}, nil
 }
 
