@@ -15,13 +15,13 @@ type Processor interface {
 	// Process changes rec in place and returns:
 	//   - nil: keep the record;
 	//   - ErrFiltered: drop it (it is still acknowledged to the source);
-	//   - any other error: the record is rejected.
-	//
-	// It must not keep rec, or the maps and slices in it, after it returns:
-	// the engine reuses them for later records. Unless the error is
+	//   - any other error: the record is rejected. Unless the error is
 	//     classified transient (a cerrors code), the record is nacked and
 	//     goes to the dead-letter queue; a transient error restarts the
 	//     pipeline and the record is processed again.
+	//
+	// It must not keep rec, or the maps and slices in it, after it returns:
+	// the engine reuses them for later records.
 	Process(ctx context.Context, rec *record.Record) error
 }
 
