@@ -241,7 +241,6 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		Destinations: []pipeline.Destination{{ID: "file", Connector: dst}},
 		Positions:    pipeline.NewPositionStore(db, writer, nil),
 		Dedup:        dd,
-		BatchSize:    envInt("BENCH_BATCH"),
 		Logger:       log,
 		OnAck: func(n int) {
 			// Only the acker goroutine calls OnAck, so no atomics needed.
@@ -324,9 +323,4 @@ func countLines(path string) (int64, error) {
 			return n, err
 		}
 	}
-}
-
-func envInt(name string) int {
-	n, _ := strconv.Atoi(os.Getenv(name))
-	return n
 }
