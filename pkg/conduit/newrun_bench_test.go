@@ -1,0 +1,45 @@
+package conduit
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/config"
+)
+
+// BenchmarkNewRun measures what a restart allocates to build a run: in a
+// fault storm thousands of these happen at once.
+func BenchmarkNewRun(b *testing.B) {
+	dir := b.TempDir()
+	body := `version: "2.2"
+pipelines:
+  - id: p
+    connectors:
+      - {id: src, type: source, plugin: builtin:generator, settings: {format.options.id: int}}
+      - {id: dst, type: destination, plugin: builtin:log}
+`
+	if err := os.WriteFile(filepath.Join(dir, "p.yml"), []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	m := rt.byID["p"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rt.newRun(m, lifecycle.RunHooks{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
