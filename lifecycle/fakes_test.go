@@ -108,7 +108,7 @@ type memStates struct {
 	saves int
 }
 
-func (m *memStates) Save(_ context.Context, id string, st State) error {
+func (m *memStates) SaveLater(id string, st State) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.saved == nil {

@@ -65,7 +65,8 @@ func TestStateStoreRoundTripAndCorruption(t *testing.T) {
 	db := store.NewInMemory()
 	w := store.NewGroupWriter(db)
 	defer w.Close()
-	s := NewStateStore(db, w)
+	s := NewStateStore(db, w, nil)
+	defer s.Close()
 	if _, ok, err := s.Load(ctx, "p"); ok || err != nil {
 		t.Fatalf("Load of an unknown pipeline: ok=%v err=%v", ok, err)
 	}

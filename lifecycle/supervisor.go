@@ -35,9 +35,11 @@ type RunHooks struct {
 // that failed at once.
 type RunFactory func(hooks RunHooks) (Run, error)
 
-// StateSaver persists state; *StateStore implements it.
+// StateSaver persists state; *StateStore implements it. SaveLater must not
+// wait for the disk: the supervisor calls it on every transition, and its
+// schedule must not depend on how long writes take.
 type StateSaver interface {
-	Save(ctx context.Context, pipelineID string, st State) error
+	SaveLater(pipelineID string, st State) error
 }
 
 // componentError is how a run error says which connector or processor it
@@ -641,9 +643,12 @@ func (s *Supervisor) stopTimer() {
 	}
 }
 
+// save hands the state to the state store, which writes it behind the
+// supervisor's back (see StateStore). A crash before the write lands
+// resumes from the state before: the same as crashing a moment earlier.
 func (s *Supervisor) save() {
 	s.state.UpdatedAt = s.cfg.Clock.Now()
-	if err := s.cfg.States.Save(context.Background(), s.cfg.PipelineID, s.state); err != nil {
+	if err := s.cfg.States.SaveLater(s.cfg.PipelineID, s.state); err != nil {
 		// The state in memory is still the truth; the next transition
 		// tries again. Losing it only matters after a crash.
 		s.log.Error("could not persist pipeline state", zap.Error(err))

@@ -186,7 +186,17 @@ func TestKillWhileRecoveringWaitsForThePersistedAttempt(t *testing.T) {
 		"",
 		"min-delay: 3s"))
 	p := w.start("run")
+	address := apiAddress(t, p)
 	rec := waitForEvent(t, p, "patient", "recovering", 1)
+	// State is written behind the supervisor; the audit log shows an
+	// event only once the state it leads to is persisted. Kill after that.
+	deadline := time.Now().Add(e2eTimeout)
+	for !strings.Contains(w.mustPipelines(address, "events", "patient", "--kind", "recovering"), "recovering") {
+		if time.Now().After(deadline) {
+			t.Fatal("the recovering event never showed in the audit log")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

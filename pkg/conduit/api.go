@@ -17,6 +17,9 @@ import (
 type managedPipeline struct {
 	cfg config.Pipeline
 	sup *lifecycle.Supervisor
+	// durable waits until the states and events handed over so far are
+	// written (Runtime.durable).
+	durable func(context.Context) error
 
 	// current is the engine of the run in progress; totals hold the counts
 	// of the runs that ended. Metrics add the two on scrape.
@@ -33,8 +36,23 @@ func (m *managedPipeline) Info() api.PipelineInfo {
 func (m *managedPipeline) State(ctx context.Context) (lifecycle.State, error) {
 	return m.sup.State(ctx)
 }
-func (m *managedPipeline) Start(ctx context.Context) error            { return m.sup.Start(ctx) }
-func (m *managedPipeline) Stop(ctx context.Context, force bool) error { return m.sup.Stop(ctx, force) }
+
+// Start and Stop answer once the new state and its events are on disk: the
+// supervisor does not wait for the disk, but whoever asked it to act is
+// told "done" only when a crash can no longer undo it.
+func (m *managedPipeline) Start(ctx context.Context) error {
+	if err := m.sup.Start(ctx); err != nil {
+		return err
+	}
+	return m.durable(ctx)
+}
+
+func (m *managedPipeline) Stop(ctx context.Context, force bool) error {
+	if err := m.sup.Stop(ctx, force); err != nil {
+		return err
+	}
+	return m.durable(ctx)
+}
 
 func (m *managedPipeline) counts() metrics.RecordCounts {
 	c := metrics.RecordCounts{Read: m.read.Load(), Written: m.written.Load(), Filtered: m.filtered.Load(),

@@ -94,12 +94,19 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		return nil, err
 	}
 	writer := store.NewGroupWriter(db)
+	states := lifecycle.NewStateStore(db, writer, func(pipelines int, err error) {
+		log.Error("could not persist pipeline state; the next transition of each pipeline tries again",
+			zap.Int("pipelines", pipelines), zap.Error(err))
+	})
 	audit, err := auditlog.Open(ctx, db, writer, auditlog.Options{
 		MaxEventsPerPipeline: cfg.AuditLog.MaxEventsPerPipeline,
 		MaxAge:               cfg.AuditLog.MaxAge,
 		Logger:               log.Named("auditlog"),
+		// An event is written after the state it leads to.
+		BeforeWrite: states.Flush,
 	})
 	if err != nil {
+		states.Close()
 		writer.Close()
 		_ = db.Close()
 		return nil, err
@@ -114,7 +121,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		connectors: opts.Connectors,
 		processors: opts.Processors,
 		positions:  pipeline.NewPositionStore(db, writer, nil),
-		states:     lifecycle.NewStateStore(db, writer),
+		states:     states,
 		clock:      opts.Clock,
 		observer:   opts.Observer,
 	}
@@ -139,6 +146,10 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		}
 		r.pipelines = append(r.pipelines, m)
 		r.byID[p.ID] = m
+	}
+	if err := r.audit.Flush(ctx); err != nil {
+		_ = r.Close()
+		return nil, err
 	}
 	r.degraded = make(chan string, len(r.pipelines))
 	log.Info("pipelines loaded", zap.String("path", cfg.Pipelines.Path),
@@ -214,7 +225,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
-	m := &managedPipeline{cfg: p}
+	m := &managedPipeline{cfg: p, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID: p.ID,
 		Policy:     lifecycle.PolicyFrom(recovery),
@@ -311,7 +322,9 @@ func (r *Runtime) record(ctx context.Context, id string, status lifecycle.Status
 		StatusBefore: status.String(), StatusAfter: status.String(),
 		Message: "pipeline configuration validated and built (" + hash + ")"})
 	for _, e := range events {
-		if _, err := r.audit.Append(ctx, e); err != nil {
+		// Queued, not waited for one by one: New flushes once for every
+		// pipeline, so that loading ten thousand costs a few syncs.
+		if err := r.audit.Enqueue(e); err != nil {
 			r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
 		}
 		r.metrics.CountEvent(string(e.Kind))
@@ -475,7 +488,7 @@ func (r *Runtime) dedupSkipped(pipelineID, destination string, skipped int64) {
 	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
 		Component: destination, ComponentKind: "destination", Count: skipped,
 		Message: fmt.Sprintf("%d records destination %s already accepted in an earlier run were acknowledged without being written again", skipped, destination)}
-	if _, err := r.audit.Append(context.Background(), e); err != nil {
+	if err := r.audit.Enqueue(e); err != nil {
 		r.log.Error("could not write to the audit log", zap.String("pipeline_id", pipelineID), zap.Error(err))
 	}
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
@@ -488,14 +501,13 @@ func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) 
 	return d.s.Open(ctx, pipelineID, destinationID)
 }
 
-// onEvent is called by every supervisor goroutine for every event.
-//
-// The audit append is durable before it returns: these events are rare and
-// must not be lost, and the supervisor only emits them where waiting for
-// the disk delays nothing else (a restart is under way before its event is
-// written).
+// onEvent is called by every supervisor goroutine for every event. It
+// must not wait for the disk: the audit event is handed to the log's
+// writer (Enqueue), which makes it durable moments later, sharing syncs
+// across pipelines. API requests that change a pipeline wait for it
+// (managedPipeline.Start, Stop), and shutdown writes whatever is queued.
 func (r *Runtime) onEvent(e lifecycle.Event) {
-	if _, err := r.audit.Append(context.Background(), auditEvent(e)); err != nil {
+	if err := r.audit.Enqueue(auditEvent(e)); err != nil {
 		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
 			zap.String("event", string(e.Kind)), zap.Error(err))
 	}
@@ -509,6 +521,15 @@ func (r *Runtime) onEvent(e lifecycle.Event) {
 	if r.observer != nil {
 		r.observer.PipelineEvent(e)
 	}
+}
+
+// durable returns once every state and audit event handed over so far is
+// on disk.
+func (r *Runtime) durable(ctx context.Context) error {
+	if err := r.states.Flush(ctx); err != nil {
+		return err
+	}
+	return r.audit.Flush(ctx)
 }
 
 // Pipelines returns the ids of the valid pipelines, in load order.
@@ -596,9 +617,11 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 }
 
 func (r *Runtime) close() {
-	// The supervisors have stopped, so nothing appends any more. Closing
-	// the audit log first ends watch streams, which would otherwise keep
-	// the server's shutdown waiting.
+	// The supervisors have stopped, so nothing saves or appends any more;
+	// what they handed over is written now. Closing the audit log first
+	// ends watch streams, which would otherwise keep the server's shutdown
+	// waiting.
+	r.states.Close()
 	_ = r.audit.Close()
 	if r.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -616,6 +639,7 @@ func (r *Runtime) Close() error {
 	if r.server != nil {
 		_ = r.server.Shutdown(context.Background())
 	}
+	r.states.Close()
 	_ = r.audit.Close()
 	r.writer.Close()
 	return r.db.Close()
