@@ -190,12 +190,30 @@ func DecodeBatch(data []byte, count int, recs []Record) (int, error) {
 // maxInterned bounds a BatchDecoder's table of field names.
 const maxInterned = 4096
 
+// maxRepeated is the longest value a name's entry keeps to hand out again;
+// longer values are rarely repeated and would only pin memory.
+const maxRepeated = 128
+
 // BatchDecoder decodes batches one after another and keeps the field and
 // metadata names it has seen, so that the same names in every record of a
-// stream are allocated once, not once per record. It is not safe for
-// concurrent use.
+// stream are allocated once, not once per record. For each name it also
+// keeps the last short string value: metadata such as the connector id,
+// the OpenCDC version or a batch's read time repeats from record to record,
+// and a repeated value is handed out again instead of allocated. It is not
+// safe for concurrent use.
 type BatchDecoder struct {
-	names map[string]string
+	names map[string]*nameEntry
+}
+
+// nameEntry is an interned name and the last string value it had.
+type nameEntry struct {
+	name string
+	// last is the last value (at most maxRepeated bytes) read for this
+	// name; boxed is the same string as a structured value, so that a
+	// repeated field value costs neither a string nor an interface
+	// allocation. Strings are immutable, so records may share them.
+	last  string
+	boxed any
 }
 
 // Decode is DecodeBatch with the decoder's name table.
@@ -204,7 +222,7 @@ func (bd *BatchDecoder) Decode(data []byte, count int, recs []Record) (int, erro
 		return 0, fmt.Errorf("%w: %d records do not fit a batch of %d", ErrBadBatch, count, len(recs))
 	}
 	if bd.names == nil {
-		bd.names = make(map[string]string)
+		bd.names = make(map[string]*nameEntry)
 	}
 	d := decoder{b: data, names: bd.names}
 	if v := d.byte(); d.err == nil && v != batchVersion {
@@ -233,8 +251,8 @@ func (bd *BatchDecoder) Decode(data []byte, count int, recs []Record) (int, erro
 				r.Metadata = make(Metadata, n)
 			}
 			for range n {
-				k := d.name()
-				r.Metadata[k] = d.str()
+				e := d.name()
+				r.Metadata[e.name] = d.repeatedStr(e)
 			}
 		}
 		r.Key = d.data(nil)
@@ -260,21 +278,57 @@ func (bd *BatchDecoder) Decode(data []byte, count int, recs []Record) (int, erro
 type decoder struct {
 	b     []byte
 	err   error
-	names map[string]string
+	names map[string]*nameEntry
 }
 
 // name reads a string that is likely to repeat (a field or metadata name)
 // through the name table.
-func (d *decoder) name() string {
+func (d *decoder) name() *nameEntry {
 	b := d.bytes()
-	if s, ok := d.names[string(b)]; ok {
-		return s
+	if e, ok := d.names[string(b)]; ok {
+		return e
 	}
-	s := string(b)
+	e := &nameEntry{name: string(b)}
 	if len(d.names) < maxInterned {
-		d.names[s] = s
+		d.names[e.name] = e
 	}
-	return s
+	return e
+}
+
+// repeatedStr reads a string value of name e, reusing e's last value when
+// it is the same.
+func (d *decoder) repeatedStr(e *nameEntry) string {
+	b := d.bytes()
+	switch {
+	case d.err != nil:
+		return ""
+	case len(b) > maxRepeated:
+		return string(b)
+	case string(b) != e.last:
+		e.last, e.boxed = string(b), nil
+	}
+	return e.last
+}
+
+// fieldValue reads the value of field e of a structured map: a string
+// the field had in the record before is shared, boxed once.
+func (d *decoder) fieldValue(e *nameEntry, depth int) any {
+	if d.err != nil || len(d.b) == 0 || d.b[0] != valString {
+		return d.value(depth)
+	}
+	d.b = d.b[1:]
+	s := d.repeatedStr(e)
+	if d.err != nil {
+		return nil
+	}
+	if e.boxed == nil || len(s) > maxRepeated {
+		box := any(s)
+		if len(s) > maxRepeated {
+			return box
+		}
+		e.boxed = box
+	}
+	return e.boxed
 }
 
 func (d *decoder) fail(msg string) {
@@ -374,8 +428,8 @@ func (d *decoder) mapInto(m map[string]any, depth int) map[string]any {
 		m = make(map[string]any, n)
 	}
 	for range n {
-		k := d.name()
-		m[k] = d.value(depth + 1)
+		e := d.name()
+		m[e.name] = d.fieldValue(e, depth+1)
 		if d.err != nil {
 			return nil
 		}
