@@ -20,6 +20,9 @@ type seqSource struct {
 	readErr error // returned once next reaches failAt
 	failAt  int
 	ackErr  error
+	// ackGate, when set, is received from before every Ack returns, so a
+	// test decides when the source has acknowledged.
+	ackGate chan struct{}
 
 	mu       sync.Mutex
 	next     int
@@ -79,6 +82,9 @@ func (s *seqSource) Ack(_ context.Context, positions []record.Position) error {
 	s.mu.Lock()
 	s.acks = append(s.acks, got)
 	s.mu.Unlock()
+	if s.ackGate != nil {
+		<-s.ackGate
+	}
 	return nil
 }
 

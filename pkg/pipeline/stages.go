@@ -330,33 +330,57 @@ func (o *destinationBuffer) recordIndex(total int) func(int) int {
 // destination is done with each, sends nacked records to the dead-letter
 // queue (ending the run when the nack window overflows), acknowledges the
 // records to the source and hands the newest position to the persister.
+//
+// When batches finish faster than the source acknowledges them, one Ack
+// covers several (see ackGroup): a batch that is done waits for the source
+// only while the next one is done too, never for one still being written.
 func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, p *persister, window *nackWindow) error {
-	src := e.cfg.Source
+	group := ackGroup{e: e, free: free, p: p, max: max(1, cap(inflight)/2)}
 	var dlqBuf []record.Record
 	for {
-		b, ok := receive(ctx, inflight)
+		b, ok, ready := tryReceive(inflight, len(group.batches) > 0)
+		if !ready {
+			if err := group.flush(ctx); err != nil {
+				return err
+			}
+			b, ok = receive(ctx, inflight)
+		}
 		if !ok {
-			return nil
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The source ended: what is done is acknowledged.
+			return group.flush(ctx)
 		}
 		limit := len(b.records)
 		var failure error
 		for i, ch := range fromDest {
-			select {
-			case got := <-ch:
-				if got != b {
-					// Stages are FIFO; anything else is a bug in the engine
-					// and acknowledging would break the read-order promise.
-					panic("pipeline: destination results out of read order")
+			got, ready := tryTake(ch, len(group.batches) > 0)
+			if !ready {
+				if err := group.flush(ctx); err != nil {
+					return err
 				}
-			case <-ctx.Done():
-				return nil
+				select {
+				case got = <-ch:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			if got != b {
+				// Stages are FIFO; anything else is a bug in the engine
+				// and acknowledging would break the read-order promise.
+				panic("pipeline: destination results out of read order")
 			}
 			if r := b.results[i]; r.err != nil && r.done <= limit {
 				limit, failure = r.done, r.err
 			}
 			// The source may only hear about records whose positions the
-			// dedup store holds durably.
+			// dedup store holds durably. Waiting is not done with
+			// acknowledgements held back.
 			if wait := b.dedupWait[i]; wait != nil {
+				if err := group.flush(ctx); err != nil {
+					return err
+				}
 				if err := wait(); err != nil && failure == nil {
 					limit, failure = 0, &StageError{Kind: KindDestination, ID: e.cfg.Destinations[i].ID,
 						Op: "remember written positions", Err: cerrors.Transient(err)}
@@ -383,6 +407,13 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: n.err}
 			nacks = nacks[:slices.IndexFunc(nacks, func(x nack) bool { return x.index == cut })]
 		}
+		if failure != nil || len(nacks) > 0 {
+			// What can fail from here on must not take the batches before
+			// it down with it: they are acknowledged first.
+			if err := group.flush(ctx); err != nil {
+				return err
+			}
+		}
 		if len(nacks) > 0 {
 			dlqBuf = dlqBuf[:0]
 			for _, n := range nacks {
@@ -393,9 +424,18 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			}
 			e.stats.RecordsNacked.Add(int64(len(nacks)))
 		}
+		if failure == nil {
+			group.add(b, len(nacks))
+			if len(group.batches) >= group.max {
+				if err := group.flush(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if limit > 0 {
-			if err := src.Connector.Ack(ctx, b.positions[:limit]); err != nil {
-				return &StageError{Kind: KindSource, ID: src.ID, Op: "ack", Err: err}
+			if err := e.cfg.Source.Connector.Ack(ctx, b.positions[:limit]); err != nil {
+				return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
 			}
 			e.stats.RecordsAcked.Add(int64(limit))
 			var deletes [][]byte
@@ -412,12 +452,95 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				e.cfg.OnAck(limit - len(nacks))
 			}
 		}
-		if failure != nil {
-			return failure
-		}
-		b.reset()
-		free.put(b)
+		return failure
 	}
+}
+
+// tryReceive takes the next batch from in without waiting when hurry is
+// set (ready is false when there is none yet); otherwise it says "not
+// ready" so that the caller waits.
+func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
+	if !hurry {
+		return nil, false, false
+	}
+	select {
+	case b, ok = <-in:
+		return b, ok, true
+	default:
+		return nil, false, false
+	}
+}
+
+// tryTake is tryReceive for a destination's results channel, which is never
+// closed while the acker runs.
+func tryTake(in <-chan *batch, hurry bool) (*batch, bool) {
+	if !hurry {
+		return nil, false
+	}
+	select {
+	case b := <-in:
+		return b, true
+	default:
+		return nil, false
+	}
+}
+
+// ackGroup holds batches that are done but for the source's
+// acknowledgement, in read order. A source whose Ack is a round trip (a
+// standalone connector, a broker's commit) would otherwise hold the
+// pipeline to one batch per round trip: the acker falls behind, every
+// batch in flight waits for it, and the source cannot read.
+type ackGroup struct {
+	e    *Engine
+	free *batchPool
+	p    *persister
+	max  int
+
+	batches   []*batch
+	positions []record.Position
+	nacked    int
+}
+
+func (g *ackGroup) add(b *batch, nacked int) {
+	g.batches = append(g.batches, b)
+	g.positions = append(g.positions, b.positions...)
+	g.nacked += nacked
+}
+
+// flush acknowledges the group's records to the source in one call, hands
+// the newest position (and the dedup entries the batches free) to the
+// persister and frees the batches.
+func (g *ackGroup) flush(ctx context.Context) error {
+	if len(g.batches) == 0 {
+		return nil
+	}
+	e := g.e
+	if n := len(g.positions); n > 0 {
+		if err := e.cfg.Source.Connector.Ack(ctx, g.positions); err != nil {
+			return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
+		}
+		e.stats.RecordsAcked.Add(int64(n))
+		var deletes [][]byte
+		for _, b := range g.batches {
+			for _, keys := range b.dedupKeys {
+				deletes = append(deletes, keys...)
+			}
+		}
+		g.p.offer(g.positions[n-1], deletes)
+		if e.cfg.OnAck != nil && n > g.nacked {
+			e.cfg.OnAck(n - g.nacked)
+		}
+	}
+	for _, b := range g.batches {
+		b.reset()
+		g.free.put(b)
+	}
+	clear(g.batches)
+	g.batches = g.batches[:0]
+	clear(g.positions) // they point into the batches' records
+	g.positions = g.positions[:0]
+	g.nacked = 0
+	return nil
 }
 
 func opOf(k Kind) string {
