@@ -112,24 +112,82 @@ func (s *standaloneSource) Read(ctx context.Context, batch []record.Record) (int
 	return n, nil
 }
 
-// fetch keeps calling the plugin's Read until ctx is done (Teardown) or
-// the plugin fails; the failure is Read's to report.
+// fetch feeds s.fetched until ctx is done (Teardown) or the plugin fails;
+// the failure is Read's to report. It reads the plugin's ReadStream, and
+// falls back to calling Read batch by batch for a plugin built before
+// ReadStream existed.
 func (s *standaloneSource) fetch(ctx context.Context) {
 	defer close(s.fetcherDone)
+	if s.fetchStream(ctx) {
+		return
+	}
 	for {
 		f := s.readBatch(ctx)
-		if f.err != nil && ctx.Err() != nil {
-			return
-		}
-		select {
-		case s.fetched <- f:
-		case <-ctx.Done():
-			return
-		}
-		if f.err != nil {
+		if !s.deliver(ctx, f) {
 			return
 		}
 	}
+}
+
+// deliver hands f to Read and reports whether fetching goes on.
+func (s *standaloneSource) deliver(ctx context.Context, f fetchResult) bool {
+	if f.err != nil && ctx.Err() != nil {
+		return false
+	}
+	select {
+	case s.fetched <- f:
+	case <-ctx.Done():
+		return false
+	}
+	return f.err == nil
+}
+
+// fetchStream reads the plugin's ReadStream until it ends; it returns false
+// only when the plugin does not have it (and sent nothing), so that fetch
+// falls back to Read. With the stream the plugin produces the next batch
+// while this process decodes and writes the one before, instead of the two
+// taking turns once per batch; backpressure is the socket's: a stream
+// nobody receives from stops the plugin's sends.
+func (s *standaloneSource) fetchStream(ctx context.Context) bool {
+	maxRecords := max(int(s.max.Load()), minFetch)
+	stream, err := s.client.ReadStream(ctx, connect.NewRequest(&connectorv1.ReadStreamRequest{MaxRecords: int32(maxRecords)}))
+	if err != nil {
+		s.deliver(ctx, fetchResult{err: s.streamError(ctx, err)})
+		return true
+	}
+	defer stream.Close()
+	received := false
+	for stream.Receive() {
+		received = true
+		batch := stream.Msg().GetBatch()
+		if batch.GetCount() == 0 {
+			continue // as with Read: nothing to hand out yet
+		}
+		if !s.deliver(ctx, fetchResult{batch: batch, max: maxRecords}) {
+			return true
+		}
+	}
+	err = stream.Err()
+	if !received && connect.CodeOf(err) == connect.CodeUnimplemented {
+		s.p.log.Debug("the plugin has no ReadStream (built with an older SDK); reading batch by batch")
+		return false
+	}
+	if err == nil {
+		// A plugin may not end the stream while the source is open.
+		err = cerrors.Transient(fmt.Errorf("standalone connector %q: read: the plugin ended the stream", s.p.name))
+	} else {
+		err = s.streamError(ctx, err)
+	}
+	s.deliver(ctx, fetchResult{err: err})
+	return true
+}
+
+// streamError is callError for the stream, keeping a cancellation as it is.
+func (s *standaloneSource) streamError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return s.p.callError(ctx, "read", err)
 }
 
 // readBatch calls the plugin's Read once it has at least one record.

@@ -512,6 +512,34 @@ func (ss sourceService) Read(ctx context.Context, req *connect.Request[connector
 	return connect.NewResponse(&connectorv1.ReadResponse{Batch: batch}), nil
 }
 
+// ReadStream sends batch after batch until the call ends or the source
+// fails. Each batch is read and sent under readMu, like a whole Read: the
+// batch points into an encode buffer that the next read reuses, and Send
+// has marshalled it once it returns.
+func (ss sourceService) ReadStream(ctx context.Context, req *connect.Request[connectorv1.ReadStreamRequest], stream *connect.ServerStream[connectorv1.ReadStreamResponse]) error {
+	ctx, done := ss.s.bind(ctx)
+	defer done()
+	maxRecords := int(req.Msg.GetMaxRecords())
+	resp := &connectorv1.ReadStreamResponse{}
+	for {
+		err := func() error {
+			ss.s.readMu.Lock()
+			defer ss.s.readMu.Unlock()
+			batch, err := ss.s.read(ctx, maxRecords)
+			if err != nil {
+				return wireError(ctx, err)
+			}
+			resp.Batch = batch
+			err = stream.Send(resp)
+			resp.Batch = nil
+			return err
+		}()
+		if err != nil {
+			return err
+		}
+	}
+}
+
 func (ss sourceService) Ack(ctx context.Context, req *connect.Request[connectorv1.AckRequest]) (*connect.Response[connectorv1.AckResponse], error) {
 	ctx, done := ss.s.bind(ctx)
 	defer done()

@@ -17,6 +17,7 @@ import (
 
 	cerrors "github.com/conduitry/conduit/errors"
 	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
+	"github.com/conduitry/conduit/pkg/record"
 )
 
 func TestInfo(t *testing.T) {
@@ -448,6 +449,105 @@ func TestReadCancelledByRuntime(t *testing.T) {
 	defer cancel()
 	if _, err := h.read(ctx, 1); err == nil {
 		t.Fatal("Read returned no error after the runtime cancelled it")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the source's ctx was not cancelled")
+	}
+}
+
+// ReadStream sends the source's records batch after batch, in order and
+// never more than asked for per batch, and ends with the source's error in
+// the wire JSON, so that a fatal error stays fatal in the runtime.
+func TestReadStreamKeepsOrderAndEndsWithTheSourceError(t *testing.T) {
+	var next atomic.Int32
+	src := &fakeSource{readFn: func(_ context.Context, max int) ([]Record, error) {
+		if next.Load() >= 20 {
+			return nil, fmt.Errorf("read page: %w", Fatal(WithCode(errors.New("table dropped"), 410)))
+		}
+		recs := make([]Record, min(max, 3))
+		for i := range recs {
+			recs[i] = testRecord(int(next.Add(1)))
+		}
+		return recs, nil
+	}}
+	h := newHarness(t, sourcePlugin(src))
+	if err := errors.Join(h.configureSource(t, nil), h.openSource("")); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := h.src.ReadStream(context.Background(), connect.NewRequest(&connectorv1.ReadStreamRequest{MaxRecords: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var got []string
+	for stream.Receive() {
+		b := stream.Msg().GetBatch()
+		if b.GetCount() > 2 {
+			t.Fatalf("a batch of %d records, asked for at most 2", b.GetCount())
+		}
+		recs := make([]Record, b.GetCount())
+		if _, err := record.DecodeBatch(b.GetData(), len(recs), recs); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			got = append(got, string(r.Position))
+		}
+	}
+	if len(got) != 20 {
+		t.Fatalf("got %d records before the error, want 20: %v", len(got), got)
+	}
+	for i, p := range got {
+		if p != strconv.Itoa(i+1) {
+			t.Fatalf("records %v: not 1, 2, 3, ... in order", got)
+		}
+	}
+	var ce *connect.Error
+	if !errors.As(stream.Err(), &ce) {
+		t.Fatalf("the stream ended with %v, want the source's error", stream.Err())
+	}
+	c := cerrors.Classify(errors.New(ce.Message()))
+	if c.Class != cerrors.ClassFatal || c.Code != 410 || !strings.Contains(c.Message, "table dropped") {
+		t.Fatalf("the stream's error classifies as %+v, want fatal 410 with the message", c)
+	}
+}
+
+// The runtime ends a stream by cancelling it (a teardown, a stop): the
+// source's Read that waits for data must hear of it.
+func TestReadStreamCancelledByRuntime(t *testing.T) {
+	reading, cancelled := make(chan struct{}), make(chan struct{})
+	src := &fakeSource{readFn: func(ctx context.Context, _ int) ([]Record, error) {
+		close(reading)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	}}
+	h := newHarness(t, sourcePlugin(src))
+	if err := errors.Join(h.configureSource(t, nil), h.openSource("")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The call returns with the first batch, which never comes.
+	ended := make(chan bool, 1)
+	go func() {
+		stream, err := h.src.ReadStream(ctx, connect.NewRequest(&connectorv1.ReadStreamRequest{MaxRecords: 1}))
+		ended <- err == nil && stream.Receive()
+	}()
+	select {
+	case <-reading:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream never called the source's Read")
+	}
+	cancel()
+	select {
+	case gotBatch := <-ended:
+		if gotBatch {
+			t.Fatal("a batch arrived from a source that had none")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled stream did not end")
 	}
 	select {
 	case <-cancelled:

@@ -80,6 +80,9 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle(connectorv1connect.NewPluginServiceHandler(p))
 	mux.Handle(connectorv1connect.NewSourceServiceHandler(p))
+	// This plugin stands for one built before ReadStream existed: the
+	// route is not there at all, so the runtime must fall back to Read.
+	mux.Handle(connectorv1connect.SourceServiceReadStreamProcedure, http.NotFoundHandler())
 	mux.Handle(connectorv1connect.NewDestinationServiceHandler(p.destination()))
 	fmt.Fprintln(os.Stderr, "listening on", socket)
 	if err := http.Serve(ln, mux); err != nil {
@@ -154,6 +157,12 @@ func (p *plugin) Open(_ context.Context, req *connect.Request[connectorv1.Source
 	p.next, p.last = start+1, start+count
 	p.mu.Unlock()
 	return connect.NewResponse(&connectorv1.SourceServiceOpenResponse{}), nil
+}
+
+// ReadStream only satisfies the generated interface; main does not route
+// to it (see there).
+func (p *plugin) ReadStream(context.Context, *connect.Request[connectorv1.ReadStreamRequest], *connect.ServerStream[connectorv1.ReadStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("not routed"))
 }
 
 func (p *plugin) Read(ctx context.Context, req *connect.Request[connectorv1.ReadRequest]) (*connect.Response[connectorv1.ReadResponse], error) {

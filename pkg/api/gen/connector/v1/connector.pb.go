@@ -599,6 +599,95 @@ func (x *ReadResponse) GetBatch() *RecordBatch {
 	return nil
 }
 
+type ReadStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most records in one batch of the stream, at least 1.
+	MaxRecords    int32 `protobuf:"varint,1,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadStreamRequest) Reset() {
+	*x = ReadStreamRequest{}
+	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadStreamRequest) ProtoMessage() {}
+
+func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
+func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReadStreamRequest) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+type ReadStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *RecordBatch           `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadStreamResponse) Reset() {
+	*x = ReadStreamResponse{}
+	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadStreamResponse) ProtoMessage() {}
+
+func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
+func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReadStreamResponse) GetBatch() *RecordBatch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type AckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Positions of the acknowledged records, in read order.
@@ -609,7 +698,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	mi := &file_connector_v1_connector_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +710,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	mi := &file_connector_v1_connector_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +723,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{13}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckRequest) GetPositions() [][]byte {
@@ -652,7 +741,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	mi := &file_connector_v1_connector_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +753,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	mi := &file_connector_v1_connector_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +766,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{14}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{16}
 }
 
 type WriteRequest struct {
@@ -689,7 +778,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[15]
+	mi := &file_connector_v1_connector_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +790,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[15]
+	mi := &file_connector_v1_connector_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +803,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{15}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WriteRequest) GetBatch() *RecordBatch {
@@ -738,7 +827,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[16]
+	mi := &file_connector_v1_connector_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +839,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[16]
+	mi := &file_connector_v1_connector_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +852,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{16}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteResponse) GetWritten() int32 {
@@ -788,7 +877,7 @@ type SourceServiceTeardownRequest struct {
 
 func (x *SourceServiceTeardownRequest) Reset() {
 	*x = SourceServiceTeardownRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[17]
+	mi := &file_connector_v1_connector_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +889,7 @@ func (x *SourceServiceTeardownRequest) String() string {
 func (*SourceServiceTeardownRequest) ProtoMessage() {}
 
 func (x *SourceServiceTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[17]
+	mi := &file_connector_v1_connector_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +902,7 @@ func (x *SourceServiceTeardownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceTeardownRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{17}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{19}
 }
 
 type SourceServiceTeardownResponse struct {
@@ -824,7 +913,7 @@ type SourceServiceTeardownResponse struct {
 
 func (x *SourceServiceTeardownResponse) Reset() {
 	*x = SourceServiceTeardownResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[18]
+	mi := &file_connector_v1_connector_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +925,7 @@ func (x *SourceServiceTeardownResponse) String() string {
 func (*SourceServiceTeardownResponse) ProtoMessage() {}
 
 func (x *SourceServiceTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[18]
+	mi := &file_connector_v1_connector_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +938,7 @@ func (x *SourceServiceTeardownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceTeardownResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{18}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{20}
 }
 
 type DestinationServiceTeardownRequest struct {
@@ -860,7 +949,7 @@ type DestinationServiceTeardownRequest struct {
 
 func (x *DestinationServiceTeardownRequest) Reset() {
 	*x = DestinationServiceTeardownRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[19]
+	mi := &file_connector_v1_connector_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +961,7 @@ func (x *DestinationServiceTeardownRequest) String() string {
 func (*DestinationServiceTeardownRequest) ProtoMessage() {}
 
 func (x *DestinationServiceTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[19]
+	mi := &file_connector_v1_connector_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +974,7 @@ func (x *DestinationServiceTeardownRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use DestinationServiceTeardownRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{19}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{21}
 }
 
 type DestinationServiceTeardownResponse struct {
@@ -896,7 +985,7 @@ type DestinationServiceTeardownResponse struct {
 
 func (x *DestinationServiceTeardownResponse) Reset() {
 	*x = DestinationServiceTeardownResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[20]
+	mi := &file_connector_v1_connector_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +997,7 @@ func (x *DestinationServiceTeardownResponse) String() string {
 func (*DestinationServiceTeardownResponse) ProtoMessage() {}
 
 func (x *DestinationServiceTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[20]
+	mi := &file_connector_v1_connector_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1010,7 @@ func (x *DestinationServiceTeardownResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DestinationServiceTeardownResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{20}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{22}
 }
 
 // RecordBatch carries records in the OpenCDC batch encoding of pkg/record
@@ -939,7 +1028,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_connector_v1_connector_proto_msgTypes[21]
+	mi := &file_connector_v1_connector_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1040,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[21]
+	mi := &file_connector_v1_connector_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1053,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{21}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordBatch) GetCount() int32 {
@@ -1016,6 +1105,11 @@ const file_connector_v1_connector_proto_rawDesc = "" +
 	"\vmax_records\x18\x01 \x01(\x05R\n" +
 	"maxRecords\"?\n" +
 	"\fReadResponse\x12/\n" +
+	"\x05batch\x18\x01 \x01(\v2\x19.connector.v1.RecordBatchR\x05batch\"4\n" +
+	"\x11ReadStreamRequest\x12\x1f\n" +
+	"\vmax_records\x18\x01 \x01(\x05R\n" +
+	"maxRecords\"E\n" +
+	"\x12ReadStreamResponse\x12/\n" +
 	"\x05batch\x18\x01 \x01(\v2\x19.connector.v1.RecordBatchR\x05batch\"*\n" +
 	"\n" +
 	"AckRequest\x12\x1c\n" +
@@ -1034,11 +1128,13 @@ const file_connector_v1_connector_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data2S\n" +
 	"\rPluginService\x12B\n" +
-	"\x04Info\x12\x19.connector.v1.InfoRequest\x1a\x1a.connector.v1.InfoResponse\"\x03\x90\x02\x012\xb0\x03\n" +
+	"\x04Info\x12\x19.connector.v1.InfoRequest\x1a\x1a.connector.v1.InfoResponse\"\x03\x90\x02\x012\x83\x04\n" +
 	"\rSourceService\x12f\n" +
 	"\tConfigure\x12+.connector.v1.SourceServiceConfigureRequest\x1a,.connector.v1.SourceServiceConfigureResponse\x12W\n" +
 	"\x04Open\x12&.connector.v1.SourceServiceOpenRequest\x1a'.connector.v1.SourceServiceOpenResponse\x12=\n" +
-	"\x04Read\x12\x19.connector.v1.ReadRequest\x1a\x1a.connector.v1.ReadResponse\x12:\n" +
+	"\x04Read\x12\x19.connector.v1.ReadRequest\x1a\x1a.connector.v1.ReadResponse\x12Q\n" +
+	"\n" +
+	"ReadStream\x12\x1f.connector.v1.ReadStreamRequest\x1a .connector.v1.ReadStreamResponse0\x01\x12:\n" +
 	"\x03Ack\x12\x18.connector.v1.AckRequest\x1a\x19.connector.v1.AckResponse\x12c\n" +
 	"\bTeardown\x12*.connector.v1.SourceServiceTeardownRequest\x1a+.connector.v1.SourceServiceTeardownResponse2\x9a\x03\n" +
 	"\x12DestinationService\x12p\n" +
@@ -1059,7 +1155,7 @@ func file_connector_v1_connector_proto_rawDescGZIP() []byte {
 	return file_connector_v1_connector_proto_rawDescData
 }
 
-var file_connector_v1_connector_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_connector_v1_connector_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_connector_v1_connector_proto_goTypes = []any{
 	(*InfoRequest)(nil),                         // 0: connector.v1.InfoRequest
 	(*InfoResponse)(nil),                        // 1: connector.v1.InfoResponse
@@ -1074,48 +1170,53 @@ var file_connector_v1_connector_proto_goTypes = []any{
 	(*DestinationServiceOpenResponse)(nil),      // 10: connector.v1.DestinationServiceOpenResponse
 	(*ReadRequest)(nil),                         // 11: connector.v1.ReadRequest
 	(*ReadResponse)(nil),                        // 12: connector.v1.ReadResponse
-	(*AckRequest)(nil),                          // 13: connector.v1.AckRequest
-	(*AckResponse)(nil),                         // 14: connector.v1.AckResponse
-	(*WriteRequest)(nil),                        // 15: connector.v1.WriteRequest
-	(*WriteResponse)(nil),                       // 16: connector.v1.WriteResponse
-	(*SourceServiceTeardownRequest)(nil),        // 17: connector.v1.SourceServiceTeardownRequest
-	(*SourceServiceTeardownResponse)(nil),       // 18: connector.v1.SourceServiceTeardownResponse
-	(*DestinationServiceTeardownRequest)(nil),   // 19: connector.v1.DestinationServiceTeardownRequest
-	(*DestinationServiceTeardownResponse)(nil),  // 20: connector.v1.DestinationServiceTeardownResponse
-	(*RecordBatch)(nil),                         // 21: connector.v1.RecordBatch
-	nil,                                         // 22: connector.v1.ConnectorConfig.SettingsEntry
+	(*ReadStreamRequest)(nil),                   // 13: connector.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),                  // 14: connector.v1.ReadStreamResponse
+	(*AckRequest)(nil),                          // 15: connector.v1.AckRequest
+	(*AckResponse)(nil),                         // 16: connector.v1.AckResponse
+	(*WriteRequest)(nil),                        // 17: connector.v1.WriteRequest
+	(*WriteResponse)(nil),                       // 18: connector.v1.WriteResponse
+	(*SourceServiceTeardownRequest)(nil),        // 19: connector.v1.SourceServiceTeardownRequest
+	(*SourceServiceTeardownResponse)(nil),       // 20: connector.v1.SourceServiceTeardownResponse
+	(*DestinationServiceTeardownRequest)(nil),   // 21: connector.v1.DestinationServiceTeardownRequest
+	(*DestinationServiceTeardownResponse)(nil),  // 22: connector.v1.DestinationServiceTeardownResponse
+	(*RecordBatch)(nil),                         // 23: connector.v1.RecordBatch
+	nil,                                         // 24: connector.v1.ConnectorConfig.SettingsEntry
 }
 var file_connector_v1_connector_proto_depIdxs = []int32{
-	22, // 0: connector.v1.ConnectorConfig.settings:type_name -> connector.v1.ConnectorConfig.SettingsEntry
+	24, // 0: connector.v1.ConnectorConfig.settings:type_name -> connector.v1.ConnectorConfig.SettingsEntry
 	2,  // 1: connector.v1.SourceServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
 	2,  // 2: connector.v1.DestinationServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
-	21, // 3: connector.v1.ReadResponse.batch:type_name -> connector.v1.RecordBatch
-	21, // 4: connector.v1.WriteRequest.batch:type_name -> connector.v1.RecordBatch
-	0,  // 5: connector.v1.PluginService.Info:input_type -> connector.v1.InfoRequest
-	3,  // 6: connector.v1.SourceService.Configure:input_type -> connector.v1.SourceServiceConfigureRequest
-	7,  // 7: connector.v1.SourceService.Open:input_type -> connector.v1.SourceServiceOpenRequest
-	11, // 8: connector.v1.SourceService.Read:input_type -> connector.v1.ReadRequest
-	13, // 9: connector.v1.SourceService.Ack:input_type -> connector.v1.AckRequest
-	17, // 10: connector.v1.SourceService.Teardown:input_type -> connector.v1.SourceServiceTeardownRequest
-	5,  // 11: connector.v1.DestinationService.Configure:input_type -> connector.v1.DestinationServiceConfigureRequest
-	9,  // 12: connector.v1.DestinationService.Open:input_type -> connector.v1.DestinationServiceOpenRequest
-	15, // 13: connector.v1.DestinationService.Write:input_type -> connector.v1.WriteRequest
-	19, // 14: connector.v1.DestinationService.Teardown:input_type -> connector.v1.DestinationServiceTeardownRequest
-	1,  // 15: connector.v1.PluginService.Info:output_type -> connector.v1.InfoResponse
-	4,  // 16: connector.v1.SourceService.Configure:output_type -> connector.v1.SourceServiceConfigureResponse
-	8,  // 17: connector.v1.SourceService.Open:output_type -> connector.v1.SourceServiceOpenResponse
-	12, // 18: connector.v1.SourceService.Read:output_type -> connector.v1.ReadResponse
-	14, // 19: connector.v1.SourceService.Ack:output_type -> connector.v1.AckResponse
-	18, // 20: connector.v1.SourceService.Teardown:output_type -> connector.v1.SourceServiceTeardownResponse
-	6,  // 21: connector.v1.DestinationService.Configure:output_type -> connector.v1.DestinationServiceConfigureResponse
-	10, // 22: connector.v1.DestinationService.Open:output_type -> connector.v1.DestinationServiceOpenResponse
-	16, // 23: connector.v1.DestinationService.Write:output_type -> connector.v1.WriteResponse
-	20, // 24: connector.v1.DestinationService.Teardown:output_type -> connector.v1.DestinationServiceTeardownResponse
-	15, // [15:25] is the sub-list for method output_type
-	5,  // [5:15] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	23, // 3: connector.v1.ReadResponse.batch:type_name -> connector.v1.RecordBatch
+	23, // 4: connector.v1.ReadStreamResponse.batch:type_name -> connector.v1.RecordBatch
+	23, // 5: connector.v1.WriteRequest.batch:type_name -> connector.v1.RecordBatch
+	0,  // 6: connector.v1.PluginService.Info:input_type -> connector.v1.InfoRequest
+	3,  // 7: connector.v1.SourceService.Configure:input_type -> connector.v1.SourceServiceConfigureRequest
+	7,  // 8: connector.v1.SourceService.Open:input_type -> connector.v1.SourceServiceOpenRequest
+	11, // 9: connector.v1.SourceService.Read:input_type -> connector.v1.ReadRequest
+	13, // 10: connector.v1.SourceService.ReadStream:input_type -> connector.v1.ReadStreamRequest
+	15, // 11: connector.v1.SourceService.Ack:input_type -> connector.v1.AckRequest
+	19, // 12: connector.v1.SourceService.Teardown:input_type -> connector.v1.SourceServiceTeardownRequest
+	5,  // 13: connector.v1.DestinationService.Configure:input_type -> connector.v1.DestinationServiceConfigureRequest
+	9,  // 14: connector.v1.DestinationService.Open:input_type -> connector.v1.DestinationServiceOpenRequest
+	17, // 15: connector.v1.DestinationService.Write:input_type -> connector.v1.WriteRequest
+	21, // 16: connector.v1.DestinationService.Teardown:input_type -> connector.v1.DestinationServiceTeardownRequest
+	1,  // 17: connector.v1.PluginService.Info:output_type -> connector.v1.InfoResponse
+	4,  // 18: connector.v1.SourceService.Configure:output_type -> connector.v1.SourceServiceConfigureResponse
+	8,  // 19: connector.v1.SourceService.Open:output_type -> connector.v1.SourceServiceOpenResponse
+	12, // 20: connector.v1.SourceService.Read:output_type -> connector.v1.ReadResponse
+	14, // 21: connector.v1.SourceService.ReadStream:output_type -> connector.v1.ReadStreamResponse
+	16, // 22: connector.v1.SourceService.Ack:output_type -> connector.v1.AckResponse
+	20, // 23: connector.v1.SourceService.Teardown:output_type -> connector.v1.SourceServiceTeardownResponse
+	6,  // 24: connector.v1.DestinationService.Configure:output_type -> connector.v1.DestinationServiceConfigureResponse
+	10, // 25: connector.v1.DestinationService.Open:output_type -> connector.v1.DestinationServiceOpenResponse
+	18, // 26: connector.v1.DestinationService.Write:output_type -> connector.v1.WriteResponse
+	22, // 27: connector.v1.DestinationService.Teardown:output_type -> connector.v1.DestinationServiceTeardownResponse
+	17, // [17:28] is the sub-list for method output_type
+	6,  // [6:17] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_connector_v1_connector_proto_init() }
@@ -1129,7 +1230,7 @@ func file_connector_v1_connector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_connector_v1_connector_proto_rawDesc), len(file_connector_v1_connector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

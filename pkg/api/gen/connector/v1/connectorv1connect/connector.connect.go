@@ -45,6 +45,9 @@ const (
 	SourceServiceOpenProcedure = "/connector.v1.SourceService/Open"
 	// SourceServiceReadProcedure is the fully-qualified name of the SourceService's Read RPC.
 	SourceServiceReadProcedure = "/connector.v1.SourceService/Read"
+	// SourceServiceReadStreamProcedure is the fully-qualified name of the SourceService's ReadStream
+	// RPC.
+	SourceServiceReadStreamProcedure = "/connector.v1.SourceService/ReadStream"
 	// SourceServiceAckProcedure is the fully-qualified name of the SourceService's Ack RPC.
 	SourceServiceAckProcedure = "/connector.v1.SourceService/Ack"
 	// SourceServiceTeardownProcedure is the fully-qualified name of the SourceService's Teardown RPC.
@@ -146,6 +149,13 @@ type SourceServiceClient interface {
 	// Read blocks until at least one record is ready and returns at most
 	// max_records. When the call is cancelled the plugin stops waiting.
 	Read(context.Context, *connect.Request[v1.ReadRequest]) (*connect.Response[v1.ReadResponse], error)
+	// ReadStream sends batches of at most max_records as the source produces
+	// them, until the call is cancelled or the source fails (the stream then
+	// ends with the error, as Read would return it). There is no request per
+	// batch, so the plugin reads and encodes the next batch while the
+	// runtime decodes this one. The runtime prefers it to Read; a plugin that
+	// answers Unimplemented (built before it existed) is read with Read.
+	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.ServerStreamForClient[v1.ReadStreamResponse], error)
 	// Ack confirms that every destination accepted the records at positions,
 	// in read order.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
@@ -182,6 +192,12 @@ func NewSourceServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(sourceServiceMethods.ByName("Read")),
 			connect.WithClientOptions(opts...),
 		),
+		readStream: connect.NewClient[v1.ReadStreamRequest, v1.ReadStreamResponse](
+			httpClient,
+			baseURL+SourceServiceReadStreamProcedure,
+			connect.WithSchema(sourceServiceMethods.ByName("ReadStream")),
+			connect.WithClientOptions(opts...),
+		),
 		ack: connect.NewClient[v1.AckRequest, v1.AckResponse](
 			httpClient,
 			baseURL+SourceServiceAckProcedure,
@@ -199,11 +215,12 @@ func NewSourceServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 
 // sourceServiceClient implements SourceServiceClient.
 type sourceServiceClient struct {
-	configure *connect.Client[v1.SourceServiceConfigureRequest, v1.SourceServiceConfigureResponse]
-	open      *connect.Client[v1.SourceServiceOpenRequest, v1.SourceServiceOpenResponse]
-	read      *connect.Client[v1.ReadRequest, v1.ReadResponse]
-	ack       *connect.Client[v1.AckRequest, v1.AckResponse]
-	teardown  *connect.Client[v1.SourceServiceTeardownRequest, v1.SourceServiceTeardownResponse]
+	configure  *connect.Client[v1.SourceServiceConfigureRequest, v1.SourceServiceConfigureResponse]
+	open       *connect.Client[v1.SourceServiceOpenRequest, v1.SourceServiceOpenResponse]
+	read       *connect.Client[v1.ReadRequest, v1.ReadResponse]
+	readStream *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
+	ack        *connect.Client[v1.AckRequest, v1.AckResponse]
+	teardown   *connect.Client[v1.SourceServiceTeardownRequest, v1.SourceServiceTeardownResponse]
 }
 
 // Configure calls connector.v1.SourceService.Configure.
@@ -219,6 +236,11 @@ func (c *sourceServiceClient) Open(ctx context.Context, req *connect.Request[v1.
 // Read calls connector.v1.SourceService.Read.
 func (c *sourceServiceClient) Read(ctx context.Context, req *connect.Request[v1.ReadRequest]) (*connect.Response[v1.ReadResponse], error) {
 	return c.read.CallUnary(ctx, req)
+}
+
+// ReadStream calls connector.v1.SourceService.ReadStream.
+func (c *sourceServiceClient) ReadStream(ctx context.Context, req *connect.Request[v1.ReadStreamRequest]) (*connect.ServerStreamForClient[v1.ReadStreamResponse], error) {
+	return c.readStream.CallServerStream(ctx, req)
 }
 
 // Ack calls connector.v1.SourceService.Ack.
@@ -241,6 +263,13 @@ type SourceServiceHandler interface {
 	// Read blocks until at least one record is ready and returns at most
 	// max_records. When the call is cancelled the plugin stops waiting.
 	Read(context.Context, *connect.Request[v1.ReadRequest]) (*connect.Response[v1.ReadResponse], error)
+	// ReadStream sends batches of at most max_records as the source produces
+	// them, until the call is cancelled or the source fails (the stream then
+	// ends with the error, as Read would return it). There is no request per
+	// batch, so the plugin reads and encodes the next batch while the
+	// runtime decodes this one. The runtime prefers it to Read; a plugin that
+	// answers Unimplemented (built before it existed) is read with Read.
+	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest], *connect.ServerStream[v1.ReadStreamResponse]) error
 	// Ack confirms that every destination accepted the records at positions,
 	// in read order.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
@@ -273,6 +302,12 @@ func NewSourceServiceHandler(svc SourceServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(sourceServiceMethods.ByName("Read")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sourceServiceReadStreamHandler := connect.NewServerStreamHandler(
+		SourceServiceReadStreamProcedure,
+		svc.ReadStream,
+		connect.WithSchema(sourceServiceMethods.ByName("ReadStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sourceServiceAckHandler := connect.NewUnaryHandler(
 		SourceServiceAckProcedure,
 		svc.Ack,
@@ -293,6 +328,8 @@ func NewSourceServiceHandler(svc SourceServiceHandler, opts ...connect.HandlerOp
 			sourceServiceOpenHandler.ServeHTTP(w, r)
 		case SourceServiceReadProcedure:
 			sourceServiceReadHandler.ServeHTTP(w, r)
+		case SourceServiceReadStreamProcedure:
+			sourceServiceReadStreamHandler.ServeHTTP(w, r)
 		case SourceServiceAckProcedure:
 			sourceServiceAckHandler.ServeHTTP(w, r)
 		case SourceServiceTeardownProcedure:
@@ -316,6 +353,10 @@ func (UnimplementedSourceServiceHandler) Open(context.Context, *connect.Request[
 
 func (UnimplementedSourceServiceHandler) Read(context.Context, *connect.Request[v1.ReadRequest]) (*connect.Response[v1.ReadResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("connector.v1.SourceService.Read is not implemented"))
+}
+
+func (UnimplementedSourceServiceHandler) ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest], *connect.ServerStream[v1.ReadStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("connector.v1.SourceService.ReadStream is not implemented"))
 }
 
 func (UnimplementedSourceServiceHandler) Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error) {
