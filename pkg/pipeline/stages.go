@@ -333,7 +333,8 @@ func (o *destinationBuffer) recordIndex(total int) func(int) int {
 //
 // When batches finish faster than the source acknowledges them, one Ack
 // covers several (see ackGroup): a batch that is done waits for the source
-// only while the next one is done too, never for one still being written.
+// only while the next one is done too (or its dedup entry is being
+// committed), never for one still being written.
 func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, p *persister, window *nackWindow) error {
 	group := ackGroup{e: e, free: free, p: p, max: max(1, cap(inflight)/2)}
 	var dlqBuf []record.Record
@@ -375,12 +376,11 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				limit, failure = r.done, r.err
 			}
 			// The source may only hear about records whose positions the
-			// dedup store holds durably. Waiting is not done with
-			// acknowledgements held back.
+			// dedup store holds durably. The group waits along: its batches'
+			// entries are durable already, and this one's is in the group
+			// commit under way, so acknowledgements wait for one commit at
+			// most and are not split into one call per batch.
 			if wait := b.dedupWait[i]; wait != nil {
-				if err := group.flush(ctx); err != nil {
-					return err
-				}
 				if err := wait(); err != nil && failure == nil {
 					limit, failure = 0, &StageError{Kind: KindDestination, ID: e.cfg.Destinations[i].ID,
 						Op: "remember written positions", Err: cerrors.Transient(err)}
