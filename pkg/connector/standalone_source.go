@@ -152,6 +152,9 @@ func (s *standaloneSource) fetchStream(ctx context.Context) bool {
 	maxRecords := max(int(s.max.Load()), minFetch)
 	stream, err := s.client.ReadStream(ctx, connect.NewRequest(&connectorv1.ReadStreamRequest{MaxRecords: int32(maxRecords)}))
 	if err != nil {
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			return s.noStream()
+		}
 		s.deliver(ctx, fetchResult{err: s.streamError(ctx, err)})
 		return true
 	}
@@ -169,8 +172,7 @@ func (s *standaloneSource) fetchStream(ctx context.Context) bool {
 	}
 	err = stream.Err()
 	if !received && connect.CodeOf(err) == connect.CodeUnimplemented {
-		s.p.log.Debug("the plugin has no ReadStream (built with an older SDK); reading batch by batch")
-		return false
+		return s.noStream()
 	}
 	if err == nil {
 		// A plugin may not end the stream while the source is open.
@@ -180,6 +182,12 @@ func (s *standaloneSource) fetchStream(ctx context.Context) bool {
 	}
 	s.deliver(ctx, fetchResult{err: err})
 	return true
+}
+
+// noStream notes that the plugin has no ReadStream; fetch then uses Read.
+func (s *standaloneSource) noStream() bool {
+	s.p.log.Debug("the plugin has no ReadStream (built with an older SDK); reading batch by batch")
+	return false
 }
 
 // streamError is callError for the stream, keeping a cancellation as it is.
