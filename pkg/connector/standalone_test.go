@@ -189,6 +189,11 @@ func TestStandaloneSourceRoundTrip(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("Read = %d, %v; want 3 records", n, err)
 	}
+	// The test plugin has no ReadStream (like one built with an older
+	// SDK): the records above came through the fallback to Read.
+	if got := h.logs.FilterMessageSnippet("has no ReadStream").Len(); got != 1 {
+		t.Errorf("%d log lines about the fallback to Read, want 1; log:\n%s", got, h.dump())
+	}
 	var positions []record.Position
 	for i, r := range batch[:n] {
 		id := int64(11 + i)
