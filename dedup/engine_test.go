@@ -54,11 +54,14 @@ func (s *seqSource) Ack(context.Context, []record.Position) error {
 
 func (s *seqSource) Teardown(context.Context) error { return nil }
 
-// logDestination keeps what it wrote; failing makes writes fail.
+// logDestination keeps what it wrote; failing makes writes fail, and
+// failAfter (when > 0) makes the write that would go past that many records
+// write up to it and then fail.
 type logDestination struct {
-	mu      sync.Mutex
-	failing bool
-	ids     []int
+	mu        sync.Mutex
+	failing   bool
+	failAfter int
+	ids       []int
 }
 
 func (d *logDestination) Open(context.Context) error     { return nil }
@@ -68,6 +71,15 @@ func (d *logDestination) Write(_ context.Context, b []record.Record) (int, error
 	defer d.mu.Unlock()
 	if d.failing {
 		return 0, cerrors.Transientf("down")
+	}
+	if d.failAfter > 0 && len(d.ids)+len(b) > d.failAfter {
+		n := d.failAfter - len(d.ids)
+		d.failAfter, d.failing = 0, true
+		for _, r := range b[:n] {
+			id, _ := strconv.Atoi(string(r.Position))
+			d.ids = append(d.ids, id)
+		}
+		return n, cerrors.Transientf("down after %d records", len(d.ids))
 	}
 	for _, r := range b {
 		id, _ := strconv.Atoi(string(r.Position))
@@ -166,6 +178,38 @@ func TestEntriesArePerDestination(t *testing.T) {
 	// Everything acknowledged: the store is empty again.
 	if n := e.entries(t); n != 0 {
 		t.Fatalf("%d dedup entries left after everything was acknowledged", n)
+	}
+}
+
+// When one destination wrote only part of a batch, the source hears of that
+// part only; the other destination wrote the whole batch, and its entry
+// must outlive the partial acknowledgement, or the rest of the batch is
+// written to it twice after the restart.
+func TestPartialAcknowledgementKeepsTheOtherDestinationsEntries(t *testing.T) {
+	e := newEnv(t)
+	a, b := &logDestination{}, &logDestination{failAfter: 53}
+	if err := e.run(t, &seqSource{limit: 100}, map[string]*logDestination{"a": a, "b": b}, 0); err == nil {
+		t.Fatal("run 1 should fail")
+	}
+	if b.count() != 53 || a.count() <= 53 {
+		t.Fatalf("after run 1: a %d, b %d records; want b 53 and a more", a.count(), b.count())
+	}
+	b.failing = false
+	// Run 2 resumes after record 53: 47 records to acknowledge.
+	if err := e.run(t, &seqSource{limit: 100}, map[string]*logDestination{"a": a, "b": b}, 47); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int, 100)
+	for i := range want {
+		want[i] = i + 1
+	}
+	for name, d := range map[string]*logDestination{"a": a, "b": b} {
+		d.mu.Lock()
+		ids := slices.Sorted(slices.Values(d.ids))
+		d.mu.Unlock()
+		if !slices.Equal(ids, want) {
+			t.Fatalf("after run 2: %s holds %d records, want 1..100 each once", name, len(ids))
+		}
 	}
 }
 

@@ -356,7 +356,8 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 		limit := len(b.records)
 		var failure error
 		for i, ch := range fromDest {
-			got, ready := tryTake(ch, len(group.batches) > 0)
+			// Results channels are never closed while the acker runs.
+			got, _, ready := tryReceive(ch, len(group.batches) > 0)
 			if !ready {
 				if err := group.flush(ctx); err != nil {
 					return err
@@ -425,7 +426,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			e.stats.RecordsNacked.Add(int64(len(nacks)))
 		}
 		if failure == nil {
-			group.add(b, len(nacks))
+			group.add(b, limit, len(nacks))
 			if len(group.batches) >= group.max {
 				if err := group.flush(ctx); err != nil {
 					return err
@@ -433,23 +434,12 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			}
 			continue
 		}
+		// The group is empty here (flushed above): what this batch got
+		// through is acknowledged on its own before the run ends.
 		if limit > 0 {
-			if err := e.cfg.Source.Connector.Ack(ctx, b.positions[:limit]); err != nil {
-				return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
-			}
-			e.stats.RecordsAcked.Add(int64(limit))
-			var deletes [][]byte
-			if limit == len(b.records) {
-				// Only a batch acknowledged in full frees its dedup entries:
-				// records after a partial acknowledgement are delivered again
-				// and must still be recognised.
-				for _, keys := range b.dedupKeys {
-					deletes = append(deletes, keys...)
-				}
-			}
-			p.offer(b.positions[limit-1], deletes)
-			if e.cfg.OnAck != nil && limit > len(nacks) {
-				e.cfg.OnAck(limit - len(nacks))
+			group.add(b, limit, len(nacks))
+			if err := group.flush(ctx); err != nil {
+				return err
 			}
 		}
 		return failure
@@ -471,20 +461,6 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 	}
 }
 
-// tryTake is tryReceive for a destination's results channel, which is never
-// closed while the acker runs.
-func tryTake(in <-chan *batch, hurry bool) (*batch, bool) {
-	if !hurry {
-		return nil, false
-	}
-	select {
-	case b := <-in:
-		return b, true
-	default:
-		return nil, false
-	}
-}
-
 // ackGroup holds batches that are done but for the source's
 // acknowledgement, in read order. A source whose Ack is a round trip (a
 // standalone connector, a broker's commit) would otherwise hold the
@@ -498,13 +474,24 @@ type ackGroup struct {
 
 	batches   []*batch
 	positions []record.Position
+	deletes   [][]byte
 	nacked    int
 }
 
-func (g *ackGroup) add(b *batch, nacked int) {
+// add puts the first limit records of b in the group, nacked of them sent
+// to the dead-letter queue.
+func (g *ackGroup) add(b *batch, limit, nacked int) {
 	g.batches = append(g.batches, b)
-	g.positions = append(g.positions, b.positions...)
+	g.positions = append(g.positions, b.positions[:limit]...)
 	g.nacked += nacked
+	if limit == len(b.records) {
+		// Only a batch acknowledged in full frees its dedup entries:
+		// records after a partial acknowledgement are delivered again and
+		// must still be recognised.
+		for _, keys := range b.dedupKeys {
+			g.deletes = append(g.deletes, keys...)
+		}
+	}
 }
 
 // flush acknowledges the group's records to the source in one call, hands
@@ -520,13 +507,7 @@ func (g *ackGroup) flush(ctx context.Context) error {
 			return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
 		}
 		e.stats.RecordsAcked.Add(int64(n))
-		var deletes [][]byte
-		for _, b := range g.batches {
-			for _, keys := range b.dedupKeys {
-				deletes = append(deletes, keys...)
-			}
-		}
-		g.p.offer(g.positions[n-1], deletes)
+		g.p.offer(g.positions[n-1], g.deletes) // copies the keys it keeps
 		if e.cfg.OnAck != nil && n > g.nacked {
 			e.cfg.OnAck(n - g.nacked)
 		}
@@ -539,6 +520,8 @@ func (g *ackGroup) flush(ctx context.Context) error {
 	g.batches = g.batches[:0]
 	clear(g.positions) // they point into the batches' records
 	g.positions = g.positions[:0]
+	clear(g.deletes)
+	g.deletes = g.deletes[:0]
 	g.nacked = 0
 	return nil
 }
