@@ -204,12 +204,26 @@ func (h *harness) read(ctx context.Context, n int) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := resp.Msg.GetBatch()
+	return decodeBatch(resp.Msg.GetBatch())
+}
+
+// decodeBatch decodes what a Read or a ReadStream sent.
+func decodeBatch(b *connectorv1.RecordBatch) ([]Record, error) {
 	recs := make([]Record, b.GetCount())
 	if _, err := record.DecodeBatch(b.GetData(), len(recs), recs); err != nil {
 		return nil, err
 	}
 	return recs, nil
+}
+
+// wantInOrder fails t unless positions are "1", "2", "3", ...
+func wantInOrder(t *testing.T, positions []string) {
+	t.Helper()
+	for i, p := range positions {
+		if p != strconv.Itoa(i+1) {
+			t.Fatalf("records %v: not 1, 2, 3, ... in order", positions)
+		}
+	}
 }
 
 func (h *harness) write(t *testing.T, recs []Record) (*connectorv1.WriteResponse, error) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 
 	cerrors "github.com/conduitry/conduit/errors"
 	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
-	"github.com/conduitry/conduit/pkg/record"
 )
 
 func TestInfo(t *testing.T) {
@@ -328,11 +326,7 @@ func TestReadAheadKeepsOrderAndSplits(t *testing.T) {
 			got = append(got, string(r.Position))
 		}
 	}
-	for i, p := range got {
-		if p != strconv.Itoa(i+1) {
-			t.Fatalf("records %v: not 1, 2, 3, ... in order", got)
-		}
-	}
+	wantInOrder(t, got)
 	if len(got) < 14 {
 		t.Fatalf("got %d records from six requests, want at least 14", len(got))
 	}
@@ -487,8 +481,8 @@ func TestReadStreamKeepsOrderAndEndsWithTheSourceError(t *testing.T) {
 		if b.GetCount() > 2 {
 			t.Fatalf("a batch of %d records, asked for at most 2", b.GetCount())
 		}
-		recs := make([]Record, b.GetCount())
-		if _, err := record.DecodeBatch(b.GetData(), len(recs), recs); err != nil {
+		recs, err := decodeBatch(b)
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
@@ -498,11 +492,7 @@ func TestReadStreamKeepsOrderAndEndsWithTheSourceError(t *testing.T) {
 	if len(got) != 20 {
 		t.Fatalf("got %d records before the error, want 20: %v", len(got), got)
 	}
-	for i, p := range got {
-		if p != strconv.Itoa(i+1) {
-			t.Fatalf("records %v: not 1, 2, 3, ... in order", got)
-		}
-	}
+	wantInOrder(t, got)
 	var ce *connect.Error
 	if !errors.As(stream.Err(), &ce) {
 		t.Fatalf("the stream ended with %v, want the source's error", stream.Err())
