@@ -31,10 +31,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/dedup"
+	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/gctuning"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/store"
 )
+
+// collector describes the child's garbage-collector settings; it is part
+// of every result so that the parent can print what was measured.
+var collector string
 
 type result struct {
 	Records       int64   `json:"records"`
@@ -42,6 +48,7 @@ type result struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	PeakRSSMiB    float64 `json:"peak_rss_mib"`
 	PositionSaves int64   `json:"position_saves"`
+	Collector     string  `json:"collector"`
 }
 
 func main() {
@@ -55,6 +62,18 @@ func main() {
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
 	flag.Parse()
 
+	if *child {
+		// A child runs with the collector settings `conduit run` applies
+		// from conduit.yml's defaults (the environment's GOGC/GOMEMLIMIT
+		// win, as they do there).
+		def := config.Default()
+		applied, err := gctuning.Apply(gctuning.Settings{GCPercent: def.Runtime.GCPercent, MemoryLimit: def.Runtime.MemoryLimit}, zap.NewNop())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+		collector = applied.String()
+	}
 	if *child && *storm > 0 && *records == 0 {
 		res, err := measureStorm(*storm, *cpuProfile)
 		if err != nil {
@@ -116,6 +135,9 @@ func stormParent(runs, pipelines int) error {
 		if err := json.Unmarshal(out, &r); err != nil {
 			return fmt.Errorf("storm run %d: %w", i+1, err)
 		}
+		if i == 0 {
+			fmt.Printf("go collector: %s\n", r.Collector)
+		}
 		fmt.Printf("run %d: restart lateness p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms | all %d running again after %.2fs | peak RSS %6.1f MiB | CPU %.1fs (storm %.1fs)\n",
 			i+1, r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.Recovered, r.AllRunningSecs, r.PeakRSSMiB, r.CPUSeconds, r.StormCPUSecs)
 		if r.Recovered != pipelines {
@@ -159,6 +181,9 @@ func parent(runs int, records int64) error {
 			var r result
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
+			}
+			if i == 0 && sc.name == scenarios[0].name {
+				fmt.Printf("go collector: %s\n", r.Collector)
 			}
 			fmt.Printf("round %d %-10s %10.0f records/s  %6.2fs  peak RSS %6.1f MiB  position saves %d\n",
 				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.PeakRSSMiB, r.PositionSaves)
@@ -295,6 +320,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		RecordsPerSec: float64(records) / elapsed.Seconds(),
 		PeakRSSMiB:    float64(ru.Maxrss) / 1024, // Linux reports KiB
 		PositionSaves: engine.Stats().PositionsSaved.Load(),
+		Collector:     collector,
 	}, nil
 }
 

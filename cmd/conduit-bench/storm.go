@@ -35,6 +35,7 @@ type stormResult struct {
 	PeakRSSMiB     float64 `json:"peak_rss_mib"`
 	CPUSeconds     float64 `json:"cpu_seconds"`
 	StormCPUSecs   float64 `json:"storm_cpu_seconds"`
+	Collector      string  `json:"collector"`
 }
 
 // stormPlugins are the bench's own connectors: a source that blocks until
@@ -227,6 +228,7 @@ func measureStorm(n int, profile string) (stormResult, error) {
 		PeakRSSMiB:     float64(ru.Maxrss) / 1024,
 		CPUSeconds:     cpuSeconds(),
 		StormCPUSecs:   stormCPU,
+		Collector:      collector,
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conduitry/conduit/pkg/conduit"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/gctuning"
 	"github.com/conduitry/conduit/pkg/logging"
 )
 
@@ -41,6 +42,9 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 	defer func() { _ = log.Sync() }()
 	if cfg.ConfigPath != "" {
 		log.Info("configuration loaded", zap.String("config.path", cfg.ConfigPath))
+	}
+	if _, err := gctuning.Apply(gctuning.Settings{GCPercent: cfg.Runtime.GCPercent, MemoryLimit: cfg.Runtime.MemoryLimit}, log); err != nil {
+		return err
 	}
 
 	ctx, stop := context.WithCancel(cmd.Context())

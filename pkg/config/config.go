@@ -76,6 +76,12 @@ type Config struct {
 		// override it per pipeline (see ErrorRecoveryOverride.Resolve).
 		ErrorRecovery ErrorRecovery
 	}
+	Runtime struct {
+		// GCPercent is the Go collector's GOGC (see pkg/gctuning).
+		GCPercent int
+		// MemoryLimit is auto, off or a size (see gctuning.ParseMemoryLimit).
+		MemoryLimit string
+	}
 	// ConfigPath is the configuration file that was read, "" when none was
 	// (defaults, environment and flags only).
 	ConfigPath string

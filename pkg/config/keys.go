@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/conduitry/conduit/pkg/gctuning"
 )
 
 // The key table: the single place that defines a global configuration key.
@@ -99,6 +101,12 @@ func buildKeyTable() []key {
 		newKey("pipelines.graceful-stop-timeout", 30*time.Second,
 			"How long a graceful stop may take before it is forced.",
 			func(c *Config) *time.Duration { return &c.Pipelines.GracefulStopTimeout }, positiveDuration),
+		newKey("runtime.gc-percent", 400,
+			"Go garbage collector target (GOGC): heap growth between collections, in percent of the live heap. The GOGC environment variable wins.",
+			func(c *Config) *int { return &c.Runtime.GCPercent }, positiveInt),
+		newKey("runtime.memory-limit", gctuning.LimitAuto,
+			"Soft memory limit of the Go heap (GOMEMLIMIT): auto (90% of the container's cgroup limit, none without one), off, or a size such as 2GiB. The GOMEMLIMIT environment variable wins.",
+			func(c *Config) *string { return &c.Runtime.MemoryLimit }, memoryLimit),
 	}
 	for _, f := range errorRecoveryFields {
 		keys = append(keys, f.globalKey())

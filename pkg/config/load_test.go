@@ -110,6 +110,8 @@ func TestDefault(t *testing.T) {
 		{"max-retries-window", c.Pipelines.ErrorRecovery.MaxRetriesWindow, 5 * time.Minute},
 		{"jitter", c.Pipelines.ErrorRecovery.Jitter, 0.0},
 		{"max-duration", c.Pipelines.ErrorRecovery.MaxDuration, time.Duration(0)},
+		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
+		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
 	}
 	for _, tc := range checks {
@@ -119,8 +121,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 23 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 23; add the new key here", len(Keys()))
+	if len(Keys()) != 25 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 25; add the new key here", len(Keys()))
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/conduitry/conduit/pkg/gctuning"
 )
 
 // Kind is the type of a configuration value. It decides how the value is
@@ -209,6 +211,11 @@ func oneOf(allowed ...string) func(string) error {
 		}
 		return fmt.Errorf("%s", msg)
 	}
+}
+
+func memoryLimit(s string) error {
+	_, err := gctuning.ParseMemoryLimit(s)
+	return err
 }
 
 func notEmpty(s string) error {
