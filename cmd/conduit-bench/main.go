@@ -25,6 +25,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,7 +49,11 @@ type result struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	PeakRSSMiB    float64 `json:"peak_rss_mib"`
 	PositionSaves int64   `json:"position_saves"`
-	Collector     string  `json:"collector"`
+	// CPUSeconds is the process's user+system CPU time while records
+	// moved: unlike records/s it barely changes with what else the machine
+	// is doing.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	Collector  string  `json:"collector"`
 }
 
 func main() {
@@ -172,6 +177,7 @@ func parent(runs int, records int64) error {
 	fmt.Printf("%d rounds x %d records per scenario, each run in its own process, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
 	rates := map[string][]float64{}
 	rss := map[string][]float64{}
+	cpus := map[string][]float64{}
 	for i := range runs {
 		for _, sc := range scenarios {
 			out, err := runChild("-records", strconv.FormatInt(records, 10), "-scenario", sc.name, "-plugin-dir", pluginDir)
@@ -185,21 +191,40 @@ func parent(runs int, records int64) error {
 			if i == 0 && sc.name == scenarios[0].name {
 				fmt.Printf("go collector: %s\n", r.Collector)
 			}
-			fmt.Printf("round %d %-10s %10.0f records/s  %6.2fs  peak RSS %6.1f MiB  position saves %d\n",
-				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.PeakRSSMiB, r.PositionSaves)
+			fmt.Printf("round %d %-10s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d\n",
+				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.CPUSeconds, r.PeakRSSMiB, r.PositionSaves)
 			rates[sc.name] = append(rates[sc.name], r.RecordsPerSec)
+			cpus[sc.name] = append(cpus[sc.name], r.CPUSeconds)
 			rss[sc.name] = append(rss[sc.name], r.PeakRSSMiB)
 		}
 	}
 	fmt.Println()
 	for _, sc := range scenarios {
-		fmt.Printf("median %-10s %10.0f records/s, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
-			sc.name, median(rates[sc.name]), median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
+		fmt.Printf("median %-10s %10.0f records/s, CPU %.2fs, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
+			sc.name, median(rates[sc.name]), median(cpus[sc.name]), median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
 	}
 	base := median(rates["builtin"])
-	fmt.Printf("ratio dedup on / off:          %.2f (target >= 0.90)\n", median(rates["dedup"])/base)
-	fmt.Printf("ratio standalone / builtin:    %.2f (target >= 0.50)\n", median(rates["standalone"])/base)
+	fmt.Printf("ratio dedup on / off:          %.2f (target >= 0.90); per round %s\n",
+		median(rates["dedup"])/base, roundRatios(rates["dedup"], rates["builtin"]))
+	fmt.Printf("ratio standalone / builtin:    %.2f (target >= 0.50); per round %s\n",
+		median(rates["standalone"])/base, roundRatios(rates["standalone"], rates["builtin"]))
+	// CPU per record is the cost without the machine's noise: records/s of
+	// one scenario swings by a third between rounds on a shared machine.
+	fmt.Printf("CPU builtin / dedup:           %.2f (the share of dedup's CPU a dedup-off run needs)\n",
+		median(cpus["builtin"])/median(cpus["dedup"]))
 	return nil
+}
+
+// roundRatios lists a/b of each round and their median: rounds run
+// back to back, so a ratio within a round shares the machine's state.
+func roundRatios(a, b []float64) string {
+	rs := make([]float64, len(a))
+	var parts []string
+	for i := range a {
+		rs[i] = a[i] / b[i]
+		parts = append(parts, strconv.FormatFloat(rs[i], 'f', 2, 64))
+	}
+	return strings.Join(parts, " ") + ", median " + strconv.FormatFloat(median(rs), 'f', 2, 64)
 }
 
 func median(xs []float64) float64 {
@@ -290,6 +315,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		defer pprof.StopCPUProfile()
 	}
 	runErr := make(chan error, 1)
+	cpuBefore := cpuSeconds()
 	start := time.Now()
 	go func() { runErr <- engine.Run(ctx) }()
 	select {
@@ -298,6 +324,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		return result{}, fmt.Errorf("pipeline ended early: %v", err)
 	}
 	elapsed := time.Since(start)
+	cpu := cpuSeconds() - cpuBefore
 	engine.Stop()
 	if err := <-runErr; err != nil {
 		return result{}, err
@@ -320,6 +347,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		RecordsPerSec: float64(records) / elapsed.Seconds(),
 		PeakRSSMiB:    float64(ru.Maxrss) / 1024, // Linux reports KiB
 		PositionSaves: engine.Stats().PositionsSaved.Load(),
+		CPUSeconds:    cpu,
 		Collector:     collector,
 	}, nil
 }
