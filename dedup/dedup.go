@@ -8,9 +8,8 @@
 //
 //  1. After a destination wrote a batch, the positions it wrote are made
 //     durable here (one synced, group-committed write per batch, never one
-//     per record; batches queued behind a busy destination share one
-//     entry, so one sync) before the source is acknowledged.
-//  2. When the source acknowledgement completed, the entry is
+//     per record) before the source is acknowledged.
+//  2. When the source acknowledgement completed, the batch's entry is
 //     deleted in the same transaction that persists the new source position
 //     (pkg/pipeline's persister does that with DeleteOps).
 //  3. When a run starts, each destination loads what earlier runs left:

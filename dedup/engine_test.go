@@ -2,7 +2,6 @@ package dedup_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -225,119 +224,5 @@ func TestStoreSizeFollowsRecordsInFlight(t *testing.T) {
 	}
 	if n := e.entries(t); n != 0 {
 		t.Fatalf("%d entries left for 50,000 acknowledged records; entries must go with their acknowledgement", n)
-	}
-}
-
-// gatedDestination blocks its first Write until release is closed.
-type gatedDestination struct {
-	logDestination
-	release chan struct{}
-	once    sync.Once
-}
-
-func (d *gatedDestination) Write(ctx context.Context, b []record.Record) (int, error) {
-	d.once.Do(func() { <-d.release })
-	return d.logDestination.Write(ctx, b)
-}
-
-// rememberLog records how many positions each Remember call carried.
-type rememberLog struct {
-	mu    sync.Mutex
-	sizes []int
-}
-
-type countingDedup struct {
-	s   *dedup.Store
-	log *rememberLog
-}
-
-func (c countingDedup) Open(ctx context.Context, p, d string) (pipeline.DedupDestination, error) {
-	dd, err := c.s.Open(ctx, p, d)
-	return countingDestination{dd, c.log}, err
-}
-
-type countingDestination struct {
-	*dedup.Destination
-	log *rememberLog
-}
-
-func (c countingDestination) Remember(ctx context.Context, positions []record.Position) ([]byte, func() error, error) {
-	c.log.mu.Lock()
-	c.log.sizes = append(c.log.sizes, len(positions))
-	c.log.mu.Unlock()
-	return c.Destination.Remember(ctx, positions)
-}
-
-// Batches queued behind a slow destination share one dedup entry (one disk
-// sync) instead of one each; the entry still protects all of them, and is
-// gone once all of them are acknowledged.
-func TestQueuedBatchesShareOneEntry(t *testing.T) {
-	for _, ackFails := range []bool{false, true} {
-		t.Run(fmt.Sprintf("source ack fails %v", ackFails), func(t *testing.T) {
-			e := newEnv(t)
-			dst := &gatedDestination{release: make(chan struct{})}
-			remembered := &rememberLog{}
-			eng, err := pipeline.New(pipeline.Config{PipelineID: "p", Source: pipeline.Source{ID: "src", Connector: &seqSource{limit: 80, ackFails: ackFails}},
-				Destinations: []pipeline.Destination{{ID: "a", Connector: dst}}, Positions: e.positions,
-				Dedup: countingDedup{e.dd, remembered}, BatchSize: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- eng.Run(context.Background()) }()
-			// All five batches (new batches hold 16 records) are read while
-			// the destination holds the first: four wait in its queue.
-			waitFor(t, func() bool { return eng.Stats().RecordsRead.Load() == 80 })
-			close(dst.release)
-			if ackFails {
-				if err := <-done; err == nil {
-					t.Fatal("the run should end with the lost source ack")
-				}
-			} else {
-				waitFor(t, func() bool { return eng.Stats().RecordsAcked.Load() == 80 })
-				eng.Stop()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-			}
-			remembered.mu.Lock()
-			sizes := slices.Clone(remembered.sizes)
-			remembered.mu.Unlock()
-			// Batch 1 waited for 2-4 (maxRememberedTogether is 4); batch 5
-			// found nobody behind it. When the source ack fails, the run
-			// may end before batch 5 is written.
-			want := [][]int{{64, 16}}
-			if ackFails {
-				want = append(want, []int{64})
-			}
-			if !slices.ContainsFunc(want, func(w []int) bool { return slices.Equal(sizes, w) }) {
-				t.Fatalf("Remember carried %v positions; want one of %v", sizes, want)
-			}
-			if !ackFails {
-				if n := e.entries(t); n != 0 {
-					t.Fatalf("%d entries left after every record was acknowledged", n)
-				}
-				return
-			}
-			// Nothing reached the source: the next run gets all 80 again,
-			// and the shared entries keep every one from a second write.
-			if err := e.run(t, &seqSource{limit: 80}, map[string]*logDestination{"a": &dst.logDestination}, 80); err != nil {
-				t.Fatal(err)
-			}
-			if dst.count() != 80 {
-				t.Fatalf("the destination holds %d records after the second run; want 80, each once", dst.count())
-			}
-		})
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -160,13 +160,13 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	var skip skipBuffer
 	var written []record.Position
 	reported := false
-	var remember rememberBuffer
+	var lastRemembered func() error
 	defer func() {
 		// The run is not over before what this destination wrote is
 		// remembered: the next run loads the entries right away. Entries
 		// commit in order, so waiting for the last one waits for all.
-		if remember.last != nil {
-			_ = remember.last()
+		if lastRemembered != nil {
+			_ = lastRemembered()
 		}
 		if dd != nil && !reported && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
 			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
@@ -175,9 +175,6 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	for {
 		b, ok := receive(ctx, in)
 		if !ok {
-			// A graceful stop closed the input: what is held was written
-			// and goes to the acker with its entry.
-			remember.flush(ctx, d.ID, idx, dd, out)
 			return nil
 		}
 		recs, toRecord := b.out, b.recordIndex
@@ -185,8 +182,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			var err error
 			if recs, err = own.prepare(ctx, b, d, idx); err != nil {
 				b.results[idx] = writeResult{done: 0, err: err}
-				remember.hold(b, nil)
-				remember.flush(ctx, d.ID, idx, dd, out)
+				send(ctx, out, b)
 				return nil
 			}
 			toRecord = own.recordIndex(len(b.records))
@@ -212,89 +208,25 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			// changes nothing.
 			written = b.positions[:res.done]
 		}
-		b.results[idx] = res
-		if dd == nil {
-			if !send(ctx, out, b) || res.err != nil {
-				return nil
+		if dd != nil && len(written) > 0 {
+			// Records the destination accepted are remembered even when the
+			// run is being torn down meanwhile: they will be delivered again,
+			// and this entry is what keeps them from being written twice.
+			key, wait, err := dd.Remember(context.WithoutCancel(ctx), written)
+			if err != nil && res.err == nil {
+				res = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: "remember written positions", Err: cerrors.Transient(err)}}
 			}
-			continue
+			if err == nil {
+				b.dedupWait[idx] = wait
+				b.dedupKeys[idx] = append(b.dedupKeys[idx], key)
+				lastRemembered = wait
+			}
 		}
-		remember.hold(b, written)
-		// While more batches wait for this destination, their positions
-		// join this one's in a single entry: one durable write (one disk
-		// sync) for several batches. An idle destination remembers at once,
-		// so holding adds no wait where there is no queue.
-		if res.err == nil && len(remember.held) < maxRememberedTogether && len(in) > 0 {
-			continue
-		}
-		if !remember.flush(ctx, d.ID, idx, dd, out) || res.err != nil {
+		b.results[idx] = res
+		if !send(ctx, out, b) || res.err != nil {
 			return nil
 		}
 	}
-}
-
-// maxRememberedTogether bounds how many batches share one dedup entry: the
-// first of them waits for the others to be written before the acker may
-// acknowledge it.
-const maxRememberedTogether = 4
-
-// rememberBuffer holds batches a destination wrote until their positions
-// are remembered together (see write).
-type rememberBuffer struct {
-	held      []*batch
-	positions []record.Position
-	// last returns once the latest entry is durable.
-	last func() error
-}
-
-func (r *rememberBuffer) hold(b *batch, written []record.Position) {
-	r.held = append(r.held, b)
-	r.positions = append(r.positions, written...)
-}
-
-// flush remembers the held batches' positions in one entry and sends the
-// batches on, in order. It reports false when ctx ended a send.
-func (r *rememberBuffer) flush(ctx context.Context, destID string, idx int, dd DedupDestination, out chan<- *batch) bool {
-	if len(r.held) == 0 {
-		return true
-	}
-	if dd != nil && len(r.positions) > 0 {
-		// Records the destination accepted are remembered even when the
-		// run is being torn down meanwhile: they will be delivered again,
-		// and this entry is what keeps them from being written twice.
-		key, wait, err := dd.Remember(context.WithoutCancel(ctx), r.positions)
-		switch {
-		case err != nil:
-			// Nothing held may be acknowledged: failing the first batch
-			// ends the acknowledgements before it.
-			if first := r.held[0]; first.results[idx].err == nil {
-				first.results[idx] = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: destID,
-					Op: "remember written positions", Err: cerrors.Transient(err)}}
-			}
-		default:
-			for _, b := range r.held {
-				b.dedupWait[idx] = wait
-			}
-			// The entry is deleted when the batch holding its key is
-			// acknowledged in full; acknowledgements come in read order,
-			// so the last batch carries it.
-			lastHeld := r.held[len(r.held)-1]
-			lastHeld.dedupKeys[idx] = append(lastHeld.dedupKeys[idx], key)
-			r.last = wait
-		}
-	}
-	clear(r.positions)
-	r.positions = r.positions[:0]
-	for i, b := range r.held {
-		if !send(ctx, out, b) {
-			clear(r.held)
-			r.held = r.held[:0]
-			return false
-		}
-		r.held[i] = nil
-	}
-	r.held = r.held[:0]
-	return true
 }
 
 // writeAll writes recs, nacking records the destination refuses with a
