@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -12,11 +13,19 @@ import (
 // the persister saves whatever is newest each time the previous write has
 // finished. One synced write then covers every batch acknowledged while it
 // was under way (group commit), and the acker never waits for the disk.
+//
+// With dedup, saves are also spaced by minInterval. A position saved later
+// loses nothing there: the dedup entries of the records acknowledged
+// meanwhile are deleted only with the save that covers them, so after a
+// crash those records come again and are skipped, not written twice. What
+// it saves is a synced write per batch: the entries already cost one each.
 type persister struct {
 	positions   Positions
 	pipelineID  string
 	connectorID string
 	stats       *Stats
+	minInterval time.Duration
+	closing     chan struct{} // closed by close
 
 	mu      sync.Mutex
 	pending record.Position // newest offered, not yet saved; nil when none
@@ -28,12 +37,14 @@ type persister struct {
 	wake    chan struct{} // capacity 1: "there is something to do"
 }
 
-func newPersister(p Positions, pipelineID, connectorID string, stats *Stats) *persister {
+func newPersister(p Positions, pipelineID, connectorID string, stats *Stats, minInterval time.Duration) *persister {
 	return &persister{
 		positions:   p,
 		pipelineID:  pipelineID,
 		connectorID: connectorID,
 		stats:       stats,
+		minInterval: minInterval,
+		closing:     make(chan struct{}),
 		wake:        make(chan struct{}, 1),
 	}
 }
@@ -58,7 +69,10 @@ func (p *persister) offer(pos record.Position, deletes [][]byte) {
 // when it stops, whatever the reason.
 func (p *persister) close() {
 	p.mu.Lock()
-	p.closed = true
+	if !p.closed {
+		p.closed = true
+		close(p.closing)
+	}
 	p.mu.Unlock()
 	p.signal()
 }
@@ -93,6 +107,16 @@ func (p *persister) run(ctx context.Context) error {
 			// The acker calls close after its last offer, so what was just
 			// saved is the last position of the run.
 			return nil
+		}
+		if saving != nil && p.minInterval > 0 {
+			// Offers made meanwhile wait in pending; close cuts the wait
+			// short so that a stop saves the last position at once.
+			t := time.NewTimer(p.minInterval)
+			select {
+			case <-t.C:
+			case <-p.closing:
+				t.Stop()
+			}
 		}
 	}
 	return nil
