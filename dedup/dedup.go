@@ -11,7 +11,8 @@
 //     per record) before the source is acknowledged.
 //  2. When the source acknowledgement completed, the batch's entry is
 //     deleted in the same transaction that persists the new source position
-//     (pkg/pipeline's persister does that with DeleteOps).
+//     (pkg/pipeline's persister does that with DeleteOps; with dedup it
+//     saves at most every 50 ms, and the entries wait for that save).
 //  3. When a run starts, each destination loads what earlier runs left:
 //     a re-delivered record whose position is there is acknowledged
 //     without being written again (Skip), and counted.
