@@ -20,7 +20,8 @@
 //     destination that was renamed, a source that never re-delivers) does
 //     not live for ever.
 //
-// The store's size follows the records in flight, not the records ever
+// The store's size follows the records in flight (and those acknowledged
+// since the last position save, at most 50 ms ago), not the records ever
 // written. What it cannot cover: a crash after the destination wrote and
 // before the entry was durable (the window of one group commit); those
 // records are written again after the restart.
