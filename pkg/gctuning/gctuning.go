@@ -86,15 +86,13 @@ type Applied struct {
 }
 
 func (a Applied) String() string {
-	limit := "none"
-	if a.MemoryLimit > 0 {
-		limit = humanize.IBytes(uint64(a.MemoryLimit))
-	}
-	return fmt.Sprintf("gc-percent %d (%s), memory limit %s (%s)", a.GCPercent, a.GCPercentSource, limit, a.MemoryLimitSource)
+	return fmt.Sprintf("gc-percent %d (%s), memory limit %s (%s)",
+		a.GCPercent, a.GCPercentSource, limitText(a.MemoryLimit), a.MemoryLimitSource)
 }
 
 // Apply sets the process's collector from s unless the environment already
-// did, and logs the outcome once.
+// did, and logs the outcome once. The collector is process-wide: call it
+// once, at start, before the work it is meant for.
 func Apply(s Settings, log *zap.Logger) (Applied, error) {
 	return apply(s, host{
 		lookupEnv:      os.LookupEnv,
@@ -123,8 +121,8 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 	}
 	var a Applied
 	if v, ok := h.lookupEnv("GOGC"); ok && v != "" {
-		// The runtime read it at start; reading it back is the only way to
-		// learn the value without changing it.
+		// The runtime read it at start. Setting a value is the only way to
+		// read it back, so this turns collection off for two calls' time.
 		a.GCPercent = h.setGCPercent(-1)
 		h.setGCPercent(a.GCPercent)
 		a.GCPercentSource = "GOGC environment variable"
@@ -146,7 +144,8 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 		case LimitAuto:
 			if cg, ok := h.cgroupLimit(); ok {
 				a.MemoryLimit = int64(float64(cg) * autoFraction)
-				a.MemoryLimitSource = fmt.Sprintf("runtime.memory-limit auto: 90%% of the cgroup limit %s", humanize.IBytes(uint64(cg)))
+				a.MemoryLimitSource = fmt.Sprintf("runtime.memory-limit auto: %.0f%% of the cgroup limit %s",
+					autoFraction*100, humanize.IBytes(uint64(cg)))
 			} else {
 				a.MemoryLimitSource = "runtime.memory-limit auto: no cgroup memory limit found"
 			}
