@@ -215,6 +215,18 @@ func (h *harness) noRun() {
 	}
 }
 
+// next returns the next event, whatever its kind.
+func (h *harness) next() Event {
+	h.t.Helper()
+	select {
+	case e := <-h.events:
+		return e
+	case <-time.After(guard):
+		h.t.Fatal("no event")
+		return Event{}
+	}
+}
+
 // expect returns the next event, which must be of kind.
 func (h *harness) expect(kind EventKind) Event {
 	h.t.Helper()

@@ -316,6 +316,16 @@ func (s *Supervisor) handle(msg message) {
 func (s *Supervisor) resume() {
 	switch s.state.Status {
 	case StatusRunning:
+		if !s.state.UpdatedAt.IsZero() {
+			// Persisted as running: the process stopped or died under it.
+			// Saying it starts from stopped would be untrue.
+			s.emit(Event{Kind: EventResumed, From: StatusRunning, To: StatusRunning, Actor: ActorSystem,
+				Message: "pipeline was running when the process stopped; starting it again"})
+			s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem,
+				Message: "pipeline running"})
+			s.startRun()
+			return
+		}
 		s.emit(Event{Kind: EventStarting, From: StatusStopped, To: StatusRunning, Actor: ActorSystem,
 			Message: "pipeline starting"})
 		s.save()

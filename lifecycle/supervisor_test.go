@@ -373,3 +373,22 @@ func TestFactoryErrorIsAFault(t *testing.T) {
 		t.Fatalf("degraded %+v", e)
 	}
 }
+
+// A pipeline persisted as running was running when the process stopped:
+// it is resumed, not started from stopped. A new one starts from stopped.
+func TestStartupSaysWhereAPipelineComesFrom(t *testing.T) {
+	persisted := newHarness(t, defaultPolicy(), State{Status: StatusRunning, UpdatedAt: time.Unix(1_700_000_000, 0)})
+	if e := persisted.next(); e.Kind != EventResumed || e.From != StatusRunning || e.To != StatusRunning {
+		t.Fatalf("first event of a persisted running pipeline: %s %s -> %s; want resumed running -> running", e.Kind, e.From, e.To)
+	}
+	if e := persisted.next(); e.Kind != EventRunning || e.From != StatusRunning {
+		t.Fatalf("second event: %s from %s; want running from running", e.Kind, e.From)
+	}
+	persisted.nextRun()
+
+	fresh := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	if e := fresh.next(); e.Kind != EventStarting || e.From != StatusStopped {
+		t.Fatalf("first event of a new pipeline: %s from %s; want starting from stopped", e.Kind, e.From)
+	}
+	fresh.nextRun()
+}
