@@ -5,10 +5,10 @@
 // and restart together allocate in a burst (new connectors, batches, audit
 // events, state), and a collection that starts inside the burst makes every
 // allocating goroutine assist its marking. Supervisors whose restart is due
-// then wait for the mark to end: a runtime trace of the fault-storm benchmark
-// showed no supervisor woken for the whole 160 ms of such a mark; its p99
+// then wait for the mark to end: in the fault-storm benchmark the late
+// restarts were exactly those due during a mark (about 160 ms), and its p99
 // restart lateness was 63-300 ms in 12 of 13 runs with Go's default
-// (GOGC=100) and 3-42 ms in 54 of 58 runs at 400, where a collection mostly
+// (GOGC=100) and 3-42 ms in 64 of 68 runs at 400, where a collection mostly
 // misses the restarts. Collecting less often trades memory for that; the
 // memory limit keeps the trade bounded, because the collector works harder,
 // whatever the percentage, as the heap approaches it.
