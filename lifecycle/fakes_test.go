@@ -231,19 +231,15 @@ func (h *harness) next() Event {
 func (h *harness) expect(kind EventKind) Event {
 	h.t.Helper()
 	for {
-		select {
-		case e := <-h.events:
-			if e.Kind == kind {
-				return e
-			}
-			if e.Kind == EventStarting || e.Kind == EventFault {
-				// Announcements that precede the transition event.
-				continue
-			}
-			h.t.Fatalf("got event %s (%s -> %s: %s), want %s", e.Kind, e.From, e.To, e.Message, kind)
-		case <-time.After(guard):
-			h.t.Fatalf("no %s event", kind)
+		e := h.next()
+		if e.Kind == kind {
+			return e
 		}
+		if e.Kind == EventStarting || e.Kind == EventFault {
+			// Announcements that precede the transition event.
+			continue
+		}
+		h.t.Fatalf("got event %s (%s -> %s: %s), want %s", e.Kind, e.From, e.To, e.Message, kind)
 	}
 }
 

@@ -183,7 +183,6 @@ func cgroupMemoryLimit(root string) (int64, bool) {
 		return 0, false
 	}
 	var v1Path, v2Path string
-	v2 := false
 	for line := range strings.Lines(string(membership)) {
 		// hierarchy-id:controllers:path
 		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
@@ -192,7 +191,7 @@ func cgroupMemoryLimit(root string) (int64, bool) {
 		}
 		switch {
 		case parts[0] == "0" && parts[1] == "":
-			v2, v2Path = true, parts[2]
+			v2Path = parts[2]
 		case hasController(parts[1], "memory"):
 			v1Path = parts[2]
 		}
@@ -207,7 +206,7 @@ func cgroupMemoryLimit(root string) (int64, bool) {
 		}
 		return 0, false
 	}
-	if v2 {
+	if v2Path != "" {
 		// Inside a container the namespace root is the container's own
 		// cgroup, so the path is "/" and the file is at the top.
 		for _, p := range []string{filepath.Join("sys/fs/cgroup", v2Path), "sys/fs/cgroup"} {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -136,6 +137,16 @@ func (f *fakeDestination) Write(_ context.Context, recs []Record) (int, error) {
 }
 
 // testRecord is a record with position and key n and a structured payload.
+// nextRecords returns n records numbered on from next (1, 2, 3, ... across
+// calls), as a source that reads a sequence would.
+func nextRecords(next *atomic.Int32, n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = testRecord(int(next.Add(1)))
+	}
+	return recs
+}
+
 func testRecord(n int) Record {
 	pos := Position(strconv.Itoa(n))
 	return Record{

@@ -303,11 +303,7 @@ func TestReadRetriesEmpty(t *testing.T) {
 func TestReadAheadKeepsOrderAndSplits(t *testing.T) {
 	var next atomic.Int32
 	src := &fakeSource{readFn: func(_ context.Context, max int) ([]Record, error) {
-		recs := make([]Record, max)
-		for i := range recs {
-			recs[i] = testRecord(int(next.Add(1)))
-		}
-		return recs, nil
+		return nextRecords(&next, max), nil
 	}}
 	h := newHarness(t, sourcePlugin(src))
 	if err := errors.Join(h.configureSource(t, nil), h.openSource("")); err != nil {
@@ -460,11 +456,7 @@ func TestReadStreamKeepsOrderAndEndsWithTheSourceError(t *testing.T) {
 		if next.Load() >= 20 {
 			return nil, fmt.Errorf("read page: %w", Fatal(WithCode(errors.New("table dropped"), 410)))
 		}
-		recs := make([]Record, min(max, 3))
-		for i := range recs {
-			recs[i] = testRecord(int(next.Add(1)))
-		}
-		return recs, nil
+		return nextRecords(&next, min(max, 3)), nil
 	}}
 	h := newHarness(t, sourcePlugin(src))
 	if err := errors.Join(h.configureSource(t, nil), h.openSource("")); err != nil {
