@@ -20,6 +20,8 @@ type managedPipeline struct {
 	// durable waits until the states and events handed over so far are
 	// written (Runtime.durable).
 	durable func(context.Context) error
+	// metrics are the pipeline's status, restart and fault series.
+	metrics *metrics.Pipeline
 
 	// current is the engine of the run in progress; totals hold the counts
 	// of the runs that ended. Metrics add the two on scrape.

@@ -225,7 +225,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
-	m := &managedPipeline{cfg: p, durable: r.durable}
+	m := &managedPipeline{cfg: p, durable: r.durable, metrics: r.metrics.Pipeline(p.ID, initial.Status)}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID: p.ID,
 		Policy:     lifecycle.PolicyFrom(recovery),
@@ -233,14 +233,13 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		States:     r.states,
 		Clock:      r.clock,
 		Logger:     r.log,
-		Observer:   lifecycle.ObserverFunc(r.onEvent),
+		Observer:   lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
 		ConfigHash: hash,
 	}, initial)
 	if err != nil {
 		return nil, err
 	}
 	r.record(ctx, p.ID, initial.Status, fresh, hash)
-	r.metrics.SetStatus(p.ID, initial.Status)
 	return m, nil
 }
 
@@ -506,12 +505,12 @@ func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) 
 // writer (Enqueue), which makes it durable moments later, sharing syncs
 // across pipelines. API requests that change a pipeline wait for it
 // (managedPipeline.Start, Stop), and shutdown writes whatever is queued.
-func (r *Runtime) onEvent(e lifecycle.Event) {
+func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
 	if err := r.audit.Enqueue(auditEvent(e)); err != nil {
 		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
 			zap.String("event", string(e.Kind)), zap.Error(err))
 	}
-	r.metrics.PipelineEvent(e)
+	r.metrics.PipelineEvent(m.metrics, e)
 	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded {
 		select {
 		case r.degraded <- e.PipelineID:

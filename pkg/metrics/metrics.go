@@ -9,11 +9,14 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 )
 
@@ -29,41 +32,59 @@ type RecordCounts struct {
 // on each scrape.
 type RecordSource func(emit func(pipelineID string, c RecordCounts))
 
-// Metrics holds the collectors. Create it with New, feed it pipeline events
-// (it is a lifecycle.Observer) and serve Handler.
+// Metrics holds the collectors. Create it with New, register each pipeline
+// with Pipeline, feed that pipeline's events to the handle it returns, and
+// serve Handler.
 type Metrics struct {
 	registry *prometheus.Registry
-	status   *prometheus.GaugeVec
-	restarts *prometheus.CounterVec
-	faults   *prometheus.CounterVec
 	events   *prometheus.CounterVec
+	// eventCounters are the events counter's series for the supervisor's
+	// event kinds, resolved once so that counting an event takes no lock.
+	eventCounters map[lifecycle.EventKind]prometheus.Counter
+
+	mu        sync.RWMutex
+	pipelines map[string]*Pipeline
+}
+
+// Pipeline holds one pipeline's status, restart and fault counts. Updating
+// it takes no lock and allocates nothing: supervisors update it on every
+// transition, ten thousand of them at once in a fault storm, and a shared
+// lock there made the supervisors queue behind each other. Prometheus
+// reads it when it scrapes.
+type Pipeline struct {
+	id       string
+	status   atomic.Int32
+	restarts atomic.Uint64
+	// faults counts runs that ended with an error, by class.
+	transient, fatal atomic.Uint64
 }
 
 var statuses = []lifecycle.Status{lifecycle.StatusRunning, lifecycle.StatusRecovering, lifecycle.StatusDegraded, lifecycle.StatusStopped}
+
+// supervisorEventKinds are the kinds a supervisor emits; their counters are
+// created up front.
+var supervisorEventKinds = []lifecycle.EventKind{
+	lifecycle.EventStarting, lifecycle.EventRunning, lifecycle.EventFault, lifecycle.EventRecovering,
+	lifecycle.EventRestarted, lifecycle.EventRecovered, lifecycle.EventDegraded, lifecycle.EventStopping,
+	lifecycle.EventStopped, lifecycle.EventResumed,
+}
 
 // New returns metrics with the Go and process collectors and, when records
 // is not nil, per-pipeline record counters read from it.
 func New(records RecordSource) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		status: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "conduit_pipeline_status",
-			Help: "1 for the status a pipeline is in (running, recovering, degraded, stopped), 0 for the others.",
-		}, []string{"pipeline_id", "status"}),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "conduit_pipeline_restarts_total",
-			Help: "Restarts of a pipeline by the supervisor after a transient error.",
-		}, []string{"pipeline_id"}),
-		faults: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "conduit_pipeline_faults_total",
-			Help: "Runs of a pipeline that ended with an error, by error class.",
-		}, []string{"pipeline_id", "class"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "conduit_audit_events_total",
 			Help: "Pipeline events written to the audit log, by kind.",
 		}, []string{"kind"}),
+		eventCounters: make(map[lifecycle.EventKind]prometheus.Counter, len(supervisorEventKinds)),
+		pipelines:     make(map[string]*Pipeline),
 	}
-	m.registry.MustRegister(m.status, m.restarts, m.faults, m.events,
+	for _, k := range supervisorEventKinds {
+		m.eventCounters[k] = m.events.WithLabelValues(string(k))
+	}
+	m.registry.MustRegister(m.events, newPipelineCollector(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if records != nil {
 		m.registry.MustRegister(recordCollector(records))
@@ -79,37 +100,93 @@ func (m *Metrics) Handler() http.Handler {
 // Registry returns the registry, for tests and for other collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
-// SetStatus records the status of a pipeline (also for pipelines that no
-// event has touched yet, such as stopped ones at startup).
-func (m *Metrics) SetStatus(pipelineID string, s lifecycle.Status) {
-	for _, st := range statuses {
-		v := 0.0
-		if st == s {
-			v = 1
-		}
-		m.status.WithLabelValues(pipelineID, st.String()).Set(v)
+// Pipeline returns the metrics of a pipeline, registering it with status
+// initial the first time (so that pipelines no event has touched yet,
+// such as stopped ones at startup, are exported too).
+func (m *Metrics) Pipeline(id string, initial lifecycle.Status) *Pipeline {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pipelines[id]
+	if !ok {
+		p = &Pipeline{id: id}
+		p.status.Store(int32(initial))
+		m.pipelines[id] = p
 	}
+	return p
 }
 
-// PipelineEvent implements lifecycle.Observer.
-func (m *Metrics) PipelineEvent(e lifecycle.Event) {
-	m.events.WithLabelValues(string(e.Kind)).Inc()
+// PipelineEvent counts a supervisor's event and updates its pipeline's
+// series through p, the handle Pipeline returned for it.
+func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
+	if c, ok := m.eventCounters[e.Kind]; ok {
+		c.Inc()
+	} else {
+		m.events.WithLabelValues(string(e.Kind)).Inc()
+	}
 	switch e.Kind {
 	case lifecycle.EventRestarted:
-		m.restarts.WithLabelValues(e.PipelineID).Inc()
+		p.restarts.Add(1)
 	case lifecycle.EventFault:
 		if e.Error != nil {
-			m.faults.WithLabelValues(e.PipelineID, e.Error.Class).Inc()
+			if e.Error.Class == cerrors.ClassFatal.String() {
+				p.fatal.Add(1)
+			} else {
+				p.transient.Add(1)
+			}
 		}
 	}
 	if e.To != 0 {
-		m.SetStatus(e.PipelineID, e.To)
+		p.status.Store(int32(e.To))
 	}
 }
 
 // CountEvent counts an audit event that did not come from a supervisor
 // (for example dedup-skipped).
 func (m *Metrics) CountEvent(kind string) { m.events.WithLabelValues(kind).Inc() }
+
+// pipelineCollector exports every registered pipeline's series at scrape
+// time, from the lock-free handles.
+type pipelineCollector struct {
+	m                        *Metrics
+	status, restarts, faults *prometheus.Desc
+}
+
+func newPipelineCollector(m *Metrics) *pipelineCollector {
+	return &pipelineCollector{
+		m: m,
+		status: prometheus.NewDesc("conduit_pipeline_status",
+			"1 for the status a pipeline is in (running, recovering, degraded, stopped), 0 for the others.",
+			[]string{"pipeline_id", "status"}, nil),
+		restarts: prometheus.NewDesc("conduit_pipeline_restarts_total",
+			"Restarts of a pipeline by the supervisor after a transient error.", []string{"pipeline_id"}, nil),
+		faults: prometheus.NewDesc("conduit_pipeline_faults_total",
+			"Runs of a pipeline that ended with an error, by error class.", []string{"pipeline_id", "class"}, nil),
+	}
+}
+
+func (c *pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.status
+	ch <- c.restarts
+	ch <- c.faults
+}
+
+func (c *pipelineCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.RLock()
+	defer c.m.mu.RUnlock()
+	for _, p := range c.m.pipelines {
+		current := lifecycle.Status(p.status.Load())
+		for _, st := range statuses {
+			v := 0.0
+			if st == current {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.status, prometheus.GaugeValue, v, p.id, st.String())
+		}
+		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(p.restarts.Load()), p.id)
+		ch <- prometheus.MustNewConstMetric(c.faults, prometheus.CounterValue, float64(p.transient.Load()), p.id, cerrors.ClassTransient.String())
+		ch <- prometheus.MustNewConstMetric(c.faults, prometheus.CounterValue, float64(p.fatal.Load()), p.id, cerrors.ClassFatal.String())
+	}
+}
 
 type records struct {
 	source                                 RecordSource

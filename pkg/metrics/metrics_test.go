@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/conduitry/conduit/lifecycle"
@@ -21,20 +23,36 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 	m := New(func(emit func(string, RecordCounts)) {
 		emit("p1", RecordCounts{Read: 10, Written: 8, Filtered: 1, Nacked: 1})
 	})
-	m.SetStatus("p1", lifecycle.StatusRunning)
-	m.PipelineEvent(lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventFault, From: lifecycle.StatusRunning,
+	p1 := m.Pipeline("p1", lifecycle.StatusRunning)
+	m.Pipeline("p2", lifecycle.StatusStopped)
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventFault, From: lifecycle.StatusRunning,
 		To: lifecycle.StatusRunning, Error: &lifecycle.ErrorInfo{Class: "transient"}})
-	m.PipelineEvent(lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventRecovering, From: lifecycle.StatusRunning, To: lifecycle.StatusRecovering})
-	m.PipelineEvent(lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventRecovering, From: lifecycle.StatusRunning, To: lifecycle.StatusRecovering})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventFault, From: lifecycle.StatusRecovering,
+		To: lifecycle.StatusRecovering, Error: &lifecycle.ErrorInfo{Class: "fatal"}})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventDegraded, From: lifecycle.StatusRecovering, To: lifecycle.StatusDegraded})
 	m.CountEvent("dedup-skipped")
+	// A second registration returns the same series and keeps their state.
+	if again := m.Pipeline("p1", lifecycle.StatusStopped); again != p1 {
+		t.Fatal("registering a pipeline twice gave two handles")
+	}
 
 	out := scrape(t, m)
 	for _, want := range []string{
-		`conduit_pipeline_status{pipeline_id="p1",status="recovering"} 1`,
+		`conduit_pipeline_status{pipeline_id="p1",status="degraded"} 1`,
+		`conduit_pipeline_status{pipeline_id="p1",status="recovering"} 0`,
 		`conduit_pipeline_status{pipeline_id="p1",status="running"} 0`,
+		`conduit_pipeline_status{pipeline_id="p1",status="stopped"} 0`,
+		`conduit_pipeline_status{pipeline_id="p2",status="stopped"} 1`,
+		`conduit_pipeline_status{pipeline_id="p2",status="running"} 0`,
 		`conduit_pipeline_restarts_total{pipeline_id="p1"} 1`,
+		`conduit_pipeline_restarts_total{pipeline_id="p2"} 0`,
 		`conduit_pipeline_faults_total{class="transient",pipeline_id="p1"} 1`,
+		`conduit_pipeline_faults_total{class="fatal",pipeline_id="p1"} 1`,
+		`conduit_pipeline_faults_total{class="fatal",pipeline_id="p2"} 0`,
 		`conduit_audit_events_total{kind="recovering"} 1`,
+		`conduit_audit_events_total{kind="fault"} 2`,
 		`conduit_audit_events_total{kind="dedup-skipped"} 1`,
 		`conduit_pipeline_records_read_total{pipeline_id="p1"} 10`,
 		`conduit_pipeline_records_written_total{pipeline_id="p1"} 8`,
@@ -50,8 +68,39 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 
 func TestTwoInstancesDoNotShareState(t *testing.T) {
 	a, b := New(nil), New(nil)
-	a.SetStatus("only-a", lifecycle.StatusDegraded)
+	a.Pipeline("only-a", lifecycle.StatusDegraded)
 	if strings.Contains(scrape(t, b), "only-a") {
 		t.Fatal("metrics leaked between instances: there must be no global registry")
+	}
+}
+
+// TestPipelineEventsDoNotWaitForEachOther updates many pipelines from many
+// goroutines at once, as a fault storm does; with -race it also shows the
+// handles are safe to update while Prometheus scrapes.
+func TestPipelineEventsDoNotWaitForEachOther(t *testing.T) {
+	m := New(nil)
+	const pipelines = 50
+	handles := make([]*Pipeline, pipelines)
+	for i := range handles {
+		handles[i] = m.Pipeline(fmt.Sprintf("p%02d", i), lifecycle.StatusRunning)
+	}
+	var wg sync.WaitGroup
+	for _, h := range handles {
+		wg.Go(func() {
+			for range 20 {
+				m.PipelineEvent(h, lifecycle.Event{Kind: lifecycle.EventRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
+			}
+		})
+	}
+	wg.Go(func() { scrape(t, m) })
+	wg.Wait()
+	out := scrape(t, m)
+	if got := strings.Count(out, "conduit_pipeline_restarts_total{pipeline_id="); got != pipelines {
+		t.Fatalf("%d restart series, want %d", got, pipelines)
+	}
+	for _, want := range []string{`conduit_pipeline_restarts_total{pipeline_id="p07"} 20`, `conduit_audit_events_total{kind="restarted"} 1000`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
 	}
 }
