@@ -149,6 +149,13 @@ type harness struct {
 
 func newHarness(t *testing.T, p Policy, initial State) *harness {
 	t.Helper()
+	return newHarnessWith(t, p, initial, nil)
+}
+
+// newHarnessWith is newHarness with a chance to change the supervisor's
+// config before it starts.
+func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Config)) *harness {
+	t.Helper()
 	h := &harness{
 		t:      t,
 		clock:  newFakeClock(),
@@ -156,7 +163,7 @@ func newHarness(t *testing.T, p Policy, initial State) *harness {
 		runs:   make(chan *fakeRun, 100),
 		events: make(chan Event, 1000),
 	}
-	sup, err := New(Config{
+	cfg := Config{
 		PipelineID: "p1",
 		Policy:     p,
 		NewRun: func(hooks RunHooks) (Run, error) {
@@ -171,7 +178,11 @@ func newHarness(t *testing.T, p Policy, initial State) *harness {
 		Clock:    h.clock,
 		Observer: ObserverFunc(func(e Event) { h.events <- e }),
 		Random:   func() float64 { return 0.5 }, // no jitter offset
-	}, initial)
+	}
+	if customize != nil {
+		customize(&cfg)
+	}
+	sup, err := New(cfg, initial)
 	if err != nil {
 		t.Fatal(err)
 	}

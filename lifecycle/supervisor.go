@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,10 @@ type Config struct {
 	Random func() float64
 	// ConfigHash is stored with the state (see State.ConfigHash).
 	ConfigHash string
+	// Restarts launches this supervisor's restarts. A process with many
+	// pipelines shares one (see RestartScheduler); nil gives the
+	// supervisor its own, which Run runs.
+	Restarts *RestartScheduler
 }
 
 // Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;
@@ -75,32 +80,75 @@ type Supervisor struct {
 	inbox chan message
 	done  chan struct{}
 
+	restarts    *RestartScheduler
+	ownRestarts bool // restarts is this supervisor's own: Run runs it
+
 	// Owned by the Run goroutine.
-	m            *machine
-	state        State
-	run          *activeRun
-	runSeq       int
-	timer        Timer
-	timerKind    timerKind
+	m     *machine
+	state State
+	// run is the run that was launched: its goroutine reports its end.
+	run *activeRun
+	// pending is the restart waiting for its time, not launched as far as
+	// this goroutine knows (the scheduler may be launching it right now;
+	// takeOverRestart settles which).
+	pending *pendingRestart
+	runSeq  int
+	// window is the probation timer: the healthy window after a restart.
+	window       Timer
 	waiters      []chan error // stop requests waiting for the run to end
 	shuttingDown bool
 }
 
-type timerKind int
+type pendingRestart struct {
+	ticket    *restartTicket
+	run       *activeRun
+	scheduled time.Time
+}
 
-const (
-	timerNone    timerKind = iota
-	timerAttempt           // recovering: the backoff delay ends
-	timerWindow            // probation: the healthy window ends
-)
-
+// activeRun is one run, from launch to end. Its goroutine builds the Run
+// (NewRun) and runs it; the supervisor may ask it to stop before it is
+// built, so the built Run is handed over under mu.
 type activeRun struct {
-	id       int
-	run      Run
-	cancel   context.CancelFunc
+	id     int
+	ctx    context.Context
+	cancel context.CancelFunc
+	hooks  RunHooks
+	acked  atomic.Bool
+
+	// Owned by the supervisor goroutine.
 	stopping bool // a graceful stop was requested
 	forced   bool // its context was cancelled on purpose
-	acked    atomic.Bool
+
+	mu            sync.Mutex
+	built         Run
+	stopRequested bool
+}
+
+// stop asks the run to stop gracefully, now if it is built, or as soon as
+// it is.
+func (a *activeRun) stop() {
+	a.mu.Lock()
+	a.stopRequested = true
+	r := a.built
+	a.mu.Unlock()
+	if r != nil {
+		r.Stop()
+	}
+}
+
+func (a *activeRun) stopRequestedNow() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopRequested
+}
+
+// setBuilt hands over the built run; it reports false when a stop came
+// first, and the run should not start at all.
+func (a *activeRun) setBuilt(r Run) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.built = r
+	return !a.stopRequested
 }
 
 // message is the closed set of requests the supervisor goroutine handles.
@@ -119,17 +167,25 @@ type runEndedMsg struct {
 	err error
 }
 type firstAckMsg struct{ id int }
+
+// restartedMsg is the first thing a restarted run sends: the scheduler
+// launched it at at.
+type restartedMsg struct {
+	id int
+	at time.Time
+}
 type stateMsg struct{ reply chan State }
 type syncMsg struct{ reply chan struct{} }
 type killMsg struct{}
 
-func (startMsg) isMessage()    {}
-func (stopMsg) isMessage()     {}
-func (runEndedMsg) isMessage() {}
-func (firstAckMsg) isMessage() {}
-func (stateMsg) isMessage()    {}
-func (syncMsg) isMessage()     {}
-func (killMsg) isMessage()     {}
+func (startMsg) isMessage()     {}
+func (stopMsg) isMessage()      {}
+func (runEndedMsg) isMessage()  {}
+func (firstAckMsg) isMessage()  {}
+func (restartedMsg) isMessage() {}
+func (stateMsg) isMessage()     {}
+func (syncMsg) isMessage()      {}
+func (killMsg) isMessage()      {}
 
 // ErrSupervisorDone is returned by requests to a supervisor whose Run has
 // returned.
@@ -159,13 +215,19 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		cfg.Random = rand.Float64
 	}
 	initial.ConfigHash = cfg.ConfigHash
+	restarts, own := cfg.Restarts, false
+	if restarts == nil {
+		restarts, own = NewRestartScheduler(cfg.Clock), true
+	}
 	return &Supervisor{
-		cfg:   cfg,
-		log:   cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
-		inbox: make(chan message, 16),
-		done:  make(chan struct{}),
-		m:     newMachine(initial.Status),
-		state: initial.Clone(),
+		cfg:         cfg,
+		log:         cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
+		inbox:       make(chan message, 16),
+		done:        make(chan struct{}),
+		restarts:    restarts,
+		ownRestarts: own,
+		m:           newMachine(initial.Status),
+		state:       initial.Clone(),
 	}, nil
 }
 
@@ -176,26 +238,43 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 // returns once the run has ended. Kill forces that stop.
 func (s *Supervisor) Run(ctx context.Context) {
 	defer close(s.done)
-	defer s.stopTimer()
+	defer s.stopWindow()
+	if s.ownRestarts {
+		restartsCtx, stopRestarts := context.WithCancel(context.WithoutCancel(ctx))
+		restartsDone := make(chan struct{})
+		go func() {
+			defer close(restartsDone)
+			s.restarts.Run(restartsCtx)
+		}()
+		defer func() {
+			stopRestarts()
+			<-restartsDone
+		}()
+	}
 	s.resume()
 	ctxDone := ctx.Done()
 	for !s.shuttingDown || s.run != nil {
-		var timerC <-chan time.Time
-		if s.timer != nil {
-			timerC = s.timer.C()
+		var windowC <-chan time.Time
+		if s.window != nil {
+			windowC = s.window.C()
 		}
 		select {
 		case msg := <-s.inbox:
 			s.handle(msg)
-		case <-timerC:
-			s.onTimer()
+			s.restarts.Help()
+		case <-windowC:
+			s.window = nil
+			if s.state.Probation && s.run != nil {
+				s.recovered(RecoveredByWindow)
+			}
 		case <-ctxDone:
 			ctxDone = nil
 			s.shuttingDown = true
-			s.stopTimer()
+			s.stopWindow()
+			s.takeOverRestart()
 			if s.run != nil && !s.run.stopping {
 				s.run.stopping = true
-				s.run.run.Stop()
+				s.run.stop()
 			}
 		}
 	}
@@ -298,6 +377,8 @@ func (s *Supervisor) handle(msg message) {
 		if s.run != nil && s.run.id == m.id && s.state.Probation {
 			s.recovered(RecoveredByRecord)
 		}
+	case restartedMsg:
+		s.onRestarted(m)
 	case stateMsg:
 		m.reply <- s.state.Clone()
 	case syncMsg:
@@ -339,7 +420,7 @@ func (s *Supervisor) resume() {
 		s.emit(Event{Kind: EventResumed, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
 			Attempt: s.state.FailCount, Delay: wait, NextAttemptAt: now.Add(wait), Error: s.state.LastError,
 			Message: "pipeline was recovering when the process stopped; next attempt at its persisted time"})
-		s.setTimer(timerAttempt, wait)
+		s.scheduleRestart(now.Add(wait))
 	case StatusDegraded:
 		s.emit(Event{Kind: EventResumed, From: StatusDegraded, To: StatusDegraded, Actor: ActorSystem,
 			Reason: string(s.state.DegradedReason), Error: s.state.LastError,
@@ -381,7 +462,8 @@ func (s *Supervisor) onStop(m stopMsg) {
 		m.reply <- err
 		return
 	}
-	s.stopTimer()
+	s.stopWindow()
+	s.takeOverRestart()
 	s.state.Status = StatusStopped
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
@@ -395,7 +477,7 @@ func (s *Supervisor) onStop(m stopMsg) {
 	s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorUser,
 		Message: "pipeline stopping: source stops reading, in-flight records drain"})
 	s.run.stopping = true
-	s.run.run.Stop()
+	s.run.stop()
 	s.waiters = append(s.waiters, m.reply)
 }
 
@@ -414,7 +496,8 @@ func (s *Supervisor) forceStop(reply chan error) {
 		reply <- err
 		return
 	}
-	s.stopTimer()
+	s.stopWindow()
+	s.takeOverRestart()
 	s.state.Status = StatusDegraded
 	s.state.DegradedReason = ReasonForceStop
 	s.state.NextAttemptAt = time.Time{}
@@ -464,7 +547,7 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		// The run finished on its own (a source that ended): nothing to
 		// recover from.
 		from, _ := s.m.fire(eventStop)
-		s.stopTimer()
+		s.stopWindow()
 		s.state.Status = StatusStopped
 		s.state.Probation = false
 		s.endEpisode("stopped")
@@ -491,7 +574,7 @@ func (s *Supervisor) onFault(err error) {
 	// writing the event durably must not delay the schedule.
 	fault := Event{Kind: EventFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Message: "pipeline run failed"}
-	s.stopTimer()
+	s.stopWindow()
 
 	if d.Action == ActionDegrade {
 		s.emit(fault)
@@ -521,10 +604,10 @@ func (s *Supervisor) onFault(err error) {
 	s.state.NextAttemptAt = next
 	s.state.Probation = false
 	if !s.shuttingDown {
-		// The timer runs from the decision, not from when the state is on
-		// disk: in a fault storm the saves queue up, and the schedule must
-		// not slip behind them.
-		s.setTimer(timerAttempt, next.Sub(s.cfg.Clock.Now()))
+		// Scheduled from the decision, not from when the state is on disk:
+		// in a fault storm the saves queue up, and the schedule must not
+		// slip behind them.
+		s.scheduleRestart(next)
 	}
 	s.emit(fault)
 	s.save()
@@ -543,43 +626,58 @@ func degradedMessage(r DegradeReason, p Policy) string {
 	}
 }
 
-func (s *Supervisor) onTimer() {
-	kind := s.timerKind
-	s.timer, s.timerKind = nil, timerNone
-	switch kind {
-	case timerAttempt:
-		if s.m.current() != StatusRecovering || s.run != nil {
-			return
-		}
-		scheduled := s.state.NextAttemptAt
-		if _, err := s.m.fire(eventRestart); err != nil {
-			s.log.Error("restart refused by the state machine", zap.Error(err))
-			return
-		}
-		s.state.NextAttemptAt = time.Time{}
-		s.state.Probation = true
-		// The run starts before anything else happens: the event is
-		// written to the audit log (durably, so it can take a moment under
-		// load) after the run is under way, stamped with the start time.
-		// A restart is not persisted: the persisted state (recovering, next
-		// attempt time now past) already makes a process that crashes from
-		// here on restart the pipeline at once, which is what it would do
-		// with the restart persisted. Skipping the write keeps a fault
-		// storm's restarts off the disk.
-		startedAt := s.cfg.Clock.Now()
-		s.startRun()
-		s.emit(Event{Kind: EventRestarted, At: startedAt, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
-			Attempt: s.state.FailCount, NextAttemptAt: scheduled,
-			Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
-		// Probation lasts the healthy window (a failed start ends it
-		// early through the fault).
-		s.setTimer(timerWindow, s.cfg.Policy.HealthyWindow)
-	case timerWindow:
-		if s.state.Probation && s.run != nil {
-			s.recovered(RecoveredByWindow)
-		}
-	case timerNone:
+// scheduleRestart prepares the next run and hands it to the restart
+// scheduler, which launches it at due.
+func (s *Supervisor) scheduleRestart(due time.Time) {
+	ar := s.newActiveRun()
+	launch := func(at time.Time) { go s.runLoop(ar, at) }
+	s.pending = &pendingRestart{ticket: s.restarts.schedule(due, launch), run: ar, scheduled: due}
+}
+
+// takeOverRestart cancels the pending restart. If the scheduler launched it
+// already, the launched run becomes the supervisor's run, for the caller
+// to stop like any other (it sees the stop before it opens anything).
+func (s *Supervisor) takeOverRestart() {
+	p := s.pending
+	if p == nil {
+		return
 	}
+	s.pending = nil
+	if s.restarts.cancel(p.ticket) {
+		p.run.cancel()
+		return
+	}
+	s.run = p.run
+}
+
+// onRestarted takes note that the scheduler launched the pending restart.
+// A restart that a stop took over meanwhile is not announced: it is being
+// stopped.
+func (s *Supervisor) onRestarted(m restartedMsg) {
+	p := s.pending
+	if p == nil || p.run.id != m.id {
+		return
+	}
+	s.pending = nil
+	s.run = p.run
+	if _, err := s.m.fire(eventRestart); err != nil {
+		s.log.Error("restart refused by the state machine", zap.Error(err))
+		return
+	}
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = true
+	// A restart is not persisted: the persisted state (recovering, next
+	// attempt time now past) already makes a process that crashes from
+	// here on restart the pipeline at once, which is what it would do with
+	// the restart persisted. Skipping the write keeps a fault storm's
+	// restarts off the disk.
+	s.emit(Event{Kind: EventRestarted, At: m.at, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+		Attempt: s.state.FailCount, NextAttemptAt: p.scheduled,
+		Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
+	// Probation lasts the healthy window from the restart (a failed start
+	// ends it early through the fault).
+	s.stopWindow()
+	s.window = s.cfg.Clock.NewTimer(s.cfg.Policy.HealthyWindow - s.cfg.Clock.Now().Sub(m.at))
 }
 
 func (s *Supervisor) recovered(reason RecoveredReason) {
@@ -587,7 +685,7 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	if err != nil {
 		return
 	}
-	s.stopTimer()
+	s.stopWindow()
 	attempts := s.state.FailCount
 	s.state.Status = StatusRunning
 	s.state.FailCount = 0
@@ -605,34 +703,58 @@ func (s *Supervisor) endEpisode(outcome string) {
 	}
 }
 
-func (s *Supervisor) startRun() {
+func (s *Supervisor) newActiveRun() *activeRun {
 	s.runSeq++
-	id := s.runSeq
-	ctx, cancel := context.WithCancel(context.Background())
-	ar := &activeRun{id: id, cancel: cancel}
-	s.run = ar
-	hooks := RunHooks{OnAck: func(int) {
+	ar := &activeRun{id: s.runSeq}
+	ar.ctx, ar.cancel = context.WithCancel(context.Background())
+	ar.hooks = RunHooks{OnAck: func(int) {
 		if ar.acked.CompareAndSwap(false, true) {
 			select {
-			case s.inbox <- firstAckMsg{id: id}:
+			case s.inbox <- firstAckMsg{id: ar.id}:
 			case <-s.done:
 			}
 		}
 	}}
-	r, err := s.cfg.NewRun(hooks)
-	if err != nil {
-		// Reported like a run that failed at once, through the inbox, so
-		// that events keep their order: the start, then the fault.
-		r = failedRun{err}
-	}
-	ar.run = r
-	go func() {
-		err := r.Run(ctx)
+	return ar
+}
+
+// startRun launches a run at once (a start, not a restart).
+func (s *Supervisor) startRun() {
+	ar := s.newActiveRun()
+	s.run = ar
+	go s.runLoop(ar, time.Time{})
+}
+
+// runLoop is a run's goroutine. A restart (restartedAt set) first tells
+// the supervisor it was launched, so that every message of the run comes
+// after that one. Building the run here, not on the supervisor goroutine
+// or the scheduler's, keeps both of them quick in a storm.
+func (s *Supervisor) runLoop(ar *activeRun, restartedAt time.Time) {
+	defer ar.cancel()
+	s.restarts.Help()
+	if !restartedAt.IsZero() {
 		select {
-		case s.inbox <- runEndedMsg{id: id, err: err}:
+		case s.inbox <- restartedMsg{id: ar.id, at: restartedAt}:
 		case <-s.done:
+			return
 		}
-	}()
+	}
+	var err error
+	if ar.ctx.Err() == nil && !ar.stopRequestedNow() {
+		r, buildErr := s.cfg.NewRun(ar.hooks)
+		if buildErr != nil {
+			// Reported like a run that failed at once, so that events keep
+			// their order: the start, then the fault.
+			r = failedRun{buildErr}
+		}
+		if ar.setBuilt(r) {
+			err = r.Run(ar.ctx)
+		}
+	}
+	select {
+	case s.inbox <- runEndedMsg{id: ar.id, err: err}:
+	case <-s.done:
+	}
 }
 
 // failedRun stands in for a run whose factory failed.
@@ -641,15 +763,10 @@ type failedRun struct{ err error }
 func (f failedRun) Run(context.Context) error { return f.err }
 func (failedRun) Stop()                       {}
 
-func (s *Supervisor) setTimer(kind timerKind, d time.Duration) {
-	s.stopTimer()
-	s.timer, s.timerKind = s.cfg.Clock.NewTimer(d), kind
-}
-
-func (s *Supervisor) stopTimer() {
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer, s.timerKind = nil, timerNone
+func (s *Supervisor) stopWindow() {
+	if s.window != nil {
+		s.window.Stop()
+		s.window = nil
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,80 @@ func TestStopWhileWaitingCancelsTheAttempt(t *testing.T) {
 	h.noRun()
 	if st := h.states.last("p1"); st.Status != StatusStopped || !st.NextAttemptAt.IsZero() {
 		t.Fatalf("persisted %+v, want stopped without a next attempt", st)
+	}
+}
+
+// TestStopRacingALaunchedRestart: the scheduler launched the restart, but
+// the supervisor handles a stop before it hears of it. The stop wins: the
+// pipeline is stopped, the launched run is stopped (or never built), and
+// no restart is announced.
+func TestStopRacingALaunchedRestart(t *testing.T) {
+	var restarts *RestartScheduler
+	var hold atomic.Bool
+	release := make(chan struct{})
+	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusRunning}, func(c *Config) {
+		restarts = NewRestartScheduler(c.Clock) // never Run: it launches only through Help
+		c.Restarts = restarts
+		inner := c.Observer
+		c.Observer = ObserverFunc(func(e Event) {
+			inner.PipelineEvent(e)
+			if e.Kind == EventRecovering && hold.Load() {
+				<-release // the supervisor goroutine waits here
+			}
+		})
+	})
+	h.expect(EventRunning)
+	hold.Store(true)
+	h.nextRun().fail(transientErr())
+	h.expect(EventRecovering)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.sup.Stop(context.Background(), false) }()
+	waitInbox(t, h.sup, 1) // the stop is queued first
+	h.clock.Advance(time.Second)
+	restarts.Help() // launches the run, which reports "restarted" behind the stop
+	waitInbox(t, h.sup, 2)
+	close(release)
+
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(guard):
+		t.Fatal("stop did not return")
+	}
+	h.expect(EventStopping)
+	h.expect(EventStopped)
+	select {
+	case r := <-h.runs:
+		select {
+		case <-r.stopped:
+		default:
+			t.Fatal("the launched run was built and left running")
+		}
+	default: // stopped before it was built
+	}
+	h.advance(time.Hour)
+	h.noRun()
+	select {
+	case e := <-h.events:
+		t.Fatalf("unexpected event after the stop: %s", e.Kind)
+	default:
+	}
+	if st := h.state(); st.Status != StatusStopped || st.Probation {
+		t.Fatalf("state %+v, want stopped", st)
+	}
+}
+
+// waitInbox waits until n messages are queued for the supervisor.
+func waitInbox(t *testing.T, s *Supervisor, n int) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for len(s.inbox) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages queued, want %d", len(s.inbox), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

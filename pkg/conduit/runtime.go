@@ -41,12 +41,15 @@ type Runtime struct {
 	positions  *pipeline.PositionStore
 	states     *lifecycle.StateStore
 	clock      lifecycle.Clock
-	audit      *auditlog.Log
-	dedup      *dedup.Store
-	metrics    *metrics.Metrics
-	server     *api.Server
-	pipelines  []*managedPipeline
-	byID       map[string]*managedPipeline
+	// restarts launches every pipeline's restarts on time, even when
+	// thousands fall due at once (see lifecycle.RestartScheduler).
+	restarts  *lifecycle.RestartScheduler
+	audit     *auditlog.Log
+	dedup     *dedup.Store
+	metrics   *metrics.Metrics
+	server    *api.Server
+	pipelines []*managedPipeline
+	byID      map[string]*managedPipeline
 	// degraded receives the id of every pipeline that becomes degraded
 	// while pipelines.exit-on-degraded is on.
 	degraded chan string
@@ -123,6 +126,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		positions:  pipeline.NewPositionStore(db, writer, nil),
 		states:     states,
 		clock:      opts.Clock,
+		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
 		observer:   opts.Observer,
 	}
 	r.metrics = metrics.New(r.recordCounts)
@@ -232,6 +236,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		NewRun:     func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
 		States:     r.states,
 		Clock:      r.clock,
+		Restarts:   r.restarts,
 		Logger:     r.log,
 		Observer:   lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
 		ConfigHash: hash,
@@ -576,6 +581,18 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 			zap.Bool("auth", r.cfg.API.Auth.Token != ""))
 		go func() { serverDone <- r.server.Serve() }()
 	}
+	// The scheduler outlives the supervisors: a restart launched while one
+	// shuts down is stopped by that supervisor, so none is left behind.
+	restartsCtx, stopRestarts := context.WithCancel(context.WithoutCancel(ctx))
+	restartsDone := make(chan struct{})
+	go func() {
+		defer close(restartsDone)
+		r.restarts.Run(restartsCtx)
+	}()
+	defer func() {
+		stopRestarts()
+		<-restartsDone
+	}()
 	for _, m := range r.pipelines {
 		wg.Go(func() { m.sup.Run(supCtx) })
 	}
