@@ -23,6 +23,12 @@
 // only waits and acts. One goroutine owns each pipeline's state; everything
 // else sends it messages. Time comes from a Clock, so tests never sleep.
 //
+// Restarts are launched by a RestartScheduler that the supervisors of a
+// process share, not by each supervisor's own timer, so that ten thousand
+// restarts falling due at once are still launched on time (see its doc).
+// The launched run reports "restarted" to its supervisor before anything
+// else.
+//
 // The package does not know how a pipeline moves records: it runs whatever
 // a RunFactory builds, and learns about progress through RunHooks.
 package lifecycle

@@ -54,7 +54,8 @@ type Event struct {
 }
 
 // Observer receives every event, after the state it leads to was persisted
-// (a restart changes nothing that needs persisting: see onTimer). It is called from the supervisor goroutine and must not block.
+// (a restart changes nothing that needs persisting: see onRestarted). It
+// is called from the supervisor goroutine and must not block.
 type Observer interface {
 	PipelineEvent(e Event)
 }

@@ -570,7 +570,7 @@ func (s *Supervisor) onFault(err error) {
 	}
 	d := Decide(s.cfg.Policy, History{FailCount: s.state.FailCount, EpisodeStart: episodeStart}, class, now, s.cfg.Random())
 	current := s.m.current()
-	// The fault is announced first, but after the restart timer is set:
+	// The fault is announced first, but after the restart is scheduled:
 	// writing the event durably must not delay the schedule.
 	fault := Event{Kind: EventFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Message: "pipeline run failed"}
