@@ -74,24 +74,27 @@ func (s *RestartScheduler) Help() {
 }
 
 // launchDue launches every restart that is due and returns how long until
-// the next one (-1: none queued).
+// the next one (-1: none queued). It takes one ticket at a time: a
+// launcher that loses the CPU halfway (a collection's assist, say) holds
+// up one restart, not the batch it would otherwise have taken, and the
+// others go to whoever calls next.
 func (s *RestartScheduler) launchDue() time.Duration {
-	var due []*restartTicket
-	now := s.clock.Now()
-	s.mu.Lock()
-	for len(s.queue) > 0 && !s.queue[0].due.After(now) {
-		due = append(due, heap.Pop(&s.queue).(*restartTicket))
+	for {
+		now := s.clock.Now()
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			return -1
+		}
+		if next := s.queue[0].due; next.After(now) {
+			s.mu.Unlock()
+			return next.Sub(now)
+		}
+		t := heap.Pop(&s.queue).(*restartTicket)
+		s.updateEarliest()
+		s.mu.Unlock()
+		t.launch(now)
 	}
-	wait := time.Duration(-1)
-	if len(s.queue) > 0 {
-		wait = s.queue[0].due.Sub(now)
-	}
-	s.updateEarliest()
-	s.mu.Unlock()
-	for _, t := range due {
-		t.launch(s.clock.Now())
-	}
-	return wait
 }
 
 // updateEarliest publishes the queue's first due time; mu must be held.
