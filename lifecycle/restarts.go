@@ -10,7 +10,8 @@ import (
 )
 
 // RestartScheduler launches the restarts of many supervisors at their
-// scheduled times, from one goroutine with one timer.
+// scheduled times: its own goroutine (Run) with one timer, and whichever
+// supervisor or run goroutine calls Help first.
 //
 // Why not one timer per supervisor: in a fault storm thousands of restarts
 // fall due within a few hundred milliseconds, while the process is busy
@@ -36,7 +37,9 @@ type RestartScheduler struct {
 
 	// earliest is the due time of the first queued restart in Unix
 	// nanoseconds (math.MaxInt64: none), so that Help costs one atomic
-	// load when nothing is due.
+	// load when nothing is due. It is wall-clock time: after a clock step
+	// Help may look too early or too late, and Run's timer (monotonic)
+	// still launches on time.
 	earliest atomic.Int64
 
 	mu    sync.Mutex
@@ -55,7 +58,7 @@ type restartTicket struct {
 }
 
 // NewRestartScheduler returns a scheduler on clock (nil: the wall clock).
-// Nothing is launched until Run runs.
+// Restarts are launched by Run, which its owner runs, and by Help.
 func NewRestartScheduler(clock Clock) *RestartScheduler {
 	if clock == nil {
 		clock = RealClock{}
