@@ -229,7 +229,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
-	m := &managedPipeline{cfg: p, durable: r.durable, metrics: r.metrics.Pipeline(p.ID, initial.Status)}
+	m := &managedPipeline{cfg: p, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID: p.ID,
 		Policy:     lifecycle.PolicyFrom(recovery),
@@ -244,6 +244,9 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
+	// Registered only for a pipeline that is provisioned; its supervisor
+	// reports to it once Run starts.
+	m.metrics = r.metrics.Pipeline(p.ID, initial.Status)
 	r.record(ctx, p.ID, initial.Status, fresh, hash)
 	return m, nil
 }
