@@ -109,6 +109,23 @@ func (s *RestartScheduler) updateEarliest() {
 	s.earliest.Store(s.queue[0].due.UnixNano())
 }
 
+// Start runs Run on a goroutine of its own and returns the function that
+// ends it: stop returns once Run has returned. The caller decides when,
+// which is not when its own context ends (a shutting-down supervisor may
+// still need a launched restart taken over and stopped).
+func (s *RestartScheduler) Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Run launches restarts as they fall due until ctx is done. Restarts still
 // queued then are not launched: the process is shutting down, and each
 // pipeline's persisted state says when to restart it next time.

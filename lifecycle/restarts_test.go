@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -67,10 +66,7 @@ func TestRestartSchedulerLaunchesInDueOrderWhenTheClockGetsThere(t *testing.T) {
 	s.schedule(now.Add(2*time.Second), log.launcher("b1"))
 	s.schedule(now.Add(2*time.Second), log.launcher("b2")) // same time: scheduling order
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(s.Start())
 
 	clock.Advance(999 * time.Millisecond)
 	s.Help()
@@ -145,10 +141,7 @@ func TestRestartSchedulerWakesForAnEarlierRestartAndLaunchesPastDueAtOnce(t *tes
 	clock := newFakeClock()
 	s := NewRestartScheduler(clock)
 	log := newLaunchLog()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(s.Start())
 
 	s.schedule(clock.Now().Add(time.Hour), log.launcher("late"))
 	// Scheduled while Run waits for the hour: it must re-arm for this one.

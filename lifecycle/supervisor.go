@@ -80,8 +80,9 @@ type Supervisor struct {
 	inbox chan message
 	done  chan struct{}
 
-	restarts    *RestartScheduler
-	ownRestarts bool // restarts is this supervisor's own: Run runs it
+	// restarts is Config.Restarts, or this supervisor's own when that is
+	// nil (Run runs it then).
+	restarts *RestartScheduler
 
 	// Owned by the Run goroutine.
 	m     *machine
@@ -215,19 +216,18 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		cfg.Random = rand.Float64
 	}
 	initial.ConfigHash = cfg.ConfigHash
-	restarts, own := cfg.Restarts, false
+	restarts := cfg.Restarts
 	if restarts == nil {
-		restarts, own = NewRestartScheduler(cfg.Clock), true
+		restarts = NewRestartScheduler(cfg.Clock)
 	}
 	return &Supervisor{
-		cfg:         cfg,
-		log:         cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
-		inbox:       make(chan message, 16),
-		done:        make(chan struct{}),
-		restarts:    restarts,
-		ownRestarts: own,
-		m:           newMachine(initial.Status),
-		state:       initial.Clone(),
+		cfg:      cfg,
+		log:      cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
+		inbox:    make(chan message, 16),
+		done:     make(chan struct{}),
+		restarts: restarts,
+		m:        newMachine(initial.Status),
+		state:    initial.Clone(),
 	}, nil
 }
 
@@ -239,17 +239,8 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 func (s *Supervisor) Run(ctx context.Context) {
 	defer close(s.done)
 	defer s.stopWindow()
-	if s.ownRestarts {
-		restartsCtx, stopRestarts := context.WithCancel(context.WithoutCancel(ctx))
-		restartsDone := make(chan struct{})
-		go func() {
-			defer close(restartsDone)
-			s.restarts.Run(restartsCtx)
-		}()
-		defer func() {
-			stopRestarts()
-			<-restartsDone
-		}()
+	if s.cfg.Restarts == nil {
+		defer s.restarts.Start()()
 	}
 	s.resume()
 	ctxDone := ctx.Done()

@@ -586,16 +586,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	}
 	// The scheduler outlives the supervisors: a restart launched while one
 	// shuts down is stopped by that supervisor, so none is left behind.
-	restartsCtx, stopRestarts := context.WithCancel(context.WithoutCancel(ctx))
-	restartsDone := make(chan struct{})
-	go func() {
-		defer close(restartsDone)
-		r.restarts.Run(restartsCtx)
-	}()
-	defer func() {
-		stopRestarts()
-		<-restartsDone
-	}()
+	defer r.restarts.Start()()
 	for _, m := range r.pipelines {
 		wg.Go(func() { m.sup.Run(supCtx) })
 	}
