@@ -152,6 +152,13 @@ func newHarness(t *testing.T, p Policy, initial State) *harness {
 	return newHarnessWith(t, p, initial, nil)
 }
 
+// newResumedHarness runs a supervisor on a state an earlier process
+// persisted (Config.Persisted).
+func newResumedHarness(t *testing.T, p Policy, persisted State) *harness {
+	t.Helper()
+	return newHarnessWith(t, p, persisted, func(c *Config) { c.Persisted = true })
+}
+
 // newHarnessWith is newHarness with a chance to change the supervisor's
 // config before it starts.
 func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Config)) *harness {

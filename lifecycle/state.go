@@ -96,6 +96,11 @@ type State struct {
 	DegradedReason DegradeReason `json:"degradedReason,omitempty"`
 	// Episode is the current recovery episode, or the last one.
 	Episode *Episode `json:"episode,omitempty"`
+	// StopReason is StopReasonShutdown while a pipeline is stopped only
+	// because the process shut down; ResumeStatus is then the status it
+	// had (running or recovering), which the next process takes up again.
+	StopReason   StopReason `json:"stopReason,omitempty"`
+	ResumeStatus Status     `json:"resumeStatus,omitempty"`
 	// ConfigHash identifies the pipeline configuration the state belongs
 	// to; a changed configuration is provisioned afresh.
 	ConfigHash string    `json:"configHash,omitempty"`

@@ -76,3 +76,15 @@ const (
 	RecoveredByRecord RecoveredReason = "record"
 	RecoveredByWindow RecoveredReason = "window"
 )
+
+// StopReason says why a pipeline is stopped when a user did not stop it.
+type StopReason string
+
+// Reasons for stopped.
+const (
+	// StopReasonShutdown: the process shut down gracefully; the pipeline
+	// is started again (or keeps recovering) when the process starts.
+	StopReasonShutdown StopReason = "shutdown"
+	// StopReasonFinished: the source has no more records.
+	StopReasonFinished StopReason = "finished"
+)

@@ -70,6 +70,14 @@ type Config struct {
 	// pipelines shares one (see RestartScheduler); nil gives the
 	// supervisor its own, which Run runs.
 	Restarts *RestartScheduler
+	// Persisted says that the initial state is what an earlier process
+	// persisted, to be taken up again ("resumed"); otherwise it was built
+	// from the pipeline file (a new pipeline, or a changed configuration)
+	// and the pipeline starts from stopped.
+	Persisted bool
+	// ProcessCrashed says that the earlier process did not shut down
+	// cleanly (a crash, a kill, a power loss); the resumed events say so.
+	ProcessCrashed bool
 }
 
 // Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;
@@ -216,6 +224,15 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		cfg.Random = rand.Float64
 	}
 	initial.ConfigHash = cfg.ConfigHash
+	status := initial.Status
+	if initial.StopReason == StopReasonShutdown {
+		// Stopped only because the process shut down: the machine starts
+		// where the pipeline was, and resume says so.
+		status = StatusRunning
+		if initial.ResumeStatus == StatusRecovering {
+			status = StatusRecovering
+		}
+	}
 	restarts := cfg.Restarts
 	if restarts == nil {
 		restarts = NewRestartScheduler(cfg.Clock)
@@ -226,7 +243,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		inbox:    make(chan message, 16),
 		done:     make(chan struct{}),
 		restarts: restarts,
-		m:        newMachine(initial.Status),
+		m:        newMachine(status),
 		state:    initial.Clone(),
 	}, nil
 }
@@ -260,17 +277,45 @@ func (s *Supervisor) Run(ctx context.Context) {
 			}
 		case <-ctxDone:
 			ctxDone = nil
-			s.shuttingDown = true
-			s.stopWindow()
-			s.takeOverRestart()
-			if s.run != nil && !s.run.stopping {
-				s.run.stopping = true
-				s.run.stop()
-			}
+			s.shutdown()
 		}
 	}
 	for _, w := range s.waiters {
 		w <- nil
+	}
+}
+
+// shutdown stops the pipeline because the process is shutting down: its
+// run drains gracefully, and it is persisted as stopped with reason
+// shutdown and the status it had, so that the next process takes it up
+// again (a recovering pipeline keeps its fail count and next attempt).
+// Degraded and stopped pipelines have nothing to stop.
+func (s *Supervisor) shutdown() {
+	s.shuttingDown = true
+	s.stopWindow()
+	s.takeOverRestart()
+	if cur := s.m.current(); cur == StatusRunning || cur == StatusRecovering {
+		from, err := s.m.fire(eventStop)
+		if err != nil {
+			s.log.Error("shutdown refused by the state machine", zap.Error(err))
+			return
+		}
+		s.state.Status = StatusStopped
+		s.state.StopReason = StopReasonShutdown
+		s.state.ResumeStatus = from
+		s.state.Probation = false
+		s.save()
+		if s.run == nil || s.run.stopping {
+			s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+				Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
+		} else {
+			s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+				Message: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain"})
+		}
+	}
+	if s.run != nil && !s.run.stopping {
+		s.run.stopping = true
+		s.run.stop()
 	}
 }
 
@@ -384,38 +429,68 @@ func (s *Supervisor) handle(msg message) {
 	}
 }
 
-// resume takes up the initial state when the supervisor starts.
+// resume takes up the initial state when the supervisor starts. The first
+// event's status before is the status the audit log last recorded: stopped
+// for a new pipeline (created, provisioned) and after a clean shutdown,
+// the persisted status after a crash.
 func (s *Supervisor) resume() {
-	switch s.state.Status {
-	case StatusRunning:
-		if !s.state.UpdatedAt.IsZero() {
-			// Persisted as running: the process stopped or died under it.
-			// Saying it starts from stopped would be untrue.
-			s.emit(Event{Kind: EventResumed, From: StatusRunning, To: StatusRunning, Actor: ActorSystem,
-				Message: "pipeline was running when the process stopped; starting it again"})
-			s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem,
-				Message: "pipeline running"})
-			s.startRun()
+	if !s.cfg.Persisted {
+		if s.state.Status != StatusRunning {
+			// Remembered, so that the next process knows the pipeline.
+			s.save()
 			return
 		}
-		s.emit(Event{Kind: EventStarting, From: StatusStopped, To: StatusRunning, Actor: ActorSystem,
+		s.emit(Event{Kind: EventStarting, From: StatusStopped, To: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline starting"})
 		s.save()
-		s.emit(Event{Kind: EventRunning, From: StatusStopped, To: StatusRunning, Actor: ActorSystem,
+		s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline running"})
+		s.startRun()
+		return
+	}
+	from := s.state.Status
+	// A clean shutdown persists running and recovering pipelines as
+	// stopped for shutdown, so one persisted as running or recovering was
+	// cut off; for the others the process tells.
+	how := "conduit had not stopped cleanly (crash, kill or power loss)"
+	switch {
+	case s.state.StopReason == StopReasonShutdown:
+		how = "conduit had stopped cleanly"
+		s.state.Status = s.m.current()
+		s.state.StopReason, s.state.ResumeStatus = "", 0
+	case from == StatusRunning || from == StatusRecovering:
+	case !s.cfg.ProcessCrashed:
+		how = "conduit had stopped cleanly"
+	}
+	switch s.state.Status {
+	case StatusRunning:
+		s.emit(Event{Kind: EventResumed, From: from, To: StatusRunning, Actor: ActorSystem,
+			Message: how + "; pipeline was running: starting it again from its last saved position"})
+		if from != StatusRunning {
+			s.save()
+		}
 		s.startRun()
 	case StatusRecovering:
 		now := s.cfg.Clock.Now()
-		wait := max(s.state.NextAttemptAt.Sub(now), 0)
+		next := CapResumeWait(s.cfg.Policy, s.state.FailCount, s.state.NextAttemptAt, now)
+		message := how + "; pipeline was recovering: next attempt at its persisted time"
+		if !next.Equal(s.state.NextAttemptAt) && s.state.NextAttemptAt.After(now) {
+			message = fmt.Sprintf("%s; pipeline was recovering: its persisted next attempt %s is further away than its policy allows, moved to %s",
+				how, s.state.NextAttemptAt.Format(time.RFC3339), next.Format(time.RFC3339))
+			s.log.Warn("persisted next attempt is later than the recovery policy allows (was the clock wrong?); capped",
+				zap.Time("persisted_next_attempt_at", s.state.NextAttemptAt), zap.Time("next_attempt_at", next))
+		}
 		s.state.Probation = false
-		s.emit(Event{Kind: EventResumed, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
-			Attempt: s.state.FailCount, Delay: wait, NextAttemptAt: now.Add(wait), Error: s.state.LastError,
-			Message: "pipeline was recovering when the process stopped; next attempt at its persisted time"})
-		s.scheduleRestart(now.Add(wait))
+		s.state.NextAttemptAt = next
+		s.emit(Event{Kind: EventResumed, From: from, To: StatusRecovering, Actor: ActorSystem,
+			Attempt: s.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next, Error: s.state.LastError,
+			Message: message})
+		s.save()
+		s.scheduleRestart(next)
 	case StatusDegraded:
-		s.emit(Event{Kind: EventResumed, From: StatusDegraded, To: StatusDegraded, Actor: ActorSystem,
+		s.emit(Event{Kind: EventResumed, From: from, To: StatusDegraded, Actor: ActorSystem,
 			Reason: string(s.state.DegradedReason), Error: s.state.LastError,
-			Message: "pipeline stays degraded until it is started"})
+			Message: how + "; pipeline stays degraded until it is started"})
 	case StatusStopped:
 	}
 }
@@ -525,7 +600,13 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 			s.save()
 			s.log.Warn("pipeline stopped with an error while draining", zap.String("error", info.Message))
 		}
-		if s.m.current() == StatusStopped && !s.shuttingDown {
+		switch {
+		case s.m.current() != StatusStopped:
+			// Force-stopped: the degraded event was written then.
+		case s.state.StopReason == StopReasonShutdown:
+			s.emit(Event{Kind: EventStopped, From: StatusStopped, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+				Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
+		default:
 			s.emit(Event{Kind: EventStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		}
 		for _, w := range s.waiters {
@@ -543,7 +624,8 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		s.state.Probation = false
 		s.endEpisode("stopped")
 		s.save()
-		s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Message: "pipeline finished: its source has no more records"})
+		s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
+			Message: "pipeline finished: its source has no more records"})
 		return
 	}
 	s.onFault(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -385,9 +386,67 @@ func TestShutdownIsNotAFault(t *testing.T) {
 	default:
 		t.Fatal("shutdown did not stop the run gracefully")
 	}
-	if st := h.states.last("p1"); st.Status != StatusRunning || st.LastError != nil {
-		t.Fatalf("persisted %+v after shutdown, want still running (so it starts again) and no fault", st)
+	st := h.states.last("p1")
+	if st.Status != StatusStopped || st.StopReason != StopReasonShutdown || st.ResumeStatus != StatusRunning || st.LastError != nil {
+		t.Fatalf("persisted %+v after shutdown, want stopped for shutdown, to resume running, no fault", st)
 	}
+	if e := h.next(); e.Kind != EventStopping || e.From != StatusRunning || e.To != StatusStopped || e.Reason != "shutdown" {
+		t.Fatalf("first shutdown event %s %s -> %s reason %q, want stopping running -> stopped, shutdown", e.Kind, e.From, e.To, e.Reason)
+	}
+	if e := h.next(); e.Kind != EventStopped || e.From != StatusStopped || e.Reason != "shutdown" {
+		t.Fatalf("second shutdown event %s %s -> %s reason %q, want stopped, shutdown", e.Kind, e.From, e.To, e.Reason)
+	}
+
+	// The next process takes it up again and says the last one stopped cleanly.
+	next := newResumedHarness(t, defaultPolicy(), st)
+	e := next.next()
+	if e.Kind != EventResumed || e.From != StatusStopped || e.To != StatusRunning || !strings.Contains(e.Message, "stopped cleanly") {
+		t.Fatalf("after a clean shutdown: %s %s -> %s %q, want resumed stopped -> running, stopped cleanly", e.Kind, e.From, e.To, e.Message)
+	}
+	next.nextRun()
+	if st := next.state(); st.Status != StatusRunning || st.StopReason != "" {
+		t.Fatalf("resumed state %+v, want running without a stop reason", st)
+	}
+}
+
+// A recovering pipeline shut down keeps its fail count and next attempt.
+func TestShutdownWhileRecoveringResumesRecovering(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(transientErr())
+	rec := h.expect(EventRecovering)
+	h.cancel()
+	<-h.sup.Done()
+	st := h.states.last("p1")
+	if st.Status != StatusStopped || st.ResumeStatus != StatusRecovering || st.FailCount != 1 || !st.NextAttemptAt.Equal(rec.NextAttemptAt) {
+		t.Fatalf("persisted %+v, want stopped for shutdown, resume recovering, fail count 1, next attempt %s", st, rec.NextAttemptAt)
+	}
+	if e := h.next(); e.Kind != EventStopped || e.From != StatusRecovering || e.Reason != "shutdown" {
+		t.Fatalf("shutdown of a waiting pipeline: %s %s -> %s, want stopped from recovering", e.Kind, e.From, e.To)
+	}
+	next := newResumedHarness(t, defaultPolicy(), st)
+	if e := next.next(); e.Kind != EventResumed || e.From != StatusStopped || e.To != StatusRecovering || e.Attempt != 1 {
+		t.Fatalf("resumed %s %s -> %s attempt %d, want resumed stopped -> recovering, attempt 1", e.Kind, e.From, e.To, e.Attempt)
+	}
+	next.advance(time.Second)
+	next.expect(EventRestarted)
+	next.nextRun()
+}
+
+// A saved next attempt further away than the policy allows (a clock that
+// ran fast when it was saved) is cut to the policy's delay.
+func TestResumeCapsANextAttemptTooFarAhead(t *testing.T) {
+	now := newFakeClock().Now()
+	persisted := State{Status: StatusRecovering, FailCount: 2, NextAttemptAt: now.AddDate(1, 0, 0),
+		Episode: &Episode{StartedAt: now.Add(-time.Minute)}, UpdatedAt: now}
+	h := newResumedHarness(t, defaultPolicy(), persisted)
+	e := h.expect(EventResumed)
+	if e.Delay > defaultPolicy().MaxDelay || !strings.Contains(e.Message, "further away than its policy allows") {
+		t.Fatalf("resumed with delay %s (%q), want at most max-delay %s and a message saying it was capped", e.Delay, e.Message, defaultPolicy().MaxDelay)
+	}
+	h.advance(defaultPolicy().MaxDelay)
+	h.expect(EventRestarted)
+	h.nextRun()
 }
 
 func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
@@ -398,7 +457,7 @@ func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
 		NextAttemptAt: clockStart.Add(20 * time.Second),
 		Episode:       &Episode{StartedAt: clockStart.Add(-time.Minute)},
 	}
-	h := newHarness(t, defaultPolicy(), persisted)
+	h := newResumedHarness(t, defaultPolicy(), persisted)
 	if e := h.expect(EventResumed); e.Delay != 20*time.Second || e.Attempt != 3 {
 		t.Fatalf("resumed %+v, want the next attempt in 20s", e)
 	}
@@ -416,7 +475,7 @@ func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
 func TestResumeOverdueAttemptRestartsAtOnce(t *testing.T) {
 	persisted := State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: newFakeClock().Now().Add(-time.Hour),
 		Episode: &Episode{StartedAt: newFakeClock().Now().Add(-2 * time.Hour)}}
-	h := newHarness(t, defaultPolicy(), persisted)
+	h := newResumedHarness(t, defaultPolicy(), persisted)
 	h.expect(EventResumed)
 	h.expect(EventRestarted)
 	h.nextRun()
@@ -425,7 +484,7 @@ func TestResumeOverdueAttemptRestartsAtOnce(t *testing.T) {
 func TestDegradedAndStoppedStayAfterRestart(t *testing.T) {
 	for _, status := range []Status{StatusDegraded, StatusStopped} {
 		t.Run(status.String(), func(t *testing.T) {
-			h := newHarness(t, defaultPolicy(), State{Status: status})
+			h := newResumedHarness(t, defaultPolicy(), State{Status: status})
 			h.advance(time.Hour)
 			h.noRun()
 			if st := h.state(); st.Status != status {
@@ -449,21 +508,29 @@ func TestFactoryErrorIsAFault(t *testing.T) {
 	}
 }
 
-// A pipeline persisted as running was running when the process stopped:
-// it is resumed, not started from stopped. A new one starts from stopped.
+// A pipeline persisted as running was running when the process died: it
+// is resumed from running and the event says the process had not stopped
+// cleanly. A new one starts from stopped.
 func TestStartupSaysWhereAPipelineComesFrom(t *testing.T) {
-	persisted := newHarness(t, defaultPolicy(), State{Status: StatusRunning, UpdatedAt: time.Unix(1_700_000_000, 0)})
-	if e := persisted.next(); e.Kind != EventResumed || e.From != StatusRunning || e.To != StatusRunning {
-		t.Fatalf("first event of a persisted running pipeline: %s %s -> %s; want resumed running -> running", e.Kind, e.From, e.To)
-	}
-	if e := persisted.next(); e.Kind != EventRunning || e.From != StatusRunning {
-		t.Fatalf("second event: %s from %s; want running from running", e.Kind, e.From)
+	persisted := newResumedHarness(t, defaultPolicy(), State{Status: StatusRunning, UpdatedAt: time.Unix(1_700_000_000, 0)})
+	if e := persisted.next(); e.Kind != EventResumed || e.From != StatusRunning || e.To != StatusRunning || !strings.Contains(e.Message, "not stopped cleanly") {
+		t.Fatalf("first event of a persisted running pipeline: %s %s -> %s %q; want resumed running -> running, not stopped cleanly", e.Kind, e.From, e.To, e.Message)
 	}
 	persisted.nextRun()
 
 	fresh := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	if e := fresh.next(); e.Kind != EventStarting || e.From != StatusStopped {
-		t.Fatalf("first event of a new pipeline: %s from %s; want starting from stopped", e.Kind, e.From)
+	if e := fresh.next(); e.Kind != EventStarting || e.From != StatusStopped || e.To != StatusRunning {
+		t.Fatalf("first event of a new pipeline: %s %s -> %s; want starting stopped -> running", e.Kind, e.From, e.To)
+	}
+	if e := fresh.next(); e.Kind != EventRunning || e.From != StatusRunning {
+		t.Fatalf("second event of a new pipeline: %s from %s; want running from running", e.Kind, e.From)
 	}
 	fresh.nextRun()
+
+	// A new pipeline its file keeps stopped is remembered, without events.
+	stopped := newHarness(t, defaultPolicy(), State{Status: StatusStopped})
+	stopped.syncSup()
+	if st := stopped.states.last("p1"); st.Status != StatusStopped {
+		t.Fatalf("new stopped pipeline persisted %+v, want stopped", st)
+	}
 }

@@ -2,7 +2,10 @@ package conduit
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+
+	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
@@ -22,6 +25,14 @@ type managedPipeline struct {
 	durable func(context.Context) error
 	// metrics are the pipeline's status, restart and fault series.
 	metrics *metrics.Pipeline
+	// initial is the status the pipeline had when the process started.
+	initial lifecycle.Status
+
+	// events orders the pipeline's audit events with status, the status
+	// the last of them left it in, so that an event the supervisor did
+	// not emit (dedup-skipped) carries the status it happened in.
+	events sync.Mutex
+	status lifecycle.Status
 
 	// current is the engine of the run in progress; totals hold the counts
 	// of the runs that ended. Metrics add the two on scrape.
@@ -68,6 +79,24 @@ func (m *managedPipeline) counts() metrics.RecordCounts {
 		c.DedupSkipped += s.DedupSkipped.Load()
 	}
 	return c
+}
+
+// enqueueEvent hands e to the audit log. to is the status e leaves the
+// pipeline in; 0 means e changes nothing, and it gets the current status
+// as before and after.
+func (m *managedPipeline) enqueueEvent(r *Runtime, e auditlog.Event, to lifecycle.Status) {
+	m.events.Lock()
+	defer m.events.Unlock()
+	if to == 0 && m.status != 0 {
+		e.StatusBefore, e.StatusAfter = m.status.String(), m.status.String()
+	}
+	if err := r.audit.Enqueue(e); err != nil {
+		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
+			zap.String("event", string(e.Kind)), zap.Error(err))
+	}
+	if to != 0 {
+		m.status = to
+	}
 }
 
 // trackedRun is an engine whose counters are folded into its pipeline's

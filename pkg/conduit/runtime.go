@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +56,9 @@ type Runtime struct {
 	// while pipelines.exit-on-degraded is on.
 	degraded chan string
 	observer lifecycle.Observer
+	// crashed says the last process on this store did not shut down
+	// cleanly (store.KeyProcess was there).
+	crashed bool
 }
 
 // Options are the parts of a Runtime that tests replace.
@@ -96,6 +101,14 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err != nil {
 		return nil, err
 	}
+	crashed, err := markRunning(ctx, db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if crashed {
+		log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
+	}
 	writer := store.NewGroupWriter(db)
 	states := lifecycle.NewStateStore(db, writer, func(pipelines int, err error) {
 		log.Error("could not persist pipeline state; the next transition of each pipeline tries again",
@@ -128,6 +141,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		clock:      opts.Clock,
 		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
 		observer:   opts.Observer,
+		crashed:    crashed,
 	}
 	r.metrics = metrics.New(r.recordCounts)
 	r.dedup = dedup.New(db, writer, dedup.Options{TTL: cfg.Dedup.TTL, Logger: log.Named("dedup")})
@@ -225,21 +239,23 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
-	initial, fresh, err := r.initialState(ctx, p, hash)
+	initial, origin, err := r.initialState(ctx, p, hash)
 	if err != nil {
 		return nil, err
 	}
-	m := &managedPipeline{cfg: p, durable: r.durable}
+	m := &managedPipeline{cfg: p, durable: r.durable, initial: initial.Status}
 	m.sup, err = lifecycle.New(lifecycle.Config{
-		PipelineID: p.ID,
-		Policy:     lifecycle.PolicyFrom(recovery),
-		NewRun:     func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
-		States:     r.states,
-		Clock:      r.clock,
-		Restarts:   r.restarts,
-		Logger:     r.log,
-		Observer:   lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
-		ConfigHash: hash,
+		PipelineID:     p.ID,
+		Policy:         lifecycle.PolicyFrom(recovery),
+		NewRun:         func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
+		States:         r.states,
+		Clock:          r.clock,
+		Restarts:       r.restarts,
+		Logger:         r.log,
+		Observer:       lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
+		ConfigHash:     hash,
+		Persisted:      origin.persisted,
+		ProcessCrashed: r.crashed,
 	}, initial)
 	if err != nil {
 		return nil, err
@@ -247,7 +263,10 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	// Registered only for a pipeline that is provisioned; its supervisor
 	// reports to it once Run starts.
 	m.metrics = r.metrics.Pipeline(p.ID, initial.Status)
-	r.record(ctx, p.ID, initial.Status, fresh, hash)
+	m.status = initial.Status
+	if !origin.persisted {
+		m.status = r.record(p.ID, origin, hash)
+	}
 	return m, nil
 }
 
@@ -317,17 +336,37 @@ func (r *Runtime) forgetDeleted(ctx context.Context, loaded []config.Pipeline, e
 	}
 }
 
+// origin is where a pipeline's initial state comes from.
+type origin struct {
+	// persisted: the state of an earlier process for the same
+	// configuration, taken up again (no provisioning events).
+	persisted bool
+	// fresh: no state at all, a new pipeline.
+	fresh bool
+	// previous is the status persisted for an earlier configuration, the
+	// status before the provisioned event ("" when unknown).
+	previous string
+}
+
 // record writes the events of provisioning to the audit log: created the
-// first time a pipeline is seen, provisioned every time it is loaded.
-func (r *Runtime) record(ctx context.Context, id string, status lifecycle.Status, fresh bool, hash string) {
+// first time a pipeline is seen, provisioned when its configuration is new
+// or changed; a pipeline taken up unchanged gets neither. Both leave it
+// stopped: the supervisor's first event starts it from there. It returns
+// that status.
+func (r *Runtime) record(id string, o origin, hash string) lifecycle.Status {
 	var events []auditlog.Event
-	if fresh {
+	previous := o.previous
+	if o.fresh {
 		events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindCreated, Actor: lifecycle.ActorConfig,
-			StatusAfter: status.String(), Message: "pipeline created from its configuration file"})
+			StatusAfter: lifecycle.StatusStopped.String(), Message: "pipeline created from its configuration file"})
+		previous = lifecycle.StatusStopped.String()
+	}
+	message := "pipeline configuration validated and built (" + hash + ")"
+	if !o.fresh {
+		message = "pipeline configuration changed: validated and built (" + hash + "); it starts afresh from its file's status"
 	}
 	events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindProvisioned, Actor: lifecycle.ActorConfig,
-		StatusBefore: status.String(), StatusAfter: status.String(),
-		Message: "pipeline configuration validated and built (" + hash + ")"})
+		StatusBefore: previous, StatusAfter: lifecycle.StatusStopped.String(), Message: message})
 	for _, e := range events {
 		// Queued, not waited for one by one: New flushes once for every
 		// pipeline, so that loading ten thousand costs a few syncs.
@@ -336,6 +375,7 @@ func (r *Runtime) record(ctx context.Context, id string, status lifecycle.Status
 		}
 		r.metrics.CountEvent(string(e.Kind))
 	}
+	return lifecycle.StatusStopped
 }
 
 // initialState decides where a pipeline starts: its persisted state when
@@ -343,7 +383,7 @@ func (r *Runtime) record(ctx context.Context, id string, status lifecycle.Status
 // for its persisted attempt time and a degraded one stays degraded),
 // otherwise the status its file asks for. A changed configuration is
 // provisioned afresh: whoever edited the file has acted on the pipeline.
-func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (st lifecycle.State, fresh bool, err error) {
+func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, origin, error) {
 	fromFile := lifecycle.State{Status: lifecycle.StatusRunning}
 	if p.Status == config.StatusStopped {
 		fromFile.Status = lifecycle.StatusStopped
@@ -355,16 +395,16 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 		// file's status is the safe reading.
 		r.log.Error("persisted pipeline state is unreadable; starting from the pipeline file's status",
 			zap.String("pipeline_id", p.ID), zap.Error(err))
-		return fromFile, false, nil
+		return fromFile, origin{}, nil
 	case !ok:
-		return fromFile, true, nil
+		return fromFile, origin{fresh: true}, nil
 	case st.ConfigHash != hash:
 		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
 			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
 		fromFile.LastError, fromFile.Episode = st.LastError, st.Episode
-		return fromFile, false, nil
+		return fromFile, origin{previous: st.Status.String()}, nil
 	default:
-		return st, false, nil
+		return st, origin{persisted: true}, nil
 	}
 }
 
@@ -390,7 +430,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	cfg.OnAck = hooks.OnAck
 	if r.cfg.Dedup.Enabled {
 		cfg.Dedup = dedupStore{r.dedup}
-		cfg.OnDedupSkipped = func(destination string, skipped int64) { r.dedupSkipped(m.cfg.ID, destination, skipped) }
+		cfg.OnDedupSkipped = func(destination string, skipped int64) { r.dedupSkipped(m, destination, skipped) }
 	}
 	e, err := pipeline.New(cfg)
 	if err != nil {
@@ -489,15 +529,15 @@ func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[str
 }
 
 // dedupSkipped writes the one dedup-skipped event of a destination's run.
-func (r *Runtime) dedupSkipped(pipelineID, destination string, skipped int64) {
+// It changes no status; it carries the one the pipeline is in.
+func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped int64) {
+	pipelineID := m.cfg.ID
 	r.log.Info("records already written by an earlier run were not written again",
 		zap.String("pipeline_id", pipelineID), zap.String("destination", destination), zap.Int64("skipped", skipped))
 	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
 		Component: destination, ComponentKind: "destination", Count: skipped,
 		Message: fmt.Sprintf("%d records destination %s already accepted in an earlier run were acknowledged without being written again", skipped, destination)}
-	if err := r.audit.Enqueue(e); err != nil {
-		r.log.Error("could not write to the audit log", zap.String("pipeline_id", pipelineID), zap.Error(err))
-	}
+	m.enqueueEvent(r, e, 0)
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
 }
 
@@ -514,10 +554,7 @@ func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) 
 // across pipelines. API requests that change a pipeline wait for it
 // (managedPipeline.Start, Stop), and shutdown writes whatever is queued.
 func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
-	if err := r.audit.Enqueue(auditEvent(e)); err != nil {
-		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
-			zap.String("event", string(e.Kind)), zap.Error(err))
-	}
+	m.enqueueEvent(r, auditEvent(e), e.To)
 	r.metrics.PipelineEvent(m.metrics, e)
 	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded {
 		select {
@@ -573,6 +610,10 @@ func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
 // pipelines.exit-on-degraded on.
 func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	defer r.close()
+	if err := r.degradedAtStartup(); err != nil {
+		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
+		return err
+	}
 	// Supervisors get their own context: a degraded pipeline with
 	// exit-on-degraded ends the run the same way a signal does.
 	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
@@ -626,6 +667,27 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	return result
 }
 
+// degradedAtStartup refuses to run, with exit-on-degraded on, while a
+// pipeline is still degraded from an earlier run: a service manager that
+// restarts conduit must not get a process that runs on with it degraded.
+// Nothing is started then.
+func (r *Runtime) degradedAtStartup() error {
+	if !r.cfg.Pipelines.ExitOnDegraded {
+		return nil
+	}
+	var ids []string
+	for _, m := range r.pipelines {
+		if m.initial == lifecycle.StatusDegraded {
+			ids = append(ids, m.cfg.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: pipeline %s was degraded when conduit started; fix the cause, then change its pipeline file (a changed configuration starts afresh) or run once with --pipelines.exit-on-degraded=false and `conduit pipelines start <id>`",
+		ErrPipelineDegraded, strings.Join(ids, ", "))
+}
+
 func (r *Runtime) close() {
 	// The supervisors have stopped, so nothing saves or appends any more;
 	// what they handed over is written now. Closing the audit log first
@@ -639,6 +701,7 @@ func (r *Runtime) close() {
 		cancel()
 	}
 	r.writer.Close()
+	r.markStopped()
 	if err := r.db.Close(); err != nil {
 		r.log.Error("closing the store", zap.Error(err))
 	}
@@ -652,5 +715,42 @@ func (r *Runtime) Close() error {
 	r.states.Close()
 	_ = r.audit.Close()
 	r.writer.Close()
+	r.markStopped()
 	return r.db.Close()
+}
+
+// processMarker is the value of store.KeyProcess: who runs on the store.
+type processMarker struct {
+	PID       int       `json:"pid"`
+	Host      string    `json:"host,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// markRunning records that a process runs on db and reports whether the
+// last one left its record behind, i.e. did not shut down cleanly.
+func markRunning(ctx context.Context, db store.Store) (crashed bool, err error) {
+	_, err = db.Get(ctx, []byte(store.KeyProcess))
+	switch {
+	case err == nil:
+		crashed = true
+	case !errors.Is(err, store.ErrNotFound):
+		return false, fmt.Errorf("reading the process marker: %w", err)
+	}
+	host, _ := os.Hostname()
+	b, err := json.Marshal(processMarker{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()})
+	if err != nil {
+		return false, err
+	}
+	if err := db.Set(ctx, []byte(store.KeyProcess), b); err != nil {
+		return false, fmt.Errorf("writing the process marker: %w", err)
+	}
+	return crashed, nil
+}
+
+// markStopped removes the process marker once everything else is written:
+// the next process then knows this one stopped cleanly.
+func (r *Runtime) markStopped() {
+	if err := r.db.Delete(context.Background(), []byte(store.KeyProcess)); err != nil {
+		r.log.Error("could not record the clean shutdown; the next start will report a crash", zap.Error(err))
+	}
 }

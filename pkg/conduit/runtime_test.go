@@ -220,7 +220,7 @@ func TestPipelineRemovedFromTheFilesIsDeleted(t *testing.T) {
 	}
 	defer rt.Close()
 	events, err := rt.AuditLog().List(context.Background(), "gone", auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindDeleted}})
-	if err != nil || len(events) != 1 || events[0].StatusBefore != "running" {
+	if err != nil || len(events) != 1 || events[0].StatusBefore != "stopped" { // stopped by the shutdown before
 		t.Fatalf("deleted events %+v, %v", events, err)
 	}
 	if ids, _ := rt.states.IDs(context.Background()); len(ids) != 0 {

@@ -121,6 +121,10 @@ const (
 	// PrefixDedup + "<pipeline id>/<destination id>/<position>" holds acked
 	// positions awaiting the source ack (dedup/).
 	PrefixDedup = "conduit/dedup/"
+	// KeyProcess is present while a conduit process runs on the store and
+	// removed by its clean shutdown: found at startup, it says the last
+	// process crashed (pkg/conduit).
+	KeyProcess = "conduit/process"
 )
 
 // KeyPart escapes an id (a pipeline's, a connector's) for use as one
