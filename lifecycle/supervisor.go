@@ -469,6 +469,7 @@ func (s *Supervisor) resume() {
 		if from != StatusRunning {
 			s.save()
 		}
+		s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
 		s.startRun()
 	case StatusRecovering:
 		now := s.cfg.Clock.Now()
@@ -513,7 +514,7 @@ func (s *Supervisor) onStart(actor string) error {
 	s.state.DegradedReason = ""
 	s.emit(Event{Kind: EventStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
 	s.save()
-	s.emit(Event{Kind: EventRunning, From: from, To: StatusRunning, Actor: actor, Message: "pipeline running"})
+	s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: actor, Message: "pipeline running"})
 	s.startRun()
 	return nil
 }

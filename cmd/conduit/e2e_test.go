@@ -244,6 +244,9 @@ func TestGracefulStopAndResumeContinueTheSequence(t *testing.T) {
 
 	for round := 1; round <= 3; round++ {
 		p := w.start("run")
+		// Records of the rounds before are in the file already: wait for
+		// this run before counting.
+		waitForEvent(t, p, "seq", "running", 1)
 		waitForRecords(t, p, out, 500*round)
 		if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)

@@ -55,6 +55,21 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 	defer signal.Stop(signals)
 	runDone := make(chan struct{})
 	defer close(runDone)
+	// SIGHUP would end the process by default; a terminal that closes or
+	// an operator used to "HUP reloads" must not stop the pipelines.
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
+	go func() {
+		for {
+			select {
+			case <-hangups:
+				log.Warn("SIGHUP received and ignored: conduit does not reload its configuration; restart it to apply changes")
+			case <-runDone:
+				return
+			}
+		}
+	}()
 	go func() {
 		// The first signal asks for a graceful stop, the second forces it.
 		select {
