@@ -66,7 +66,7 @@ func newPipelinesListCommand() *cobra.Command {
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return newView().writePipelineTable(cmd.OutOrStdout(), resp.Msg.GetPipelines())
+			return newView().writePipelineTable(cmd.OutOrStdout(), resp.Msg.GetPipelines(), resp.Msg.GetConfigErrors())
 		},
 	}
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only pipelines in these statuses: running, recovering, degraded, stopped (repeat or separate with commas)")

@@ -58,8 +58,29 @@ type view struct {
 
 func newView() view { return view{now: time.Now(), loc: time.Local} }
 
-// writePipelineTable writes one row per pipeline.
-func (v view) writePipelineTable(w io.Writer, pipelines []*conduitv1.Pipeline) error {
+// writePipelineTable writes one row per pipeline, then the invalid
+// configurations, which do not run until their file is fixed.
+func (v view) writePipelineTable(w io.Writer, pipelines []*conduitv1.Pipeline, invalid []*conduitv1.ConfigError) error {
+	if err := v.writeValidTable(w, pipelines); err != nil {
+		return err
+	}
+	if len(invalid) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nINVALID (%d, not running until the file is fixed)\n", len(invalid))
+	for _, ce := range invalid {
+		id := ce.GetPipelineId()
+		if id == "" {
+			id = "-"
+		}
+		if _, err := fmt.Fprintf(w, "%s  %s\n", oneLine(id), oneLine(ce.GetMessage())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) error {
 	if len(pipelines) == 0 {
 		_, err := fmt.Fprintln(w, "no pipelines")
 		return err

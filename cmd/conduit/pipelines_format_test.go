@@ -80,7 +80,7 @@ func testEvents() []*conduitv1.PipelineEvent {
 
 func TestPipelineTable(t *testing.T) {
 	var b bytes.Buffer
-	if err := testView().writePipelineTable(&b, testPipelines()); err != nil {
+	if err := testView().writePipelineTable(&b, testPipelines(), nil); err != nil {
 		t.Fatal(err)
 	}
 	want := `ID      STATUS      FAILS  NEXT ATTEMPT  LAST ERROR
@@ -94,7 +94,25 @@ idle    stopped     0      -             -
 	}
 
 	b.Reset()
-	if err := testView().writePipelineTable(&b, nil); err != nil {
+	if err := testView().writePipelineTable(&b, testPipelines()[:1], []*conduitv1.ConfigError{
+		{PipelineId: "broken", ConfigFile: "pipelines/bad.yml:10", Message: `pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: "fast" is not a number`},
+		{ConfigFile: "pipelines/worse.yml:2", Message: "pipelines/worse.yml:2: yaml: did not find expected key"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want = `ID   STATUS   FAILS  NEXT ATTEMPT  LAST ERROR
+seq  running  0      -             -
+
+INVALID (2, not running until the file is fixed)
+broken  pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: "fast" is not a number
+-  pipelines/worse.yml:2: yaml: did not find expected key
+`
+	if got := b.String(); got != want {
+		t.Fatalf("table with invalid pipelines:\n%s\nwant:\n%s", got, want)
+	}
+
+	b.Reset()
+	if err := testView().writePipelineTable(&b, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != "no pipelines\n" {

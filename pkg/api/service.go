@@ -44,6 +44,18 @@ type Supervised interface {
 type Pipelines interface {
 	List() []Supervised
 	Get(id string) (Supervised, bool)
+	// Invalid lists the configurations that did not make a pipeline.
+	Invalid() []ConfigError
+}
+
+// ConfigError is an invalid pipeline configuration.
+type ConfigError struct {
+	// PipelineID is empty when a whole file could not be read.
+	PipelineID string
+	File       string
+	Line       int
+	// Err names the file, the pipeline and the field.
+	Err error
 }
 
 // Events is the audit log.
@@ -92,6 +104,10 @@ func (s *PipelineService) ListPipelines(ctx context.Context, req *connect.Reques
 		if len(req.Msg.GetStatuses()) == 0 || slices.Contains(req.Msg.GetStatuses(), pb.GetStatus()) {
 			out.Pipelines = append(out.Pipelines, pb)
 		}
+	}
+	for _, ce := range s.pipelines.Invalid() {
+		out.ConfigErrors = append(out.ConfigErrors, &conduitv1.ConfigError{
+			PipelineId: ce.PipelineID, ConfigFile: fileLine(ce.File, ce.Line), Message: ce.Err.Error()})
 	}
 	return connect.NewResponse(out), nil
 }
@@ -144,7 +160,7 @@ func (s *PipelineService) StopPipeline(ctx context.Context, req *connect.Request
 // ListPipelineEvents implements the RPC.
 func (s *PipelineService) ListPipelineEvents(ctx context.Context, req *connect.Request[conduitv1.ListPipelineEventsRequest]) (*connect.Response[conduitv1.ListPipelineEventsResponse], error) {
 	m := req.Msg
-	if _, err := s.find(m.GetPipelineId()); err != nil {
+	if err := s.hasEvents(ctx, m.GetPipelineId()); err != nil {
 		return nil, err
 	}
 	limit := int(m.GetLimit())
@@ -177,7 +193,7 @@ func (s *PipelineService) ListPipelineEvents(ctx context.Context, req *connect.R
 // sequence it received.
 func (s *PipelineService) WatchPipelineEvents(ctx context.Context, req *connect.Request[conduitv1.WatchPipelineEventsRequest], stream *connect.ServerStream[conduitv1.WatchPipelineEventsResponse]) error {
 	m := req.Msg
-	if _, err := s.find(m.GetPipelineId()); err != nil {
+	if err := s.hasEvents(ctx, m.GetPipelineId()); err != nil {
 		return err
 	}
 	kinds, err := kindsFromProto(m.GetKinds())
@@ -211,9 +227,39 @@ func (s *PipelineService) find(id string) (Supervised, error) {
 	}
 	p, ok := s.pipelines.Get(id)
 	if !ok {
+		for _, ce := range s.pipelines.Invalid() {
+			if ce.PipelineID == id {
+				return nil, connect.NewError(connect.CodeFailedPrecondition,
+					fmt.Errorf("pipeline %q is invalid and does not run until its file is fixed: %w", id, ce.Err))
+			}
+		}
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("pipeline %q not found", id))
 	}
 	return p, nil
+}
+
+// hasEvents accepts a pipeline id whose audit log can be read: a pipeline
+// that exists, is invalid, or was deleted and still has events kept.
+func (s *PipelineService) hasEvents(ctx context.Context, id string) error {
+	_, err := s.find(id)
+	if code := connect.CodeOf(err); err == nil || (code != connect.CodeNotFound && code != connect.CodeFailedPrecondition) {
+		return err
+	}
+	kept, listErr := s.events.List(ctx, id, auditlog.Query{Limit: 1})
+	if listErr != nil {
+		return internalError(ctx, listErr)
+	}
+	if len(kept) == 0 && connect.CodeOf(err) == connect.CodeNotFound {
+		return err
+	}
+	return nil
+}
+
+func fileLine(file string, line int) string {
+	if file == "" || line == 0 {
+		return file
+	}
+	return fmt.Sprintf("%s:%d", file, line)
 }
 
 func (s *PipelineService) describe(ctx context.Context, p Supervised) (*conduitv1.Pipeline, error) {
@@ -332,9 +378,7 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		Probation:      st.Probation,
 		UpdatedAt:      timeToProto(st.UpdatedAt),
 	}
-	if info.File != "" {
-		pb.ConfigFile = fmt.Sprintf("%s:%d", info.File, info.Line)
-	}
+	pb.ConfigFile = fileLine(info.File, info.Line)
 	if ep := st.Episode; ep != nil {
 		e := &conduitv1.RecoveryEpisode{
 			StartedAt: timeToProto(ep.StartedAt), EndedAt: timeToProto(ep.EndedAt), Outcome: ep.Outcome,

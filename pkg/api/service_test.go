@@ -71,6 +71,14 @@ func (f fakePipelines) List() []Supervised {
 	return out
 }
 
+// Invalid: one pipeline with a bad field, one file that does not parse.
+func (f fakePipelines) Invalid() []ConfigError {
+	return []ConfigError{
+		{PipelineID: "bad", File: "pipelines/bad.yml", Line: 10, Err: errors.New(`pipelines/bad.yml:10: pipeline "bad": connectors[gen].settings.rate: "fast" is not a number`)},
+		{File: "pipelines/broken.yml", Line: 2, Err: errors.New("pipelines/broken.yml:2: yaml: did not find expected key")},
+	}
+}
+
 func (f fakePipelines) Get(id string) (Supervised, bool) {
 	for _, p := range f {
 		if p.info.ID == id {
@@ -539,3 +547,59 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 func (r *recorder) WriteHeader(code int) { r.code = code }
+
+// Invalid pipelines are listed with their errors, and asking for one says
+// why it does not run.
+func TestInvalidPipelinesAreVisible(t *testing.T) {
+	ts := startServer(t, "")
+	c := conduitv1connect.NewPipelineServiceClient(http.DefaultClient, ts.url)
+	ctx := context.Background()
+	list, err := c.ListPipelines(ctx, connect.NewRequest(&conduitv1.ListPipelinesRequest{
+		Statuses: []conduitv1.PipelineStatus{conduitv1.PipelineStatus_PIPELINE_STATUS_RUNNING}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ces := list.Msg.GetConfigErrors()
+	if len(ces) != 2 || ces[0].GetPipelineId() != "bad" || ces[0].GetConfigFile() != "pipelines/bad.yml:10" ||
+		!strings.Contains(ces[0].GetMessage(), `"fast" is not a number`) || ces[1].GetPipelineId() != "" {
+		t.Fatalf("config errors %v", ces)
+	}
+	_, err = c.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: "bad"}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), `"fast" is not a number`) {
+		t.Fatalf("GetPipeline of an invalid pipeline: %v", err)
+	}
+	_, err = c.StartPipeline(ctx, connect.NewRequest(&conduitv1.StartPipelineRequest{Id: "bad"}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("StartPipeline of an invalid pipeline: %v", err)
+	}
+}
+
+// A deleted pipeline's audit log, with its deleted event, stays readable.
+func TestDeletedPipelineEventsStayReadable(t *testing.T) {
+	ts := startServer(t, "")
+	c := conduitv1connect.NewPipelineServiceClient(http.DefaultClient, ts.url)
+	ctx := context.Background()
+	for _, k := range []auditlog.Kind{auditlog.KindCreated, auditlog.KindDeleted} {
+		if _, err := ts.log.Append(ctx, auditlog.Event{PipelineID: "gone", Kind: k, Actor: "config"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := c.ListPipelineEvents(ctx, connect.NewRequest(&conduitv1.ListPipelineEventsRequest{PipelineId: "gone"}))
+	if err != nil || len(list.Msg.GetEvents()) != 2 || list.Msg.GetEvents()[1].GetKind() != "deleted" {
+		t.Fatalf("events of a deleted pipeline: %v %v", list, err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.WatchPipelineEvents(wctx, connect.NewRequest(&conduitv1.WatchPipelineEventsRequest{PipelineId: "gone"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() || stream.Msg().GetEvent().GetKind() != "created" {
+		t.Fatalf("watch of a deleted pipeline: %v", stream.Err())
+	}
+	cancel()
+	_, err = c.ListPipelineEvents(ctx, connect.NewRequest(&conduitv1.ListPipelineEventsRequest{PipelineId: "never"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("events of a pipeline that never existed: %v", err)
+	}
+}

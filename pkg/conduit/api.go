@@ -130,6 +130,8 @@ func (a apiPipelines) List() []api.Supervised {
 	return out
 }
 
+func (a apiPipelines) Invalid() []api.ConfigError { return a.r.invalid }
+
 func (a apiPipelines) Get(id string) (api.Supervised, bool) {
 	m := a.r.byID[id]
 	if m == nil {

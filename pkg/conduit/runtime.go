@@ -56,6 +56,9 @@ type Runtime struct {
 	// while pipelines.exit-on-degraded is on.
 	degraded chan string
 	observer lifecycle.Observer
+	// invalid are the configurations that did not make a pipeline, for
+	// the API.
+	invalid []api.ConfigError
 	// crashed says the last process on this store did not shut down
 	// cleanly (store.KeyProcess was there).
 	crashed bool
@@ -153,13 +156,13 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	loaded, errs := config.LoadPipelines(cfg.Pipelines.Path)
 	for _, err := range errs {
 		log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
+		r.invalid = append(r.invalid, configError(config.Pipeline{}, err))
 	}
-	invalid := len(errs)
 	for _, p := range loaded {
 		m, err := r.provision(ctx, p)
 		if err != nil {
-			invalid++
 			log.Error("invalid pipeline configuration; it will not run", zap.String("pipeline_id", p.ID), zap.Error(err))
+			r.invalid = append(r.invalid, configError(p, err))
 			continue
 		}
 		r.pipelines = append(r.pipelines, m)
@@ -171,7 +174,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	}
 	r.degraded = make(chan string, len(r.pipelines))
 	log.Info("pipelines loaded", zap.String("path", cfg.Pipelines.Path),
-		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", invalid))
+		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", len(r.invalid)))
 	r.forgetDeleted(ctx, loaded, errs)
 
 	if cfg.API.Enabled {
@@ -334,6 +337,20 @@ func (r *Runtime) forgetDeleted(ctx context.Context, loaded []config.Pipeline, e
 			r.log.Error("could not delete the dedup entries of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
 		}
 	}
+}
+
+// configError describes an invalid configuration for the API: where it is
+// and what is wrong, by pipeline when it names one (p, or the error's).
+func configError(p config.Pipeline, err error) api.ConfigError {
+	ce := api.ConfigError{PipelineID: p.ID, File: p.File, Line: p.Line, Err: err}
+	var pe *config.PipelineError
+	if errors.As(err, &pe) {
+		ce.File, ce.Line = pe.File, pe.Line
+		if pe.PipelineID != "" {
+			ce.PipelineID = pe.PipelineID
+		}
+	}
+	return ce
 }
 
 // origin is where a pipeline's initial state comes from.

@@ -750,8 +750,11 @@ func (x *ListPipelinesRequest) GetStatuses() []PipelineStatus {
 }
 
 type ListPipelinesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pipelines     []*Pipeline            `protobuf:"bytes,1,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Pipelines []*Pipeline            `protobuf:"bytes,1,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	// Pipelines (and pipeline files) whose configuration is invalid: they do
+	// not run until their file is fixed. Listed whatever the statuses asked.
+	ConfigErrors  []*ConfigError `protobuf:"bytes,2,rep,name=config_errors,json=configErrors,proto3" json:"config_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +796,77 @@ func (x *ListPipelinesResponse) GetPipelines() []*Pipeline {
 	return nil
 }
 
+func (x *ListPipelinesResponse) GetConfigErrors() []*ConfigError {
+	if x != nil {
+		return x.ConfigErrors
+	}
+	return nil
+}
+
+// ConfigError is an invalid pipeline configuration.
+type ConfigError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pipeline's id; empty when a whole file could not be read.
+	PipelineId string `protobuf:"bytes,1,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
+	// file:line of the problem.
+	ConfigFile string `protobuf:"bytes,2,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	// The problem, naming the file, the pipeline and the field.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigError) Reset() {
+	*x = ConfigError{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigError) ProtoMessage() {}
+
+func (x *ConfigError) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
+func (*ConfigError) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConfigError) GetPipelineId() string {
+	if x != nil {
+		return x.PipelineId
+	}
+	return ""
+}
+
+func (x *ConfigError) GetConfigFile() string {
+	if x != nil {
+		return x.ConfigFile
+	}
+	return ""
+}
+
+func (x *ConfigError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type GetPipelineRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -802,7 +876,7 @@ type GetPipelineRequest struct {
 
 func (x *GetPipelineRequest) Reset() {
 	*x = GetPipelineRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +888,7 @@ func (x *GetPipelineRequest) String() string {
 func (*GetPipelineRequest) ProtoMessage() {}
 
 func (x *GetPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +901,7 @@ func (x *GetPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPipelineRequest.ProtoReflect.Descriptor instead.
 func (*GetPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{7}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetPipelineRequest) GetId() string {
@@ -846,7 +920,7 @@ type GetPipelineResponse struct {
 
 func (x *GetPipelineResponse) Reset() {
 	*x = GetPipelineResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +932,7 @@ func (x *GetPipelineResponse) String() string {
 func (*GetPipelineResponse) ProtoMessage() {}
 
 func (x *GetPipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +945,7 @@ func (x *GetPipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPipelineResponse.ProtoReflect.Descriptor instead.
 func (*GetPipelineResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{8}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPipelineResponse) GetPipeline() *Pipeline {
@@ -890,7 +964,7 @@ type StartPipelineRequest struct {
 
 func (x *StartPipelineRequest) Reset() {
 	*x = StartPipelineRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +976,7 @@ func (x *StartPipelineRequest) String() string {
 func (*StartPipelineRequest) ProtoMessage() {}
 
 func (x *StartPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +989,7 @@ func (x *StartPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPipelineRequest.ProtoReflect.Descriptor instead.
 func (*StartPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{9}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartPipelineRequest) GetId() string {
@@ -934,7 +1008,7 @@ type StartPipelineResponse struct {
 
 func (x *StartPipelineResponse) Reset() {
 	*x = StartPipelineResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1020,7 @@ func (x *StartPipelineResponse) String() string {
 func (*StartPipelineResponse) ProtoMessage() {}
 
 func (x *StartPipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1033,7 @@ func (x *StartPipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPipelineResponse.ProtoReflect.Descriptor instead.
 func (*StartPipelineResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{10}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartPipelineResponse) GetPipeline() *Pipeline {
@@ -981,7 +1055,7 @@ type StopPipelineRequest struct {
 
 func (x *StopPipelineRequest) Reset() {
 	*x = StopPipelineRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1067,7 @@ func (x *StopPipelineRequest) String() string {
 func (*StopPipelineRequest) ProtoMessage() {}
 
 func (x *StopPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1080,7 @@ func (x *StopPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPipelineRequest.ProtoReflect.Descriptor instead.
 func (*StopPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{11}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopPipelineRequest) GetId() string {
@@ -1032,7 +1106,7 @@ type StopPipelineResponse struct {
 
 func (x *StopPipelineResponse) Reset() {
 	*x = StopPipelineResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1118,7 @@ func (x *StopPipelineResponse) String() string {
 func (*StopPipelineResponse) ProtoMessage() {}
 
 func (x *StopPipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1131,7 @@ func (x *StopPipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPipelineResponse.ProtoReflect.Descriptor instead.
 func (*StopPipelineResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{12}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StopPipelineResponse) GetPipeline() *Pipeline {
@@ -1085,7 +1159,7 @@ type ListPipelineEventsRequest struct {
 
 func (x *ListPipelineEventsRequest) Reset() {
 	*x = ListPipelineEventsRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1171,7 @@ func (x *ListPipelineEventsRequest) String() string {
 func (*ListPipelineEventsRequest) ProtoMessage() {}
 
 func (x *ListPipelineEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1184,7 @@ func (x *ListPipelineEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelineEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListPipelineEventsRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{13}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListPipelineEventsRequest) GetPipelineId() string {
@@ -1157,7 +1231,7 @@ type ListPipelineEventsResponse struct {
 
 func (x *ListPipelineEventsResponse) Reset() {
 	*x = ListPipelineEventsResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1243,7 @@ func (x *ListPipelineEventsResponse) String() string {
 func (*ListPipelineEventsResponse) ProtoMessage() {}
 
 func (x *ListPipelineEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1256,7 @@ func (x *ListPipelineEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelineEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListPipelineEventsResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{14}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListPipelineEventsResponse) GetEvents() []*PipelineEvent {
@@ -1206,7 +1280,7 @@ type WatchPipelineEventsRequest struct {
 
 func (x *WatchPipelineEventsRequest) Reset() {
 	*x = WatchPipelineEventsRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1292,7 @@ func (x *WatchPipelineEventsRequest) String() string {
 func (*WatchPipelineEventsRequest) ProtoMessage() {}
 
 func (x *WatchPipelineEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1305,7 @@ func (x *WatchPipelineEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPipelineEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPipelineEventsRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{15}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchPipelineEventsRequest) GetPipelineId() string {
@@ -1264,7 +1338,7 @@ type WatchPipelineEventsResponse struct {
 
 func (x *WatchPipelineEventsResponse) Reset() {
 	*x = WatchPipelineEventsResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1350,7 @@ func (x *WatchPipelineEventsResponse) String() string {
 func (*WatchPipelineEventsResponse) ProtoMessage() {}
 
 func (x *WatchPipelineEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1363,7 @@ func (x *WatchPipelineEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPipelineEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchPipelineEventsResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{16}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchPipelineEventsResponse) GetEvent() *PipelineEvent {
@@ -1363,9 +1437,16 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12\x14\n" +
 	"\x05count\x18\x0e \x01(\x03R\x05count\"N\n" +
 	"\x14ListPipelinesRequest\x126\n" +
-	"\bstatuses\x18\x01 \x03(\x0e2\x1a.conduit.v1.PipelineStatusR\bstatuses\"K\n" +
+	"\bstatuses\x18\x01 \x03(\x0e2\x1a.conduit.v1.PipelineStatusR\bstatuses\"\x89\x01\n" +
 	"\x15ListPipelinesResponse\x122\n" +
-	"\tpipelines\x18\x01 \x03(\v2\x14.conduit.v1.PipelineR\tpipelines\"$\n" +
+	"\tpipelines\x18\x01 \x03(\v2\x14.conduit.v1.PipelineR\tpipelines\x12<\n" +
+	"\rconfig_errors\x18\x02 \x03(\v2\x17.conduit.v1.ConfigErrorR\fconfigErrors\"i\n" +
+	"\vConfigError\x12\x1f\n" +
+	"\vpipeline_id\x18\x01 \x01(\tR\n" +
+	"pipelineId\x12\x1f\n" +
+	"\vconfig_file\x18\x02 \x01(\tR\n" +
+	"configFile\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"$\n" +
 	"\x12GetPipelineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x13GetPipelineResponse\x120\n" +
@@ -1427,7 +1508,7 @@ func file_conduit_v1_pipeline_proto_rawDescGZIP() []byte {
 }
 
 var file_conduit_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(PipelineStatus)(0),                 // 0: conduit.v1.PipelineStatus
 	(ErrorClass)(0),                     // 1: conduit.v1.ErrorClass
@@ -1438,65 +1519,67 @@ var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(*PipelineEvent)(nil),               // 6: conduit.v1.PipelineEvent
 	(*ListPipelinesRequest)(nil),        // 7: conduit.v1.ListPipelinesRequest
 	(*ListPipelinesResponse)(nil),       // 8: conduit.v1.ListPipelinesResponse
-	(*GetPipelineRequest)(nil),          // 9: conduit.v1.GetPipelineRequest
-	(*GetPipelineResponse)(nil),         // 10: conduit.v1.GetPipelineResponse
-	(*StartPipelineRequest)(nil),        // 11: conduit.v1.StartPipelineRequest
-	(*StartPipelineResponse)(nil),       // 12: conduit.v1.StartPipelineResponse
-	(*StopPipelineRequest)(nil),         // 13: conduit.v1.StopPipelineRequest
-	(*StopPipelineResponse)(nil),        // 14: conduit.v1.StopPipelineResponse
-	(*ListPipelineEventsRequest)(nil),   // 15: conduit.v1.ListPipelineEventsRequest
-	(*ListPipelineEventsResponse)(nil),  // 16: conduit.v1.ListPipelineEventsResponse
-	(*WatchPipelineEventsRequest)(nil),  // 17: conduit.v1.WatchPipelineEventsRequest
-	(*WatchPipelineEventsResponse)(nil), // 18: conduit.v1.WatchPipelineEventsResponse
-	(*timestamppb.Timestamp)(nil),       // 19: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 20: google.protobuf.Duration
+	(*ConfigError)(nil),                 // 9: conduit.v1.ConfigError
+	(*GetPipelineRequest)(nil),          // 10: conduit.v1.GetPipelineRequest
+	(*GetPipelineResponse)(nil),         // 11: conduit.v1.GetPipelineResponse
+	(*StartPipelineRequest)(nil),        // 12: conduit.v1.StartPipelineRequest
+	(*StartPipelineResponse)(nil),       // 13: conduit.v1.StartPipelineResponse
+	(*StopPipelineRequest)(nil),         // 14: conduit.v1.StopPipelineRequest
+	(*StopPipelineResponse)(nil),        // 15: conduit.v1.StopPipelineResponse
+	(*ListPipelineEventsRequest)(nil),   // 16: conduit.v1.ListPipelineEventsRequest
+	(*ListPipelineEventsResponse)(nil),  // 17: conduit.v1.ListPipelineEventsResponse
+	(*WatchPipelineEventsRequest)(nil),  // 18: conduit.v1.WatchPipelineEventsRequest
+	(*WatchPipelineEventsResponse)(nil), // 19: conduit.v1.WatchPipelineEventsResponse
+	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 21: google.protobuf.Duration
 }
 var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	1,  // 0: conduit.v1.PipelineError.class:type_name -> conduit.v1.ErrorClass
-	19, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
-	19, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
+	20, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
+	20, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: conduit.v1.RecoveryAttempt.error:type_name -> conduit.v1.PipelineError
-	20, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
-	19, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	19, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
-	19, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
+	21, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
+	20, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	20, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
+	20, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: conduit.v1.RecoveryEpisode.attempts:type_name -> conduit.v1.RecoveryAttempt
-	20, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
+	21, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
 	0,  // 10: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
-	19, // 11: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
+	20, // 11: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
 	2,  // 12: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
 	4,  // 13: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
-	19, // 14: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 15: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	20, // 14: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 15: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
 	0,  // 16: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
 	0,  // 17: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
 	2,  // 18: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	20, // 19: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	19, // 20: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	21, // 19: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	20, // 20: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
 	0,  // 21: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
 	5,  // 22: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
-	5,  // 23: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	5,  // 24: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	5,  // 25: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	6,  // 26: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
-	6,  // 27: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
-	7,  // 28: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	9,  // 29: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	11, // 30: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	13, // 31: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	15, // 32: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	17, // 33: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	8,  // 34: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	10, // 35: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	12, // 36: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	14, // 37: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	16, // 38: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	18, // 39: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	9,  // 23: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
+	5,  // 24: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	5,  // 25: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	5,  // 26: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	6,  // 27: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
+	6,  // 28: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
+	7,  // 29: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	10, // 30: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	12, // 31: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	14, // 32: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	16, // 33: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	18, // 34: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	8,  // 35: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	11, // 36: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	13, // 37: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	15, // 38: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	17, // 39: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	19, // 40: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	35, // [35:41] is the sub-list for method output_type
+	29, // [29:35] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }
@@ -1510,7 +1593,7 @@ func file_conduit_v1_pipeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_pipeline_proto_rawDesc), len(file_conduit_v1_pipeline_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -59,7 +59,8 @@ type PipelineServiceClient interface {
 	// statuses.
 	ListPipelines(context.Context, *connect.Request[v1.ListPipelinesRequest]) (*connect.Response[v1.ListPipelinesResponse], error)
 	// GetPipeline returns one pipeline with its status, fail count, next
-	// attempt time, last error and current recovery episode.
+	// attempt time, last error and current recovery episode. An invalid
+	// pipeline fails with FAILED_PRECONDITION and its configuration error.
 	GetPipeline(context.Context, *connect.Request[v1.GetPipelineRequest]) (*connect.Response[v1.GetPipelineResponse], error)
 	// StartPipeline starts a stopped or degraded pipeline and resets its fail
 	// count. Starting a running or recovering pipeline fails with
@@ -69,7 +70,8 @@ type PipelineServiceClient interface {
 	// stopped) or, with force, at once (status degraded). It returns when the
 	// run has ended.
 	StopPipeline(context.Context, *connect.Request[v1.StopPipelineRequest]) (*connect.Response[v1.StopPipelineResponse], error)
-	// ListPipelineEvents reads a pipeline's audit log.
+	// ListPipelineEvents reads a pipeline's audit log; the log of a deleted
+	// pipeline stays readable as long as it is kept.
 	ListPipelineEvents(context.Context, *connect.Request[v1.ListPipelineEventsRequest]) (*connect.Response[v1.ListPipelineEventsResponse], error)
 	// WatchPipelineEvents replays a pipeline's audit log after a sequence and
 	// then follows it live, with no gap and no duplicate between the two.
@@ -175,7 +177,8 @@ type PipelineServiceHandler interface {
 	// statuses.
 	ListPipelines(context.Context, *connect.Request[v1.ListPipelinesRequest]) (*connect.Response[v1.ListPipelinesResponse], error)
 	// GetPipeline returns one pipeline with its status, fail count, next
-	// attempt time, last error and current recovery episode.
+	// attempt time, last error and current recovery episode. An invalid
+	// pipeline fails with FAILED_PRECONDITION and its configuration error.
 	GetPipeline(context.Context, *connect.Request[v1.GetPipelineRequest]) (*connect.Response[v1.GetPipelineResponse], error)
 	// StartPipeline starts a stopped or degraded pipeline and resets its fail
 	// count. Starting a running or recovering pipeline fails with
@@ -185,7 +188,8 @@ type PipelineServiceHandler interface {
 	// stopped) or, with force, at once (status degraded). It returns when the
 	// run has ended.
 	StopPipeline(context.Context, *connect.Request[v1.StopPipelineRequest]) (*connect.Response[v1.StopPipelineResponse], error)
-	// ListPipelineEvents reads a pipeline's audit log.
+	// ListPipelineEvents reads a pipeline's audit log; the log of a deleted
+	// pipeline stays readable as long as it is kept.
 	ListPipelineEvents(context.Context, *connect.Request[v1.ListPipelineEventsRequest]) (*connect.Response[v1.ListPipelineEventsResponse], error)
 	// WatchPipelineEvents replays a pipeline's audit log after a sequence and
 	// then follows it live, with no gap and no duplicate between the two.
