@@ -64,13 +64,17 @@ func TestBadgerOpenRefusesDamagedFiles(t *testing.T) {
 			wantMsg: "MANIFEST is empty",
 		},
 		{
-			name:    "MANIFEST garbage",
-			damage:  func(t *testing.T, dir, _ string) { mustWriteAt(t, filepath.Join(dir, manifestFile), 0, []byte("garbage!")) },
+			name: "MANIFEST garbage",
+			damage: func(t *testing.T, dir, _ string) {
+				mustWriteAt(t, filepath.Join(dir, manifestFile), 0, []byte("garbage!"))
+			},
 			wantMsg: "MANIFEST is unreadable",
 		},
 		{
-			name:    "table footer: checksum length out of range",
-			damage:  func(t *testing.T, _, sst string) { mustWriteAt(t, sst, fileSize(t, sst)-4, []byte{0xff, 0xff, 0xff, 0x00}) },
+			name: "table footer: checksum length out of range",
+			damage: func(t *testing.T, _, sst string) {
+				mustWriteAt(t, sst, fileSize(t, sst)-4, []byte{0xff, 0xff, 0xff, 0x00})
+			},
 			wantMsg: "checksum length",
 		},
 		{
