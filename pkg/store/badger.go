@@ -151,8 +151,10 @@ func checkBeforeOpen(path string, opts badger.Options, guard *spaceGuard, logger
 	if err := checkWritable(path); err != nil {
 		return err
 	}
-	if err := guard.admit(0); err != nil {
-		return err
+	// Measured here rather than through guard.admit, whose log line speaks
+	// of refused writes; the error says it all.
+	if free, err := guard.free(path); err == nil && free < guard.reserve {
+		return newNoSpaceError(path, free, guard.reserve)
 	}
 	return checkFiles(path, opts, logger)
 }
