@@ -45,6 +45,7 @@ type Badger struct {
 	db     *badger.DB
 	path   string
 	logger *zap.Logger
+	space  *spaceGuard
 
 	gate opGate
 
@@ -59,18 +60,38 @@ var _ Store = (*Badger)(nil)
 
 // OpenBadger opens (creating if needed) the Badger database in the directory
 // path. It fails with an error wrapping ErrInUse when another process, or an
-// earlier OpenBadger in this one, holds the directory.
+// earlier OpenBadger in this one, holds the directory; wrapping ErrNoSpace
+// when its filesystem has too little free space to write safely; wrapping
+// ErrCorrupt when its files are damaged or inconsistent; and naming the
+// file when one is not writable. None of these changes a file.
 //
 // ctx only guards the start: Badger's open (replaying its write-ahead log)
 // cannot be interrupted.
 func OpenBadger(ctx context.Context, path string, logger *zap.Logger) (*Badger, error) {
-	return openBadger(ctx, path, logger, defaultGCInterval)
+	return openBadger(ctx, path, logger, openConfig{})
 }
 
-// openBadger is OpenBadger with the GC interval injectable for tests.
-func openBadger(ctx context.Context, path string, logger *zap.Logger, gcInterval time.Duration) (*Badger, error) {
+// openConfig holds what tests replace; the zero value is production.
+type openConfig struct {
+	gcInterval time.Duration
+	freeSpace  freeSpaceFunc
+	now        func() time.Time
+	// reserve overrides spaceReserve when non-zero.
+	reserve uint64
+}
+
+func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openConfig) (*Badger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if oc.gcInterval == 0 {
+		oc.gcInterval = defaultGCInterval
+	}
+	if oc.freeSpace == nil {
+		oc.freeSpace = statfsFree
+	}
+	if oc.now == nil {
+		oc.now = time.Now
 	}
 	if path == "" {
 		return nil, errors.New("open badger database: path is empty")
@@ -84,11 +105,23 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, gcInterval
 		return nil, fmt.Errorf("open badger database at %s: %w", path, err)
 	}
 
-	db, err := badger.Open(badgerOptions(path, logger))
+	opts := badgerOptions(path, logger)
+	guard := &spaceGuard{path: path, reserve: oc.reserve, free: oc.freeSpace, now: oc.now, logger: logger}
+	if guard.reserve == 0 {
+		guard.reserve = spaceReserve(opts)
+	}
+	if err := checkBeforeOpen(path, opts, guard, logger); err != nil {
+		return nil, err
+	}
+
+	db, err := openRecovered(opts)
 	if err != nil {
 		if isLockHeld(err) {
 			logger.Debug("badger directory lock is held", zap.String("path", path), zap.Error(err))
 			return nil, newInUseError(path)
+		}
+		if isNoSpace(err) {
+			return nil, newNoSpaceError(path, 0, 0)
 		}
 		// %v, not %w: Badger's errors must not become part of our API.
 		return nil, fmt.Errorf("open badger database at %s: %v", path, err)
@@ -98,11 +131,44 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, gcInterval
 		db:     db,
 		path:   path,
 		logger: logger,
+		space:  guard,
 		stopGC: make(chan struct{}),
 		gcDone: make(chan struct{}),
 	}
-	go b.runGC(gcInterval)
+	go b.runGC(oc.gcInterval)
 	return b, nil
+}
+
+// checkBeforeOpen refuses what Badger would crash on, or silently lose data
+// on: a directory or file it cannot write, too little free space (on open
+// Badger flushes the write-ahead logs it replayed, through memory mappings),
+// damaged files. The lock is checked first so that a second process gets
+// ErrInUse, not a complaint about files the first one is writing.
+func checkBeforeOpen(path string, opts badger.Options, guard *spaceGuard, logger *zap.Logger) error {
+	if lockHeldByOther(path) {
+		return newInUseError(path)
+	}
+	if err := checkWritable(path); err != nil {
+		return err
+	}
+	// Measured here rather than through guard.admit, whose log line speaks
+	// of refused writes; the error says it all.
+	if free, err := guard.free(path); err == nil && free < guard.reserve {
+		return newNoSpaceError(path, free, guard.reserve)
+	}
+	return checkFiles(path, opts, logger)
+}
+
+// openRecovered is badger.Open with its panics (those in the calling
+// goroutine) turned into errors. Panics in the goroutines Badger starts
+// cannot be caught; checkBeforeOpen rules out the causes we know.
+func openRecovered(opts badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("badger panicked while opening: %v", r)
+		}
+	}()
+	return badger.Open(opts)
 }
 
 // badgerOptions chooses Badger's options for our workload: small, frequent,
@@ -216,7 +282,7 @@ func (b *Badger) Get(ctx context.Context, key []byte) ([]byte, error) {
 		val = []byte{}
 	}
 	if err != nil {
-		return nil, translate("get", key, err)
+		return nil, b.translate("get", key, err)
 	}
 	return val, nil
 }
@@ -228,13 +294,16 @@ func (b *Badger) Set(ctx context.Context, key, value []byte) error {
 	}
 	defer b.gate.leave()
 
+	if err := b.space.admit(entrySize(key, value)); err != nil {
+		return err
+	}
 	// Badger holds on to key and value only until the commit inside Update
 	// returns, so the caller's buffers need no copy here.
 	err := b.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(key, value)
 	})
 	if err != nil {
-		return translate("set", key, err)
+		return b.translate("set", key, err)
 	}
 	return nil
 }
@@ -246,11 +315,14 @@ func (b *Badger) Delete(ctx context.Context, key []byte) error {
 	}
 	defer b.gate.leave()
 
+	if err := b.space.admit(entrySize(key, nil)); err != nil {
+		return err
+	}
 	err := b.db.Update(func(txn *badger.Txn) error {
 		return txn.Delete(key)
 	})
 	if err != nil {
-		return translate("delete", key, err)
+		return b.translate("delete", key, err)
 	}
 	return nil
 }
@@ -275,7 +347,7 @@ func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
 	for attempt := 1; ; attempt++ {
 		var fnErr error
 		err := b.db.Update(func(txn *badger.Txn) error {
-			fnErr = fn(badgerTxn{txn: txn})
+			fnErr = fn(badgerTxn{txn: txn, space: b.space})
 			return fnErr
 		})
 		switch {
@@ -291,7 +363,7 @@ func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
 		case errors.Is(err, badger.ErrConflict):
 			return fmt.Errorf("update: gave up after %d attempts conflicting with concurrent writes", attempt)
 		default:
-			return translate("update", nil, err)
+			return b.translate("update", nil, err)
 		}
 	}
 }
@@ -397,7 +469,7 @@ func (b *Badger) iterate(ctx context.Context, op string, prefix, start []byte, r
 		return stopErr
 	}
 	if err != nil {
-		return translate(op, prefix, err)
+		return b.translate(op, prefix, err)
 	}
 	return nil
 }
@@ -440,6 +512,11 @@ func (b *Badger) runGC(interval time.Duration) {
 			return
 		case <-ticker.C:
 		}
+		if b.space.refusing() {
+			// GC rewrites live values before it frees a file: writes the
+			// disk may not have room for.
+			continue
+		}
 		// One call rewrites at most one file; keep going while it finds work.
 		for {
 			select {
@@ -457,6 +534,20 @@ func (b *Badger) runGC(interval time.Duration) {
 			break
 		}
 	}
+}
+
+// translate is the package's translate, with the operating system running
+// out of space (which the guard should have prevented) named as such.
+func (b *Badger) translate(op string, key []byte, err error) error {
+	if isNoSpace(err) {
+		return newNoSpaceError(b.path, 0, 0)
+	}
+	return translate(op, key, err)
+}
+
+// entrySize is what one write of key and value costs in the write-ahead log.
+func entrySize(key, value []byte) uint64 {
+	return uint64(len(key) + len(value) + entryOverhead)
 }
 
 // translate turns a Badger error into this package's vocabulary. Other errors
@@ -480,7 +571,8 @@ func translate(op string, key []byte, err error) error {
 
 // badgerTxn adapts a Badger transaction to Txn.
 type badgerTxn struct {
-	txn *badger.Txn
+	txn   *badger.Txn
+	space *spaceGuard
 }
 
 func (t badgerTxn) Get(key []byte) ([]byte, error) {
@@ -505,6 +597,9 @@ func (t badgerTxn) Set(key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
+	if err := t.space.admit(entrySize(key, value)); err != nil {
+		return err
+	}
 	// Badger keeps the slices until commit; copy so callers may reuse
 	// their buffers inside fn.
 	if err := t.txn.Set(bytes.Clone(key), bytes.Clone(value)); err != nil {
@@ -515,6 +610,9 @@ func (t badgerTxn) Set(key, value []byte) error {
 
 func (t badgerTxn) Delete(key []byte) error {
 	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := t.space.admit(entrySize(key, nil)); err != nil {
 		return err
 	}
 	if err := t.txn.Delete(bytes.Clone(key)); err != nil {

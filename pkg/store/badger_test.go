@@ -212,7 +212,7 @@ func TestBadgerLogsThroughZap(t *testing.T) {
 // in the value log, so the race detector sees GC, writers and Close together.
 func TestBadgerGCStopsOnClose(t *testing.T) {
 	ctx := context.Background()
-	s, err := openBadger(ctx, t.TempDir(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), time.Millisecond)
+	s, err := openBadger(ctx, t.TempDir(), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), openConfig{gcInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,20 @@ var ErrClosed = errors.New("store is closed")
 // commit atomically. The in-memory store has no such limit.
 var ErrTxnTooBig = errors.New("transaction too large for one atomic write; split it into several Updates")
 
+// ErrNoSpace is returned by Open, and by every write, when the filesystem
+// holding the database has less free space than the store keeps in reserve.
+// The store refuses writes before Badger could write into a page of a
+// memory-mapped file the disk cannot back, which would kill the process.
+// Writes succeed again by themselves once space is freed. The error carries
+// code 507 (insufficient storage, transient) for the supervisor.
+var ErrNoSpace = errors.New("no space left for the database")
+
+// ErrCorrupt is returned by Open for a database whose files are damaged or
+// inconsistent (a missing MANIFEST beside data files, a table whose footer
+// or checksums do not match). The store never deletes or repairs anything
+// itself: the operator restores a backup or moves the directory away.
+var ErrCorrupt = errors.New("database is corrupted")
+
 // errEmptyKey is returned for an empty key. Badger rejects empty keys, and
 // the in-memory store does the same so tests catch it before production does.
 var errEmptyKey = errors.New("key must not be empty")
