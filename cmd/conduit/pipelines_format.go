@@ -198,7 +198,13 @@ func (v view) eventLine(e *conduitv1.PipelineEvent) string {
 		details = append(details, "delay "+durationText(e.GetDelay()))
 	}
 	if e.GetNextAttemptAt() != nil {
-		details = append(details, "next attempt "+e.GetNextAttemptAt().AsTime().In(v.loc).Format(layoutClock))
+		next, at := e.GetNextAttemptAt().AsTime().In(v.loc), e.GetTime().AsTime().In(v.loc)
+		layout := layoutClock
+		if next.Format(time.DateOnly) != at.Format(time.DateOnly) {
+			// Another day: the clock alone would say the wrong thing.
+			layout = layoutEvent
+		}
+		details = append(details, "next attempt "+next.Format(layout))
 	}
 	if e.GetReason() != "" {
 		details = append(details, "reason "+e.GetReason())

@@ -203,6 +203,12 @@ func TestEventLine(t *testing.T) {
 			want:  "2024-05-01 11:59:57.000  #7     recovering     running -> recovering     attempt 1, delay 1.5s, next attempt 11:59:58.500  503/transient: connection refused",
 		},
 		{
+			name: "a next attempt on another day shows its date",
+			event: &conduitv1.PipelineEvent{Sequence: 8, Time: at(0), Kind: "recovering", StatusBefore: recovering,
+				StatusAfter: recovering, Attempt: 4, Delay: durationpb.New(24 * time.Hour), NextAttemptAt: at(24 * time.Hour)},
+			want: "2024-05-01 12:00:00.000  #8     recovering     recovering -> recovering  attempt 4, delay 24h0m0s, next attempt 2024-05-02 12:00:00.000",
+		},
+		{
 			name: "dedup-skipped with a count",
 			event: &conduitv1.PipelineEvent{Sequence: 123456, Time: at(0), Kind: "dedup-skipped",
 				StatusBefore: running, StatusAfter: running, Count: 42, Message: "skipped records already written"},

@@ -39,7 +39,10 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 		enc = zapcore.NewJSONEncoder(cfg)
 	case FormatCLI:
 		cfg := zap.NewDevelopmentEncoderConfig()
-		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		// The date too: the same encoder writes time fields such as
+		// next_attempt_at, which may be days away (a schedule, a clock
+		// that was wrong).
+		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02T15:04:05.000Z07:00")
 		cfg.EncodeLevel = zapcore.CapitalLevelEncoder
 		cfg.CallerKey = ""
 		cfg.StacktraceKey = ""

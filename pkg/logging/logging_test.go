@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -42,5 +43,19 @@ func TestRejectsBadSettings(t *testing.T) {
 	}
 	if _, err := New("info", "xml", nil); err == nil || !strings.Contains(err.Error(), "log.format") {
 		t.Fatalf("bad format: %v", err)
+	}
+}
+
+// Time fields carry their date: a next attempt may be days away.
+func TestCLITimesCarryTheDate(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := New("info", FormatCLI, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := time.Date(2027, 11, 23, 8, 30, 0, 0, time.UTC)
+	log.Info("pipeline recovering", zap.Time("next_attempt_at", next))
+	if out := buf.String(); !strings.Contains(out, `"next_attempt_at": "2027-11-23T08:30:00.000Z"`) {
+		t.Fatalf("cli format wrote %q, want the next attempt with its date", out)
 	}
 }
