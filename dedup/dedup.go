@@ -78,6 +78,19 @@ type Store struct {
 	runs   atomic.Uint64
 }
 
+// writableStore is the optional ability of a store to say that its writes
+// are refused now (the disk is full), before anything is tried.
+type writableStore interface{ Writable() error }
+
+// Writable returns the error an entry written now would get, or nil when
+// the store cannot tell in advance.
+func (s *Store) Writable() error {
+	if w, ok := s.db.(writableStore); ok {
+		return w.Writable()
+	}
+	return nil
+}
+
 // New returns a store on db, writing through w.
 func New(db store.Store, w *store.GroupWriter, opts Options) *Store {
 	if opts.TTL <= 0 {
@@ -212,6 +225,11 @@ func (d *Destination) Remember(ctx context.Context, positions []record.Position)
 	}
 	return key, wait, nil
 }
+
+// Writable returns the error Remember would get now, or nil. A destination
+// asks before writing a batch: a batch written and then not remembered is
+// written twice after the restart.
+func (d *Destination) Writable() error { return d.store.Writable() }
 
 // DeleteOps turns entry keys into delete operations for the transaction
 // that persists the source position.

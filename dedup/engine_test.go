@@ -2,9 +2,11 @@ package dedup_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +226,61 @@ func TestStoreSizeFollowsRecordsInFlight(t *testing.T) {
 	}
 	if n := e.entries(t); n != 0 {
 		t.Fatalf("%d entries left for 50,000 acknowledged records; entries must go with their acknowledgement", n)
+	}
+}
+
+// fullStore refuses every write while full, as the Badger store does when
+// the disk is short of its reserve.
+type fullStore struct {
+	store.Store
+	full atomic.Bool
+}
+
+func (f *fullStore) Writable() error {
+	if f.full.Load() {
+		return store.ErrNoSpace
+	}
+	return nil
+}
+
+func (f *fullStore) Update(ctx context.Context, fn func(tx store.Txn) error) error {
+	if err := f.Writable(); err != nil {
+		return err
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+func (f *fullStore) Set(ctx context.Context, key, value []byte) error {
+	if err := f.Writable(); err != nil {
+		return err
+	}
+	return f.Store.Set(ctx, key, value)
+}
+
+// While the store cannot remember what a destination writes, the
+// destination is not written to: a batch written and not remembered would
+// be written twice once the disk has space again.
+func TestFullStoreWritesNothingTwice(t *testing.T) {
+	db := &fullStore{Store: store.NewInMemory()}
+	w := store.NewGroupWriter(db)
+	t.Cleanup(w.Close)
+	e := &env{db: db, w: w, positions: pipeline.NewPositionStore(db, w, nil), dd: dedup.New(db, w, dedup.Options{})}
+	a := &logDestination{}
+	db.full.Store(true)
+	err := e.run(t, &seqSource{limit: 100}, map[string]*logDestination{"a": a}, 0)
+	if !errors.Is(err, store.ErrNoSpace) || cerrors.Classify(err).Class != cerrors.ClassTransient {
+		t.Fatalf("run on a full store ended with %v, want a transient error wrapping ErrNoSpace", err)
+	}
+	if n := a.count(); n != 0 {
+		t.Fatalf("the destination got %d records that nothing remembered", n)
+	}
+	db.full.Store(false)
+	if err := e.run(t, &seqSource{limit: 100}, map[string]*logDestination{"a": a}, 100); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.ids) != 100 || len(slices.Compact(slices.Sorted(slices.Values(a.ids)))) != 100 {
+		t.Fatalf("after space came back the destination holds %d records, want 1..100 once", len(a.ids))
 	}
 }

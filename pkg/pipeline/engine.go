@@ -57,6 +57,11 @@ type DedupDestination interface {
 	Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error)
 }
 
+// writableDedup is the optional ability of a DedupDestination to say that
+// Remember would fail now (the store's disk is full), so that a batch is
+// not written only to be written again after the restart.
+type writableDedup interface{ Writable() error }
+
 // Source is a source connector with the id it has in the pipeline file.
 type Source struct {
 	ID        string

@@ -196,6 +196,18 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 				reported = true
 			}
 		}
+		if dd != nil && len(recs) > 0 {
+			if w, ok := dd.(writableDedup); ok {
+				if err := w.Writable(); err != nil {
+					// Written now, the batch could not be remembered, and the
+					// restart would write it again: do not write it yet.
+					b.results[idx] = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
+						Op: "remember written positions", Err: cerrors.Transient(err)}}
+					send(ctx, out, b)
+					return nil
+				}
+			}
+		}
 		var res writeResult
 		// Usually the destination writes exactly the batch's records, and
 		// their positions are already at hand; collecting them one by one

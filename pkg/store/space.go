@@ -105,6 +105,12 @@ func (g *spaceGuard) admit(n uint64) error {
 	return nil
 }
 
+// Writable returns the error writes get now (wrapping ErrNoSpace) or nil.
+// It costs what a write's check costs, so callers may ask before every
+// action that must be followed by a write, such as the dedup entry that
+// follows a destination's write.
+func (b *Badger) Writable() error { return b.space.admit(0) }
+
 // refusing reports whether the last reading was under the reserve.
 func (g *spaceGuard) refusing() bool {
 	g.mu.Lock()
