@@ -144,6 +144,12 @@ func toSyntaxError(data []byte, err error) *docError {
 	first, problem := splitYAMLError(err)
 	line := constructLine(data, problem)
 	switch {
+	case first == 0 && unknownAnchorRE.MatchString(problem):
+		// Reported without a line: the first use of the name is the one.
+		name := unknownAnchorRE.FindStringSubmatch(problem)[1]
+		if i := bytes.Index(data, []byte("*"+name)); i >= 0 {
+			line = bytes.Count(data[:i], []byte("\n")) + 1
+		}
 	case line > 0:
 		line = problemLine(data, line, problem)
 	case first > 0 && parserProblems[problem]:
@@ -158,6 +164,8 @@ func toSyntaxError(data []byte, err error) *docError {
 	}
 	return &docError{line: line, err: &syntaxError{msg: problem}}
 }
+
+var unknownAnchorRE = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
 
 // reparse parses data and, when it fails with problem, returns the 1-based
 // line yaml.v3 gives for it (fixed for the 0-based parser problems), 0 for
@@ -213,11 +221,11 @@ func problemLine(data []byte, construct int, problem string) int {
 }
 
 // lastContentLine is the 1-based number of the last line of data that has
-// anything but white space on it (0 for none).
+// anything but white space or a comment on it (0 for none).
 func lastContentLine(data []byte) int {
 	last := 0
 	for i, l := range bytes.Split(data, []byte("\n")) {
-		if len(bytes.TrimSpace(l)) > 0 {
+		if l = bytes.TrimSpace(l); len(l) > 0 && l[0] != '#' {
 			last = i + 1
 		}
 	}
