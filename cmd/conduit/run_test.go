@@ -13,8 +13,9 @@ import (
 // likely meant, both when the configuration is refused (no logger yet) and
 // when conduit runs.
 func TestRunWarnsAboutUnknownEnvVars(t *testing.T) {
-	const want = "env CONDUIT_LOG_LEVLE: unknown conduit environment variable, ignored; did you mean CONDUIT_LOG_LEVEL?"
-	t.Setenv("CONDUIT_LOG_LEVLE", "debug")
+	const typo = "CONDUIT_LOG_LEVLE" // misspelled on purpose
+	const want = "env " + typo + ": unknown conduit environment variable, ignored; did you mean CONDUIT_LOG_LEVEL?"
+	t.Setenv(typo, "debug")
 
 	t.Run("configuration refused", func(t *testing.T) {
 		t.Setenv("CONDUIT_API_HTTP_ADDRESS", "0.0.0.0:0")

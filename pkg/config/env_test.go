@@ -72,8 +72,9 @@ func TestLoadWarnsEvenWhenItFails(t *testing.T) {
 }
 
 // Every CONDUIT_ variable named anywhere else in the repository (code,
-// tests, scripts, docs) is one conduit reads, so none of them is warned about;
-// a new one must be added to the key table or to otherEnvVars.
+// tests, scripts, docs) is one conduit reads, so none of them is warned
+// about; a new one must be added to the key table or to otherEnvVars. A
+// line that says "misspelled on purpose" is left out.
 func TestEnvVarsNamedInTheRepositoryAreKnown(t *testing.T) {
 	root := filepath.Join("..", "..")
 	varRE := regexp.MustCompile(`\bCONDUIT_[A-Z0-9_]*[A-Z0-9]\b`)
@@ -108,9 +109,14 @@ func TestEnvVarsNamedInTheRepositoryAreKnown(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, name := range varRE.FindAllString(string(data), -1) {
-			if _, ok := seen[name]; !ok {
-				seen[name] = path
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "misspelled on purpose") {
+				continue
+			}
+			for _, name := range varRE.FindAllString(line, -1) {
+				if _, ok := seen[name]; !ok {
+					seen[name] = path
+				}
 			}
 		}
 		return nil
