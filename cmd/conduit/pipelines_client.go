@@ -35,7 +35,9 @@ type apiClient struct {
 // newAPIClient builds the client from the configuration (flag > env >
 // conduit.yml > default), like `conduit run` reads it.
 func newAPIClient(cmd *cobra.Command) (*apiClient, error) {
-	cfg, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), LookupEnv: os.LookupEnv})
+	// Unknown CONDUIT_ variables are left to `conduit run` to warn about;
+	// the pipeline commands print only what was asked for.
+	cfg, _, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), LookupEnv: os.LookupEnv})
 	if err != nil {
 		return nil, err
 	}

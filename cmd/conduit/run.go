@@ -31,8 +31,13 @@ A second signal, or pipelines.graceful-stop-timeout, forces the stop.`,
 }
 
 func runCommand(cmd *cobra.Command, _ []string) error {
-	cfg, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), LookupEnv: os.LookupEnv})
+	cfg, warnings, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), LookupEnv: os.LookupEnv, Environ: os.Environ})
 	if err != nil {
+		// No logger yet (its level and format are configuration), and a
+		// misspelled variable is often why the configuration is refused.
+		for _, w := range warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+		}
 		return err
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, cmd.ErrOrStderr())
@@ -40,6 +45,9 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	for _, w := range warnings {
+		log.Warn(w.String())
+	}
 	if cfg.ConfigPath != "" {
 		log.Info("configuration loaded", zap.String("config.path", cfg.ConfigPath))
 	}

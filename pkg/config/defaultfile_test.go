@@ -26,7 +26,7 @@ func TestDefaultConfigFileMatchesRepositoryRoot(t *testing.T) {
 func TestDefaultConfigFileLoadsToDefault(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "conduit.yml", string(DefaultConfigFile))
-	got, err := Load(LoadOptions{WorkDir: dir})
+	got, _, err := Load(LoadOptions{WorkDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ pipelines:
     max-retries: 10
     jitter: 0.2
 `)
-	cfg, err := Load(LoadOptions{WorkDir: dir})
+	cfg, _, err := Load(LoadOptions{WorkDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ const (
 // CONDUIT_ + the key upper-cased, with "." and "-" replaced by "_"
 // (pipelines.error-recovery.min-delay -> CONDUIT_PIPELINES_ERROR_RECOVERY_MIN_DELAY).
 func EnvVar(key string) string {
-	return "CONDUIT_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key))
+	return EnvPrefix + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key))
 }
 
 // KeyInfo describes a global configuration key, for documentation and tools

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -22,6 +25,10 @@ type LoadOptions struct {
 	// no environment. A variable that is set but empty counts as unset, so
 	// `CONDUIT_LOG_LEVEL=` in a compose file does not break startup.
 	LookupEnv func(string) (string, bool)
+	// Environ lists the environment as KEY=value; pass os.Environ. Load
+	// uses it only to find CONDUIT_ variables it does not know (see
+	// Warning). Nil means none are looked for.
+	Environ func() []string
 	// WorkDir is where conduit.yml / conduit.yaml are looked for and what a
 	// relative --config.path is relative to. "" means the process's working
 	// directory.
@@ -104,9 +111,24 @@ type loader struct {
 
 // Load builds the configuration: defaults, then the file, then environment
 // variables, then flags (flag > env > file > default), and validates the
-// result. The first problem found is returned as a *KeyError naming the
-// file and line, the variable or the flag, and the key.
-func Load(opts LoadOptions) (Config, error) {
+// result, cross-key rules included, so that a configuration the process
+// would refuse later is refused before it touches anything. The first
+// problem found is returned as a *KeyError naming the file and line, the
+// variable or the flag, and the key.
+//
+// The warnings (unknown CONDUIT_ variables, see Warning) are returned
+// whether or not there is an error: a misspelled variable is often the
+// reason for the error.
+func Load(opts LoadOptions) (Config, []Warning, error) {
+	var warnings []Warning
+	if opts.Environ != nil {
+		warnings = unknownEnv(opts.Environ())
+	}
+	cfg, err := load(opts)
+	return cfg, warnings, err
+}
+
+func load(opts LoadOptions) (Config, error) {
 	l := &loader{cfg: Default(), origins: make(map[string]origin, len(keyTable))}
 
 	path, err := findConfigFile(opts)
@@ -196,15 +218,15 @@ func findConfigFile(opts LoadOptions) (string, error) {
 }
 
 func (l *loader) loadFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := readYAMLFile(path)
 	if err != nil {
 		return &KeyError{Source: path, Err: err}
 	}
 	roots, err := parseDocuments(data)
 	if err != nil {
-		var se *syntaxError
-		if errors.As(err, &se) {
-			return &KeyError{Source: path, Line: se.line, Err: se}
+		var de *docError
+		if errors.As(err, &de) {
+			return &KeyError{Source: path, Line: de.line, Err: de.err}
 		}
 		return &KeyError{Source: path, Err: err}
 	}
@@ -299,5 +321,76 @@ func (l *loader) crossCheck() error {
 		}
 		return minO.keyError(minKey, delayOrderError(er.MinDelay, er.MaxDelay, "is set by "+maxO.String()))
 	}
+	return l.checkAPIAuth()
+}
+
+// Keys of the API's address and token, whose values are checked together.
+const (
+	apiAddressKey = "api.http.address"
+	apiTokenKey   = "api.auth.token"
+)
+
+// minRemoteTokenLength is the shortest token accepted on an address other
+// machines can reach: shorter ones are guessed by trying.
+const minRemoteTokenLength = 16
+
+// checkAPIAuth refuses an API that anyone on the network could use, and
+// tokens that cannot work. The API server refuses the same on its own, but
+// only after the store was opened and events were written; here the
+// process stops before it touches anything. Errors never contain the
+// token.
+func (l *loader) checkAPIAuth() error {
+	api := l.cfg.API
+	token, tokenO := api.Auth.Token, l.origins[apiTokenKey]
+	if err := checkTokenText(token); err != nil {
+		return tokenO.keyError(apiTokenKey, err)
+	}
+	if !api.Enabled || isLoopbackAddress(api.HTTP.Address) {
+		return nil
+	}
+	addrO := l.origins[apiAddressKey]
+	if token == "" {
+		return addrO.keyError(apiAddressKey, fmt.Errorf(
+			"%s is not a loopback address and api.auth.token is empty, so anyone who can reach it could stop pipelines; set api.auth.token (%s), or listen on 127.0.0.1",
+			api.HTTP.Address, EnvVar(apiTokenKey)))
+	}
+	if n := utf8.RuneCountInString(token); n < minRemoteTokenLength {
+		return tokenO.keyError(apiTokenKey, fmt.Errorf(
+			"is %d characters long; on the non-loopback address %s (api.http.address, %s) it must have at least %d",
+			n, api.HTTP.Address, addrO, minRemoteTokenLength))
+	}
 	return nil
+}
+
+// checkTokenText refuses a token that no client could send as it is: HTTP
+// trims white space around a header value and a bearer token has none
+// inside. Surrounding white space is most often the newline at the end of
+// the file the secret was read from.
+func checkTokenText(token string) error {
+	if token == "" {
+		return nil
+	}
+	if strings.TrimFunc(token, unicode.IsSpace) != token {
+		return errors.New("starts or ends with white space (often the newline of the file the secret came from); remove it")
+	}
+	if strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return errors.New("contains white space or a control character, which a bearer token cannot carry")
+	}
+	return nil
+}
+
+// isLoopbackAddress reports whether host:port names an address only this
+// machine can reach: an IP in 127.0.0.0/8, ::1, or the name localhost.
+// Everything else, an empty host (all interfaces) included, is reachable
+// from elsewhere.
+func isLoopbackAddress(address string) bool {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

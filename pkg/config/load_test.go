@@ -127,7 +127,7 @@ func TestDefault(t *testing.T) {
 }
 
 func TestLoadNothingConfiguredIsDefault(t *testing.T) {
-	got, err := Load(LoadOptions{WorkDir: t.TempDir()})
+	got, _, err := Load(LoadOptions{WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ pipelines:
 			if tc.file != "" {
 				writeFile(t, dir, "conduit.yml", tc.file)
 			}
-			c, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
+			c, _, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +326,7 @@ func TestLoadConfigFileLookup(t *testing.T) {
 			for name, content := range tc.files {
 				writeFile(t, dir, name, content)
 			}
-			c, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
+			c, _, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
 			if tc.wantErr != nil {
 				if err == nil {
 					t.Fatalf("Load succeeded with ConfigPath %q, want error", c.ConfigPath)
@@ -369,7 +369,7 @@ func TestLoadEmptyFileIsValid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := writeFile(t, dir, "conduit.yml", tc.content)
-			c, err := Load(LoadOptions{WorkDir: dir})
+			c, _, err := Load(LoadOptions{WorkDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -583,11 +583,10 @@ func TestLoadFileErrors(t *testing.T) {
 			want: []string{"set twice (first at line 2)"},
 		},
 		{
-			// yaml.v3 reports the line where the enclosing block starts
-			// (2), not the misindented line (3); it exposes nothing better.
+			// The misindented line, not where its block starts.
 			name:    "malformed YAML",
 			content: "log:\n  level: debug\n format: json\n",
-			line:    2, key: "",
+			line:    3, key: "",
 			want: []string{"invalid YAML"},
 		},
 		{
@@ -607,7 +606,7 @@ func TestLoadFileErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := writeFile(t, dir, "conduit.yml", tc.content)
-			_, err := Load(LoadOptions{WorkDir: dir})
+			_, _, err := Load(LoadOptions{WorkDir: dir})
 			wantKeyError(t, err, path, tc.line, tc.key, tc.want...)
 		})
 	}
@@ -665,7 +664,7 @@ func TestLoadEnvErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(LoadOptions{LookupEnv: env(tc.env), WorkDir: t.TempDir()})
+			_, _, err := Load(LoadOptions{LookupEnv: env(tc.env), WorkDir: t.TempDir()})
 			wantKeyError(t, err, "env "+EnvVar(tc.key), 0, tc.key, tc.want...)
 		})
 	}
@@ -705,7 +704,7 @@ func TestLoadFlagErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(LoadOptions{Flags: flags(t, tc.args...), WorkDir: t.TempDir()})
+			_, _, err := Load(LoadOptions{Flags: flags(t, tc.args...), WorkDir: t.TempDir()})
 			wantKeyError(t, err, "flag --"+tc.key, 0, tc.key, tc.want...)
 		})
 	}
@@ -759,7 +758,7 @@ func TestLoadCrossFieldBlame(t *testing.T) {
 			if tc.file != "" {
 				path = writeFile(t, dir, "conduit.yml", tc.file)
 			}
-			_, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
+			_, _, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
 			want := make([]string, len(tc.want))
 			for i, w := range tc.want {
 				want[i] = strings.ReplaceAll(w, "FILE", path)
@@ -776,7 +775,7 @@ func TestLoadRelativeWorkDirMessage(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "conduit.yml", "log:\n  level: loud\n")
 	t.Chdir(dir)
-	_, err := Load(LoadOptions{})
+	_, _, err := Load(LoadOptions{})
 	wantKeyError(t, err, "conduit.yml", 2, "log.level", `got "loud"`)
 }
 
@@ -787,7 +786,7 @@ func TestLoadUnreadableDefaultFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "conduit.yml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(LoadOptions{WorkDir: dir})
+	_, _, err := Load(LoadOptions{WorkDir: dir})
 	if err == nil {
 		t.Fatal("Load succeeded, want an error for a conduit.yml directory")
 	}

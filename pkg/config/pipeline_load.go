@@ -40,7 +40,7 @@ func LoadPipelines(dir string) ([]Pipeline, []error) {
 		first = map[string]string{} // pipeline id -> "file:line" of its first definition
 	)
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := readYAMLFile(file)
 		if err != nil {
 			errs = append(errs, &PipelineError{File: file, Err: err})
 			continue
@@ -124,15 +124,18 @@ type parsed struct {
 func parsePipelineFile(file string, data []byte) []parsed {
 	roots, err := parseDocuments(data)
 	if err != nil {
-		var se *syntaxError
-		if errors.As(err, &se) {
-			return []parsed{{err: &PipelineError{File: file, Line: se.line, Err: se}}}
+		var de *docError
+		if errors.As(err, &de) {
+			return []parsed{{err: &PipelineError{File: file, Line: de.line, Err: de.err}}}
 		}
 		return []parsed{{err: &PipelineError{File: file, Err: err}}}
 	}
-	var out []parsed
+	var (
+		out    []parsed
+		budget = &settingsBudget{left: maxSettingsBytes}
+	)
 	for _, root := range roots {
-		out = append(out, parseDocument(file, root)...)
+		out = append(out, parseDocument(file, root, budget)...)
 	}
 	return out
 }
@@ -141,7 +144,7 @@ func parsePipelineFile(file string, data []byte) []parsed {
 // later 2.x minors, written as a number or a string.
 var versionRE = regexp.MustCompile(`^2(\.[0-9]+)?$`)
 
-func parseDocument(file string, root *yaml.Node) []parsed {
+func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parsed {
 	fileErr := func(line int, field string, err error) []parsed {
 		return []parsed{{err: &PipelineError{File: file, Line: line, Field: field, Err: err}}}
 	}
@@ -182,7 +185,7 @@ func parseDocument(file string, root *yaml.Node) []parsed {
 	}
 	out := make([]parsed, 0, len(pipelines.Content))
 	for i, n := range pipelines.Content {
-		out = append(out, parsePipeline(file, i, unalias(n)))
+		out = append(out, parsePipeline(file, i, unalias(n), budget))
 	}
 	return out
 }
@@ -217,9 +220,16 @@ func errAt(line int, field string, format string, args ...any) *fieldErr {
 type pipelineParser struct {
 	p       *Pipeline
 	procIDs map[string]int // processor id -> line; unique across the pipeline
+	budget  *settingsBudget
 }
 
-func parsePipeline(file string, idx int, n *yaml.Node) parsed {
+// settingsBudget is what is left, in bytes, for the flattened setting
+// names of one file. Nested settings become dotted names, and an alias
+// used as a key at every level repeats a long name in each of them, so
+// the names can be far larger than the file.
+type settingsBudget struct{ left int }
+
+func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) parsed {
 	p := Pipeline{
 		File:   file,
 		Line:   n.Line,
@@ -232,7 +242,7 @@ func parsePipeline(file string, idx int, n *yaml.Node) parsed {
 	if id := lookup(n, "id"); id != nil && id.Kind == yaml.ScalarNode && !isNull(id) {
 		p.ID = id.Value
 	}
-	pp := &pipelineParser{p: &p, procIDs: map[string]int{}}
+	pp := &pipelineParser{p: &p, procIDs: map[string]int{}, budget: budget}
 	if fe := pp.parse(n); fe != nil {
 		pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: fe.err}
 		if p.ID == "" {
@@ -537,6 +547,15 @@ func (pp *pipelineParser) flatten(m *yaml.Node, field, prefix string, out map[st
 	for _, kv := range pairs(m) {
 		if kv.key.Kind != yaml.ScalarNode || isNull(kv.key) {
 			return errAt(kv.key.Line, field, "expected a setting name, got %s", describe(kv.key))
+		}
+		// Charged before the names are built, so that an oversized name
+		// is never allocated.
+		nameLen := len(kv.key.Value)
+		if prefix != "" {
+			nameLen += len(prefix) + 1
+		}
+		if pp.budget.left -= nameLen + len(field) + 1 + nameLen; pp.budget.left < 0 {
+			return errAt(kv.key.Line, field, "settings flatten into more than %d bytes of dotted names in this file; nest or repeat fewer settings", maxSettingsBytes)
 		}
 		name := kv.key.Value
 		if prefix != "" {

@@ -137,7 +137,7 @@ func TestLoadPipelinesBadFiles(t *testing.T) {
 	}{
 		// yaml.v3 reports the line of the enclosing block (connectors:), not
 		// the misindented line 7.
-		{name: "malformed YAML", file: "invalid-yaml.yml", line: 4, want: []string{"invalid YAML"}},
+		{name: "malformed YAML", file: "invalid-yaml.yml", line: 7, want: []string{"invalid YAML"}},
 		{name: "unsupported version", file: "bad-version.yml", line: 1, field: "version", want: []string{`unsupported version "3.0"`, "2.x"}},
 		{name: "version 1 file", file: "version-1.yml", line: 1, field: "version", want: []string{`version "1.0" is not supported`, "convert"}},
 		{name: "missing version", file: "missing-version.yml", line: 1, field: "version", want: []string{"missing", `version: "2.2"`}},
