@@ -1,49 +1,22 @@
 package api
 
 import (
-	"io"
 	"net/http"
 	"time"
 )
 
-// withDeadlines bounds reading a request's body and each write of its
-// response with per-request deadlines, which (unlike http.Server's
-// ReadTimeout and WriteTimeout) leave a long response - a watch stream -
-// running as long as the client reads it.
-func withDeadlines(next http.Handler, readTimeout, writeTimeout time.Duration) http.Handler {
+// withWriteDeadlines bounds each write of a response with a deadline of
+// its own, which (unlike http.Server's WriteTimeout, a deadline for the
+// whole response) leaves a long response - a watch stream - running as
+// long as the client keeps reading it.
+func withWriteDeadlines(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		if r.Body != nil && r.Body != http.NoBody {
-			// Errors mean the writer has no deadlines (tests); there is
-			// nothing to bound then.
-			if rc.SetReadDeadline(time.Now().Add(readTimeout)) == nil {
-				r.Body = &liftingBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-			}
-		}
-		next.ServeHTTP(&deadlineWriter{ResponseWriter: w, rc: rc, timeout: writeTimeout}, r)
+		next.ServeHTTP(&deadlineWriter{ResponseWriter: w, rc: rc, timeout: timeout}, r)
 		// What the server writes after the handler (the rest of a
 		// buffered response) is bounded too.
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
 	})
-}
-
-// liftingBody lifts the read deadline once the body is read to its end:
-// over HTTP/1.1 the server goes on reading the connection to notice a
-// client that leaves, and a deadline passing there would cancel the
-// response.
-type liftingBody struct {
-	io.ReadCloser
-	lift   func()
-	lifted bool
-}
-
-func (b *liftingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.lifted {
-		b.lifted = true
-		b.lift()
-	}
-	return n, err
 }
 
 // deadlineWriter sets the write deadline around each write and flush, and

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,9 +108,17 @@ func TestDefaultConnectionCapFollowsTheFileLimit(t *testing.T) {
 
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	ts := startServerWith(t, Options{}, ServerOptions{ReadHeaderTimeout: timeout, IdleTimeout: timeout})
+	ts := startServerWith(t, Options{}, ServerOptions{ReadHeaderTimeout: timeout, ReadTimeout: timeout, IdleTimeout: timeout})
 	t.Run("no request", func(t *testing.T) {
 		waitClosed(t, dial(t, ts.addr), 5*time.Second)
+	})
+	t.Run("headers but not the body", func(t *testing.T) {
+		c := dial(t, ts.addr)
+		// 2 bytes of the 100 announced.
+		if _, err := io.WriteString(c, strings.Replace(healthRequest, "Content-Length: 2", "Content-Length: 100", 1)); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, c, 5*time.Second)
 	})
 	t.Run("HTTP/1.1 keep-alive after a request", func(t *testing.T) {
 		c := dial(t, ts.addr)
@@ -144,7 +153,8 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 
 // TestWatchOutlivesTheTimeouts: every timeout is short, yet a watch stream
 // goes on delivering events after all of them passed, over HTTP/1.1
-// (Connect, gRPC-Web) and HTTP/2 (gRPC).
+// (Connect, gRPC-Web, and curl's fixed-length body, which the server reads
+// to its end and then watches the connection) and HTTP/2 (gRPC).
 func TestWatchOutlivesTheTimeouts(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	ts := startServerWith(t, Options{}, ServerOptions{
@@ -161,27 +171,79 @@ func TestWatchOutlivesTheTimeouts(t *testing.T) {
 		return e.Sequence
 	}
 	first := appendEvent()
-	type stream = *connect.ServerStreamForClient[conduitv1.WatchPipelineEventsResponse]
-	streams := map[string]stream{}
+	// next returns the sequence of a stream's next event.
+	streams := map[string]func() (uint64, error){}
 	for name, c := range clients(ts.url) {
 		s, err := c.WatchPipelineEvents(ctx, connect.NewRequest(&conduitv1.WatchPipelineEventsRequest{PipelineId: "orders"}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !s.Receive() || s.Msg().GetEvent().GetSequence() != first {
-			t.Fatalf("%s: replay: %v", name, s.Err())
+		streams[name] = func() (uint64, error) {
+			if !s.Receive() {
+				return 0, fmt.Errorf("stream ended: %w", s.Err())
+			}
+			return s.Msg().GetEvent().GetSequence(), nil
 		}
-		streams[name] = s
+	}
+	streams["curl"] = rawConnectWatch(t, ts.addr, `{"pipelineId":"orders"}`)
+	for name, next := range streams {
+		if seq, err := next(); err != nil || seq != first {
+			t.Fatalf("%s: replay gave %d, %v", name, seq, err)
+		}
 	}
 	// A connection opened after the streams started is closed by the
 	// header timeout, so every timeout armed for the streams has passed
 	// when it is.
 	waitClosed(t, dial(t, ts.addr), 5*time.Second)
-	next := appendEvent()
-	for name, s := range streams {
-		if !s.Receive() || s.Msg().GetEvent().GetSequence() != next {
-			t.Fatalf("%s: the stream did not outlive the timeouts: %v", name, s.Err())
+	want := appendEvent()
+	for name, next := range streams {
+		if seq, err := next(); err != nil || seq != want {
+			t.Fatalf("%s: the stream did not outlive the timeouts: got %d, %v", name, seq, err)
 		}
+	}
+}
+
+// rawConnectWatch starts a Connect server stream over HTTP/1.1 as curl
+// would send it, with a Content-Length, and returns a function reading the
+// sequence of each event.
+func rawConnectWatch(t *testing.T, addr, request string) func() (uint64, error) {
+	t.Helper()
+	c := dial(t, addr)
+	env := make([]byte, 5, 5+len(request))
+	binary.BigEndian.PutUint32(env[1:], uint32(len(request)))
+	env = append(env, request...)
+	head := fmt.Sprintf("POST /conduit.v1.PipelineService/WatchPipelineEvents HTTP/1.1\r\nHost: localhost\r\n"+
+		"Content-Type: application/connect+json\r\nContent-Length: %d\r\n\r\n", len(env))
+	if _, err := c.Write(append([]byte(head), env...)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch: status %d", resp.StatusCode)
+	}
+	return func() (uint64, error) {
+		var prefix [5]byte
+		if _, err := io.ReadFull(resp.Body, prefix[:]); err != nil {
+			return 0, err
+		}
+		msg := make([]byte, binary.BigEndian.Uint32(prefix[1:]))
+		if _, err := io.ReadFull(resp.Body, msg); err != nil {
+			return 0, err
+		}
+		if prefix[0]&2 != 0 { // end of stream
+			return 0, fmt.Errorf("stream ended: %s", msg)
+		}
+		var out struct {
+			Event struct {
+				Sequence uint64 `json:"sequence,string"`
+			} `json:"event"`
+		}
+		err := json.Unmarshal(msg, &out)
+		return out.Event.Sequence, err
 	}
 }
 

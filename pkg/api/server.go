@@ -39,9 +39,9 @@ type ServerOptions struct {
 	MaxConnections int
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a request's body, from the request's
-	// start. It is lifted once the body is read, so that it does not end
-	// a watch stream.
+	// ReadTimeout bounds reading a request, headers and body, from its
+	// start; it ends once the body is read, so it does not limit a watch
+	// stream.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each write of a response (not the response as a
 	// whole: a watch stream runs for hours), so a client that stops
@@ -102,14 +102,15 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 	protocols.SetUnencryptedHTTP2(true)
 	return &Server{
 		srv: &http.Server{
-			Handler:   withDeadlines(h, opts.ReadTimeout, opts.WriteTimeout),
+			Handler:   withWriteDeadlines(h, opts.WriteTimeout),
 			Protocols: protocols,
-			// ReadTimeout and WriteTimeout stay 0 here: over HTTP/1.1 a
-			// connection read deadline cancels a streaming response's
-			// context once it passes, and over HTTP/2 a stream write
-			// timeout resets the stream, both ending every watch after a
-			// fixed time. withDeadlines sets them per request instead.
+			// ReadTimeout ends neither stream: over HTTP/1.1 the server
+			// lifts the deadline once the body is read, over HTTP/2 it
+			// only ends reading the body. WriteTimeout would (it is a
+			// deadline for the whole response), so withWriteDeadlines
+			// sets one per write instead.
 			ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			ReadTimeout:       opts.ReadTimeout,
 			IdleTimeout:       opts.IdleTimeout,
 			MaxHeaderBytes:    64 << 10,
 			HTTP2: &http.HTTP2Config{
