@@ -50,7 +50,8 @@ type ServerOptions struct {
 	// IdleTimeout closes a connection that has no request in flight; over
 	// HTTP/2 it is also the silence after which the server pings a client.
 	IdleTimeout time.Duration
-	Logger      *zap.Logger
+	// Logger receives the HTTP server's own errors; nil discards them.
+	Logger *zap.Logger
 }
 
 func (o *ServerOptions) setDefaults() {
