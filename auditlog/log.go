@@ -572,13 +572,11 @@ func (p *pipelineLog) publish(e Event) {
 		if !w.wants(e.Kind) {
 			continue
 		}
-		select {
-		case w.live <- e:
-		default:
+		if !w.live.push(e) {
 			delete(p.watchers, w)
 			w.dropErr = fmt.Errorf("%w: more than %d events of pipeline %s were not received in time; watch again after the last sequence received",
-				ErrWatcherTooSlow, cap(w.live), p.id)
-			close(w.live)
+				ErrWatcherTooSlow, WatchBuffer, p.id)
+			w.live.close()
 		}
 	}
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // WatchBuffer is how many live events a Watcher holds for its reader. A
-// reader that falls further behind is dropped with ErrWatcherTooSlow.
+// reader that falls further behind is dropped with ErrWatcherTooSlow. The
+// buffer grows with the backlog: an idle watcher holds none.
 const WatchBuffer = 1024
 
 // replayPage is how many stored events a watcher reads per store scan, so
@@ -31,7 +32,7 @@ type Watcher struct {
 	C <-chan Event
 
 	c     chan Event
-	live  chan Event // filled by publish under the pipeline's mu
+	live  liveQueue // filled by publish under the pipeline's mu
 	kinds []Kind
 	// dropErr is set by publish before it closes live.
 	dropErr error
@@ -68,7 +69,7 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 	}
 	w := &Watcher{
 		c:     make(chan Event),
-		live:  make(chan Event, WatchBuffer),
+		live:  newLiveQueue(),
 		kinds: slices.Clone(kinds),
 	}
 	w.C = w.c
@@ -152,22 +153,100 @@ func (l *Log) follow(ctx context.Context, p *pipelineLog, w *Watcher, after, upT
 
 	sent := max(after, upTo)
 	for {
-		select {
-		case e, ok := <-w.live:
-			if !ok {
+		e, ok, closed := w.live.pop()
+		if !ok {
+			if closed {
 				return w.dropErr
 			}
-			if e.Sequence <= sent {
-				continue
-			}
 			select {
-			case w.c <- e:
-				sent = e.Sequence
+			case <-w.live.ready:
+				continue
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if e.Sequence <= sent {
+			continue
+		}
+		select {
+		case w.c <- e:
+			sent = e.Sequence
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// liveQueue holds the live events a watcher's reader has not taken yet,
+// up to WatchBuffer. A channel of that capacity would cost every watcher
+// about 300 KB up front, idle or not; the queue grows with the backlog
+// and gives the memory back once the reader catches up.
+type liveQueue struct {
+	// ready has room for one signal: an event was pushed or the queue was
+	// closed since the reader last looked.
+	ready chan struct{}
+
+	mu     sync.Mutex
+	events []Event // events[head:] are waiting
+	head   int
+	closed bool
+}
+
+// keepQueue is the capacity an emptied queue keeps for the next burst.
+const keepQueue = 16
+
+func newLiveQueue() liveQueue { return liveQueue{ready: make(chan struct{}, 1)} }
+
+// push adds e without blocking; false when WatchBuffer events are waiting
+// already (the caller drops the watcher) or the queue is closed.
+func (q *liveQueue) push(e Event) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || len(q.events)-q.head >= WatchBuffer {
+		return false
+	}
+	if len(q.events) == cap(q.events) && q.head > 0 {
+		// Reuse the room the reader freed instead of growing.
+		n := copy(q.events, q.events[q.head:])
+		clear(q.events[n:])
+		q.events, q.head = q.events[:n], 0
+	}
+	q.events = append(q.events, e)
+	q.signal()
+	return true
+}
+
+// close ends the queue; the reader gets what is waiting, then closed.
+func (q *liveQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.signal()
+}
+
+func (q *liveQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the oldest waiting event; ok is false when none is, and closed
+// then says whether one will ever come.
+func (q *liveQueue) pop() (e Event, ok, closed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.events) {
+		return Event{}, false, q.closed
+	}
+	e = q.events[q.head]
+	q.events[q.head] = Event{}
+	q.head++
+	if q.head == len(q.events) {
+		q.events, q.head = q.events[:0], 0
+		if cap(q.events) > keepQueue {
+			q.events = nil
+		}
+	}
+	return e, true, false
 }

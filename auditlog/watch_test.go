@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -268,17 +269,16 @@ func TestWatchEnds(t *testing.T) {
 func TestPublishWaitsForLowerSequences(t *testing.T) {
 	l := openLog(t, store.NewInMemory(), Options{})
 	p := newPipelineLog("p")
-	w := &Watcher{live: make(chan Event, 10)}
+	w := &Watcher{live: newLiveQueue()}
 	p.watchers[w] = struct{}{}
 	published := func() []uint64 {
 		var out []uint64
 		for {
-			select {
-			case e := <-w.live:
-				out = append(out, e.Sequence)
-			default:
+			e, ok, _ := w.live.pop()
+			if !ok {
 				return out
 			}
+			out = append(out, e.Sequence)
 		}
 	}
 	steps := []struct {
@@ -305,5 +305,80 @@ func TestPublishWaitsForLowerSequences(t *testing.T) {
 	}
 	if len(p.settled) != 0 {
 		t.Fatalf("%d settled events left behind", len(p.settled))
+	}
+}
+
+// TestIdleWatcherMemory: an idle watcher holds its goroutine and a few
+// small values, not a buffer of WatchBuffer events (about 300 KB).
+func TestIdleWatcherMemory(t *testing.T) {
+	l := openLog(t, store.NewInMemory(), Options{})
+	mustAppend(t, l, "p", KindRunning)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inUse := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapInuse + ms.StackInuse)
+	}
+	const n = 1000
+	ws := make([]*Watcher, n)
+	before := inUse()
+	for i := range ws {
+		w, err := l.Watch(ctx, "p", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-w.C // replayed: the watcher is following live events now
+		ws[i] = w
+	}
+	per := (inUse() - before) / n
+	runtime.KeepAlive(ws)
+	t.Logf("%d bytes per idle watcher", per)
+	// 8 KiB of goroutine stack and about 2 KiB of heap.
+	if per > 16<<10 {
+		t.Fatalf("an idle watcher holds %d bytes, want at most 16 KiB", per)
+	}
+}
+
+func TestLiveQueueGivesMemoryBack(t *testing.T) {
+	q := newLiveQueue()
+	for i := range WatchBuffer {
+		if !q.push(Event{Sequence: uint64(i + 1)}) {
+			t.Fatalf("push %d of %d refused", i+1, WatchBuffer)
+		}
+	}
+	if q.push(Event{Sequence: WatchBuffer + 1}) {
+		t.Fatal("a push beyond WatchBuffer was accepted")
+	}
+	for i := range WatchBuffer {
+		if e, ok, _ := q.pop(); !ok || e.Sequence != uint64(i+1) {
+			t.Fatalf("pop %d: %v %v", i+1, e.Sequence, ok)
+		}
+	}
+	if cap(q.events) > keepQueue {
+		t.Fatalf("an emptied queue keeps room for %d events", cap(q.events))
+	}
+	// A reader that stays a few events behind does not make it grow.
+	for i := range 10 * WatchBuffer {
+		q.push(Event{Sequence: uint64(i)})
+		if i%2 == 1 {
+			q.pop()
+		}
+		if len(q.events)-q.head > 5 {
+			q.pop()
+		}
+	}
+	if cap(q.events) > 64 {
+		t.Fatalf("a queue a few events behind grew to %d", cap(q.events))
+	}
+	q.close()
+	for {
+		if _, ok, closed := q.pop(); !ok {
+			if !closed {
+				t.Fatal("a closed, empty queue does not say closed")
+			}
+			break
+		}
 	}
 }

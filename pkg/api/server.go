@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -10,67 +9,91 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
-	"connectrpc.com/grpcreflect"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
-	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
+	"github.com/conduitry/conduit/pkg/fdlimit"
 )
-
-// MaxRequestBytes bounds a request message; every request of this API is
-// a few ids and flags.
-const MaxRequestBytes = 1 << 20
 
 // ErrInsecureAddress is returned by Listen for a non-loopback address
 // without a token.
 var ErrInsecureAddress = errors.New("refusing to serve the API on a non-loopback address without api.auth.token")
 
-// Options configure the handler.
-type Options struct {
-	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every call but gRPC health (and on /metrics).
+// Defaults of ServerOptions.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+)
+
+// ServerOptions configure Listen. Zero values take the defaults.
+type ServerOptions struct {
+	// Token is api.auth.token; without one Listen refuses a non-loopback
+	// address.
 	Token string
-	// Metrics serves /metrics; nil leaves it out.
-	Metrics http.Handler
-	Logger  *zap.Logger
+	// MaxConnections caps the connections served at once
+	// (api.http.max-connections); 0 takes fdlimit.APIConnections of the
+	// descriptor limit. Connections beyond it wait in the kernel's accept
+	// queue, holding no descriptor of the process, until one closes.
+	MaxConnections int
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a request, headers and body, from its
+	// start; it ends once the body is read, so it does not limit a watch
+	// stream.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of a response (not the response as a
+	// whole: a watch stream runs for hours), so a client that stops
+	// reading cannot hold a connection and a handler forever.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a connection that has no request in flight; over
+	// HTTP/2 it is also the silence after which the server pings a client.
+	IdleTimeout time.Duration
+	// Logger receives the HTTP server's own errors; nil discards them.
+	Logger *zap.Logger
 }
 
-// NewHandler returns the API's HTTP handler: PipelineService, gRPC health,
-// gRPC reflection (v1 and v1alpha, so grpcurl works) and /metrics.
-func NewHandler(svc *PipelineService, opts Options) http.Handler {
-	auth := connect.WithInterceptors(&tokenInterceptor{token: opts.Token})
-	limits := []connect.HandlerOption{auth, connect.WithReadMaxBytes(MaxRequestBytes)}
-
-	mux := http.NewServeMux()
-	mux.Handle(conduitv1connect.NewPipelineServiceHandler(svc, limits...))
-	// Health is deliberately open: load balancers and orchestrators probe
-	// it without credentials, and it reveals nothing.
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(conduitv1connect.PipelineServiceName),
-		connect.WithReadMaxBytes(MaxRequestBytes)))
-	reflector := grpcreflect.NewStaticReflector(conduitv1connect.PipelineServiceName, grpchealth.HealthV1ServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, limits...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limits...))
-	if opts.Metrics != nil {
-		mux.Handle("/metrics", requireToken(opts.Token, opts.Metrics))
+func (o *ServerOptions) setDefaults() {
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = fdlimit.MaxAPIConnections
+		if lim, err := fdlimit.Limit(); err == nil {
+			o.MaxConnections = fdlimit.APIConnections(lim)
+		}
 	}
-	return mux
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&o.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+		{&o.ReadTimeout, DefaultReadTimeout},
+		{&o.WriteTimeout, DefaultWriteTimeout},
+		{&o.IdleTimeout, DefaultIdleTimeout},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
 }
 
 // Server serves the handler on one port with HTTP/1.1 and cleartext HTTP/2
 // (h2c), so Connect, gRPC and gRPC-Web clients and curl all work.
 type Server struct {
-	srv *http.Server
-	ln  net.Listener
-	log *zap.Logger
+	srv      *http.Server
+	ln       net.Listener
+	maxConns int
 }
 
-// Listen binds address. It refuses a non-loopback address when token is
-// empty: an open API would let anyone on the network stop pipelines.
-func Listen(address, token string, h http.Handler, log *zap.Logger) (*Server, error) {
-	if token == "" && !isLoopback(address) {
+// Listen binds address. It refuses a non-loopback address when opts.Token
+// is empty: an open API would let anyone on the network stop pipelines.
+func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error) {
+	if opts.Token == "" && !isLoopback(address) {
 		return nil, fmt.Errorf("api.http.address %s: %w (set CONDUIT_API_AUTH_TOKEN, or bind 127.0.0.1)", address, ErrInsecureAddress)
 	}
+	opts.setDefaults()
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("api.http.address %s: %w", address, err)
@@ -78,25 +101,42 @@ func Listen(address, token string, h http.Handler, log *zap.Logger) (*Server, er
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	if log == nil {
-		log = zap.NewNop()
-	}
 	return &Server{
 		srv: &http.Server{
-			Handler:           h,
-			Protocols:         protocols,
-			ReadHeaderTimeout: 10 * time.Second,
+			Handler:   withWriteDeadlines(h, opts.WriteTimeout),
+			Protocols: protocols,
+			// ReadTimeout ends neither stream: over HTTP/1.1 the server
+			// lifts the deadline once the body is read, over HTTP/2 it
+			// only ends reading the body. WriteTimeout would (it is a
+			// deadline for the whole response), so withWriteDeadlines
+			// sets one per write instead.
+			ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			ReadTimeout:       opts.ReadTimeout,
+			IdleTimeout:       opts.IdleTimeout,
 			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          zap.NewStdLog(log.Named("http")),
+			HTTP2: &http.HTTP2Config{
+				// A watch client that vanished without closing its
+				// connection is found by a ping and its connection closed.
+				SendPingTimeout:  opts.IdleTimeout,
+				WriteByteTimeout: opts.WriteTimeout,
+			},
+			ErrorLog: zap.NewStdLog(opts.Logger.Named("http")),
 		},
-		ln:  ln,
-		log: log,
+		// LimitListener makes Accept wait while the cap is reached rather
+		// than accept and close: a connection over the cap then holds no
+		// descriptor of ours (the kernel queues it), and a burst of
+		// clients is served late instead of refused.
+		ln:       netutil.LimitListener(ln, opts.MaxConnections),
+		maxConns: opts.MaxConnections,
 	}, nil
 }
 
 // Addr is the address the server listens on (with the real port when the
 // configured one was 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// MaxConnections is the cap on connections served at once.
+func (s *Server) MaxConnections() int { return s.maxConns }
 
 // Serve serves until Shutdown; it returns nil after a shutdown.
 func (s *Server) Serve() error {
@@ -121,60 +161,18 @@ func isLoopback(address string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
+	return isLoopbackHost(host)
+}
+
+// isLoopbackHost reports whether host (no port) is localhost or a loopback
+// IP address.
+func isLoopbackHost(host string) bool {
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// tokenInterceptor checks the bearer token on unary and streaming calls.
-type tokenInterceptor struct{ token string }
-
-func (t *tokenInterceptor) check(h http.Header) error {
-	if t.token == "" || validBearer(h.Get("Authorization"), t.token) {
-		return nil
-	}
-	return connect.NewError(connect.CodeUnauthenticated, errors.New(`missing or wrong "Authorization: Bearer <token>" (api.auth.token)`))
-}
-
-func (t *tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := t.check(req.Header()); err != nil {
-			return nil, err
-		}
-		return next(ctx, req)
-	}
-}
-
-func (t *tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (t *tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := t.check(conn.RequestHeader()); err != nil {
-			return err
-		}
-		return next(ctx, conn)
-	}
-}
-
-func validBearer(header, token string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
-}
-
-func requireToken(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !validBearer(r.Header.Get("Authorization"), token) {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "unauthenticated: send Authorization: Bearer <api.auth.token>", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

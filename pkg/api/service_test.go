@@ -110,7 +110,7 @@ func testPipelines() fakePipelines {
 }
 
 type testServer struct {
-	url       string
+	url, addr string
 	log       *auditlog.Log
 	pipelines fakePipelines
 }
@@ -118,6 +118,12 @@ type testServer struct {
 // startServer serves the API on a real loopback port with h2c, as the
 // binary does.
 func startServer(t *testing.T, token string) *testServer {
+	t.Helper()
+	return startServerWith(t, Options{Token: token}, ServerOptions{Token: token})
+}
+
+// startServerWith is startServer with options; opts.Metrics is set here.
+func startServerWith(t *testing.T, opts Options, sopts ServerOptions) *testServer {
 	t.Helper()
 	db := store.NewInMemory()
 	w := store.NewGroupWriter(db)
@@ -127,8 +133,9 @@ func startServer(t *testing.T, token string) *testServer {
 	}
 	ps := testPipelines()
 	svc := NewPipelineService(ps, al, func() time.Time { return testNow.Add(3 * time.Second) })
-	h := NewHandler(svc, Options{Token: token, Metrics: metrics.New(nil).Handler()})
-	srv, err := Listen("127.0.0.1:0", token, h, nil)
+	opts.Metrics = metrics.New(nil).Handler()
+	h := NewHandler(svc, opts)
+	srv, err := Listen("127.0.0.1:0", h, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +149,7 @@ func startServer(t *testing.T, token string) *testServer {
 		}
 		w.Close()
 	})
-	return &testServer{url: "http://" + srv.Addr(), log: al, pipelines: ps}
+	return &testServer{url: "http://" + srv.Addr(), addr: srv.Addr(), log: al, pipelines: ps}
 }
 
 // h2cClient speaks cleartext HTTP/2, as gRPC needs.
@@ -379,17 +386,17 @@ func TestAuth(t *testing.T) {
 }
 
 func TestListenRefusesOpenNonLoopbackAddress(t *testing.T) {
-	_, err := Listen("0.0.0.0:0", "", http.NotFoundHandler(), nil)
+	_, err := Listen("0.0.0.0:0", http.NotFoundHandler(), ServerOptions{})
 	if !errors.Is(err, ErrInsecureAddress) || !strings.Contains(err.Error(), "0.0.0.0:0") {
 		t.Fatalf("got %v, want ErrInsecureAddress naming the address", err)
 	}
-	srv, err := Listen("0.0.0.0:0", "token", http.NotFoundHandler(), nil)
+	srv, err := Listen("0.0.0.0:0", http.NotFoundHandler(), ServerOptions{Token: "token"})
 	if err != nil {
 		t.Fatalf("with a token: %v", err)
 	}
 	_ = srv.Shutdown(context.Background())
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
-		srv, err := Listen(addr, "", http.NotFoundHandler(), nil)
+		srv, err := Listen(addr, http.NotFoundHandler(), ServerOptions{})
 		if err != nil {
 			if strings.Contains(err.Error(), "cannot assign") { // no IPv6 here
 				continue
@@ -517,7 +524,7 @@ func FuzzHandlers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, proc := range procedures {
 			for _, ct := range []string{"application/json", "application/proto"} {
-				req, _ := http.NewRequest("POST", "/conduit.v1.PipelineService/"+proc, strings.NewReader(body))
+				req, _ := http.NewRequest("POST", "http://localhost/conduit.v1.PipelineService/"+proc, strings.NewReader(body))
 				req.Header.Set("Content-Type", ct)
 				rec := &recorder{header: http.Header{}}
 				h.ServeHTTP(rec, req)

@@ -25,6 +25,7 @@ import (
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/fdlimit"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
@@ -179,13 +180,33 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 
 	if cfg.API.Enabled {
 		svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
-		h := api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log})
-		if r.server, err = api.Listen(cfg.API.HTTP.Address, cfg.API.Auth.Token, h, log); err != nil {
+		h := api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log,
+			MaxWatchers: cfg.API.MaxWatchers, MaxWatchersPerClient: cfg.API.MaxWatchersPerClient})
+		if r.server, err = api.Listen(cfg.API.HTTP.Address, h, api.ServerOptions{Token: cfg.API.Auth.Token,
+			MaxConnections: cfg.API.HTTP.MaxConnections, Logger: log}); err != nil {
 			_ = r.Close()
 			return nil, err
 		}
 	}
+	r.warnLowFileLimit()
 	return r, nil
+}
+
+// warnLowFileLimit logs when the open file limit leaves too few
+// descriptors for the store, the pipelines and the API connections: what
+// runs out first then fails (often the store, opening a table).
+func (r *Runtime) warnLowFileLimit() {
+	apiConns := 0
+	if r.server != nil {
+		apiConns = r.server.MaxConnections()
+	}
+	b, err := fdlimit.Check(len(r.pipelines), apiConns)
+	if err != nil || !b.Low() {
+		return
+	}
+	r.log.Warn(fmt.Sprintf("the open file limit is low: %d, and %d pipelines with up to %d API connections want %d (%d + %d per pipeline + the API connections); raise it with `ulimit -n %d` before starting conduit (LimitNOFILE= in a systemd unit), or lower api.http.max-connections",
+		b.Limit, b.Pipelines, b.APIConnections, b.Needed, fdlimit.BaseReserve, fdlimit.PerPipeline, max(b.Needed, 4096)),
+		zap.Uint64("limit", b.Limit), zap.Uint64("needed", b.Needed))
 }
 
 // APIAddress is the address the API listens on, "" when it is disabled.

@@ -36,12 +36,19 @@ type Config struct {
 		HTTP    struct {
 			// Address is the host:port the API listens on.
 			Address string
+			// MaxConnections caps the connections served at once; 0
+			// derives it from the open file limit (see pkg/fdlimit).
+			MaxConnections int
 		}
 		Auth struct {
 			// Token, when set, is the bearer token every API call but
 			// health must carry.
 			Token string
 		}
+		// MaxWatchers caps the event watch streams open at once.
+		MaxWatchers int
+		// MaxWatchersPerClient caps them per client IP address.
+		MaxWatchersPerClient int
 	}
 	Dedup struct {
 		// Enabled turns the acked-position dedup store on.

@@ -94,6 +94,9 @@ func TestDefault(t *testing.T) {
 		{"api.enabled", c.API.Enabled, true},
 		{"api.http.address", c.API.HTTP.Address, "127.0.0.1:8080"},
 		{"api.auth.token", c.API.Auth.Token, ""},
+		{"api.http.max-connections", c.API.HTTP.MaxConnections, 0},
+		{"api.max-watchers", c.API.MaxWatchers, 256},
+		{"api.max-watchers-per-client", c.API.MaxWatchersPerClient, 32},
 		{"auditlog.max-events-per-pipeline", c.AuditLog.MaxEventsPerPipeline, 10000},
 		{"dedup.enabled", c.Dedup.Enabled, true},
 		{"dedup.ttl", c.Dedup.TTL, 24 * time.Hour},
@@ -121,8 +124,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 25 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 25; add the new key here", len(Keys()))
+	if len(Keys()) != 28 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 28; add the new key here", len(Keys()))
 	}
 }
 

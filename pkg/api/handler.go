@@ -1,0 +1,171 @@
+package api
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
+)
+
+// MaxRequestBytes bounds a request message; every request of this API is
+// a few ids and flags.
+const MaxRequestBytes = 1 << 20
+
+// Defaults of Options.
+const (
+	DefaultMaxWatchers          = 256
+	DefaultMaxWatchersPerClient = 32
+)
+
+// Options configure the handler.
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every request but gRPC health. Without it only requests addressed to
+	// localhost or a loopback address are answered.
+	Token string
+	// Metrics serves /metrics; nil leaves it out.
+	Metrics http.Handler
+	Logger  *zap.Logger
+	// MaxWatchers caps the event watch streams open at once
+	// (api.max-watchers); 0 means DefaultMaxWatchers.
+	MaxWatchers int
+	// MaxWatchersPerClient caps them per client IP address
+	// (api.max-watchers-per-client); 0 means DefaultMaxWatchersPerClient.
+	MaxWatchersPerClient int
+}
+
+// healthPaths are the procedures answered without a token: load balancers
+// and orchestrators probe them without credentials, and they reveal
+// nothing.
+var healthPaths = map[string]bool{
+	"/" + grpchealth.HealthV1ServiceName + "/Check": true,
+	"/" + grpchealth.HealthV1ServiceName + "/Watch": true,
+}
+
+// NewHandler returns the API's HTTP handler: PipelineService, gRPC health,
+// gRPC reflection (v1 and v1alpha, so grpcurl works) and /metrics.
+func NewHandler(svc *PipelineService, opts Options) http.Handler {
+	if opts.MaxWatchers <= 0 {
+		opts.MaxWatchers = DefaultMaxWatchers
+	}
+	if opts.MaxWatchersPerClient <= 0 {
+		opts.MaxWatchersPerClient = DefaultMaxWatchersPerClient
+	}
+	limits := []connect.HandlerOption{
+		connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithCodec(strictJSON{name: "json"}),
+		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
+	}
+	watchers := connect.WithInterceptors(newWatcherLimits(opts.MaxWatchers, opts.MaxWatchersPerClient))
+
+	mux := http.NewServeMux()
+	mux.Handle(conduitv1connect.NewPipelineServiceHandler(svc, append(limits, watchers)...))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(conduitv1connect.PipelineServiceName),
+		connect.WithReadMaxBytes(MaxRequestBytes)))
+	reflector := grpcreflect.NewStaticReflector(conduitv1connect.PipelineServiceName, grpchealth.HealthV1ServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, limits...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limits...))
+	if opts.Metrics != nil {
+		mux.Handle("/metrics", opts.Metrics)
+	}
+	return &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter()}
+}
+
+// guard decides from the headers alone whether a request is answered, so
+// an unauthenticated client cannot make the server read (and buffer) a
+// body: with a token it checks the token; without one it answers only
+// requests addressed to this machine, so a web page that rebinds its DNS
+// name to 127.0.0.1 cannot drive the API from a browser.
+type guard struct {
+	next   http.Handler
+	token  string
+	errors *connect.ErrorWriter
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case healthPaths[r.URL.Path]:
+	case g.token == "":
+		if host := requestHost(r); !isLoopbackHost(host) {
+			g.reject(w, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
+				"Host %q is not this machine: without api.auth.token the API answers only requests addressed to localhost or a loopback address (set a token to serve other names)", r.Host)))
+			return
+		}
+	case !validBearer(r.Header.Get("Authorization"), g.token):
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		g.reject(w, r, connect.NewError(connect.CodeUnauthenticated,
+			errors.New(`missing or wrong "Authorization: Bearer <token>" (api.auth.token)`)))
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// reject answers in the request's RPC protocol (gRPC clients read a
+// status, not an HTTP code), or as Connect JSON for plain HTTP.
+func (g *guard) reject(w http.ResponseWriter, r *http.Request, err error) {
+	_ = g.errors.Write(w, r, err)
+}
+
+// requestHost is the request's Host (the :authority over HTTP/2) without
+// its port.
+func requestHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.Host); err == nil {
+		return host
+	}
+	return r.Host
+}
+
+// validBearer checks an Authorization header: the scheme is
+// case-insensitive and followed by one or more spaces (RFC 7235).
+func validBearer(header, token string) bool {
+	scheme, credentials, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	credentials = strings.TrimLeft(credentials, " ")
+	return subtle.ConstantTimeCompare([]byte(credentials), []byte(token)) == 1
+}
+
+// strictJSON is the protobuf JSON codec with unknown names rejected.
+// Connect's own JSON codec discards unknown fields, and protojson then
+// also skips unknown enum names, so {"statuses":["PIPELINE_STATUS_BOGUS"]}
+// would list every pipeline and a misspelled "forse" would stop one
+// gracefully. Requests come from people and scripts typing JSON; a
+// mistake gets an error naming the field, as a misspelled key in
+// conduit.yml does.
+type strictJSON struct{ name string }
+
+func (c strictJSON) Name() string { return c.name }
+
+func (c strictJSON) Marshal(message any) ([]byte, error) {
+	m, ok := message.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", message)
+	}
+	return protojson.Marshal(m)
+}
+
+func (c strictJSON) Unmarshal(data []byte, message any) error {
+	m, ok := message.(proto.Message)
+	if !ok {
+		return fmt.Errorf("%T is not a protobuf message", message)
+	}
+	if len(data) == 0 {
+		return errors.New("an empty body is not a JSON object; send {} for an empty request")
+	}
+	return protojson.Unmarshal(data, m)
+}
+
+// IsBinary tells Connect how to put a message in a GET query.
+func (c strictJSON) IsBinary() bool { return false }

@@ -1,0 +1,118 @@
+// Package fdlimit reads the process's open file limit (RLIMIT_NOFILE) and
+// says how it should be shared: a reserve for the store and the pipelines,
+// and the rest, in part, for API connections.
+//
+// Every socket, pipe, file and store table takes a descriptor from one
+// budget. When it runs out, whatever asks next fails - an accept, a
+// connector's dial, or the store opening a memtable. The API is the only
+// consumer an outsider controls, so it is the one that gets a cap; the
+// reserve is what the rest is assumed to need.
+package fdlimit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// ErrUnknown is returned where the platform has no descriptor limit to
+// read.
+var ErrUnknown = errors.New("the open file limit is unknown on this platform")
+
+// What the process needs besides API connections: the store (Badger keeps
+// its value log, memtables, manifest and tables open), the log, the
+// listener, plus each pipeline's connectors (files, sockets, plugin pipes).
+const (
+	BaseReserve = 64
+	PerPipeline = 16
+)
+
+// API connection cap when api.http.max-connections is 0: a quarter of the
+// limit, at least MinAPIConnections and at most MaxAPIConnections.
+const (
+	MinAPIConnections = 8
+	MaxAPIConnections = 1024
+)
+
+// Limit returns the soft RLIMIT_NOFILE now in effect. (On Linux the Go
+// runtime raises the soft limit to the hard one at start, so this is the
+// hard limit the process was started with.)
+func Limit() (uint64, error) { return limit() }
+
+// Open counts the descriptors the process has open.
+func Open() (int, error) {
+	if fdDir == "" {
+		return 0, ErrUnknown
+	}
+	dir, err := os.Open(fdDir)
+	if err != nil {
+		return 0, fmt.Errorf("count open descriptors in %s: %w", fdDir, err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return 0, fmt.Errorf("count open descriptors in %s: %w", fdDir, err)
+	}
+	// The directory being read is one of them.
+	return len(names) - 1, nil
+}
+
+// Left returns how many more descriptors the process may open: Limit - Open.
+func Left() (int, error) {
+	lim, err := Limit()
+	if err != nil {
+		return 0, err
+	}
+	open, err := Open()
+	if err != nil {
+		return 0, err
+	}
+	if lim > uint64(open) {
+		return int(min(lim-uint64(open), 1<<31-1)), nil
+	}
+	return 0, nil
+}
+
+// APIConnections returns the default cap on API connections for a
+// descriptor limit: a quarter of it, within [MinAPIConnections,
+// MaxAPIConnections], so the store and the pipelines keep the larger part
+// however many clients connect.
+func APIConnections(limit uint64) int {
+	return int(min(max(limit/4, MinAPIConnections), MaxAPIConnections))
+}
+
+// Needed returns how many descriptors a process with the given number of
+// pipelines and API connection cap should be allowed:
+// BaseReserve + PerPipeline per pipeline + the API cap.
+func Needed(pipelines, apiConnections int) uint64 {
+	return BaseReserve + PerPipeline*uint64(max(pipelines, 0)) + uint64(max(apiConnections, 0))
+}
+
+// Budget compares the descriptor limit with what a process needs.
+type Budget struct {
+	// Limit is the soft RLIMIT_NOFILE.
+	Limit uint64
+	// Needed is what Needed returned for Pipelines and APIConnections.
+	Needed         uint64
+	Pipelines      int
+	APIConnections int
+}
+
+// Low reports whether the limit is below what is needed.
+func (b Budget) Low() bool { return b.Limit < b.Needed }
+
+// Check reads the limit and compares it with what the pipelines and the API
+// connection cap need. Callers warn when the Budget is Low; an error means
+// the limit could not be read (ErrUnknown on platforms without one).
+func Check(pipelines, apiConnections int) (Budget, error) {
+	lim, err := Limit()
+	if err != nil {
+		return Budget{}, err
+	}
+	return Budget{
+		Limit:          lim,
+		Needed:         Needed(pipelines, apiConnections),
+		Pipelines:      pipelines,
+		APIConnections: apiConnections,
+	}, nil
+}

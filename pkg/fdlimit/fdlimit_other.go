@@ -1,0 +1,7 @@
+//go:build !unix
+
+package fdlimit
+
+const fdDir = ""
+
+func limit() (uint64, error) { return 0, ErrUnknown }

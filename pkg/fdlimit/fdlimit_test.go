@@ -1,0 +1,89 @@
+//go:build unix
+
+package fdlimit
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestLimitIsTheSoftRlimit(t *testing.T) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Limit()
+	if err != nil || got != uint64(rl.Cur) {
+		t.Fatalf("Limit() = %d, %v; want %d", got, err, rl.Cur)
+	}
+}
+
+func TestOpenCountsDescriptors(t *testing.T) {
+	before, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	for i := range n {
+		f, err := os.Create(filepath.Join(t.TempDir(), "f"+string(rune('a'+i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	after, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other goroutines of the test binary may open or close a descriptor
+	// meanwhile; the files opened here must show.
+	if after-before < n {
+		t.Fatalf("open descriptors went from %d to %d after opening %d files", before, after, n)
+	}
+	left, err := Left()
+	lim, _ := Limit()
+	if err != nil || left <= 0 || uint64(left) > lim {
+		t.Fatalf("Left() = %d, %v with a limit of %d", left, err, lim)
+	}
+}
+
+func TestAPIConnections(t *testing.T) {
+	tests := []struct {
+		limit uint64
+		want  int
+	}{
+		{16, MinAPIConnections},
+		{256, 64},
+		{1024, 256},
+		{1 << 20, MaxAPIConnections},
+		{^uint64(0), MaxAPIConnections}, // RLIM_INFINITY
+	}
+	for _, tt := range tests {
+		if got := APIConnections(tt.limit); got != tt.want {
+			t.Errorf("APIConnections(%d) = %d, want %d", tt.limit, got, tt.want)
+		}
+	}
+}
+
+func TestBudget(t *testing.T) {
+	if got := Needed(10, 64); got != BaseReserve+10*PerPipeline+64 {
+		t.Fatalf("Needed(10, 64) = %d", got)
+	}
+	// ulimit -n 256 with 10 pipelines and the automatic API cap of 64:
+	// 64 + 160 + 64 = 288 > 256.
+	b := Budget{Limit: 256, Needed: Needed(10, APIConnections(256))}
+	if !b.Low() {
+		t.Fatalf("%+v is not low", b)
+	}
+	b = Budget{Limit: 1024, Needed: Needed(10, APIConnections(1024))}
+	if b.Low() {
+		t.Fatalf("%+v is low", b)
+	}
+	got, err := Check(3, 20)
+	if err != nil || got.Needed != Needed(3, 20) || got.Limit == 0 || got.Pipelines != 3 || got.APIConnections != 20 {
+		t.Fatalf("Check(3, 20) = %+v, %v", got, err)
+	}
+}
