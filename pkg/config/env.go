@@ -37,9 +37,11 @@ var otherEnvVars = []string{
 
 // otherEnvPrefixes start variables that conduit's own tests read, such as
 // the knobs of the crash test under cmd/conduit (CONDUIT_CRASH_RECORDS),
-// which the conduit processes that test starts inherit.
+// which the conduit processes that test starts inherit; CONDUIT_TEST_ is
+// kept for the tests' own use.
 var otherEnvPrefixes = []string{
 	"CONDUIT_CRASH_",
+	"CONDUIT_TEST_",
 }
 
 // knownEnvVars lists every CONDUIT_ variable that conduit reads, sorted.
