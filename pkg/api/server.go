@@ -82,9 +82,10 @@ func (o *ServerOptions) setDefaults() {
 // Server serves the handler on one port with HTTP/1.1 and cleartext HTTP/2
 // (h2c), so Connect, gRPC and gRPC-Web clients and curl all work.
 type Server struct {
-	srv      *http.Server
-	ln       net.Listener
-	maxConns int
+	srv          *http.Server
+	ln           net.Listener
+	maxConns     int
+	writeTimeout time.Duration
 }
 
 // Listen binds address. It refuses a non-loopback address when opts.Token
@@ -126,10 +127,17 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 		// than accept and close: a connection over the cap then holds no
 		// descriptor of ours (the kernel queues it), and a burst of
 		// clients is served late instead of refused.
-		ln:       netutil.LimitListener(ln, opts.MaxConnections),
-		maxConns: opts.MaxConnections,
+		ln:           netutil.LimitListener(ln, opts.MaxConnections),
+		maxConns:     opts.MaxConnections,
+		writeTimeout: opts.WriteTimeout,
 	}, nil
 }
+
+// SetHandler replaces the handler given to Listen. It lets a process bind
+// its port first, so that a port it cannot have stops it before it opens
+// anything else, and build the handler from what it opens afterwards. Call
+// it before Serve.
+func (s *Server) SetHandler(h http.Handler) { s.srv.Handler = withWriteDeadlines(h, s.writeTimeout) }
 
 // Addr is the address the server listens on (with the real port when the
 // configured one was 0).

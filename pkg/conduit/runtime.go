@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -101,12 +102,30 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if opts.Clock == nil {
 		opts.Clock = lifecycle.RealClock{}
 	}
+	// The port first: one that is taken or not allowed stops the process
+	// before it opens the store or writes anything. The handler needs the
+	// store, so it is set once everything is open.
+	var server *api.Server
+	if cfg.API.Enabled {
+		var err error
+		server, err = api.Listen(cfg.API.HTTP.Address, http.NotFoundHandler(), api.ServerOptions{Token: cfg.API.Auth.Token,
+			MaxConnections: cfg.API.HTTP.MaxConnections, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+	}
 	db, err := openStore(ctx, cfg, log)
 	if err != nil {
+		if server != nil {
+			_ = server.Shutdown(ctx)
+		}
 		return nil, err
 	}
 	crashed, err := markRunning(ctx, db)
 	if err != nil {
+		if server != nil {
+			_ = server.Shutdown(ctx)
+		}
 		_ = db.Close()
 		return nil, err
 	}
@@ -146,6 +165,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
 		observer:   opts.Observer,
 		crashed:    crashed,
+		server:     server,
 	}
 	r.metrics = metrics.New(r.recordCounts)
 	r.dedup = dedup.New(db, writer, dedup.Options{TTL: cfg.Dedup.TTL, Logger: log.Named("dedup")})
@@ -180,13 +200,8 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 
 	if cfg.API.Enabled {
 		svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
-		h := api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log,
-			MaxWatchers: cfg.API.MaxWatchers, MaxWatchersPerClient: cfg.API.MaxWatchersPerClient})
-		if r.server, err = api.Listen(cfg.API.HTTP.Address, h, api.ServerOptions{Token: cfg.API.Auth.Token,
-			MaxConnections: cfg.API.HTTP.MaxConnections, Logger: log}); err != nil {
-			_ = r.Close()
-			return nil, err
-		}
+		r.server.SetHandler(api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log,
+			MaxWatchers: cfg.API.MaxWatchers, MaxWatchersPerClient: cfg.API.MaxWatchersPerClient}))
 	}
 	r.warnLowFileLimit()
 	return r, nil
