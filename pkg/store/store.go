@@ -121,6 +121,10 @@ const (
 	// PrefixDedup + "<pipeline id>/<destination id>/<position>" holds acked
 	// positions awaiting the source ack (dedup/).
 	PrefixDedup = "conduit/dedup/"
+	// PrefixConnectorState + "<pipeline id>/<connector id>" holds a
+	// connector's own durable memory (connector.State; pkg/conduit hands it
+	// to connectors, the file destination keeps what it wrote there).
+	PrefixConnectorState = "conduit/connector-state/"
 )
 
 // KeyPart escapes an id (a pipeline's, a connector's) for use as one
