@@ -197,4 +197,3 @@ func BenchmarkFileDestinationWrite(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 }
-
