@@ -27,6 +27,9 @@ import (
 const (
 	envPluginSocket   = "CONDUIT_PLUGIN_SOCKET"
 	envPluginProtocol = "CONDUIT_PLUGIN_PROTOCOL"
+	// envPrefix starts the names of the runtime's own variables, none of
+	// which a plugin inherits.
+	envPrefix = "CONDUIT_"
 	protocolVersion   = 1
 )
 
@@ -199,9 +202,7 @@ func (p *pluginProcess) launch(path, socket string) error {
 	// Not exec.CommandContext: the process lives until Teardown, not until
 	// the end of Open's context.
 	cmd := exec.Command(path)
-	cmd.Env = append(os.Environ(),
-		envPluginSocket+"="+socket,
-		fmt.Sprintf("%s=%d", envPluginProtocol, protocolVersion))
+	cmd.Env = pluginEnv(os.Environ(), socket)
 	cmd.Stdout, cmd.Stderr = parentEnds[0], parentEnds[1]
 	setProcessGroup(cmd)
 	err := cmd.Start()
@@ -231,6 +232,28 @@ func (p *pluginProcess) launch(path, socket string) error {
 		go p.pump(readEnds[i], stream, ring, done)
 	}
 	return nil
+}
+
+// pluginEnv is the plugin's environment: the runtime's, without any
+// CONDUIT_ variable, plus the plugin protocol's own. The runtime's
+// CONDUIT_ variables are its configuration and may be secrets (the API
+// token is CONDUIT_API_AUTH_TOKEN); a plugin gets its settings through
+// Configure. Everything else (PATH, HOME, proxies, locale) is kept.
+func pluginEnv(environ []string, socket string) []string {
+	env := make([]string, 0, len(environ)+2)
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		// Any case: a variable the runtime does not read may still be
+		// meant for it, and whether the name is matched exactly depends on
+		// the system.
+		if len(name) >= len(envPrefix) && strings.EqualFold(name[:len(envPrefix)], envPrefix) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		envPluginSocket+"="+socket,
+		fmt.Sprintf("%s=%d", envPluginProtocol, protocolVersion))
 }
 
 // pump logs the lines of one output stream of the process until it ends.

@@ -21,6 +21,10 @@
 //	configure.error  Configure fails with this message
 //	write.fail-at    destination: write this many records of each batch,
 //	write.error      then fail with write.error
+//	env.show         at Configure, print "env NAME=value" (or "env NAME
+//	                 unset") for each of these comma-separated names, then
+//	                 "env conduit NAME" for every variable whose name starts
+//	                 with CONDUIT_ in any case, then "env end"
 //
 // It prints what happens on stdout ("ack 1,2", "write 1 {...}", "read
 // waiting", "teardown source"), which the tests read from the host's log.
@@ -124,10 +128,30 @@ func (p *plugin) configure(cfg *connectorv1.ConnectorConfig) error {
 	p.settings = cfg.GetSettings()
 	p.mu.Unlock()
 	fmt.Printf("configure pipeline=%s connector=%s\n", cfg.GetPipelineId(), cfg.GetConnectorId())
+	if names := p.setting("env.show"); names != "" {
+		printEnv(strings.Split(names, ","))
+	}
 	if msg := p.setting("configure.error"); msg != "" {
 		return fail(msg)
 	}
 	return nil
+}
+
+func printEnv(names []string) {
+	for _, name := range names {
+		if v, ok := os.LookupEnv(name); ok {
+			fmt.Printf("env %s=%s\n", name, v)
+		} else {
+			fmt.Printf("env %s unset\n", name)
+		}
+	}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(strings.ToUpper(name), "CONDUIT_") {
+			fmt.Printf("env conduit %s\n", name)
+		}
+	}
+	fmt.Println("env end")
 }
 
 func (p *plugin) crash(op string) {
