@@ -578,6 +578,7 @@ func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[str
 		ConnectorID: id,
 		Settings:    settings,
 		Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("connector_id", id)),
+		State:       newConnectorState(r.db, r.writer, p.ID, id),
 	}
 }
 

@@ -227,3 +227,34 @@ func TestPipelineRemovedFromTheFilesIsDeleted(t *testing.T) {
 		t.Fatalf("state of the deleted pipeline kept: %v", ids)
 	}
 }
+
+// TestConnectorsGetADurableState: every connector gets its own state, kept
+// in the store under store.PrefixConnectorState, so that the file
+// destination knows after a crash which bytes it wrote.
+func TestConnectorsGetADurableState(t *testing.T) {
+	rt, _, _ := newStuckRuntime(t, time.Second)
+	defer rt.Close()
+	ctx := context.Background()
+	p := config.Pipeline{ID: "orders/eu"}
+	a := rt.connectorConfig(p, "file-out", nil).State
+	b := rt.connectorConfig(p, "dlq", nil).State
+	if a == nil || b == nil {
+		t.Fatal("a connector config without a state")
+	}
+	if v, err := a.Load(ctx); v != nil || err != nil {
+		t.Fatalf("Load before any Save = %q, %v; want nil, nil", v, err)
+	}
+	if err := a.Save(ctx, []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := rt.connectorConfig(p, "file-out", nil).State.Load(ctx); string(v) != `{"v":1}` || err != nil {
+		t.Errorf("Load in a later run = %q, %v", v, err)
+	}
+	if v, _ := b.Load(ctx); v != nil {
+		t.Errorf("another connector's state = %q, want none", v)
+	}
+	v, err := rt.db.Get(ctx, []byte("conduit/connector-state/orders%2Feu/file-out"))
+	if err != nil || string(v) != `{"v":1}` {
+		t.Errorf("store key = %q, %v", v, err)
+	}
+}

@@ -53,6 +53,24 @@ type Config struct {
 	Settings map[string]string
 	// Logger already carries pipeline_id and connector_id.
 	Logger *zap.Logger
+	// State is the connector's own durable memory, kept by the runtime
+	// across runs and process restarts. Nil means the connector has none
+	// (tests, validation-only construction); a connector must then make
+	// only decisions that are safe without it.
+	State State
+}
+
+// State is a small durable value the runtime keeps for one connector of
+// one pipeline, for facts a connector must remember across a crash (the
+// file destination remembers which bytes of its file it wrote). It is
+// meant for a few writes per run, not one per batch: every Save is a
+// durable write.
+type State interface {
+	// Load returns the value last saved, or nil when nothing was saved.
+	Load(ctx context.Context) ([]byte, error)
+	// Save replaces the value and returns once it is durable. The caller
+	// may reuse value after Save returns.
+	Save(ctx context.Context, value []byte) error
 }
 
 // ErrUnknownPlugin is returned by the registry for a plugin it does not know.

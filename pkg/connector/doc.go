@@ -114,6 +114,17 @@
 // Each batch is written with a single write call. The file is also synced
 // once when the pipeline stops.
 //
+// The destination never changes bytes it did not write. Content already in
+// the file stays as it is; when it does not end with a newline (a text file
+// without one, a binary file), a newline is written before the first record
+// and a warning names the path. A process killed in the middle of a write
+// can leave a partial last line of records that were never acknowledged:
+// the next run cuts exactly that off, because the runtime's store recorded
+// the file (device, inode, birth time) and the offset the crashed run
+// started at; in any other file nothing is cut. A block device, a directory
+// or a socket at path is refused; /dev/stdout, /dev/null and named pipes
+// work.
+//
 // # builtin:log (destination)
 //
 // Logs every record through the runtime's logger (which carries pipeline_id

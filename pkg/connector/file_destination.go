@@ -3,8 +3,10 @@ package connector
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,14 +23,60 @@ const fileDestBufferKeep = 16 << 20
 
 // fileDestination is the destination side of builtin:file. See the package
 // documentation for its settings.
+//
+// It never changes bytes it did not write. What it wrote is known from its
+// connector state (fileDestState): at every open, before the first write,
+// it records the file's identity and the size it starts appending at; at a
+// clean stop it records that the run ended. Only a run that did not end
+// cleanly (a crash) can have left a partial last line, and only after the
+// offset it recorded: the next open cuts that off, in that file and nowhere
+// else. Any other file content that does not end with a newline is kept,
+// and the records start on a new line after it.
 type fileDestination struct {
-	path string
-	sync bool
-	log  *zap.Logger
+	path  string
+	sync  bool
+	log   *zap.Logger
+	state State
 
-	f    *os.File
-	buf  []byte // encoded batch, reused
-	ends []int  // ends[i]: length of buf after record i, reused
+	f       *os.File
+	regular bool         // f is a regular file (not /dev/stdout, a pipe)
+	id      fileIdentity // f's identity; known when regular and idOK
+	idOK    bool
+	from    int64 // the offset this run started appending at
+	// size is the file's size after this run's last write, as far as its
+	// own writes tell (regular files only).
+	size int64
+	// broken is set when a failed write left a partial line that could not
+	// be removed: later writes would glue their records to it.
+	broken error
+	buf    []byte // encoded batch, reused
+	ends   []int  // ends[i]: length of buf after record i, reused
+}
+
+// fileIdentity tells one file from another across runs: the device and
+// inode, and the birth time where the file system records one (inode
+// numbers are reused soon after a file is deleted).
+type fileIdentity struct {
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Birth int64  `json:"birth,omitempty"`
+}
+
+// fileDestStateVersion is the version of fileDestState's JSON.
+const fileDestStateVersion = 1
+
+// fileDestState is what the file destination keeps in its connector state.
+//
+// WARNING: this is persisted (testdata/file_destination_state.json pins
+// it). A change needs a new version, and reading the old one.
+type fileDestState struct {
+	Version int `json:"version"`
+	fileIdentity
+	// OwnedFrom is the offset from which the bytes of the file are this
+	// destination's (the size of the file when the run opened it).
+	OwnedFrom int64 `json:"owned_from"`
+	// Stopped: the run ended cleanly, so it left no partial line.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // NewFileDestination builds the destination side of builtin:file. It only
@@ -41,23 +89,39 @@ func NewFileDestination(cfg Config) (Destination, error) {
 	if err := s.Done(); err != nil {
 		return nil, err
 	}
-	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg)}, nil
+	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg), state: cfg.State}, nil
 }
 
-// Open creates the file and its directory if needed and opens it for
-// appending.
-func (d *fileDestination) Open(context.Context) error {
+// Open creates the file and its directory if needed, opens it for
+// appending, repairs a partial last line that an earlier run of this
+// destination left when it died, and records where this run starts.
+func (d *fileDestination) Open(ctx context.Context) error {
 	if dir := filepath.Dir(d.path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("file destination: %w", err)
 		}
 	}
-	if err := d.dropTornLine(); err != nil {
-		return fmt.Errorf("file destination %s: %w", d.path, err)
+	// Checked before opening too: opening a block device for writing is
+	// already more than this destination should do to one.
+	if fi, err := os.Stat(d.path); err == nil {
+		if err := checkAppendable(fi); err != nil {
+			return fmt.Errorf("file destination %s: %w", d.path, err)
+		}
 	}
 	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("file destination: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkAppendable(fi)
+	}
+	if err == nil && fi.Mode().IsRegular() {
+		err = d.claim(ctx, f, fi)
+	}
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("file destination %s: %w", d.path, err)
 	}
 	d.f = f
 	// Name the file people should look at; a relative path alone does not
@@ -67,54 +131,149 @@ func (d *fileDestination) Open(context.Context) error {
 	return nil
 }
 
-// dropTornLine cuts off a last line without its newline. Only a process
-// that died in the middle of a write leaves one (a large write can stop
-// part way when the process is killed), and its records were never
-// acknowledged, so they are delivered again: appending after the torn
-// bytes would glue them to the next record and corrupt both lines.
-func (d *fileDestination) dropTornLine() error {
-	f, err := os.OpenFile(d.path, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+// checkAppendable refuses what appending to would harm or cannot work:
+// character devices (/dev/stdout, /dev/null, a terminal) and named pipes
+// are fine, a block device is a disk whose data appending would overwrite.
+func checkAppendable(fi os.FileInfo) error {
+	m := fi.Mode()
+	switch {
+	case m.IsDir():
+		return errors.New("is a directory; path must name a file")
+	case m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0:
+		return errors.New("is a block device; writing to it would overwrite the data on it")
+	case m&fs.ModeSocket != 0:
+		return errors.New("is a unix socket; path must name a file")
 	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
-		return err
-	}
-	// Look for the last newline from the end, a chunk at a time.
-	buf := make([]byte, 64<<10)
-	end := fi.Size()
-	for off := end; off > 0; {
-		n := int64(len(buf))
-		if off < n {
-			n = off
-		}
-		off -= n
-		if _, err := f.ReadAt(buf[:n], off); err != nil {
-			return err
-		}
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			keep := off + int64(i) + 1
-			if keep == end {
-				return nil // the file ends with a whole line
-			}
-			return d.truncate(f, keep, end)
-		}
-	}
-	return d.truncate(f, 0, end)
+	return nil
 }
 
-func (d *fileDestination) truncate(f *os.File, keep, size int64) error {
-	d.log.Warn("file destination: cutting off a partial last line left by a process that died while writing; its records are written again",
-		zap.String("path", d.path), zap.Int64("bytes", size-keep))
+// claim decides, for the regular file f, which bytes are this
+// destination's, repairs a torn last line among them, and records where
+// this run starts before anything is written.
+func (d *fileDestination) claim(ctx context.Context, f *os.File, fi os.FileInfo) error {
+	d.regular = true
+	d.id, d.idOK = identityOf(f, fi)
+	var prev *fileDestState
+	if d.state != nil && d.idOK {
+		var err error
+		if prev, err = d.loadState(ctx); err != nil {
+			return err
+		}
+	}
+	size := fi.Size()
+	keep, endsWithNewline := size, true
+	if size > 0 {
+		r, err := os.Open(d.path)
+		if err == nil {
+			defer r.Close()
+			if rfi, err2 := r.Stat(); err2 != nil || !os.SameFile(fi, rfi) {
+				err = errors.New("the file was replaced while it was being opened")
+			}
+		}
+		if err != nil {
+			// Without reading, nothing is cut and no newline is added: the
+			// file is appended to as it is.
+			d.log.Warn("file destination: cannot read the file to check how it ends; appending to it as it is",
+				zap.String("path", d.path), zap.Error(err))
+		} else {
+			if prev != nil && prev.fileIdentity == d.id && !prev.Stopped && prev.OwnedFrom <= size {
+				// The last run died: the bytes after the last newline it
+				// wrote are a partial line of records that were never
+				// acknowledged, so they come again.
+				if keep, err = lineEnd(r, prev.OwnedFrom, size); err != nil {
+					return err
+				}
+				if keep < size {
+					if err := d.cut(f, keep, size); err != nil {
+						return err
+					}
+				}
+			}
+			if keep > 0 {
+				var last [1]byte
+				if _, err := r.ReadAt(last[:], keep-1); err != nil {
+					return fmt.Errorf("reading its last byte: %w", err)
+				}
+				endsWithNewline = last[0] == '\n'
+			}
+		}
+	}
+	d.from, d.size = keep, keep
+	if d.state != nil && d.idOK {
+		if err := d.saveState(ctx, false); err != nil {
+			return err
+		}
+	}
+	if !endsWithNewline {
+		// Not this destination's bytes (or ones it may not cut): keep them
+		// and start the records on a line of their own.
+		d.log.Warn("file destination: the file does not end with a newline and its last line was not written by this destination; "+
+			"it is kept as it is and the records are appended after a newline",
+			zap.String("path", d.path), zap.Int64("size", keep))
+		n, err := f.Write([]byte{'\n'})
+		d.size += int64(n)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lineEnd returns the offset just after the last newline in r's bytes
+// [from, size), or from when there is none.
+func lineEnd(r io.ReaderAt, from, size int64) (int64, error) {
+	buf := make([]byte, min(64<<10, size-from))
+	for off := size; off > from; {
+		n := min(int64(len(buf)), off-from)
+		off -= n
+		if _, err := r.ReadAt(buf[:n], off); err != nil {
+			return 0, fmt.Errorf("reading its end: %w", err)
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return off + int64(i) + 1, nil
+		}
+	}
+	return from, nil
+}
+
+// cut removes the partial line [keep, size) that this destination wrote.
+func (d *fileDestination) cut(f *os.File, keep, size int64) error {
+	d.log.Warn("file destination: cutting off a partial last line that this destination left when its process died while writing; its records are written again",
+		zap.String("path", d.path), zap.Int64("offset", keep), zap.Int64("bytes", size-keep))
 	if err := f.Truncate(keep); err != nil {
 		return err
 	}
 	return f.Sync()
+}
+
+func (d *fileDestination) loadState(ctx context.Context) (*fileDestState, error) {
+	data, err := d.state.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading what earlier runs wrote to it: %w", err)
+	}
+	if data == nil {
+		return nil, nil
+	}
+	var st fileDestState
+	if err := json.Unmarshal(data, &st); err != nil || st.Version != fileDestStateVersion {
+		// Then nothing is known to be this destination's, which only means
+		// nothing is cut.
+		d.log.Warn("file destination: ignoring an unreadable record of what earlier runs wrote",
+			zap.String("path", d.path), zap.ByteString("state", data), zap.Error(err))
+		return nil, nil
+	}
+	return &st, nil
+}
+
+func (d *fileDestination) saveState(ctx context.Context, stopped bool) error {
+	data, err := json.Marshal(fileDestState{Version: fileDestStateVersion, fileIdentity: d.id, OwnedFrom: d.from, Stopped: stopped})
+	if err == nil {
+		err = d.state.Save(ctx, data)
+	}
+	if err != nil {
+		return fmt.Errorf("recording where this run writes: %w", err)
+	}
+	return nil
 }
 
 // Write appends one OpenCDC JSON line per record with a single write call
@@ -123,6 +282,9 @@ func (d *fileDestination) truncate(f *os.File, keep, size int64) error {
 func (d *fileDestination) Write(_ context.Context, batch []record.Record) (int, error) {
 	if d.f == nil {
 		return 0, fmt.Errorf("file destination %s: write called before a successful open", d.path)
+	}
+	if d.broken != nil {
+		return 0, d.broken
 	}
 	buf, ends := d.buf[:0], d.ends[:0]
 	var encErr error
@@ -146,13 +308,21 @@ func (d *fileDestination) Write(_ context.Context, batch []record.Record) (int, 
 
 	if len(buf) > 0 {
 		n, err := d.f.Write(buf)
+		d.size += int64(n)
 		if err != nil {
 			// Lines that made it completely are written; report those.
 			done := 0
 			for done < len(ends) && ends[done] <= n {
 				done++
 			}
-			return done, fmt.Errorf("file destination: %w", err)
+			whole := 0
+			if done > 0 {
+				whole = ends[done-1]
+			}
+			if n > whole {
+				d.dropPartialLine(int64(n - whole))
+			}
+			return done, fmt.Errorf("file destination %s: %w", d.path, err)
 		}
 		if d.sync {
 			if err := d.f.Sync(); err != nil {
@@ -167,22 +337,53 @@ func (d *fileDestination) Write(_ context.Context, batch []record.Record) (int, 
 	return len(batch), nil
 }
 
-// Teardown syncs and closes the file. Nothing is buffered between Write
-// calls; the sync makes a graceful stop durable even without the sync
-// setting, at the cost of one fsync per run.
-func (d *fileDestination) Teardown(context.Context) error {
+// dropPartialLine removes the last partial bytes of a failed write (a full
+// disk can stop a write in the middle of a line), so that the next write
+// does not glue its first record to them. When that is not possible, the
+// destination refuses further writes; the next open repairs the file.
+func (d *fileDestination) dropPartialLine(partial int64) {
+	err := errors.New("not a regular file")
+	if d.regular {
+		var fi os.FileInfo
+		if fi, err = d.f.Stat(); err == nil && fi.Size() != d.size {
+			err = fmt.Errorf("the file is %d bytes, not the %d this destination wrote: someone else writes to it too", fi.Size(), d.size)
+		}
+		if err == nil {
+			if err = d.f.Truncate(d.size - partial); err == nil {
+				d.size -= partial
+				return
+			}
+		}
+	}
+	d.broken = fmt.Errorf("file destination %s: a failed write left %d bytes of a partial line at its end that could not be removed (%v); "+
+		"it refuses to write after them until the pipeline restarts", d.path, partial, err)
+}
+
+// Teardown syncs and closes the file, and records that the run ended
+// cleanly. Nothing is buffered between Write calls; the sync makes a
+// graceful stop durable even without the sync setting, at the cost of one
+// fsync per run.
+func (d *fileDestination) Teardown(ctx context.Context) error {
 	if d.f == nil {
 		return nil
 	}
 	f := d.f
 	d.f = nil
 	var syncErr error
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+	if d.regular {
 		// Only regular files: syncing /dev/stdout or a pipe fails with EINVAL.
 		syncErr = f.Sync()
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("file destination: %w", err)
+	closeErr := f.Close()
+	if d.state != nil && d.idOK && syncErr == nil && closeErr == nil && d.broken == nil {
+		// Not recording it only means the next open looks for a partial
+		// line after this run's offset, where there is none.
+		if err := d.saveState(ctx, true); err != nil {
+			d.log.Warn("file destination: could not record a clean stop", zap.String("path", d.path), zap.Error(err))
+		}
+	}
+	if closeErr != nil {
+		return fmt.Errorf("file destination: %w", closeErr)
 	}
 	if syncErr != nil {
 		return fmt.Errorf("file destination: sync %s: %w", d.path, syncErr)

@@ -197,30 +197,3 @@ func BenchmarkFileDestinationWrite(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 }
-
-func TestFileDestinationDropsATornLastLine(t *testing.T) {
-	for _, tc := range []struct{ name, before, after string }{
-		{name: "torn after whole lines", before: "{\"a\":1}\n{\"b\":", after: "{\"a\":1}\n"},
-		{name: "only a torn line", before: "{\"b\":", after: ""},
-		{name: "whole lines stay", before: "{\"a\":1}\n", after: "{\"a\":1}\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "out.jsonl")
-			if err := os.WriteFile(path, []byte(tc.before), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			dst, err := NewFileDestination(Config{Settings: map[string]string{"path": path}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := dst.Open(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			defer dst.Teardown(context.Background())
-			got, _ := os.ReadFile(path)
-			if string(got) != tc.after {
-				t.Fatalf("file holds %q, want %q", got, tc.after)
-			}
-		})
-	}
-}

@@ -21,6 +21,8 @@ import (
 //	role
 //	a call fails with the plugin's error JSON     as the JSON's code says (a
 //	                                              plain-text error is transient)
+//	the plugin sends a message above              fatal, code 413: it would send
+//	MaxMessageBytes                               the same one again
 //	the process dies (crash, killed, OOM)         transient: the pipeline restarts
 //	                                              with a new process
 
@@ -29,6 +31,15 @@ const (
 	DefaultStandaloneStartTimeout    = 10 * time.Second
 	DefaultStandaloneStopTimeout     = 5 * time.Second
 	DefaultStandaloneTeardownTimeout = 5 * time.Second
+	// DefaultStandaloneMaxMessageBytes bounds every message a plugin sends
+	// back. The engine asks a source for at most 1024 records a call (its
+	// batch size, and the fewest the host asks for), so 64 MiB leaves 64
+	// KiB per record at the largest batch, far above common records; a
+	// source holds at most three such messages (two read ahead, one being
+	// decoded). pkg/sdk splits a larger batch into several messages, so only
+	// a single record above the bound fails, at the plugin. It equals
+	// sdk.MaxMessageBytes.
+	DefaultStandaloneMaxMessageBytes = 64 << 20
 )
 
 // StandaloneConfig configures a StandaloneHost.
@@ -45,6 +56,10 @@ type StandaloneConfig struct {
 	StopTimeout time.Duration
 	// TeardownTimeout bounds the plugin's own Teardown call.
 	TeardownTimeout time.Duration
+	// MaxMessageBytes bounds each message a plugin sends back (after
+	// decompression, were any accepted). A larger one fails the call with a
+	// fatal error (code 413) naming the connector.
+	MaxMessageBytes int
 }
 
 // StandaloneHost runs standalone connectors. It holds configuration only;
@@ -64,6 +79,9 @@ func NewStandaloneHost(cfg StandaloneConfig) *StandaloneHost {
 	}
 	if cfg.TeardownTimeout <= 0 {
 		cfg.TeardownTimeout = DefaultStandaloneTeardownTimeout
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultStandaloneMaxMessageBytes
 	}
 	return &StandaloneHost{cfg: cfg}
 }

@@ -31,7 +31,7 @@ func (d *standaloneDestination) Open(ctx context.Context) error {
 	if err := d.p.start(ctx); err != nil {
 		return err
 	}
-	d.client = connectorv1connect.NewDestinationServiceClient(d.p.client, baseURL, clientOptions()...)
+	d.client = connectorv1connect.NewDestinationServiceClient(d.p.client, baseURL, d.p.clientOptions()...)
 	if _, err := d.client.Configure(ctx, connect.NewRequest(&connectorv1.DestinationServiceConfigureRequest{
 		Config: d.p.connectorConfig(),
 	})); err != nil {

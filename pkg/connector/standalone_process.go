@@ -28,6 +28,9 @@ const (
 	envPluginSocket   = "CONDUIT_PLUGIN_SOCKET"
 	envPluginProtocol = "CONDUIT_PLUGIN_PROTOCOL"
 	protocolVersion   = 1
+	// envPrefix starts the names of the runtime's own variables, none of
+	// which a plugin inherits.
+	envPrefix = "CONDUIT_"
 )
 
 const (
@@ -199,9 +202,7 @@ func (p *pluginProcess) launch(path, socket string) error {
 	// Not exec.CommandContext: the process lives until Teardown, not until
 	// the end of Open's context.
 	cmd := exec.Command(path)
-	cmd.Env = append(os.Environ(),
-		envPluginSocket+"="+socket,
-		fmt.Sprintf("%s=%d", envPluginProtocol, protocolVersion))
+	cmd.Env = pluginEnv(os.Environ(), socket)
 	cmd.Stdout, cmd.Stderr = parentEnds[0], parentEnds[1]
 	setProcessGroup(cmd)
 	err := cmd.Start()
@@ -231,6 +232,28 @@ func (p *pluginProcess) launch(path, socket string) error {
 		go p.pump(readEnds[i], stream, ring, done)
 	}
 	return nil
+}
+
+// pluginEnv is the plugin's environment: the runtime's, without any
+// CONDUIT_ variable, plus the plugin protocol's own. The runtime's
+// CONDUIT_ variables are its configuration and may be secrets (the API
+// token is CONDUIT_API_AUTH_TOKEN); a plugin gets its settings through
+// Configure. Everything else (PATH, HOME, proxies, locale) is kept.
+func pluginEnv(environ []string, socket string) []string {
+	env := make([]string, 0, len(environ)+2)
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		// Any case: a variable the runtime does not read may still be
+		// meant for it, and whether the name is matched exactly depends on
+		// the system.
+		if len(name) >= len(envPrefix) && strings.EqualFold(name[:len(envPrefix)], envPrefix) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		envPluginSocket+"="+socket,
+		fmt.Sprintf("%s=%d", envPluginProtocol, protocolVersion))
 }
 
 // pump logs the lines of one output stream of the process until it ends.
@@ -263,7 +286,7 @@ func (p *pluginProcess) handshake(ctx context.Context) (*connectorv1.InfoRespons
 	defer expired.Stop()
 	poll := time.NewTimer(time.Hour) // reset before every wait
 	defer poll.Stop()
-	client := connectorv1connect.NewPluginServiceClient(p.client, baseURL, clientOptions()...)
+	client := connectorv1connect.NewPluginServiceClient(p.client, baseURL, p.clientOptions()...)
 	interval := 5 * time.Millisecond
 	for {
 		callCtx, cancel := context.WithDeadline(ctx, deadline)
@@ -321,10 +344,19 @@ func (p *pluginProcess) connectorConfig() *connectorv1.ConnectorConfig {
 	}
 }
 
-// clientOptions are the Connect client options for every service. Over a
-// local socket compression only costs CPU.
-func clientOptions() []connect.ClientOption {
-	return []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
+// clientOptions are the Connect client options for every service.
+//
+// Compression is off: over a local socket it only costs CPU, and a
+// compressed message is a bomb waiting to happen (connect stops a
+// decompressed message at the read limit, but decompresses the rest of it
+// to count its size). Without gzip in the client's list, a plugin that
+// compresses anyway gets an "unknown encoding" error, and nothing is
+// decompressed. Every message is bounded by the host's MaxMessageBytes.
+func (p *pluginProcess) clientOptions() []connect.ClientOption {
+	return []connect.ClientOption{
+		connect.WithAcceptCompression("gzip", nil, nil),
+		connect.WithReadMaxBytes(p.host.cfg.MaxMessageBytes),
+	}
 }
 
 // callError turns the failure of the call op into the connector's error:
@@ -339,6 +371,15 @@ func (p *pluginProcess) callError(ctx context.Context, op string, err error) err
 	if connect.IsWireError(err) {
 		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, cerrors.FromWire(wireMessage(err)))
 	}
+	if connect.CodeOf(err) == connect.CodeResourceExhausted {
+		// This client's read limit, not the plugin's error. The plugin
+		// would send the same message after a restart (the same records
+		// from the same position), so a restart loop buys nothing: 413
+		// (fatal) stops the pipeline and says what to fix.
+		return cerrors.WithCode(fmt.Errorf("standalone connector %q: %s: the plugin sent a message larger than %d bytes "+
+			"(connectors: a plugin message is at most %s; a plugin built with pkg/sdk splits its batches to fit): %w",
+			p.name, op, p.host.cfg.MaxMessageBytes, humanBytes(p.host.cfg.MaxMessageBytes), err), 413)
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, ctxErr)
 	}
@@ -350,6 +391,14 @@ func (p *pluginProcess) callError(ctx context.Context, op string, err error) err
 	case <-t.C:
 	}
 	return cerrors.Transient(fmt.Errorf("standalone connector %q: %s: %w", p.name, op, err))
+}
+
+// humanBytes writes n in MiB when it is a whole number of them.
+func humanBytes(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // wireMessage is the message a plugin sent with its error.

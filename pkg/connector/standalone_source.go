@@ -62,7 +62,7 @@ func (s *standaloneSource) Open(ctx context.Context, pos record.Position) error 
 	if err := s.p.start(ctx); err != nil {
 		return err
 	}
-	s.client = connectorv1connect.NewSourceServiceClient(s.p.client, baseURL, clientOptions()...)
+	s.client = connectorv1connect.NewSourceServiceClient(s.p.client, baseURL, s.p.clientOptions()...)
 	if _, err := s.client.Configure(ctx, connect.NewRequest(&connectorv1.SourceServiceConfigureRequest{
 		Config: s.p.connectorConfig(),
 	})); err != nil {

@@ -29,6 +29,11 @@ const (
 	EnvProtocol = "CONDUIT_PLUGIN_PROTOCOL"
 	// ProtocolVersion is the plugin protocol version this SDK speaks.
 	ProtocolVersion = 1
+	// MaxMessageBytes is the largest message the runtime accepts from a
+	// plugin. The SDK sends a batch that would be larger as several
+	// messages; a single record larger than that fails the Read with a
+	// fatal error naming its position.
+	MaxMessageBytes = 64 << 20
 )
 
 // Exit statuses of a plugin process.

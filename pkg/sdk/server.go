@@ -83,9 +83,15 @@ type server struct {
 	next int
 	// ahead is the Source.Read running ahead of the next request (nil when
 	// none); pending holds records read but not yet sent, when a request
-	// asked for fewer than the read ahead got (both guarded by readMu).
+	// asked for fewer than the read ahead got or they did not fit in one
+	// message (both guarded by readMu). Source.Read is not called again
+	// before pending is empty, so records in it may still point into the
+	// source's memory.
 	ahead   *readAhead
 	pending []Record
+	// maxData bounds the encoded records of one message (MaxMessageBytes
+	// less the message's own few bytes); tests lower it.
+	maxData int
 
 	ackMu  sync.Mutex
 	ackBuf []Position
@@ -100,7 +106,8 @@ func newServer(p Plugin, stderr io.Writer, onTeardown func()) *server {
 	if onTeardown == nil {
 		onTeardown = func() {}
 	}
-	return &server{plugin: p, stderr: stderr, onTeardown: onTeardown, life: life, cancelLife: cancel}
+	return &server{plugin: p, stderr: stderr, onTeardown: onTeardown, life: life, cancelLife: cancel,
+		maxData: MaxMessageBytes - messageOverhead}
 }
 
 // handler serves PluginService and the services the plugin implements.
@@ -258,6 +265,10 @@ func (s *server) teardown(ctx context.Context) error {
 	return nil
 }
 
+// messageOverhead is more than a Read or ReadStream response adds to its
+// encoded records (field tags, the count and the length of the data).
+const messageOverhead = 64
+
 // readAhead is one Source.Read run ahead of the next request: while the
 // runtime receives and decodes a batch, the source already produces the
 // next, so the two processes work at the same time instead of taking
@@ -267,7 +278,10 @@ type readAhead struct {
 	done  chan struct{}
 	max   int
 	batch *connectorv1.RecordBatch
-	err   error
+	// rest are the records that did not fit in batch (see encode); they
+	// become pending.
+	rest []Record
+	err  error
 }
 
 // read answers a Read request: with the batch read ahead when there is
@@ -293,7 +307,10 @@ func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordB
 			return nil, a.err
 		}
 		if int(a.batch.GetCount()) <= maxRecords {
-			s.startReadAhead(maxRecords)
+			s.pending = a.rest
+			if len(s.pending) == 0 {
+				s.startReadAhead(maxRecords)
+			}
 			return a.batch, nil
 		}
 		// This request asks for fewer than the one before: send part of
@@ -305,12 +322,11 @@ func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordB
 		for i := range recs {
 			recs[i] = recs[i].Clone() // they alias a buffer that gets reused
 		}
-		s.pending = recs
+		s.pending = append(recs, a.rest...)
 	}
 	var batch *connectorv1.RecordBatch
 	if len(s.pending) > 0 {
-		n := min(len(s.pending), maxRecords)
-		b, err := s.encode(s.pending[:n])
+		b, n, err := s.encode(s.pending[:min(len(s.pending), maxRecords)])
 		if err != nil {
 			return nil, err
 		}
@@ -321,9 +337,11 @@ func (s *server) read(ctx context.Context, maxRecords int) (*connectorv1.RecordB
 		if err != nil {
 			return nil, err
 		}
-		if batch, err = s.encode(recs); err != nil {
+		b, n, err := s.encode(recs)
+		if err != nil {
 			return nil, err
 		}
+		batch, s.pending = b, recs[n:]
 	}
 	if len(s.pending) == 0 {
 		s.startReadAhead(maxRecords)
@@ -349,7 +367,10 @@ func (s *server) startReadAhead(maxRecords int) {
 			a.err = err
 			return
 		}
-		a.batch, a.err = s.encode(recs)
+		var n int
+		if a.batch, n, a.err = s.encode(recs); a.err == nil {
+			a.rest = recs[n:]
+		}
 	}()
 }
 
@@ -381,25 +402,39 @@ func (s *server) readNow(ctx context.Context, maxRecords int) ([]Record, error) 
 }
 
 // encode checks what the runtime would reject later, far from the cause,
-// and encodes recs into the next of the two buffers.
-func (s *server) encode(recs []Record) (*connectorv1.RecordBatch, error) {
+// and encodes recs into the next of the two buffers: all of them, or as
+// many as fit in one message (at least one); n says how many.
+func (s *server) encode(recs []Record) (batch *connectorv1.RecordBatch, n int, err error) {
 	for i := range recs {
 		r := &recs[i]
 		switch {
 		case len(r.Position) == 0:
-			return nil, cerrors.Fatalf("source Read: record %d of %d has no position (a bug in the source)", i, len(recs))
+			return nil, 0, cerrors.Fatalf("source Read: record %d of %d has no position (a bug in the source)", i, len(recs))
 		case r.Operation < OperationCreate || r.Operation > OperationSnapshot:
-			return nil, cerrors.Fatalf("source Read: record %d (position %q) has no valid operation (%s; a bug in the source)",
+			return nil, 0, cerrors.Fatalf("source Read: record %d (position %q) has no valid operation (%s; a bug in the source)",
 				i, r.Position, r.Operation)
 		}
 	}
-	buf, err := record.AppendBatch(s.bufs[s.next][:0], recs)
-	if err != nil {
-		return nil, cerrors.Fatal(fmt.Errorf("source Read: encode records: %w", err))
+	n = len(recs)
+	buf := s.bufs[s.next]
+	for {
+		if buf, err = record.AppendBatch(buf[:0], recs[:n]); err != nil {
+			return nil, 0, cerrors.Fatal(fmt.Errorf("source Read: encode records: %w", err))
+		}
+		if len(buf) <= s.maxData {
+			break
+		}
+		if n == 1 {
+			return nil, 0, cerrors.Fatalf("source Read: record (position %q) takes %d bytes encoded, more than the %d one message to the runtime may carry",
+				recs[0].Position, len(buf), s.maxData)
+		}
+		// Rare (records of megabytes): guess from the average size, a
+		// little low, and never keep n.
+		n = max(1, min(n-1, int(float64(n)*float64(s.maxData)/float64(len(buf))*0.9)))
 	}
 	s.bufs[s.next] = buf
 	s.next = 1 - s.next
-	return &connectorv1.RecordBatch{Count: int32(len(recs)), Data: buf}, nil
+	return &connectorv1.RecordBatch{Count: int32(n), Data: buf}, n, nil
 }
 
 // ack hands the positions to Source.Ack.

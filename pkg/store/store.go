@@ -139,6 +139,10 @@ const (
 	// removed by its clean shutdown: found at startup, it says the last
 	// process crashed (pkg/conduit).
 	KeyProcess = "conduit/process"
+	// PrefixConnectorState + "<pipeline id>/<connector id>" holds a
+	// connector's own durable memory (connector.State; pkg/conduit hands it
+	// to connectors, the file destination keeps what it wrote there).
+	PrefixConnectorState = "conduit/connector-state/"
 )
 
 // KeyPart escapes an id (a pipeline's, a connector's) for use as one

@@ -21,12 +21,21 @@
 //	configure.error  Configure fails with this message
 //	write.fail-at    destination: write this many records of each batch,
 //	write.error      then fail with write.error
+//	read.size        source: every record's payload.after is this many bytes
+//	read.gzip        source: Read answers with a gzip body of this many
+//	                 zero bytes, whether or not the client accepts gzip
+//	env.show         at Configure, print "env NAME=value" (or "env NAME
+//	                 unset") for each of these comma-separated names, then
+//	                 "env conduit NAME" for every variable whose name starts
+//	                 with CONDUIT_ in any case, then "env end"
 //
 // It prints what happens on stdout ("ack 1,2", "write 1 {...}", "read
 // waiting", "teardown source"), which the tests read from the host's log.
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -85,10 +94,36 @@ func main() {
 	mux.Handle(connectorv1connect.SourceServiceReadStreamProcedure, http.NotFoundHandler())
 	mux.Handle(connectorv1connect.NewDestinationServiceHandler(p.destination()))
 	fmt.Fprintln(os.Stderr, "listening on", socket)
-	if err := http.Serve(ln, mux); err != nil {
+	if err := http.Serve(ln, p.gzipBomb(mux)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// gzipBomb answers Read with the read.gzip setting's zero bytes,
+// compressed, however the client asked: a plugin that sends what the
+// runtime did not ask for.
+func (p *plugin) gzipBomb(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size, _ := strconv.Atoi(p.setting("read.gzip"))
+		if size <= 0 || r.URL.Path != connectorv1connect.SourceServiceReadProcedure {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/proto")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusOK)
+		zw := gzip.NewWriter(w)
+		zeros := make([]byte, 64<<10)
+		for size > 0 {
+			n := min(size, len(zeros))
+			if _, err := zw.Write(zeros[:n]); err != nil {
+				return // the client hung up
+			}
+			size -= n
+		}
+		_ = zw.Close()
+	})
 }
 
 type plugin struct {
@@ -124,10 +159,30 @@ func (p *plugin) configure(cfg *connectorv1.ConnectorConfig) error {
 	p.settings = cfg.GetSettings()
 	p.mu.Unlock()
 	fmt.Printf("configure pipeline=%s connector=%s\n", cfg.GetPipelineId(), cfg.GetConnectorId())
+	if names := p.setting("env.show"); names != "" {
+		printEnv(strings.Split(names, ","))
+	}
 	if msg := p.setting("configure.error"); msg != "" {
 		return fail(msg)
 	}
 	return nil
+}
+
+func printEnv(names []string) {
+	for _, name := range names {
+		if v, ok := os.LookupEnv(name); ok {
+			fmt.Printf("env %s=%s\n", name, v)
+		} else {
+			fmt.Printf("env %s unset\n", name)
+		}
+	}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(strings.ToUpper(name), "CONDUIT_") {
+			fmt.Printf("env conduit %s\n", name)
+		}
+	}
+	fmt.Println("env end")
 }
 
 func (p *plugin) crash(op string) {
@@ -181,6 +236,9 @@ func (p *plugin) Read(ctx context.Context, req *connect.Request[connectorv1.Read
 			Key:       record.RawData("k" + strconv.Itoa(n)),
 			Payload:   record.Change{After: record.StructuredData{"id": int64(n), "name": "rec" + strconv.Itoa(n)}},
 		})
+		if size, _ := strconv.Atoi(p.settings["read.size"]); size > 0 {
+			recs[len(recs)-1].Payload.After = record.RawData(bytes.Repeat([]byte{'x'}, size))
+		}
 	}
 	p.mu.Unlock()
 	if len(recs) == 0 {
