@@ -16,7 +16,7 @@ func TestPluginEnvDropsTheRuntimesVariables(t *testing.T) {
 		"PATH=/usr/bin:/bin",
 		"HOME=/home/op",
 		"CONDUIT_API_AUTH_TOKEN=s3cret",
-		"CONDUIT_DB_POSTGRES_URL=postgres://u:p@db/conduit",
+		"CONDUIT_TEST_DATABASE_URL=postgres://u:p@db/conduit",
 		"conduit_api_auth_token=lower",
 		"Conduit_Log_Level=debug",
 		"CONDUIT_PLUGIN_SOCKET=/tmp/someone-elses.sock", // inherited, not ours
