@@ -244,6 +244,7 @@ func TestEpisodeSizeIsBoundedWhateverTheErrors(t *testing.T) {
 	if len(raw) > 12<<10 {
 		t.Fatalf("episode takes %d bytes, want at most 12 KiB", len(raw))
 	}
+	t.Logf("episode takes %d bytes", len(raw))
 	for _, a := range e.Attempts {
 		if len(a.Error.Message) > maxAttemptMessage || !utf8.ValidString(a.Error.Message) {
 			t.Fatalf("attempt %d kept a message of %d bytes (valid UTF-8: %v)", a.Number, len(a.Error.Message), utf8.ValidString(a.Error.Message))
