@@ -191,8 +191,10 @@ type attemptJSON struct {
 // MarshalJSON writes the persisted form: repeated errors are left out.
 func (e Episode) MarshalJSON() ([]byte, error) {
 	w := episodeJSON{StartedAt: e.StartedAt, EndedAt: e.EndedAt, Outcome: e.Outcome,
-		Attempts: make([]attemptJSON, len(e.Attempts)), DroppedAttempts: e.DroppedAttempts,
-		ErrorCounts: e.ErrorCounts, OtherErrors: e.OtherErrors}
+		DroppedAttempts: e.DroppedAttempts, ErrorCounts: e.ErrorCounts, OtherErrors: e.OtherErrors}
+	if e.Attempts != nil {
+		w.Attempts = make([]attemptJSON, len(e.Attempts))
+	}
 	for i, a := range e.Attempts {
 		w.Attempts[i] = attemptJSON{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt}
 		if i > 0 && a.Error.At.Equal(a.FailedAt) && sameError(e.Attempts[i-1].Error, a.Error) {
@@ -211,8 +213,10 @@ func (e *Episode) UnmarshalJSON(raw []byte) error {
 		return err
 	}
 	*e = Episode{StartedAt: w.StartedAt, EndedAt: w.EndedAt, Outcome: w.Outcome,
-		Attempts: make([]Attempt, len(w.Attempts)), DroppedAttempts: w.DroppedAttempts,
-		ErrorCounts: w.ErrorCounts, OtherErrors: w.OtherErrors}
+		DroppedAttempts: w.DroppedAttempts, ErrorCounts: w.ErrorCounts, OtherErrors: w.OtherErrors}
+	if w.Attempts != nil {
+		e.Attempts = make([]Attempt, len(w.Attempts))
+	}
 	for i, a := range w.Attempts {
 		e.Attempts[i] = Attempt{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt}
 		switch {
