@@ -1,9 +1,8 @@
 package lifecycle
 
 import (
+	"math"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/config"
@@ -12,8 +11,10 @@ import (
 // Policy is a pipeline's resolved error-recovery configuration
 // (pipelines.error-recovery, overridden per pipeline).
 type Policy struct {
-	MinDelay      time.Duration
-	MaxDelay      time.Duration
+	MinDelay time.Duration
+	// MaxDelay caps every delay, jitter included.
+	MaxDelay time.Duration
+	// BackoffFactor multiplies the delay after each attempt; at least 1.
 	BackoffFactor float64
 	// MaxRetries is how many restarts an episode may use; -1 is unlimited
 	// and 0 degrades at the first transient error.
@@ -21,7 +22,8 @@ type Policy struct {
 	// HealthyWindow (max-retries-window) is how long a restarted pipeline
 	// must run without an error to count as recovered.
 	HealthyWindow time.Duration
-	// Jitter spreads each delay by up to ±Jitter of itself (0..1).
+	// Jitter spreads each delay by up to ±Jitter of itself (0..1), never
+	// past MaxDelay.
 	Jitter float64
 	// MaxDuration bounds the time an episode may take; 0 is unlimited.
 	MaxDuration time.Duration
@@ -115,35 +117,86 @@ func Decide(p Policy, h History, class cerrors.Class, now time.Time, random floa
 	return Decision{Action: ActionRestart, Attempt: attempt, Delay: delay}
 }
 
-// Delay returns the wait before restart number attempt (1-based): min-delay
-// multiplied by backoff-factor for each earlier attempt, capped at
-// max-delay, then spread by jitter using random in [0,1). The default
-// schedule is 1s, 2s, 4s, 8s, 16s, 32s, 1m, 1m, ...
+// Delay returns the wait before restart number attempt (1-based):
+// min-delay x backoff-factor^(attempt-1), capped at max-delay, then spread
+// by jitter using random in [0,1). The default schedule is 1s, 2s, 4s, 8s,
+// 16s, 32s, 1m, 1m, ...
+//
+// It costs the same for every attempt: a pipeline that failed a hundred
+// million times gets its delay as fast as one that failed once. Jitter
+// spreads the delay d over [d - jitter*d, d + jitter*d] but never past
+// max-delay: near the cap the upper end is cut, so the spread stays
+// uniform below the cap instead of piling restarts up at it.
 func Delay(p Policy, attempt int, random float64) time.Duration {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval: p.MinDelay,
-		Multiplier:      p.BackoffFactor,
-		MaxInterval:     p.MaxDelay,
-		// Jitter is applied below from the caller's random number, so the
-		// schedule itself stays a pure function of the attempt.
-		RandomizationFactor: 0,
-		MaxElapsedTime:      0,
-		Stop:                backoff.Stop,
-		Clock:               backoff.SystemClock,
+	d := backoffDelay(p, attempt)
+	if p.Jitter <= 0 || d <= 0 {
+		return d
 	}
-	b.Reset()
-	var d time.Duration
-	for i := 0; i < attempt; i++ {
-		d = b.NextBackOff()
-		if d >= p.MaxDelay {
-			// Capped: every later attempt waits the same.
-			d = p.MaxDelay
-			break
+	lo, width := jitterRange(p, d)
+	x := lo + width*random
+	if x >= float64(p.MaxDelay) {
+		return p.MaxDelay
+	}
+	return max(time.Duration(x), 0)
+}
+
+// jitterRange is where jitter may move delay d: from lo, width wide. The
+// width is written as 2*spread, as the schedule always computed it, so that
+// delays below the cap stay what they were to the nanosecond.
+func jitterRange(p Policy, d time.Duration) (lo, width float64) {
+	spread := p.Jitter * float64(d)
+	lo, width = float64(d)-spread, 2*spread
+	if lo+width > float64(p.MaxDelay) {
+		width = max(float64(p.MaxDelay)-lo, 0)
+	}
+	return lo, width
+}
+
+// backoffDelay is the un-jittered delay of an attempt in closed form.
+// Rounding differs from stepping through the attempts by at most a few
+// nanoseconds, and only for factors that are not whole numbers.
+func backoffDelay(p Policy, attempt int) time.Duration {
+	switch {
+	case p.MinDelay <= 0 || p.MaxDelay <= 0:
+		return 0
+	case p.MinDelay >= p.MaxDelay:
+		return p.MaxDelay
+	case attempt <= 1 || !(p.BackoffFactor > 1):
+		// A factor below 1 (which configuration refuses) would shrink the
+		// delay towards zero, a hot restart loop: hold at min-delay.
+		return p.MinDelay
+	}
+	// math.Pow is +Inf for huge attempts, and a NaN or +Inf product fails
+	// the comparison: both land on the cap, before any conversion to
+	// Duration could overflow.
+	x := float64(p.MinDelay) * math.Pow(p.BackoffFactor, float64(attempt-1))
+	if !(x < float64(p.MaxDelay)) {
+		return p.MaxDelay
+	}
+	return time.Duration(x)
+}
+
+// CapResumeWait returns when a pipeline that was recovering when the
+// process stopped should make its next attempt: at the persisted
+// savedNext, but never later than the longest wait the policy gives
+// restart number failCount (its delay with the most jitter can add) from
+// now, and never earlier than now. A saved time a year ahead, written by a
+// clock that ran fast, is cut to that wait; a zero or past one is now.
+func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
+	longest := backoffDelay(p, failCount)
+	if p.Jitter > 0 && longest > 0 {
+		lo, width := jitterRange(p, longest)
+		if x := lo + width; x >= float64(p.MaxDelay) {
+			longest = p.MaxDelay
+		} else {
+			longest = max(longest, time.Duration(x))
 		}
 	}
-	if p.Jitter > 0 {
-		spread := p.Jitter * float64(d)
-		d = time.Duration(float64(d) - spread + 2*spread*random)
+	if latest := now.Add(longest); savedNext.After(latest) {
+		return latest
 	}
-	return max(d, 0)
+	if savedNext.Before(now) {
+		return now
+	}
+	return savedNext
 }

@@ -7,19 +7,39 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conduitry/conduit/pkg/store"
 )
 
 // stateFormatVersion is the version of the persisted State. WARNING: the
-// format is pinned by testdata/state.golden.json; changing it needs a new
-// version and a reader for the old one.
-const stateFormatVersion = 1
+// format is pinned by testdata/state.v2.golden.json; changing it needs a new
+// version and a reader for the old ones. Version 1
+// (testdata/state.v1.golden.json) kept up to 500 attempts per episode, each
+// with its error in full; decodeState still reads it.
+const stateFormatVersion = 2
 
-// maxEpisodeAttempts bounds the attempts an episode keeps: with unlimited
-// retries an episode could otherwise grow for ever. The count of dropped
-// (oldest) attempts is kept.
-const maxEpisodeAttempts = 500
+// oldestStateFormatVersion is the oldest persisted State decodeState reads.
+const oldestStateFormatVersion = 1
+
+// An episode keeps its first episodeKeepFirst attempts (how it began) and
+// its latest episodeKeepLast (how it is going), and counts the ones between.
+// The supervisor persists the state at every transition, so the episode's
+// size is what a tight restart loop writes again and again: it must not
+// grow with the loop.
+const (
+	episodeKeepFirst = 5
+	episodeKeepLast  = 10
+)
+
+// maxAttemptMessage bounds the error message an episode keeps per attempt,
+// in bytes, so that a connector with huge error messages cannot make every
+// write of the state huge. State.LastError keeps the message in full.
+const maxAttemptMessage = 256
+
+// maxErrorCounts bounds the distinct class and code pairs Episode.ErrorCounts
+// holds; attempts with further pairs are counted in OtherErrors.
+const maxErrorCounts = 8
 
 // ErrorInfo is an error as the user sees it: the cause, its classification
 // and where it came from.
@@ -51,15 +71,38 @@ type Attempt struct {
 
 // Episode is one stretch of recovery: from the first transient error until
 // the pipeline runs again (or is degraded or stopped).
+//
+// Its size is bounded however long it lasts: it keeps the first
+// episodeKeepFirst and the latest episodeKeepLast attempts, and counts every
+// attempt by error class and code.
 type Episode struct {
 	StartedAt time.Time `json:"startedAt"`
 	// EndedAt is zero while the episode lasts.
 	EndedAt time.Time `json:"endedAt,omitzero"`
 	// Outcome is how it ended: "recovered (record)", "degraded (...)", ...
-	Outcome  string    `json:"outcome,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	// Attempts are the attempts kept, oldest first: the first ones of the
+	// episode, then the latest. Where DroppedAttempts were left out, the
+	// attempt numbers jump. (An episode persisted in format 1 dropped its
+	// oldest attempts instead.)
 	Attempts []Attempt `json:"attempts"`
-	// DroppedAttempts counts the oldest attempts no longer kept.
+	// DroppedAttempts counts the attempts no longer kept.
 	DroppedAttempts int `json:"droppedAttempts,omitempty"`
+	// ErrorCounts counts the attempts by the class and code of their
+	// error, in the order the pairs first occurred. For an episode
+	// persisted in format 1 it counts only the attempts that were kept.
+	ErrorCounts []ErrorCount `json:"errorCounts,omitempty"`
+	// OtherErrors counts the attempts whose class and code pair came after
+	// ErrorCounts was full.
+	OtherErrors int `json:"otherErrors,omitempty"`
+}
+
+// ErrorCount is how many attempts of an episode failed with one class and
+// code of error.
+type ErrorCount struct {
+	Class string `json:"class"`
+	Code  int    `json:"code,omitempty"`
+	Count int    `json:"count"`
 }
 
 // Duration is the time the episode took, or has taken until now.
@@ -70,12 +113,145 @@ func (e *Episode) Duration(now time.Time) time.Duration {
 	return now.Sub(e.StartedAt)
 }
 
+// TotalAttempts is the number of attempts of the episode, kept or not.
+func (e *Episode) TotalAttempts() int {
+	return len(e.Attempts) + e.DroppedAttempts
+}
+
 func (e *Episode) add(a Attempt) {
-	if len(e.Attempts) >= maxEpisodeAttempts {
-		e.Attempts = append(e.Attempts[:0], e.Attempts[1:]...)
-		e.DroppedAttempts++
-	}
+	a.Error.Message = truncateMessage(a.Error.Message, maxAttemptMessage)
+	e.count(a.Error, 1)
 	e.Attempts = append(e.Attempts, a)
+	e.bound()
+}
+
+// bound drops the attempts between the first and the latest ones kept. It
+// reuses the slice, so the episode's memory does not grow either.
+func (e *Episode) bound() {
+	extra := len(e.Attempts) - episodeKeepFirst - episodeKeepLast
+	if extra <= 0 {
+		return
+	}
+	kept := append(e.Attempts[:episodeKeepFirst], e.Attempts[episodeKeepFirst+extra:]...)
+	clear(e.Attempts[len(kept):]) // let go of the dropped messages
+	e.Attempts = kept
+	e.DroppedAttempts += extra
+}
+
+func (e *Episode) count(info ErrorInfo, n int) {
+	for i := range e.ErrorCounts {
+		if c := &e.ErrorCounts[i]; c.Class == info.Class && c.Code == info.Code {
+			c.Count += n
+			return
+		}
+	}
+	if len(e.ErrorCounts) >= maxErrorCounts {
+		e.OtherErrors += n
+		return
+	}
+	e.ErrorCounts = append(e.ErrorCounts, ErrorCount{Class: info.Class, Code: info.Code, Count: n})
+}
+
+// truncateMessage cuts s to at most limit bytes, at a rune boundary, and
+// marks the cut.
+func truncateMessage(s string, limit int) string {
+	const mark = " [...]"
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// episodeJSON is the persisted form of an Episode. An attempt whose error
+// is the one of the attempt before it, at its own failure time, is written
+// without it: in a restart loop that is nearly every attempt.
+type episodeJSON struct {
+	StartedAt       time.Time     `json:"startedAt"`
+	EndedAt         time.Time     `json:"endedAt,omitzero"`
+	Outcome         string        `json:"outcome,omitempty"`
+	Attempts        []attemptJSON `json:"attempts"`
+	DroppedAttempts int           `json:"droppedAttempts,omitempty"`
+	ErrorCounts     []ErrorCount  `json:"errorCounts,omitempty"`
+	OtherErrors     int           `json:"otherErrors,omitempty"`
+}
+
+type attemptJSON struct {
+	Number   int       `json:"number"`
+	FailedAt time.Time `json:"failedAt"`
+	// Error is nil when it repeats the error of the attempt before.
+	Error         *ErrorInfo    `json:"error,omitempty"`
+	Delay         time.Duration `json:"delay,omitempty"`
+	NextAttemptAt time.Time     `json:"nextAttemptAt,omitzero"`
+}
+
+// MarshalJSON writes the persisted form: repeated errors are left out.
+func (e Episode) MarshalJSON() ([]byte, error) {
+	w := episodeJSON{StartedAt: e.StartedAt, EndedAt: e.EndedAt, Outcome: e.Outcome,
+		DroppedAttempts: e.DroppedAttempts, ErrorCounts: e.ErrorCounts, OtherErrors: e.OtherErrors}
+	if e.Attempts != nil {
+		w.Attempts = make([]attemptJSON, len(e.Attempts))
+	}
+	for i, a := range e.Attempts {
+		w.Attempts[i] = attemptJSON{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt}
+		if i > 0 && a.Error.At.Equal(a.FailedAt) && sameError(e.Attempts[i-1].Error, a.Error) {
+			continue
+		}
+		w.Attempts[i].Error = &e.Attempts[i].Error
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the persisted form of format 2 and of format 1
+// (which always wrote the error).
+func (e *Episode) UnmarshalJSON(raw []byte) error {
+	var w episodeJSON
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return err
+	}
+	*e = Episode{StartedAt: w.StartedAt, EndedAt: w.EndedAt, Outcome: w.Outcome,
+		DroppedAttempts: w.DroppedAttempts, ErrorCounts: w.ErrorCounts, OtherErrors: w.OtherErrors}
+	if w.Attempts != nil {
+		e.Attempts = make([]Attempt, len(w.Attempts))
+	}
+	for i, a := range w.Attempts {
+		e.Attempts[i] = Attempt{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt}
+		switch {
+		case a.Error != nil:
+			e.Attempts[i].Error = *a.Error
+		case i > 0:
+			e.Attempts[i].Error = e.Attempts[i-1].Error
+			e.Attempts[i].Error.At = a.FailedAt
+		default:
+			return fmt.Errorf("episode attempt %d has no error and no attempt before it to repeat", a.Number)
+		}
+	}
+	return nil
+}
+
+// sameError reports whether a and b are the same error, whenever they
+// happened.
+func sameError(a, b ErrorInfo) bool {
+	a.At = b.At
+	return a == b
+}
+
+// upgradeFromV1 bounds an episode persisted in format 1, which kept up to
+// 500 attempts and counted no errors: it counts the attempts it has and
+// keeps the first and latest of them like any episode.
+func (e *Episode) upgradeFromV1() {
+	if len(e.ErrorCounts) == 0 && e.OtherErrors == 0 {
+		for _, a := range e.Attempts {
+			e.count(a.Error, 1)
+		}
+	}
+	for i := range e.Attempts {
+		e.Attempts[i].Error.Message = truncateMessage(e.Attempts[i].Error.Message, maxAttemptMessage)
+	}
+	e.bound()
 }
 
 // State is everything the supervisor knows about a pipeline and persists
@@ -116,6 +292,7 @@ func (s State) Clone() State {
 	if s.Episode != nil {
 		ep := *s.Episode
 		ep.Attempts = append([]Attempt(nil), ep.Attempts...)
+		ep.ErrorCounts = append([]ErrorCount(nil), ep.ErrorCounts...)
 		s.Episode = &ep
 	}
 	return s
@@ -131,9 +308,15 @@ func decodeState(raw []byte) (State, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return State{}, fmt.Errorf("persisted pipeline state is corrupt: %w", err)
 	}
-	if s.Version != stateFormatVersion {
-		return State{}, fmt.Errorf("persisted pipeline state has format version %d, this build reads version %d", s.Version, stateFormatVersion)
+	if s.Version < oldestStateFormatVersion || s.Version > stateFormatVersion {
+		return State{}, fmt.Errorf("persisted pipeline state has format version %d, this build reads versions %d to %d",
+			s.Version, oldestStateFormatVersion, stateFormatVersion)
 	}
+	if s.Version == 1 && s.Episode != nil {
+		s.Episode.upgradeFromV1()
+	}
+	// What is returned is in the current format, however it was stored.
+	s.Version = stateFormatVersion
 	return s, nil
 }
 
