@@ -34,8 +34,14 @@ const (
 
 // maxAttemptMessage bounds the error message an episode keeps per attempt,
 // in bytes, so that a connector with huge error messages cannot make every
-// write of the state huge. State.LastError keeps the message in full.
+// write of the state huge. State.LastError keeps more: maxErrorMessage.
 const maxAttemptMessage = 256
+
+// maxErrorMessage bounds the message of the error a run ended with (the
+// state's LastError, the fault events): enough for any real cause and its
+// context, while an error that carries a whole payload does not make every
+// state write and audit event that large.
+const maxErrorMessage = 4 << 10
 
 // maxErrorCounts bounds the distinct class and code pairs Episode.ErrorCounts
 // holds; attempts with further pairs are counted in OtherErrors.

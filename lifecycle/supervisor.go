@@ -888,6 +888,6 @@ func describeError(err error, now time.Time) ErrorInfo {
 	info.Code = c.Code
 	info.Class = c.Class.String()
 	info.Source = c.Source.String()
-	info.Message = c.Message
+	info.Message = truncateMessage(c.Message, maxErrorMessage)
 	return info
 }

@@ -451,17 +451,18 @@ func TestResumeCapsANextAttemptTooFarAhead(t *testing.T) {
 
 func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
 	clockStart := newFakeClock().Now()
+	// Attempt 3 of the default policy waits 4s; the process died 1s into it.
 	persisted := State{
 		Status:        StatusRecovering,
 		FailCount:     3,
-		NextAttemptAt: clockStart.Add(20 * time.Second),
+		NextAttemptAt: clockStart.Add(3 * time.Second),
 		Episode:       &Episode{StartedAt: clockStart.Add(-time.Minute)},
 	}
 	h := newResumedHarness(t, defaultPolicy(), persisted)
-	if e := h.expect(EventResumed); e.Delay != 20*time.Second || e.Attempt != 3 {
-		t.Fatalf("resumed %+v, want the next attempt in 20s", e)
+	if e := h.expect(EventResumed); e.Delay != 3*time.Second || e.Attempt != 3 || !e.NextAttemptAt.Equal(persisted.NextAttemptAt) {
+		t.Fatalf("resumed %+v, want the next attempt at its persisted time, in 3s", e)
 	}
-	h.advance(19 * time.Second)
+	h.advance(2 * time.Second)
 	h.noRun()
 	h.advance(time.Second)
 	h.expect(EventRestarted)
@@ -532,5 +533,19 @@ func TestStartupSaysWhereAPipelineComesFrom(t *testing.T) {
 	stopped.syncSup()
 	if st := stopped.states.last("p1"); st.Status != StatusStopped {
 		t.Fatalf("new stopped pipeline persisted %+v, want stopped", st)
+	}
+}
+
+// A huge error message is kept at a bounded size in the state and events.
+func TestHugeErrorMessageIsBounded(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(EventRunning)
+	h.nextRun().fail(cerrors.Transient(errors.New(strings.Repeat("x", 1<<20))))
+	e := h.expect(EventRecovering)
+	if n := len(e.Error.Message); n > maxErrorMessage || !strings.HasSuffix(e.Error.Message, "[...]") {
+		t.Fatalf("error message of %d bytes, want at most %d and marked as cut", n, maxErrorMessage)
+	}
+	if st := h.states.last("p1"); len(st.LastError.Message) > maxErrorMessage {
+		t.Fatalf("persisted last error of %d bytes", len(st.LastError.Message))
 	}
 }

@@ -171,7 +171,7 @@ func (v view) writeEpisode(b *bytes.Buffer, ep *conduitv1.RecoveryEpisode, field
 	field(2, "Total time", durationText(ep.GetDuration()))
 	attempts := fmt.Sprint(len(ep.GetAttempts()))
 	if n := ep.GetDroppedAttempts(); n > 0 {
-		attempts += fmt.Sprintf(" (and %d older ones no longer kept)", n)
+		attempts = fmt.Sprintf("%d (the first and the latest %d shown)", int(n)+len(ep.GetAttempts()), len(ep.GetAttempts()))
 	}
 	field(2, "Attempts", attempts)
 	if len(ep.GetAttempts()) == 0 {
@@ -179,7 +179,10 @@ func (v view) writeEpisode(b *bytes.Buffer, ep *conduitv1.RecoveryEpisode, field
 	}
 	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "    #\tFAILED AT\tCODE\tCLASS\tDELAY\tMESSAGE")
-	for _, a := range ep.GetAttempts() {
+	for i, a := range ep.GetAttempts() {
+		if i > 0 && a.GetNumber() > ep.GetAttempts()[i-1].GetNumber()+1 {
+			fmt.Fprintf(tw, "    ...\t\t\t\t\t(%d attempts left out)\n", a.GetNumber()-ep.GetAttempts()[i-1].GetNumber()-1)
+		}
 		e := a.GetError()
 		fmt.Fprintf(tw, "    %d\t%s\t%s\t%s\t%s\t%s\n", a.GetNumber(), v.eventTime(a.GetFailedAt()),
 			codeText(e.GetCode()), className(e.GetClass()), durationText(a.GetDelay()), oneLine(e.GetMessage()))

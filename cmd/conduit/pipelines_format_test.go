@@ -47,7 +47,7 @@ func recoveringPipeline() *conduitv1.Pipeline {
 			StartedAt: at(-3 * time.Second), Duration: durationpb.New(3 * time.Second), DroppedAttempts: 1,
 			Attempts: []*conduitv1.RecoveryAttempt{
 				{Number: 1, FailedAt: at(-3 * time.Second), Error: err1, Delay: durationpb.New(time.Second), NextAttemptAt: at(-2 * time.Second)},
-				{Number: 2, FailedAt: at(-time.Second), Error: err2, Delay: durationpb.New(5 * time.Second), NextAttemptAt: at(4 * time.Second)},
+				{Number: 3, FailedAt: at(-time.Second), Error: err2, Delay: durationpb.New(5 * time.Second), NextAttemptAt: at(4 * time.Second)},
 			},
 		},
 	}
@@ -146,10 +146,11 @@ Recovery episode:
   Started:         2024-05-01 11:59:57 UTC
   Ended:           not yet
   Total time:      3s
-  Attempts:        2 (and 1 older ones no longer kept)
-    #  FAILED AT                CODE  CLASS      DELAY  MESSAGE
-    1  2024-05-01 11:59:57.000  503   transient  1s     connection refused
-    2  2024-05-01 11:59:59.000  503   transient  5s     connection refused again
+  Attempts:        3 (the first and the latest 2 shown)
+    #    FAILED AT                CODE  CLASS      DELAY  MESSAGE
+    1    2024-05-01 11:59:57.000  503   transient  1s     connection refused
+    ...                                                   (1 attempts left out)
+    3    2024-05-01 11:59:59.000  503   transient  5s     connection refused again
 
 Recent events:
   2024-05-01 11:59:00.000  #1     created        -> running                pipeline created from its configuration file

@@ -323,7 +323,9 @@ type RecoveryEpisode struct {
 	// How it ended, e.g. "recovered (record)" or "degraded (retries exhausted)".
 	Outcome  string             `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	Attempts []*RecoveryAttempt `protobuf:"bytes,4,rep,name=attempts,proto3" json:"attempts,omitempty"`
-	// Oldest attempts no longer kept.
+	// Attempts left out between the first and the latest ones kept (the
+	// attempt numbers jump there); a long episode keeps its beginning and
+	// its end.
 	DroppedAttempts int32 `protobuf:"varint,5,opt,name=dropped_attempts,json=droppedAttempts,proto3" json:"dropped_attempts,omitempty"`
 	// Time spent in the episode so far (or in total once it ended).
 	Duration      *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
