@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,5 +257,26 @@ func TestConnectorsGetADurableState(t *testing.T) {
 	v, err := rt.db.Get(ctx, []byte("conduit/connector-state/orders%2Feu/file-out"))
 	if err != nil || string(v) != `{"v":1}` {
 		t.Errorf("store key = %q, %v", v, err)
+	}
+}
+
+// A port that cannot be had stops the process before the store is opened:
+// nothing is created or written.
+func TestTakenPortStopsBeforeTheStoreIsOpened(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.API.HTTP.Address = ln.Addr().String()
+	cfg.DB.Badger.Path = filepath.Join(dir, "db")
+	cfg.Pipelines.Path = filepath.Join(dir, "pipelines")
+	if _, err := New(context.Background(), cfg, zap.NewNop(), Options{}); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("New on a taken port: %v, want an error naming the address", err)
+	}
+	if _, err := os.Stat(cfg.DB.Badger.Path); !os.IsNotExist(err) {
+		t.Fatalf("the store was opened before the port was refused: %v", err)
 	}
 }
