@@ -22,6 +22,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/dedup"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
@@ -61,6 +62,8 @@ type Runtime struct {
 	// invalid are the configurations that did not make a pipeline, for
 	// the API.
 	invalid []api.ConfigError
+	// fds counts the descriptors left before a run opens its connectors.
+	fds *fdlimit.Gauge
 	// crashed says the last process on this store did not shut down
 	// cleanly (store.KeyProcess was there).
 	crashed bool
@@ -77,6 +80,8 @@ type Options struct {
 	Clock lifecycle.Clock
 	// Observer, if set, also receives every pipeline event.
 	Observer lifecycle.Observer
+	// DescriptorsLeft defaults to fdlimit.Left.
+	DescriptorsLeft func() (int, error)
 }
 
 // ErrPipelineDegraded is returned by Run when a pipeline became degraded and
@@ -166,6 +171,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		observer:   opts.Observer,
 		crashed:    crashed,
 		server:     server,
+		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
 	r.metrics = metrics.New(r.recordCounts)
 	r.dedup = dedup.New(db, writer, dedup.Options{TTL: cfg.Dedup.TTL, Logger: log.Named("dedup")})
@@ -476,6 +482,12 @@ func configHash(p config.Pipeline) (string, error) {
 // newRun builds one run of p with fresh connectors and processors; a
 // failure here is reported to the supervisor like a failed run.
 func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
+	if left, ok := r.fds.Take(fdlimit.PerPipeline, store.StoreDescriptorReserve); !ok {
+		// Opening connectors now would take the descriptors the store
+		// keeps for itself; waiting on backoff gives others time to close.
+		return nil, cerrors.WithCode(fmt.Errorf("too few file descriptors left to open the pipeline's connectors: %d left, %d needed for them and %d kept for the database; raise the open file limit (ulimit -n)",
+			left, fdlimit.PerPipeline, store.StoreDescriptorReserve), cerrors.CodeUnavailable)
+	}
 	cfg, err := r.buildEngineConfig(m.cfg)
 	if err != nil {
 		return nil, err

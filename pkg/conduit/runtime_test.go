@@ -17,7 +17,9 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/fdlimit"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // stuckDestination accepts nothing until its context is cancelled, like a
@@ -278,5 +280,43 @@ func TestTakenPortStopsBeforeTheStoreIsOpened(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.DB.Badger.Path); !os.IsNotExist(err) {
 		t.Fatalf("the store was opened before the port was refused: %v", err)
+	}
+}
+
+// Short of file descriptors, a run does not open its connectors: the
+// pipeline goes recovering with a transient error that says what to do,
+// and the descriptors the store keeps are left alone.
+func TestShortOfDescriptorsARunWaits(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.yml"),
+		[]byte(strings.Replace(stuckPipeline, "builtin:stuck", "builtin:log", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	recovering := make(chan lifecycle.Event, 10)
+	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{
+		DescriptorsLeft: func() (int, error) { return store.StoreDescriptorReserve + fdlimit.PerPipeline - 1, nil },
+		Observer: lifecycle.ObserverFunc(func(e lifecycle.Event) {
+			if e.Kind == lifecycle.EventRecovering {
+				recovering <- e
+			}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := runInBackground(rt, ctx, nil)
+	defer func() { stop(); waitDone(t, done) }()
+	select {
+	case e := <-recovering:
+		if e.Error == nil || e.Error.Code != 503 || e.Error.Class != "transient" || !strings.Contains(e.Error.Message, "ulimit -n") {
+			t.Fatalf("recovering %+v, want a transient 503 about file descriptors", e.Error)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipeline did not go recovering")
 	}
 }

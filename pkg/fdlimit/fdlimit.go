@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 )
 
 // ErrUnknown is returned where the platform has no descriptor limit to
@@ -115,4 +117,61 @@ func Check(pipelines, apiConnections int) (Budget, error) {
 		Pipelines:      pipelines,
 		APIConnections: apiConnections,
 	}, nil
+}
+
+// Gauge answers Left from a count at most interval old, for callers that
+// ask often: every run start of a restart storm would otherwise read the
+// whole descriptor table.
+type Gauge struct {
+	interval time.Duration
+	left     func() (int, error)
+	now      func() time.Time
+
+	mu    sync.Mutex
+	at    time.Time
+	value int
+	err   error
+}
+
+// NewGauge returns a Gauge over left (Left when nil).
+func NewGauge(interval time.Duration, left func() (int, error)) *Gauge {
+	if left == nil {
+		left = Left
+	}
+	return &Gauge{interval: interval, left: left, now: time.Now}
+}
+
+// Left returns the descriptors left by the latest count, less what Take
+// handed out since.
+func (g *Gauge) Left() (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refresh()
+	return g.value, g.err
+}
+
+// Take hands out n descriptors when at least keep would be left after
+// them, and counts them as used until the next count: many callers asking
+// at once (a restart storm) cannot all be told yes by one count. It
+// returns what is left, and true when the count could not be made (the
+// platform cannot count).
+func (g *Gauge) Take(n, keep int) (left int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refresh()
+	if g.err != nil {
+		return 0, true
+	}
+	if g.value-n < keep {
+		return g.value, false
+	}
+	g.value -= n
+	return g.value, true
+}
+
+func (g *Gauge) refresh() {
+	if now := g.now(); g.at.IsZero() || now.Sub(g.at) >= g.interval {
+		g.at = now
+		g.value, g.err = g.left()
+	}
 }

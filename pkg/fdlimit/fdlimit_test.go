@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,5 +86,38 @@ func TestBudget(t *testing.T) {
 	got, err := Check(3, 20)
 	if err != nil || got.Needed != Needed(3, 20) || got.Limit == 0 || got.Pipelines != 3 || got.APIConnections != 20 {
 		t.Fatalf("Check(3, 20) = %+v, %v", got, err)
+	}
+}
+
+func TestGaugeCountsAtMostOncePerInterval(t *testing.T) {
+	counts := 0
+	g := NewGauge(time.Second, func() (int, error) { counts++; return 100 - counts, nil })
+	now := time.Unix(1_800_000_000, 0)
+	g.now = func() time.Time { return now }
+	for range 50 {
+		if left, err := g.Left(); err != nil || left != 99 {
+			t.Fatalf("Left() = %d, %v; want the first count, 99", left, err)
+		}
+	}
+	now = now.Add(time.Second)
+	if left, _ := g.Left(); left != 98 || counts != 2 {
+		t.Fatalf("after the interval: left %d after %d counts, want 98 after 2", left, counts)
+	}
+}
+
+// Many takers within one count are not all told yes.
+func TestGaugeTakeCountsWhatItHandedOut(t *testing.T) {
+	g := NewGauge(time.Hour, func() (int, error) { return 100, nil })
+	granted := 0
+	for range 10 {
+		if _, ok := g.Take(16, 32); ok {
+			granted++
+		}
+	}
+	if granted != 4 {
+		t.Fatalf("granted %d takes of 16 keeping 32 out of 100, want 4", granted)
+	}
+	if left, _ := g.Left(); left != 36 {
+		t.Fatalf("left %d after the takes, want 36", left)
 	}
 }

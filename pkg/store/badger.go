@@ -78,6 +78,8 @@ type openConfig struct {
 	now        func() time.Time
 	// reserve overrides spaceReserve when non-zero.
 	reserve uint64
+	// descriptorsLeft overrides fdlimit.Left.
+	descriptorsLeft func() (int, error)
 }
 
 func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openConfig) (*Badger, error) {
@@ -106,7 +108,11 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openCon
 	}
 
 	opts := badgerOptions(path, logger)
-	guard := &spaceGuard{path: path, reserve: oc.reserve, free: oc.freeSpace, now: oc.now, logger: logger}
+	guard := &spaceGuard{path: path, reserve: oc.reserve, free: oc.freeSpace, now: oc.now, logger: logger,
+		descriptors: newDescriptorGuard(path, oc.now, logger)}
+	if oc.descriptorsLeft != nil {
+		guard.descriptors.left = oc.descriptorsLeft
+	}
 	if guard.reserve == 0 {
 		guard.reserve = spaceReserve(opts)
 	}

@@ -66,6 +66,9 @@ type spaceGuard struct {
 	free    freeSpaceFunc
 	now     func() time.Time
 	logger  *zap.Logger
+	// descriptors keeps the store's file descriptor reserve; nil checks
+	// nothing.
+	descriptors *descriptorGuard
 
 	mu sync.Mutex
 	// checkedAt is when free space was last measured; zero forces a check.
@@ -83,6 +86,11 @@ type spaceGuard struct {
 // admit accounts for a write of n bytes, or refuses it with an error
 // wrapping ErrNoSpace.
 func (g *spaceGuard) admit(n uint64) error {
+	if g.descriptors != nil {
+		if err := g.descriptors.admit(n); err != nil {
+			return err
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -105,7 +113,8 @@ func (g *spaceGuard) admit(n uint64) error {
 	return nil
 }
 
-// Writable returns the error writes get now (wrapping ErrNoSpace) or nil.
+// Writable returns the error writes get now (wrapping ErrNoSpace or
+// ErrNoDescriptors) or nil.
 // It costs what a write's check costs, so callers may ask before every
 // action that must be followed by a write, such as the dedup entry that
 // follows a destination's write.

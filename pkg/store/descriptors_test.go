@@ -1,0 +1,55 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	cerrors "github.com/conduitry/conduit/errors"
+)
+
+// While the process is short of file descriptors, writes are refused with a
+// transient error naming the database, before Badger could fail to open a
+// file it needs (which would end the process); reads go on, and writes
+// resume once descriptors are back.
+func TestBadgerWritesRefusedWhileShortOfDescriptors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	disk := newFakeDisk(1 << 40)
+	var left atomic.Int64
+	left.Store(1000)
+	s, err := openBadger(ctx, dir, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), openConfig{
+		freeSpace: disk.freeSpace, now: disk.clock, reserve: testReserve,
+		descriptorsLeft: func() (int, error) { return int(left.Load()), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	mustSet(t, s, "before", "v")
+
+	left.Store(StoreDescriptorReserve - 1)
+	disk.advance(descriptorCheckInterval)
+	for _, err := range []error{
+		s.Set(ctx, []byte("during"), []byte("v")),
+		s.Delete(ctx, []byte("before")),
+		s.Update(ctx, func(tx Txn) error { return tx.Set([]byte("during"), []byte("v")) }),
+		s.Writable(),
+	} {
+		if !errors.Is(err, ErrNoDescriptors) || !strings.Contains(err.Error(), dir) ||
+			cerrors.Classify(err).Class != cerrors.ClassTransient {
+			t.Fatalf("write while short of descriptors: %v, want a transient error wrapping ErrNoDescriptors naming %s", err, dir)
+		}
+	}
+	wantValue(t, s, "before", "v")
+
+	left.Store(1000)
+	disk.advance(descriptorCheckInterval)
+	mustSet(t, s, "after", "v")
+	wantMissing(t, s, "during")
+}
