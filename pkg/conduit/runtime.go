@@ -84,6 +84,15 @@ type Options struct {
 	DescriptorsLeft func() (int, error)
 }
 
+// A run takes runDescriptors from the descriptor budget until its
+// connectors are open (most open one to four at once), and starts only
+// while runDescriptorsKept would be left: the store's reserve and a margin
+// for connectors that open more.
+const (
+	runDescriptors     = 4
+	runDescriptorsKept = 2 * store.StoreDescriptorReserve
+)
+
 // ErrPipelineDegraded is returned by Run when a pipeline became degraded and
 // pipelines.exit-on-degraded is on.
 var ErrPipelineDegraded = errors.New("a pipeline is degraded and pipelines.exit-on-degraded is true")
@@ -482,16 +491,19 @@ func configHash(p config.Pipeline) (string, error) {
 // newRun builds one run of p with fresh connectors and processors; a
 // failure here is reported to the supervisor like a failed run.
 func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
-	if left, ok := r.fds.Take(fdlimit.PerPipeline, store.StoreDescriptorReserve); !ok {
-		// Opening connectors now would take the descriptors the store
+	release, left, ok := r.fds.Take(runDescriptors, runDescriptorsKept)
+	if !ok {
+		// Opening connectors now could take the descriptors the store
 		// keeps for itself; waiting on backoff gives others time to close.
-		return nil, cerrors.WithCode(fmt.Errorf("too few file descriptors left to open the pipeline's connectors: %d left, %d needed for them and %d kept for the database; raise the open file limit (ulimit -n)",
-			left, fdlimit.PerPipeline, store.StoreDescriptorReserve), cerrors.CodeUnavailable)
+		return nil, cerrors.WithCode(fmt.Errorf("too few file descriptors left to open the pipeline's connectors: %d left, %d kept for the database and other pipelines; raise the open file limit (ulimit -n)",
+			left, runDescriptorsKept), cerrors.CodeUnavailable)
 	}
 	cfg, err := r.buildEngineConfig(m.cfg)
 	if err != nil {
+		release()
 		return nil, err
 	}
+	cfg.OnOpen = release
 	cfg.OnAck = hooks.OnAck
 	if r.cfg.Dedup.Enabled {
 		cfg.Dedup = dedupStore{r.dedup}
@@ -499,6 +511,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	}
 	e, err := pipeline.New(cfg)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	return trackedRun{Engine: e, m: m}, nil

@@ -17,9 +17,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
-	"github.com/conduitry/conduit/pkg/fdlimit"
 	"github.com/conduitry/conduit/pkg/record"
-	"github.com/conduitry/conduit/pkg/store"
 )
 
 // stuckDestination accepts nothing until its context is cancelled, like a
@@ -298,7 +296,7 @@ func TestShortOfDescriptorsARunWaits(t *testing.T) {
 	cfg.Pipelines.Path = dir
 	recovering := make(chan lifecycle.Event, 10)
 	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{
-		DescriptorsLeft: func() (int, error) { return store.StoreDescriptorReserve + fdlimit.PerPipeline - 1, nil },
+		DescriptorsLeft: func() (int, error) { return runDescriptors + runDescriptorsKept - 1, nil },
 		Observer: lifecycle.ObserverFunc(func(e lifecycle.Event) {
 			if e.Kind == lifecycle.EventRecovering {
 				recovering <- e

@@ -119,59 +119,109 @@ func Check(pipelines, apiConnections int) (Budget, error) {
 	}, nil
 }
 
-// Gauge answers Left from a count at most interval old, for callers that
-// ask often: every run start of a restart storm would otherwise read the
-// whole descriptor table.
+// Gauge answers how many descriptors are left from a count at most
+// interval old, and hands descriptors out to callers about to open some
+// (Take). Counting reads the whole descriptor table, so it is not done for
+// every caller of a restart storm; and between counts, what was handed out
+// is taken off, so that many callers at once cannot all be told yes by one
+// count while none of them has opened anything yet.
 type Gauge struct {
 	interval time.Duration
 	left     func() (int, error)
 	now      func() time.Time
 
-	mu    sync.Mutex
-	at    time.Time
+	mu sync.Mutex
+	at time.Time
+	// value is the last count less what was handed out since.
 	value int
 	err   error
+	// holds are what was handed out and not yet opened (Take's release
+	// not called); a count does not see them yet, so they are taken off
+	// it. A hold older than holdTimeout is let go: by then the count sees
+	// what its taker opened.
+	holds map[*hold]struct{}
+	held  int
 }
+
+type hold struct {
+	n  int
+	at time.Time
+}
+
+// Gauge timings: a refusal is decided on a count at most recountShort old;
+// a hold not released after holdTimeout stops counting.
+const (
+	recountShort = 10 * time.Millisecond
+	holdTimeout  = 30 * time.Second
+)
 
 // NewGauge returns a Gauge over left (Left when nil).
 func NewGauge(interval time.Duration, left func() (int, error)) *Gauge {
 	if left == nil {
 		left = Left
 	}
-	return &Gauge{interval: interval, left: left, now: time.Now}
+	return &Gauge{interval: interval, left: left, now: time.Now, holds: map[*hold]struct{}{}}
 }
 
-// Left returns the descriptors left by the latest count, less what Take
+// Left returns the descriptors left by the latest count, less what was
 // handed out since.
 func (g *Gauge) Left() (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.refresh()
+	g.refresh(g.now(), false)
 	return g.value, g.err
 }
 
 // Take hands out n descriptors when at least keep would be left after
-// them, and counts them as used until the next count: many callers asking
-// at once (a restart storm) cannot all be told yes by one count. It
-// returns what is left, and true when the count could not be made (the
-// platform cannot count).
-func (g *Gauge) Take(n, keep int) (left int, ok bool) {
+// them. release must be called once the caller has opened what it needed
+// (or given up); until then, counts are lowered by n. When the platform
+// cannot count, every Take succeeds.
+func (g *Gauge) Take(n, keep int) (release func(), left int, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.refresh()
+	now := g.now()
+	g.refresh(now, false)
 	if g.err != nil {
-		return 0, true
+		return func() {}, 0, true
+	}
+	if g.value-n < keep && now.Sub(g.at) >= recountShort {
+		// Refuse only on a fresh count: the last one may predate
+		// descriptors that were closed since.
+		g.refresh(now, true)
 	}
 	if g.value-n < keep {
-		return g.value, false
+		return nil, g.value, false
 	}
+	h := &hold{n: n, at: now}
+	g.holds[h] = struct{}{}
+	g.held += n
 	g.value -= n
-	return g.value, true
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if _, ok := g.holds[h]; ok {
+				delete(g.holds, h)
+				g.held -= n
+			}
+		})
+	}, g.value, true
 }
 
-func (g *Gauge) refresh() {
-	if now := g.now(); g.at.IsZero() || now.Sub(g.at) >= g.interval {
-		g.at = now
-		g.value, g.err = g.left()
+// refresh counts again when the count is stale (or force); g.mu is held.
+func (g *Gauge) refresh(now time.Time, force bool) {
+	if !force && !g.at.IsZero() && now.Sub(g.at) < g.interval {
+		return
 	}
+	g.at = now
+	for h := range g.holds {
+		if now.Sub(h.at) >= holdTimeout {
+			delete(g.holds, h)
+			g.held -= h.n
+		}
+	}
+	var left int
+	left, g.err = g.left()
+	g.value = left - g.held
 }

@@ -105,19 +105,49 @@ func TestGaugeCountsAtMostOncePerInterval(t *testing.T) {
 	}
 }
 
-// Many takers within one count are not all told yes.
+// Many takers within one count are not all told yes, and what they hold
+// is taken off later counts until they release it.
 func TestGaugeTakeCountsWhatItHandedOut(t *testing.T) {
-	g := NewGauge(time.Hour, func() (int, error) { return 100, nil })
-	granted := 0
+	free := 100
+	g := NewGauge(time.Second, func() (int, error) { return free, nil })
+	now := time.Unix(1_800_000_000, 0)
+	g.now = func() time.Time { return now }
+	var releases []func()
 	for range 10 {
-		if _, ok := g.Take(16, 32); ok {
-			granted++
+		if release, _, ok := g.Take(16, 32); ok {
+			releases = append(releases, release)
 		}
 	}
-	if granted != 4 {
-		t.Fatalf("granted %d takes of 16 keeping 32 out of 100, want 4", granted)
+	if len(releases) != 4 {
+		t.Fatalf("granted %d takes of 16 keeping 32 out of 100, want 4", len(releases))
 	}
-	if left, _ := g.Left(); left != 36 {
-		t.Fatalf("left %d after the takes, want 36", left)
+	// A fresh count that does not see the holders' descriptors yet still
+	// takes them off.
+	now = now.Add(time.Second)
+	if left, _ := g.Left(); left != 100-64 {
+		t.Fatalf("left %d with 4 holds of 16 open, want 36", left)
+	}
+	// The holders opened their descriptors and released; the next count
+	// sees them.
+	for _, r := range releases {
+		r()
+		r() // twice is once
+	}
+	free = 100 - 4*3
+	now = now.Add(time.Second)
+	if left, _ := g.Left(); left != 88 {
+		t.Fatalf("left %d after the releases, want the count, 88", left)
+	}
+	// A refusal is decided on a fresh count: descriptors closed since the
+	// last one are seen.
+	for {
+		if _, _, ok := g.Take(16, 32); !ok {
+			break
+		}
+	}
+	free = 1000
+	now = now.Add(recountShort)
+	if _, _, ok := g.Take(16, 32); !ok {
+		t.Fatal("refused on a stale count although descriptors were closed since")
 	}
 }

@@ -123,6 +123,9 @@ type Config struct {
 	BatchesInFlight int
 	// TeardownTimeout bounds connector teardown after the run (default 10s).
 	TeardownTimeout time.Duration
+	// OnOpen, if set, is called once per run when its connectors are open,
+	// or when opening them failed (the run is ending then).
+	OnOpen func()
 	// OnAck, if set, is called by the acker after every source
 	// acknowledgement with the number of records acknowledged. The
 	// supervisor uses it to learn that a record made it end to end. It must
@@ -243,6 +246,14 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 func (e *Engine) run(ctx context.Context) error {
+	opened := false
+	notifyOpen := func() {
+		if !opened && e.cfg.OnOpen != nil {
+			opened = true
+			e.cfg.OnOpen()
+		}
+	}
+	defer notifyOpen()
 	src := e.cfg.Source
 	for _, d := range e.cfg.Destinations {
 		if err := d.Connector.Open(ctx); err != nil {
@@ -281,6 +292,7 @@ func (e *Engine) run(ctx context.Context) error {
 		zap.String("source", src.ID),
 		zap.Int("destinations", len(e.cfg.Destinations)),
 		zap.String("resume_after", resume))
+	notifyOpen()
 
 	// The acker runs on this goroutine and the other stages in g; either
 	// side's failure cancels the other through runCtx.

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/pkg/record"
 )
 
 // testTimeout bounds waits for things that happen promptly; it is a guard
@@ -415,5 +417,35 @@ func TestFirstFailureNamesTheCause(t *testing.T) {
 		if !errors.As(err, &se) || se.ID != "src" || !errors.Is(err, errBoom) {
 			t.Fatalf("got %v, want the source's read error", err)
 		}
+	}
+}
+
+// OnOpen is called once per run: when the connectors are open, or when
+// opening them failed.
+func TestEngineReportsItsConnectorsOpenOnce(t *testing.T) {
+	var calls atomic.Int32
+	h := startEngine(t, Config{Source: Source{ID: "src", Connector: &seqSource{limit: 1000, perRead: 7}},
+		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}}, Positions: &memPositions{},
+		OnOpen: func() { calls.Add(1) }})
+	h.waitAcked(1000)
+	h.engine.Stop()
+	if err := h.wait(); err != nil || calls.Load() != 1 {
+		t.Fatalf("run ended with %v after %d OnOpen calls, want nil after 1", err, calls.Load())
+	}
+
+	calls.Store(0)
+	pos := &memPositions{}
+	// A position the source cannot parse makes its Open fail.
+	if err := pos.Save(context.Background(), "p1", "src", record.Position("not a number"), nil); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{PipelineID: "p1", Source: Source{ID: "src", Connector: &seqSource{limit: 10}},
+		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}}, Positions: pos,
+		OnOpen: func() { calls.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err == nil || calls.Load() != 1 {
+		t.Fatalf("run with a failing open ended with %v after %d OnOpen calls, want an error after 1", err, calls.Load())
 	}
 }
