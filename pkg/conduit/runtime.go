@@ -85,11 +85,13 @@ type Options struct {
 }
 
 // A run takes runDescriptors from the descriptor budget until its
-// connectors are open (most open one to four at once), and starts only
-// while runDescriptorsKept would be left: the store's reserve and a margin
-// for connectors that open more.
+// connectors are open, and starts only while runDescriptorsKept would be
+// left: the store's reserve and a margin for connectors that open more than
+// one. One per run, not what the largest runs open: ten thousand restarts
+// falling due at once hold the budget together until they are open, and
+// the store keeps its own reserve whatever the runs open.
 const (
-	runDescriptors     = 4
+	runDescriptors     = 1
 	runDescriptorsKept = 2 * store.StoreDescriptorReserve
 )
 
