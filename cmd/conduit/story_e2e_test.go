@@ -152,7 +152,8 @@ func waitForLog(t *testing.T, p *process, s string) {
 }
 
 // With exit-on-degraded on, a pipeline still degraded from an earlier run
-// makes the next start exit non-zero at once, naming it.
+// makes the next start exit non-zero at once, naming it, before anything is
+// written: a pipeline added meanwhile is created once, when conduit runs.
 func TestExitOnDegradedAlsoAtStartup(t *testing.T) {
 	t.Parallel()
 	w := newWorkspace(t, strings.Replace(chaosPipeline("picky", "", pickyDestination, "min-delay: 100ms"), "./out.jsonl", "./picky.jsonl", 1))
@@ -160,11 +161,45 @@ func TestExitOnDegradedAlsoAtStartup(t *testing.T) {
 	if code := p.wait(t); code == 0 {
 		t.Fatalf("exit code 0 with a degraded pipeline; output:\n%s", p.stderr.String())
 	}
+	w.write("pipelines/late.yml", strings.Replace(fmt.Sprintf(generatorToFile, 10), "id: seq", "id: late", 1))
+	for range 2 {
+		p = w.start("run", "--pipelines.exit-on-degraded")
+		if code := p.wait(t); code == 0 || !strings.Contains(p.stderr.String(), "pipeline picky was degraded when conduit started") {
+			t.Fatalf("start with picky degraded: exit %d; output:\n%s", code, p.stderr.String())
+		}
+		if strings.Contains(p.stderr.String(), `"event":`) {
+			t.Fatalf("pipelines were taken up before refusing to run:\n%s", p.stderr.String())
+		}
+	}
+	p = w.start("run")
+	address := apiAddress(t, p)
+	waitForEvent(t, p, "late", "running", 1)
+	late := w.auditEvents(address, "late")
+	checkChain(t, "late", late)
+	if n := countKind(late, "created"); n != 1 {
+		t.Fatalf("late: %d created events, want 1", n)
+	}
+	if strings.Contains(p.stderr.String(), "had not stopped cleanly") {
+		t.Fatalf("a refused start was taken for a crash:\n%s", p.stderr.String())
+	}
+	stopProcess(t, p)
+}
+
+// A force stop is an operator's act: with exit-on-degraded on, the process
+// runs on, and starts again later.
+func TestExitOnDegradedIgnoresAForceStop(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 10))
+	p := w.start("run", "--pipelines.exit-on-degraded")
+	address := apiAddress(t, p)
+	waitForEvent(t, p, "seq", "running", 1)
+	w.mustPipelines(address, "stop", "--force", "seq")
+	if r := tableRows(w.mustPipelines(address, "list"))["seq"]; len(r) < 2 || r[1] != "degraded" {
+		t.Fatalf("after a force stop seq is %q, want degraded and the process still serving", r)
+	}
+	stopProcess(t, p)
 	p = w.start("run", "--pipelines.exit-on-degraded")
-	if code := p.wait(t); code == 0 || !strings.Contains(p.stderr.String(), "pipeline picky was degraded when conduit started") {
-		t.Fatalf("second start: exit %d; output:\n%s", code, p.stderr.String())
-	}
-	if strings.Contains(p.stderr.String(), `"event":"resumed"`) {
-		t.Fatalf("the pipelines were taken up before refusing to run:\n%s", p.stderr.String())
-	}
+	address = apiAddress(t, p)
+	w.mustPipelines(address, "start", "seq")
+	stopProcess(t, p)
 }

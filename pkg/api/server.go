@@ -161,6 +161,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err != nil {
 		_ = s.srv.Close()
 	}
+	// The server closes only the listeners Serve was given; one that was
+	// never served is closed here.
+	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+		err = cerr
+	}
 	return err
 }
 

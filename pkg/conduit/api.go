@@ -25,8 +25,6 @@ type managedPipeline struct {
 	durable func(context.Context) error
 	// metrics are the pipeline's status, restart and fault series.
 	metrics *metrics.Pipeline
-	// initial is the status the pipeline had when the process started.
-	initial lifecycle.Status
 
 	// events orders the pipeline's audit events with status, the status
 	// the last of them left it in, so that an event the supervisor did

@@ -163,7 +163,13 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err != nil {
 		states.Close()
 		writer.Close()
+		if err := db.Delete(ctx, []byte(store.KeyProcess)); err != nil {
+			log.Error("could not record that this start was given up; the next start will report a crash", zap.Error(err))
+		}
 		_ = db.Close()
+		if server != nil {
+			_ = server.Shutdown(ctx)
+		}
 		return nil, err
 	}
 	r := &Runtime{
@@ -192,6 +198,11 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		log.Info("deleted expired dedup entries", zap.Int("entries", n))
 	}
 	loaded, errs := config.LoadPipelines(cfg.Pipelines.Path)
+	if err := r.degradedAtStartup(ctx, loaded); err != nil {
+		log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
+		_ = r.Close()
+		return nil, err
+	}
 	for _, err := range errs {
 		log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
 		r.invalid = append(r.invalid, configError(config.Pipeline{}, err))
@@ -299,7 +310,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	if err != nil {
 		return nil, err
 	}
-	m := &managedPipeline{cfg: p, durable: r.durable, initial: initial.Status}
+	m := &managedPipeline{cfg: p, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
 		Policy:         lifecycle.PolicyFrom(recovery),
@@ -637,7 +648,7 @@ func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) 
 func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
 	m.enqueueEvent(r, auditEvent(e), e.To)
 	r.metrics.PipelineEvent(m.metrics, e)
-	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded {
+	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {
 		select {
 		case r.degraded <- e.PipelineID:
 		default:
@@ -691,10 +702,6 @@ func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
 // pipelines.exit-on-degraded on.
 func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	defer r.close()
-	if err := r.degradedAtStartup(); err != nil {
-		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
-		return err
-	}
 	// Supervisors get their own context: a degraded pipeline with
 	// exit-on-degraded ends the run the same way a signal does.
 	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
@@ -751,15 +758,21 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 // degradedAtStartup refuses to run, with exit-on-degraded on, while a
 // pipeline is still degraded from an earlier run: a service manager that
 // restarts conduit must not get a process that runs on with it degraded.
-// Nothing is started then.
-func (r *Runtime) degradedAtStartup() error {
+// It is decided before any pipeline is provisioned, so a refused start
+// writes nothing. A force stop is an operator's act, not a failure, and
+// does not count.
+func (r *Runtime) degradedAtStartup(ctx context.Context, loaded []config.Pipeline) error {
 	if !r.cfg.Pipelines.ExitOnDegraded {
 		return nil
 	}
 	var ids []string
-	for _, m := range r.pipelines {
-		if m.initial == lifecycle.StatusDegraded {
-			ids = append(ids, m.cfg.ID)
+	for _, p := range loaded {
+		st, ok, err := r.states.Load(ctx, p.ID)
+		if err != nil || !ok || st.Status != lifecycle.StatusDegraded || st.DegradedReason == lifecycle.ReasonForceStop {
+			continue
+		}
+		if hash, err := configHash(p); err == nil && hash == st.ConfigHash {
+			ids = append(ids, p.ID)
 		}
 	}
 	if len(ids) == 0 {
