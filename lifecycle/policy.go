@@ -140,9 +140,8 @@ func Delay(p Policy, attempt int, random float64) time.Duration {
 	return max(time.Duration(x), 0)
 }
 
-// jitterRange is where jitter may move delay d: from lo, width wide. The
-// width is written as 2*spread, as the schedule always computed it, so that
-// delays below the cap stay what they were to the nanosecond.
+// jitterRange is where jitter may move delay d: from lo, width wide
+// (2*spread, centred on d), cut at max-delay.
 func jitterRange(p Policy, d time.Duration) (lo, width float64) {
 	spread := p.Jitter * float64(d)
 	lo, width = float64(d)-spread, 2*spread
@@ -153,8 +152,6 @@ func jitterRange(p Policy, d time.Duration) (lo, width float64) {
 }
 
 // backoffDelay is the un-jittered delay of an attempt in closed form.
-// Rounding differs from stepping through the attempts by at most a few
-// nanoseconds, and only for factors that are not whole numbers.
 func backoffDelay(p Policy, attempt int) time.Duration {
 	switch {
 	case p.MinDelay <= 0 || p.MaxDelay <= 0:

@@ -37,8 +37,11 @@ func goldenState() State {
 		ep.add(Attempt{Number: n, FailedAt: failed, Error: e, Delay: 10 * time.Millisecond, NextAttemptAt: failed.Add(10 * time.Millisecond)})
 	}
 	last := ep.Attempts[len(ep.Attempts)-1]
+	// As a clean shutdown leaves a recovering pipeline.
 	return State{
-		Status:        StatusRecovering,
+		Status:        StatusStopped,
+		StopReason:    StopReasonShutdown,
+		ResumeStatus:  StatusRecovering,
 		FailCount:     40,
 		NextAttemptAt: last.NextAttemptAt,
 		LastError:     &last.Error,

@@ -24,6 +24,13 @@ type Run interface {
 	Stop()
 }
 
+// Discarder is an optional ability of a Run: Discard is called, instead of
+// Run, for a run that was built but stopped before it ran, so it can give
+// back what building it took.
+type Discarder interface {
+	Discard()
+}
+
 // RunHooks let a run tell its supervisor about progress.
 type RunHooks struct {
 	// OnAck is called after records were acknowledged end to end. It is
@@ -250,9 +257,11 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 
 // Run takes up the initial state (starting a running pipeline, scheduling
 // a recovering one at its persisted next attempt time) and then serves
-// requests until ctx is done. Then it stops the active run gracefully -
-// a process shutdown is not a fault and changes no persisted status - and
-// returns once the run has ended. Kill forces that stop.
+// requests until ctx is done. Then it stops the active run gracefully - a
+// process shutdown is not a fault: a running or recovering pipeline is
+// persisted as stopped with reason shutdown and the status it had, which
+// the next process takes up - and returns once the run has ended. Kill
+// forces that stop.
 func (s *Supervisor) Run(ctx context.Context) {
 	defer close(s.done)
 	defer s.stopWindow()
@@ -295,28 +304,39 @@ func (s *Supervisor) shutdown() {
 	s.stopWindow()
 	s.takeOverRestart()
 	if cur := s.m.current(); cur == StatusRunning || cur == StatusRecovering {
-		from, err := s.m.fire(eventStop)
-		if err != nil {
+		// On a refusal the run is still stopped below; only the record
+		// of it is missing.
+		if from, err := s.m.fire(eventStop); err != nil {
 			s.log.Error("shutdown refused by the state machine", zap.Error(err))
-			return
-		}
-		s.state.Status = StatusStopped
-		s.state.StopReason = StopReasonShutdown
-		s.state.ResumeStatus = from
-		s.state.Probation = false
-		s.save()
-		if s.run == nil || s.run.stopping {
-			s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
-				Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
 		} else {
-			s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
-				Message: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain"})
+			s.recordShutdown(from)
+			if s.run == nil || s.run.stopping {
+				s.emitShutdownStopped(from)
+			} else {
+				s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+					Message: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain"})
+			}
 		}
 	}
 	if s.run != nil && !s.run.stopping {
 		s.run.stopping = true
 		s.run.stop()
 	}
+}
+
+// recordShutdown persists a pipeline stopped by the shutdown, with the
+// status the next process takes up.
+func (s *Supervisor) recordShutdown(from Status) {
+	s.state.Status = StatusStopped
+	s.state.StopReason = StopReasonShutdown
+	s.state.ResumeStatus = from
+	s.state.Probation = false
+	s.save()
+}
+
+func (s *Supervisor) emitShutdownStopped(from Status) {
+	s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+		Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
 }
 
 // Start starts a stopped or degraded pipeline (resetting its fail count).
@@ -605,8 +625,7 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		case s.m.current() != StatusStopped:
 			// Force-stopped: the degraded event was written then.
 		case s.state.StopReason == StopReasonShutdown:
-			s.emit(Event{Kind: EventStopped, From: StatusStopped, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
-				Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
+			s.emitShutdownStopped(StatusStopped)
 		default:
 			s.emit(Event{Kind: EventStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		}
@@ -823,6 +842,8 @@ func (s *Supervisor) runLoop(ar *activeRun, restartedAt time.Time) {
 		}
 		if ar.setBuilt(r) {
 			err = r.Run(ar.ctx)
+		} else if d, ok := r.(Discarder); ok {
+			d.Discard()
 		}
 	}
 	select {

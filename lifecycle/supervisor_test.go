@@ -549,3 +549,41 @@ func TestHugeErrorMessageIsBounded(t *testing.T) {
 		t.Fatalf("persisted last error of %d bytes", len(st.LastError.Message))
 	}
 }
+
+// discardRun records whether it was discarded instead of run.
+type discardRun struct {
+	fakeRun
+	discarded chan struct{}
+}
+
+func (r *discardRun) Discard() { close(r.discarded) }
+
+// A run built after a stop was requested is not run but discarded, so that
+// it gives back what building it took.
+func TestRunStoppedWhileBuildingIsDiscarded(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusStopped})
+	building, proceed := make(chan struct{}), make(chan struct{})
+	run := &discardRun{fakeRun: fakeRun{end: make(chan error, 1), stopped: make(chan struct{})}, discarded: make(chan struct{})}
+	h.factory = func(RunHooks) (Run, error) {
+		close(building)
+		<-proceed
+		return run, nil
+	}
+	if err := h.sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-building
+	h.expect(EventRunning)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.sup.Stop(context.Background(), false) }()
+	h.expect(EventStopping) // the run is asked to stop before it is built
+	close(proceed)
+	select {
+	case <-run.discarded:
+	case <-time.After(guard):
+		t.Fatal("the run built after the stop was not discarded")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}

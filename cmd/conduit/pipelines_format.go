@@ -171,7 +171,7 @@ func (v view) writeEpisode(b *bytes.Buffer, ep *conduitv1.RecoveryEpisode, field
 	field(2, "Total time", durationText(ep.GetDuration()))
 	attempts := fmt.Sprint(len(ep.GetAttempts()))
 	if n := ep.GetDroppedAttempts(); n > 0 {
-		attempts = fmt.Sprintf("%d (the first and the latest %d shown)", int(n)+len(ep.GetAttempts()), len(ep.GetAttempts()))
+		attempts = fmt.Sprintf("%d (%d shown: the first and the latest)", int(n)+len(ep.GetAttempts()), len(ep.GetAttempts()))
 	}
 	field(2, "Attempts", attempts)
 	if len(ep.GetAttempts()) == 0 {

@@ -146,7 +146,7 @@ Recovery episode:
   Started:         2024-05-01 11:59:57 UTC
   Ended:           not yet
   Total time:      3s
-  Attempts:        3 (the first and the latest 2 shown)
+  Attempts:        3 (2 shown: the first and the latest)
     #    FAILED AT                CODE  CLASS      DELAY  MESSAGE
     1    2024-05-01 11:59:57.000  503   transient  1s     connection refused
     ...                                                   (1 attempts left out)

@@ -523,8 +523,8 @@ func TestWatcherLimits(t *testing.T) {
 
 // TestIdleWatcherMemory measures what the server holds for an open, idle
 // watch stream (heap and goroutine stacks, the audit log watcher
-// included): it was about 330 KB, mostly a buffer of 1,024 events
-// allocated up front. The client runs in another process (this test binary, as
+// included), so that a buffer allocated up front per watcher cannot come
+// back unnoticed. The client runs in another process (this test binary, as
 // TestWatchClientProcess) so that only the server's memory is counted.
 func TestIdleWatcherMemory(t *testing.T) {
 	const n = 200

@@ -102,7 +102,12 @@ func (m *managedPipeline) enqueueEvent(r *Runtime, e auditlog.Event, to lifecycl
 type trackedRun struct {
 	*pipeline.Engine
 	m *managedPipeline
+	// discard gives back the descriptors the run held for opening.
+	discard func()
 }
+
+// Discard implements lifecycle.Discarder.
+func (t trackedRun) Discard() { t.discard() }
 
 func (t trackedRun) Run(ctx context.Context) error {
 	t.m.current.Store(t.Engine)

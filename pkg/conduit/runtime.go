@@ -527,7 +527,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		release()
 		return nil, err
 	}
-	return trackedRun{Engine: e, m: m}, nil
+	return trackedRun{Engine: e, m: m, discard: release}, nil
 }
 
 // buildEngineConfig turns the file's pipeline into the engine's config. It
@@ -693,9 +693,9 @@ func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
 
 // Run supervises every pipeline until ctx is done, then shuts down: each
 // supervisor stops its pipeline gracefully (sources stop reading, in-flight
-// records drain and are acknowledged, positions are saved) without
-// changing its persisted status, so the next start takes up where this one
-// left off. If that takes longer than pipelines.graceful-stop-timeout, or
+// records drain and are acknowledged, positions are saved) and records it
+// as stopped for the shutdown, with the status it had, so the next start
+// takes up where this one left off. If that takes longer than pipelines.graceful-stop-timeout, or
 // force is closed (a second Ctrl-C), the runs are cancelled. The store is
 // closed last. Run returns nil after a clean shutdown, and an error wrapping
 // ErrPipelineDegraded when a pipeline became degraded with

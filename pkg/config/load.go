@@ -388,7 +388,8 @@ func isLoopbackAddress(address string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
+	// As the API server reads it: any case of localhost.
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -183,6 +184,13 @@ func (d *fileDestination) claim(ctx context.Context, f *os.File, fi os.FileInfo)
 				if keep, err = lineEnd(r, prev.OwnedFrom, size); err != nil {
 					return err
 				}
+				if keep < size && !startsAsOurLine(r, keep, size) {
+					// Someone else appended after this destination's last
+					// line: their bytes stay.
+					d.log.Warn("file destination: the partial last line was not written by this destination; it is kept",
+						zap.String("path", d.path), zap.Int64("offset", keep), zap.Int64("bytes", size-keep))
+					keep = size
+				}
 				if keep < size {
 					if err := d.cut(f, keep, size); err != nil {
 						return err
@@ -234,6 +242,21 @@ func lineEnd(r io.ReaderAt, from, size int64) (int64, error) {
 		}
 	}
 	return from, nil
+}
+
+// lineStart is how every line this destination writes begins
+// (record.AppendJSON).
+const lineStart = `{"position":`
+
+// startsAsOurLine reports whether the bytes [from, size) begin as a line
+// this destination writes would: a crash cuts a line short, it does not
+// change how it starts.
+func startsAsOurLine(r io.ReaderAt, from, size int64) bool {
+	buf := make([]byte, min(int64(len(lineStart)), size-from))
+	if _, err := r.ReadAt(buf, from); err != nil {
+		return false
+	}
+	return strings.HasPrefix(lineStart, string(buf))
 }
 
 // cut removes the partial line [keep, size) that this destination wrote.

@@ -234,6 +234,30 @@ func TestFileDestinationRepairsItsOwnTornLine(t *testing.T) {
 	}
 }
 
+// A partial line someone else appended after a crash is not this
+// destination's, although the run before did not stop cleanly: it is kept.
+func TestFileDestinationKeepsAForeignLineAfterACrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	state := &memState{}
+	d, _ := fileDestRun(t, path, state)
+	writeRecords(t, d, "1")
+	crash(t, d)
+	appendBytes(t, path, "theirs")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, logs := fileDestRun(t, path, state)
+	writeRecords(t, d, "2")
+	if err := d.Teardown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, path, append(before, '\n'), "2")
+	if logs.FilterMessageSnippet("cutting off").Len() != 0 {
+		t.Fatal("a line this destination did not write was cut")
+	}
+}
+
 // TestFileDestinationDoesNotCutAfterACleanStop: after a run that stopped
 // cleanly, a partial line someone else appended is not the destination's.
 func TestFileDestinationDoesNotCutAfterACleanStop(t *testing.T) {

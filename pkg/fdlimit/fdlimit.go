@@ -60,13 +60,19 @@ func Open() (int, error) {
 }
 
 // Left returns how many more descriptors the process may open: Limit - Open.
-func Left() (int, error) {
-	lim, err := Limit()
+func Left() (int, error) { return left(Limit, Open) }
+
+func left(limit func() (uint64, error), count func() (int, error)) (int, error) {
+	lim, err := limit()
 	if err != nil {
 		return 0, err
 	}
-	open, err := Open()
+	open, err := count()
 	if err != nil {
+		if outOfDescriptors(err) {
+			// Counting needs one descriptor itself: none is left.
+			return 0, nil
+		}
 		return 0, err
 	}
 	if lim > uint64(open) {

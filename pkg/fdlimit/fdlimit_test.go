@@ -151,3 +151,13 @@ func TestGaugeTakeCountsWhatItHandedOut(t *testing.T) {
 		t.Fatal("refused on a stale count although descriptors were closed since")
 	}
 }
+
+// When counting itself fails for want of a descriptor, none is left: the
+// guards must refuse, not take it for a platform that cannot count.
+func TestLeftIsZeroWhenCountingFindsNoDescriptor(t *testing.T) {
+	got, err := left(func() (uint64, error) { return 1024, nil },
+		func() (int, error) { return 0, &os.PathError{Op: "open", Path: "/proc/self/fd", Err: unix.EMFILE} })
+	if err != nil || got != 0 {
+		t.Fatalf("left = %d, %v; want 0, nil", got, err)
+	}
+}

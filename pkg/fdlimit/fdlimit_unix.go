@@ -3,6 +3,7 @@
 package fdlimit
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 
@@ -23,4 +24,10 @@ func limit() (uint64, error) {
 		return 0, fmt.Errorf("read RLIMIT_NOFILE: %w", err)
 	}
 	return uint64(rl.Cur), nil
+}
+
+// outOfDescriptors reports whether err is the process (EMFILE) or the
+// system (ENFILE) being out of file descriptors.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
 }
