@@ -33,6 +33,7 @@ const (
 	CodeNotFound           = 404 // fatal: the resource does not exist
 	CodeRequestTimeout     = 408 // transient
 	CodeConflict           = 409 // fatal
+	CodePayloadTooLarge    = 413 // fatal: the message can never fit
 	CodeUnprocessable      = 422 // fatal: this record can never be written
 	CodeTooEarly           = 425 // transient
 	CodeTooManyRequests    = 429 // transient: rate limited

@@ -228,8 +228,15 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 
 	if cfg.API.Enabled {
 		svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
+		// Each watch holds a connection: watches alone must not take every
+		// connection, or nobody could stop a pipeline.
+		maxWatchers := min(cfg.API.MaxWatchers, max(r.server.MaxConnections()/2, 1))
+		if maxWatchers < cfg.API.MaxWatchers {
+			log.Info("api.max-watchers lowered to half of the API connections", zap.Int("api.max-watchers", maxWatchers),
+				zap.Int("api.http.max-connections", r.server.MaxConnections()))
+		}
 		r.server.SetHandler(api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log,
-			MaxWatchers: cfg.API.MaxWatchers, MaxWatchersPerClient: cfg.API.MaxWatchersPerClient}))
+			MaxWatchers: maxWatchers, MaxWatchersPerClient: min(cfg.API.MaxWatchersPerClient, maxWatchers)}))
 	}
 	r.warnLowFileLimit()
 	return r, nil

@@ -354,6 +354,8 @@ func (p *pluginProcess) connectorConfig() *connectorv1.ConnectorConfig {
 // decompressed. Every message is bounded by the host's MaxMessageBytes.
 func (p *pluginProcess) clientOptions() []connect.ClientOption {
 	return []connect.ClientOption{
+		// Nil constructors take gzip off the client's list (it is on by
+		// default): this line turns compression off, it does not add it.
 		connect.WithAcceptCompression("gzip", nil, nil),
 		connect.WithReadMaxBytes(p.host.cfg.MaxMessageBytes),
 	}
@@ -378,7 +380,7 @@ func (p *pluginProcess) callError(ctx context.Context, op string, err error) err
 		// (fatal) stops the pipeline and says what to fix.
 		return cerrors.WithCode(fmt.Errorf("standalone connector %q: %s: the plugin sent a message larger than %d bytes "+
 			"(connectors: a plugin message is at most %s; a plugin built with pkg/sdk splits its batches to fit): %w",
-			p.name, op, p.host.cfg.MaxMessageBytes, humanBytes(p.host.cfg.MaxMessageBytes), err), 413)
+			p.name, op, p.host.cfg.MaxMessageBytes, humanBytes(p.host.cfg.MaxMessageBytes), err), cerrors.CodePayloadTooLarge)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("standalone connector %q: %s: %w", p.name, op, ctxErr)

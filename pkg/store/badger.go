@@ -162,7 +162,15 @@ func checkBeforeOpen(path string, opts badger.Options, guard *spaceGuard, logger
 	if free, err := guard.free(path); err == nil && free < guard.reserve {
 		return newNoSpaceError(path, free, guard.reserve)
 	}
-	return checkFiles(path, opts, logger)
+	if err := checkFiles(path, opts, logger); err != nil {
+		// A process that started at the same moment may have taken the
+		// lock since, and its writes look like damage to the checks.
+		if lockHeldByOther(path) {
+			return newInUseError(path)
+		}
+		return err
+	}
+	return nil
 }
 
 // openRecovered is badger.Open with its panics (those in the calling
