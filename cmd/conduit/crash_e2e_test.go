@@ -25,7 +25,7 @@ import (
 // a handful of kills cannot rank the two. What dedup guarantees exactly is
 // tested in dedup/stress_test.go.
 //
-// The figures in README.md come from this test with a larger run:
+// The figures in docs/performance.md come from this test with a larger run:
 //
 //	CONDUIT_CRASH_RECORDS=1000000 CONDUIT_CRASH_KILLS=10 go test -run TestCrash -v ./cmd/conduit/
 func TestCrashDuplicatesWithAndWithoutDedup(t *testing.T) {
