@@ -78,12 +78,7 @@ func TestLoadAPIAuth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := ""
-			if tc.file != "" {
-				path = writeFile(t, dir, "conduit.yml", tc.file)
-			}
-			_, _, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
+			path, err := loadCase(t, tc.file, tc.args, tc.env)
 			if tc.source == "" {
 				if err != nil {
 					t.Fatalf("Load: %v", err)

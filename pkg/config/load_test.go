@@ -756,12 +756,7 @@ func TestLoadCrossFieldBlame(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := ""
-			if tc.file != "" {
-				path = writeFile(t, dir, "conduit.yml", tc.file)
-			}
-			_, _, err := Load(LoadOptions{Flags: flags(t, tc.args...), LookupEnv: env(tc.env), WorkDir: dir})
+			path, err := loadCase(t, tc.file, tc.args, tc.env)
 			want := make([]string, len(tc.want))
 			for i, w := range tc.want {
 				want[i] = strings.ReplaceAll(w, "FILE", path)
@@ -846,4 +841,17 @@ func TestKeyErrorUnwrap(t *testing.T) {
 		t.Error("errors.Is does not see through KeyError")
 	}
 	eq(t, "Error", err.Error(), "conduit.yml:1: k: "+fs.ErrPermission.Error())
+}
+
+// loadCase loads a configuration made of file (written as conduit.yml in a
+// new directory when not empty), flags args and environment vars; path is
+// the file's path.
+func loadCase(t *testing.T, file string, args []string, vars map[string]string) (path string, err error) {
+	t.Helper()
+	dir := t.TempDir()
+	if file != "" {
+		path = writeFile(t, dir, "conduit.yml", file)
+	}
+	_, _, err = Load(LoadOptions{Flags: flags(t, args...), LookupEnv: env(vars), WorkDir: dir})
+	return path, err
 }
