@@ -15,15 +15,15 @@ import (
 // The benchmarks run on Badger in $TMPDIR: a synced write there, not the
 // code here, bounds the append rate (see pkg/store's BenchmarkBadgerSetSynced).
 
-// countingUpdates counts the store's transactions, each one sync.
+// countingUpdates counts the store's commits, each one sync.
 type countingUpdates struct {
 	store.Store
 	n atomic.Int64
 }
 
-func (c *countingUpdates) Update(ctx context.Context, fn func(store.Txn) error) error {
+func (c *countingUpdates) Commit(ctx context.Context, ops []store.Op) error {
 	c.n.Add(1)
-	return c.Store.Update(ctx, fn)
+	return c.Store.Commit(ctx, ops)
 }
 
 // BenchmarkAppendDurable64 appends from 64 goroutines, each append

@@ -50,12 +50,12 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}
 }
 
-// openLog opens a Log with its own GroupWriter on db. Both are closed when
+// openLog opens a Log with its own Batcher on db. Both are closed when
 // the test ends (the Log first), before db, whose cleanup was registered
 // earlier.
 func openLog(t testing.TB, db store.Store, opts Options) *Log {
 	t.Helper()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	t.Cleanup(w.Close)
 	if opts.Logger == nil {
 		opts.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))

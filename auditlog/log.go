@@ -51,27 +51,20 @@ type Options struct {
 	// Logger receives the lines about skipped entries and failed retention
 	// passes; nil discards them.
 	Logger *zap.Logger
-	// BeforeWrite, if set, is called by the writer goroutine before it
-	// writes the events handed to Enqueue since its last round. The runtime
-	// uses it to flush pipeline states first, so that an event in the log
-	// means the transition it describes is persisted too: what the log
-	// says happened is what a restart resumes from.
-	BeforeWrite func(context.Context) error
 }
 
 // Log is the audit log of every pipeline. Its methods are safe for
-// concurrent use. It owns two goroutines (the retention pass and the
-// writer of Enqueue) and one per open Watcher; Close ends them all.
+// concurrent use. It owns the retention goroutine, one per retention pass
+// started after a write, and one per open Watcher; Close ends them all.
 type Log struct {
-	db          store.Store
-	w           *store.GroupWriter
-	maxEvents   uint64
-	trimSlack   uint64
-	maxAge      time.Duration
-	sweepEvery  time.Duration
-	now         func() time.Time
-	log         *zap.Logger
-	beforeWrite func(context.Context) error
+	db         store.Store
+	w          *store.Batcher
+	maxEvents  uint64
+	trimSlack  uint64
+	maxAge     time.Duration
+	sweepEvery time.Duration
+	now        func() time.Time
+	log        *zap.Logger
 
 	// life is cancelled by Close. It is the context of everything the Log
 	// does on its own (retention, watcher goroutines), so that Close can
@@ -84,17 +77,6 @@ type Log struct {
 	mu        sync.Mutex
 	closed    bool
 	pipelines map[string]*pipelineLog
-
-	// The queue of Enqueue, drained by the writer goroutine (runWriter).
-	qmu       sync.Mutex
-	queued    []*eventChunk
-	freeChunk []*eventChunk // written chunks, for reuse
-	qclosed   bool
-	enqueued  uint64        // events ever handed to Enqueue
-	written   uint64        // of those, how many the writer has finished
-	qprogress chan struct{} // closed and replaced whenever written moves
-	qwake     chan struct{}
-	qdone     chan struct{}
 
 	closeOnce sync.Once
 	// afterSweep, when set by a test before start, runs after each
@@ -148,9 +130,9 @@ func newPipelineLog(id string) *pipelineLog {
 }
 
 // Open reads where every pipeline's log ends (two seeks per pipeline) and
-// starts the retention goroutine. Appends are written through w, which
+// starts the retention goroutine. Events are written through w, which
 // must write to db; the Log closes neither.
-func Open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Options) (*Log, error) {
+func Open(ctx context.Context, db store.Store, w *store.Batcher, opts Options) (*Log, error) {
 	l, err := open(ctx, db, w, opts)
 	if err != nil {
 		return nil, err
@@ -160,10 +142,10 @@ func Open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Option
 }
 
 // open is Open without starting the retention goroutine.
-func open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Options) (*Log, error) {
+func open(ctx context.Context, db store.Store, w *store.Batcher, opts Options) (*Log, error) {
 	switch {
 	case db == nil || w == nil:
-		return nil, errors.New("open audit log: store and group writer are required")
+		return nil, errors.New("open audit log: store and writer are required")
 	case opts.MaxEventsPerPipeline < 0:
 		return nil, fmt.Errorf("open audit log: max events per pipeline is %d, want 0 (default) or more", opts.MaxEventsPerPipeline)
 	case opts.MaxAge < 0:
@@ -176,16 +158,15 @@ func open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Option
 		maxEvents = DefaultMaxEventsPerPipeline
 	}
 	l := &Log{
-		db:          db,
-		w:           w,
-		maxEvents:   uint64(maxEvents),
-		trimSlack:   uint64(min(max(maxEvents/100, 1), 1000)),
-		maxAge:      opts.MaxAge,
-		sweepEvery:  opts.SweepInterval,
-		now:         opts.Now,
-		log:         opts.Logger,
-		beforeWrite: opts.BeforeWrite,
-		pipelines:   make(map[string]*pipelineLog),
+		db:         db,
+		w:          w,
+		maxEvents:  uint64(maxEvents),
+		trimSlack:  uint64(min(max(maxEvents/100, 1), 1000)),
+		maxAge:     opts.MaxAge,
+		sweepEvery: opts.SweepInterval,
+		now:        opts.Now,
+		log:        opts.Logger,
+		pipelines:  make(map[string]*pipelineLog),
 	}
 	if l.sweepEvery == 0 {
 		l.sweepEvery = DefaultSweepInterval
@@ -201,17 +182,13 @@ func open(ctx context.Context, db store.Store, w *store.GroupWriter, opts Option
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
 	l.life, l.cancel = context.WithCancel(context.Background())
-	l.qprogress, l.qwake = make(chan struct{}), make(chan struct{}, 1)
-	l.freeChunk = make([]*eventChunk, 0, 4)
 	return l, nil
 }
 
-// start starts the retention and the writer goroutines.
+// start starts the retention goroutine.
 func (l *Log) start() {
 	l.wg.Add(1)
 	go l.runSweeper()
-	l.qdone = make(chan struct{})
-	go l.runWriter()
 }
 
 // load finds every pipeline in the store and its first and last sequence:
@@ -297,18 +274,42 @@ func (l *Log) pipeline(id string, create bool) (*pipelineLog, error) {
 // Append stores e as the pipeline's next event and returns it with its
 // Sequence and Time set, once it is durable. Concurrent appends share
 // syncs; appends to one pipeline get sequences in the order they reach
-// Append.
+// Append. extra are written in the same commit as the event (the state
+// of the pipeline the event records, say).
 //
 // A failed write is not retried and its sequence is skipped: List and
 // Watch never show it, and later appends go on after it. (Only a restart
 // may hand it out again, if no later write was stored: nobody saw it.) A
-// cancelled ctx stops an append only before its write is queued.
-func (l *Log) Append(ctx context.Context, e Event) (Event, error) {
-	q, err := l.queue(ctx, e)
+// cancelled ctx stops an append only before its write is submitted.
+func (l *Log) Append(ctx context.Context, e Event, extra ...store.Op) (Event, error) {
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	e, p, pending, err := l.submit(e, extra, false)
 	if err != nil {
 		return Event{}, err
 	}
-	return l.finish(q)
+	if err := pending.Wait(context.WithoutCancel(ctx)); err != nil {
+		return Event{}, fmt.Errorf("append %s event %d of pipeline %s: %w", e.Kind, e.Sequence, e.PipelineID, err)
+	}
+	l.trimCount(p, l.trimSlack)
+	return e, nil
+}
+
+// Record is Append without waiting: the event (and extra, in the same
+// commit) is durable, and visible to List and Watch, moments later, once
+// the store's writer has committed it; Flush waits for that. It is how a
+// caller that must not wait for the disk (a pipeline's supervisor, whose
+// restarts keep a schedule) records events. A write that fails is logged.
+func (l *Log) Record(e Event, extra ...store.Op) error {
+	_, _, _, err := l.submit(e, extra, true)
+	return err
+}
+
+// Flush returns once every event recorded before it is durable (or its
+// write failed, which was logged) and published.
+func (l *Log) Flush(ctx context.Context) error {
+	return l.w.Flush(ctx)
 }
 
 // validate checks what every appended event needs.
@@ -322,34 +323,28 @@ func validate(e Event) error {
 	return nil
 }
 
-// queuedEvent is an event whose write is queued: numbered, encoded and
-// handed to the group writer.
-type queuedEvent struct {
-	p    *pipelineLog
-	e    Event
-	wait func() error
-}
-
-// queue numbers e, encodes it and queues its write without waiting.
-func (l *Log) queue(ctx context.Context, e Event) (queuedEvent, error) {
+// submit numbers e, encodes it and submits its write with extra. Once the
+// write is committed, the writer's goroutine settles the event (publishes
+// it in sequence order). recorded says nobody waits for the write: its
+// failure is logged, and a retention pass the pipeline then needs is
+// started from there (Append runs it itself).
+func (l *Log) submit(e Event, extra []store.Op, recorded bool) (Event, *pipelineLog, store.Pending, error) {
 	if err := validate(e); err != nil {
-		return queuedEvent{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return queuedEvent{}, err
+		return Event{}, nil, store.Pending{}, err
 	}
 	p, err := l.pipeline(e.PipelineID, true)
 	if err != nil {
-		return queuedEvent{}, err
+		return Event{}, nil, store.Pending{}, err
 	}
 	if !e.NextAttemptAt.IsZero() {
 		e.NextAttemptAt = e.NextAttemptAt.UTC()
 	}
 
-	// Under p.mu: number, encode and queue, so that queue order is
-	// sequence order. The sync happens outside, shared with whoever
-	// queues meanwhile.
+	// Under p.mu: number, encode and submit, so that submit order (which
+	// is commit order) is sequence order. The sync happens outside, shared
+	// with whoever submits meanwhile.
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	e.Sequence = p.last + 1
 	if e.Time.IsZero() {
 		e.Time = l.now()
@@ -357,187 +352,45 @@ func (l *Log) queue(ctx context.Context, e Event) (queuedEvent, error) {
 	e.Time = e.Time.UTC() // also drops the monotonic reading, as a read would
 	value, err := encodeEvent(e)
 	if err != nil {
-		p.mu.Unlock()
-		return queuedEvent{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+		return Event{}, nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
 	}
-	wait, err := l.w.SetAsync(ctx, eventKey(p.prefix, e.Sequence), value)
+	ops := make([]store.Op, 0, 1+len(extra))
+	ops = append(append(ops, store.Op{Key: eventKey(p.prefix, e.Sequence), Value: value}), extra...)
+	pending, err := l.w.SubmitFunc(func(err error) {
+		l.settle(p, e, err == nil)
+		switch {
+		case !recorded:
+		case err != nil:
+			l.log.Error("could not write an audit event", zap.String("pipeline_id", e.PipelineID),
+				zap.String("event", string(e.Kind)), zap.Uint64("sequence", e.Sequence), zap.Error(err))
+		default:
+			l.trimLater(p)
+		}
+	}, ops...)
 	if err != nil {
-		p.mu.Unlock()
-		return queuedEvent{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+		return Event{}, nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
 	}
 	p.last = e.Sequence
+	return e, p, pending, nil
+}
+
+// trimLater starts a retention pass for p on a goroutine of its own when p
+// holds more events than its limit allows: the writer's goroutine, which
+// settles events, must not wait for the deletes.
+func (l *Log) trimLater(p *pipelineLog) {
+	p.mu.Lock()
+	published, oldest := p.published.Load(), p.oldest
+	over := published >= oldest && published-oldest+1 > l.maxEvents+l.trimSlack && !p.maintaining
 	p.mu.Unlock()
-	return queuedEvent{p: p, e: e, wait: wait}, nil
-}
-
-// finish waits for a queued write, publishes the event and applies the
-// count limit.
-func (l *Log) finish(q queuedEvent) (Event, error) {
-	err := q.wait()
-	l.settle(q.p, q.e, err == nil)
-	if err != nil {
-		return Event{}, fmt.Errorf("append %s event %d of pipeline %s: %w", q.e.Kind, q.e.Sequence, q.e.PipelineID, err)
+	if !over {
+		return
 	}
-	l.trimCount(q.p, l.trimSlack)
-	return q.e, nil
-}
-
-// Enqueue hands e over to be appended and returns at once: the Log's
-// writer goroutine numbers and writes it, in the order of Enqueue calls,
-// sharing syncs with everything queued meanwhile. It is how a caller that
-// must not wait for the disk (a pipeline's supervisor, whose restarts keep
-// a schedule) records events. The event is durable, and visible to List
-// and Watch, once Flush returns. A write that fails is logged. Enqueue
-// fails only for an invalid event or a closed Log.
-//
-// The queue is not bounded: what fills it is pipeline transitions, a
-// handful per pipeline per restart, and the writer drains it as fast as
-// the store syncs.
-func (l *Log) Enqueue(e Event) error {
-	if err := validate(e); err != nil {
-		return err
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
 	}
-	l.qmu.Lock()
-	defer l.qmu.Unlock()
-	if l.qclosed {
-		return ErrClosed
-	}
-	if e.Time.IsZero() {
-		e.Time = l.now()
-	}
-	if n := len(l.queued); n == 0 || l.queued[n-1].n == len(l.queued[n-1].events) {
-		var c *eventChunk
-		if f := len(l.freeChunk); f > 0 {
-			c, l.freeChunk = l.freeChunk[f-1], l.freeChunk[:f-1]
-		} else {
-			c = new(eventChunk)
-		}
-		l.queued = append(l.queued, c)
-	}
-	c := l.queued[len(l.queued)-1]
-	c.events[c.n] = e
-	c.n++
-	l.enqueued++
-	select {
-	case l.qwake <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// Flush returns once every event handed to Enqueue before it is written
-// (or its write failed, which the writer logged) and published.
-func (l *Log) Flush(ctx context.Context) error {
-	l.qmu.Lock()
-	target := l.enqueued
-	for l.written < target {
-		progress := l.qprogress
-		l.qmu.Unlock()
-		select {
-		case <-progress:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		l.qmu.Lock()
-	}
-	l.qmu.Unlock()
-	return nil
-}
-
-// eventChunk holds events handed to Enqueue, and, once the writer queued
-// their writes, what it needs to finish them. The queue grows by chunks so
-// that a burst of events (a fault storm) is not copied around as a slice
-// doubles, and chunks are reused.
-type eventChunk struct {
-	n      int
-	events [256]Event
-	logs   [256]*pipelineLog
-	waits  [256]func() error
-}
-
-// reset empties c for reuse, clearing only the entries used: a round of
-// one event must not pay for zeroing 256.
-func (c *eventChunk) reset() {
-	clear(c.events[:c.n])
-	clear(c.logs[:c.n])
-	clear(c.waits[:c.n])
-	c.n = 0
-}
-
-// logWriteFailure reports an event handed to Enqueue that could not be
-// written; nobody waits for it, so the log is where it shows.
-func (l *Log) logWriteFailure(e Event, err error) {
-	l.log.Error("could not write an audit event", zap.String("pipeline_id", e.PipelineID),
-		zap.String("event", string(e.Kind)), zap.Error(err))
-}
-
-// runWriter writes the events handed to Enqueue: it takes all that are
-// queued, queues their writes (which then share group commits), waits for
-// them and publishes them, and starts over. On Close it writes what is
-// left and returns.
-func (l *Log) runWriter() {
-	defer close(l.qdone)
-	var chunks []*eventChunk
-	for {
-		l.qmu.Lock()
-		for len(l.queued) == 0 {
-			if l.qclosed {
-				l.qmu.Unlock()
-				return
-			}
-			l.qmu.Unlock()
-			<-l.qwake
-			l.qmu.Lock()
-		}
-		chunks, l.queued = l.queued, chunks[:0]
-		l.qmu.Unlock()
-
-		if l.beforeWrite != nil {
-			if err := l.beforeWrite(context.Background()); err != nil {
-				// The events are still worth having; the failure is the
-				// state store's to report.
-				l.log.Warn("writing audit events although what had to be written before them failed", zap.Error(err))
-			}
-		}
-		written := 0
-		for _, c := range chunks {
-			for i := range c.n {
-				q, err := l.queue(context.Background(), c.events[i])
-				if err != nil {
-					l.logWriteFailure(c.events[i], err)
-					continue
-				}
-				c.events[i], c.logs[i], c.waits[i] = q.e, q.p, q.wait
-			}
-		}
-		for _, c := range chunks {
-			for i := range c.n {
-				if c.waits[i] == nil {
-					continue
-				}
-				if _, err := l.finish(queuedEvent{p: c.logs[i], e: c.events[i], wait: c.waits[i]}); err != nil {
-					l.logWriteFailure(c.events[i], err)
-				}
-			}
-			written += c.n
-			c.reset()
-		}
-
-		l.qmu.Lock()
-		// A few chunks are kept for the next round; a storm's worth is
-		// left to the garbage collector.
-		for _, c := range chunks {
-			if len(l.freeChunk) == cap(l.freeChunk) {
-				break
-			}
-			l.freeChunk = append(l.freeChunk, c)
-		}
-		clear(chunks)
-		l.written += uint64(written)
-		close(l.qprogress)
-		l.qprogress = make(chan struct{})
-		l.qmu.Unlock()
-	}
+	l.wg.Go(func() { l.trimCount(p, l.trimSlack) })
 }
 
 // settle records that the write of e finished (stored or not) and
@@ -592,26 +445,18 @@ func (l *Log) LastSequence(pipelineID string) uint64 {
 }
 
 // Close ends the retention goroutine and every watcher (their Err is then
-// ErrClosed) and waits for them. Appends still in flight complete, and
-// events handed to Enqueue are written first. Later
-// calls to Append, List and Watch return ErrClosed. Safe to call more than
+// ErrClosed) and waits for them. Appends and recorded events still in flight
+// complete (the store's writer commits them). Later calls to Append,
+// Record, List and Watch return ErrClosed. Safe to call more than
 // once.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		// Events already handed to Enqueue are written first.
-		l.qmu.Lock()
-		l.qclosed = true
-		l.qmu.Unlock()
-		select {
-		case l.qwake <- struct{}{}:
-		default:
-		}
-		if l.qdone != nil {
-			<-l.qdone
-		}
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
+		// What was recorded before is durable when Close returns, although
+		// the writer outlives the Log.
+		_ = l.w.Flush(context.Background())
 		l.cancel()
 		l.wg.Wait()
 	})

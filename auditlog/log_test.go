@@ -88,7 +88,7 @@ func TestAppendRejectsBadEvents(t *testing.T) {
 
 func TestOpenRejectsBadOptions(t *testing.T) {
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	defer w.Close()
 	for _, opts := range []Options{
 		{MaxEventsPerPipeline: -1},
@@ -111,7 +111,7 @@ func TestSequencesContinueAfterReopen(t *testing.T) {
 			// Each round opens the database anew, as a process restart does.
 			db := openBadger(t, dir)
 			defer db.Close()
-			w := store.NewGroupWriter(db)
+			w := store.NewBatcher(db, nil)
 			defer w.Close()
 			l, err := Open(ctx, db, w, Options{})
 			if err != nil {
@@ -284,26 +284,19 @@ func TestConcurrentAppends(t *testing.T) {
 	}
 }
 
-// failingWrites makes the GroupWriter's commit of chosen keys fail.
+// failingWrites makes every commit that holds a chosen key fail.
 type failingWrites struct {
 	store.Store
 	fail func(key []byte) bool
 }
 
-func (f *failingWrites) Update(ctx context.Context, fn func(store.Txn) error) error {
-	return f.Store.Update(ctx, func(tx store.Txn) error { return fn(failingTxn{tx, f.fail}) })
-}
-
-type failingTxn struct {
-	store.Txn
-	fail func(key []byte) bool
-}
-
-func (f failingTxn) Set(key, value []byte) error {
-	if f.fail(key) {
-		return errors.New("disk on fire")
+func (f *failingWrites) Commit(ctx context.Context, ops []store.Op) error {
+	for _, op := range ops {
+		if f.fail(op.Key) {
+			return errors.New("disk on fire")
+		}
 	}
-	return f.Txn.Set(key, value)
+	return f.Store.Commit(ctx, ops)
 }
 
 func TestFailedWriteSkipsItsSequence(t *testing.T) {

@@ -196,14 +196,11 @@ func (l *Log) deleteList(ctx context.Context, keys [][]byte) error {
 		n := min(len(keys), deleteBatch)
 		batch := keys[:n]
 		keys = keys[n:]
-		err := l.db.Update(ctx, func(tx store.Txn) error {
-			for _, k := range batch {
-				if err := tx.Delete(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		ops := make([]store.Op, len(batch))
+		for i, k := range batch {
+			ops[i] = store.Op{Key: k, Delete: true}
+		}
+		err := l.w.Apply(ctx, ops...)
 		if err != nil {
 			return err
 		}

@@ -75,7 +75,7 @@ func TestRetentionLimitLowered(t *testing.T) {
 	func() {
 		db := openBadger(t, dir)
 		defer db.Close()
-		w := store.NewGroupWriter(db)
+		w := store.NewBatcher(db, nil)
 		defer w.Close()
 		l, err := Open(ctx, db, w, Options{})
 		if err != nil {
@@ -176,7 +176,7 @@ func TestRetentionByAge(t *testing.T) {
 
 func TestSweeperRunsAndStops(t *testing.T) {
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	defer w.Close()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := &fakeClock{t: start}

@@ -71,7 +71,7 @@ type Options struct {
 // of each run uses its own Destination.
 type Store struct {
 	db     store.Store
-	writer *store.GroupWriter
+	writer *store.Batcher
 	ttl    time.Duration
 	now    func() time.Time
 	log    *zap.Logger
@@ -92,7 +92,7 @@ func (s *Store) Writable() error {
 }
 
 // New returns a store on db, writing through w.
-func New(db store.Store, w *store.GroupWriter, opts Options) *Store {
+func New(db store.Store, w *store.Batcher, opts Options) *Store {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
@@ -219,11 +219,11 @@ func (d *Destination) Remember(ctx context.Context, positions []record.Position)
 	d.seq++
 	key = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
 	value := encodeEntry(d.store.now().Add(d.store.ttl), positions)
-	wait, err = d.store.writer.SetAsync(ctx, key, value)
+	pending, err := d.store.writer.Submit(store.Op{Key: key, Value: value})
 	if err != nil {
 		return nil, nil, fmt.Errorf("record written positions: %w", err)
 	}
-	return key, wait, nil
+	return key, func() error { return pending.Wait(context.WithoutCancel(ctx)) }, nil
 }
 
 // Writable returns the error Remember would get now, or nil. A destination

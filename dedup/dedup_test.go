@@ -17,7 +17,7 @@ var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/
 
 type fixture struct {
 	db  store.Store
-	w   *store.GroupWriter
+	w   *store.Batcher
 	now time.Time
 	s   *Store
 }
@@ -25,7 +25,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{db: store.NewInMemory(), now: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)}
-	f.w = store.NewGroupWriter(f.db)
+	f.w = store.NewBatcher(f.db, nil)
 	t.Cleanup(f.w.Close)
 	f.s = New(f.db, f.w, Options{TTL: time.Hour, Now: func() time.Time { return f.now }})
 	return f

@@ -98,14 +98,14 @@ func (d *logDestination) count() int {
 
 type env struct {
 	db        store.Store
-	w         *store.GroupWriter
+	w         *store.Batcher
 	positions *pipeline.PositionStore
 	dd        *dedup.Store
 }
 
 func newEnv(t *testing.T) *env {
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	t.Cleanup(w.Close)
 	return &env{db: db, w: w, positions: pipeline.NewPositionStore(db, w, nil), dd: dedup.New(db, w, dedup.Options{})}
 }
@@ -262,7 +262,7 @@ func (f *fullStore) Set(ctx context.Context, key, value []byte) error {
 // be written twice once the disk has space again.
 func TestFullStoreWritesNothingTwice(t *testing.T) {
 	db := &fullStore{Store: store.NewInMemory()}
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	t.Cleanup(w.Close)
 	e := &env{db: db, w: w, positions: pipeline.NewPositionStore(db, w, nil), dd: dedup.New(db, w, dedup.Options{})}
 	a := &logDestination{}

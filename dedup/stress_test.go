@@ -154,7 +154,7 @@ func runUnderFaults(t *testing.T, seed uint64, withDedup bool) (missing, dups in
 		{
 			const records = 20000
 			db := store.NewInMemory()
-			w := store.NewGroupWriter(db)
+			w := store.NewBatcher(db, nil)
 			defer w.Close()
 			positions := pipeline.NewPositionStore(db, w, nil)
 			var dd pipeline.Dedup

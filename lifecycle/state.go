@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -326,82 +325,37 @@ func decodeState(raw []byte) (State, error) {
 	return s, nil
 }
 
-// StateStore persists State per pipeline, write-behind: SaveLater hands a
-// state over and returns at once, and the store's own goroutine writes
-// what was handed over, many pipelines per synced write. A supervisor
-// therefore never waits for the disk: in a fault storm across ten
-// thousand pipelines, restarts keep their schedule however long the
-// writes take. Flush is how a caller that must answer "it is on disk"
-// (an API request, a test) waits.
-//
-// A newer state of a pipeline replaces an older one that was not written
-// yet: only the latest state matters after a crash. Writes are ordered:
-// a state never overwrites a newer one.
-//
-// It owns one goroutine, started by NewStateStore and ended by Close.
+// StateStore persists State per pipeline through the store's one writer
+// (store.Batcher). SaveLater hands a state over and returns at once: a
+// supervisor never waits for the disk, so in a fault storm across ten
+// thousand pipelines restarts keep their schedule however long the writes
+// take. A newer state of a pipeline submitted before the older one was
+// committed replaces it in the same commit; writes land in order, so a
+// state never overwrites a newer one. The runtime usually writes a state
+// together with the audit event that records it (StateOp).
 type StateStore struct {
 	db     store.Store
-	writer *store.GroupWriter
-
-	mu sync.Mutex
-	// pending holds the encoded states handed over since the last write
-	// started; next is the write they will be part of.
-	pending map[string][]byte
-	next    *stateWrite
-	// writing is the write under way, nil when idle; last is the latest
-	// round started, whose outcome Flush reports once it is over.
-	writing *stateWrite
-	last    *stateWrite
-	closed  bool
-	wake    chan struct{}
-	quit    chan struct{}
-	done    chan struct{}
-	// onError receives the error of a write nobody waits for.
-	onError func(pipelines int, err error)
+	writer *store.Batcher
 }
 
-// stateWrite is one round of the writer: done is closed when its states
-// are durable, or failed with err.
-type stateWrite struct {
-	done chan struct{}
-	err  error
-}
-
-func newStateWrite() *stateWrite { return &stateWrite{done: make(chan struct{})} }
-
-func (w *stateWrite) wait(ctx context.Context) error {
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// ErrStateStoreClosed is returned by saves after Close.
-var ErrStateStoreClosed = errors.New("pipeline state store is closed")
-
-// NewStateStore returns a StateStore writing through w (a GroupWriter on
-// db) and starts its writer. onError, if set, is told about a failed write
-// of queued states (the states in memory stay the truth; the next save of
-// each pipeline tries again).
-func NewStateStore(db store.Store, w *store.GroupWriter, onError func(pipelines int, err error)) *StateStore {
-	s := &StateStore{
-		db:      db,
-		writer:  w,
-		pending: make(map[string][]byte),
-		next:    newStateWrite(),
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
-		onError: onError,
-	}
-	go s.loop()
-	return s
+// NewStateStore returns a StateStore reading db and writing through w (the
+// Batcher of db).
+func NewStateStore(db store.Store, w *store.Batcher) *StateStore {
+	return &StateStore{db: db, writer: w}
 }
 
 func stateKey(pipelineID string) []byte {
 	return []byte(store.PrefixPipelineState + pipelineID)
+}
+
+// StateOp is the write that persists st as the state of a pipeline, for a
+// caller that commits it together with other writes.
+func StateOp(pipelineID string, st State) (store.Op, error) {
+	raw, err := encodeState(st)
+	if err != nil {
+		return store.Op{}, fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
+	}
+	return store.Op{Key: stateKey(pipelineID), Value: raw}, nil
 }
 
 // Load returns the persisted state of a pipeline; ok is false when there is
@@ -421,153 +375,33 @@ func (s *StateStore) Load(ctx context.Context, pipelineID string) (st State, ok 
 	return st, true, nil
 }
 
-// SaveLater hands st over to be written and returns without waiting; see
-// Flush. The state is encoded before it returns, so the caller may change
-// st afterwards.
+// SaveLater hands st over to be written and returns without waiting; the
+// writer's Flush waits for it. The state is encoded before it returns, so
+// the caller may change st afterwards. A failed write is reported by the
+// writer's error callback; the state in memory stays the truth, and the
+// pipeline's next save tries again.
 func (s *StateStore) SaveLater(pipelineID string, st State) error {
-	_, err := s.handOver(pipelineID, st)
-	return err
-}
-
-// handOver queues st and returns the write round it joined.
-func (s *StateStore) handOver(pipelineID string, st State) (*stateWrite, error) {
-	raw, err := encodeState(st)
-	if err != nil {
-		return nil, fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, fmt.Errorf("save state of pipeline %s: %w", pipelineID, ErrStateStoreClosed)
-	}
-	s.pending[pipelineID] = raw
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-	return s.next, nil
-}
-
-// Flush returns once every state handed over before it is durable. Its
-// error is that of the latest write round: a failed round stays reported
-// until a later one succeeds, because the states it lost are not on disk
-// until their pipelines save again.
-func (s *StateStore) Flush(ctx context.Context) error {
-	s.mu.Lock()
-	w := s.last
-	if len(s.pending) > 0 {
-		// Writes run in order, so the next one finishing means every
-		// earlier one has too.
-		w = s.next
-	}
-	s.mu.Unlock()
-	if w == nil {
-		return nil
-	}
-	return w.wait(ctx)
-}
-
-// Save durably stores the state of a pipeline: it hands the state over
-// and waits for the very write round that carries it, so a failure of
-// that round is always its caller's error.
-func (s *StateStore) Save(ctx context.Context, pipelineID string, st State) error {
-	w, err := s.handOver(pipelineID, st)
+	op, err := StateOp(pipelineID, st)
 	if err != nil {
 		return err
 	}
-	if err := w.wait(ctx); err != nil {
+	if _, err := s.writer.Submit(op); err != nil {
 		return fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
 	}
 	return nil
 }
 
-func (s *StateStore) loop() {
-	defer close(s.done)
-	for {
-		select {
-		case <-s.wake:
-			s.writePending()
-		case <-s.quit:
-			// Whatever was handed over before Close still lands.
-			s.writePending()
-			return
-		}
+// Save durably stores the state of a pipeline and returns once it is on
+// disk.
+func (s *StateStore) Save(ctx context.Context, pipelineID string, st State) error {
+	op, err := StateOp(pipelineID, st)
+	if err != nil {
+		return err
 	}
-}
-
-// writePending writes everything handed over so far as one round.
-func (s *StateStore) writePending() {
-	s.mu.Lock()
-	pending, w := s.pending, s.next
-	if len(pending) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	s.pending, s.next, s.writing, s.last = make(map[string][]byte, len(pending)), newStateWrite(), w, w
-	s.mu.Unlock()
-
-	w.err = s.write(pending)
-	if w.err != nil && s.onError != nil {
-		s.onError(len(pending), w.err)
-	}
-	close(w.done)
-	s.mu.Lock()
-	s.writing = nil
-	s.mu.Unlock()
-}
-
-// write queues the states in chunks the group writer commits together
-// (one chunk is one transaction, so it must stay well under Badger's
-// limit) and waits for all of them.
-func (s *StateStore) write(states map[string][]byte) error {
-	const chunkBytes = 128 << 10
-	var waits []func() error
-	var ops []store.Op
-	size := 0
-	queue := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		wait, err := s.writer.ApplyAsync(context.Background(), ops...)
-		if err != nil {
-			return err
-		}
-		waits = append(waits, wait)
-		ops, size = nil, 0
-		return nil
-	}
-	var errs []error
-	for id, raw := range states {
-		ops = append(ops, store.Op{Key: stateKey(id), Value: raw})
-		if size += len(id) + len(raw); size >= chunkBytes {
-			if err := queue(); err != nil {
-				errs = append(errs, err)
-				break
-			}
-		}
-	}
-	if len(errs) == 0 {
-		errs = append(errs, queue())
-	}
-	for _, wait := range waits {
-		errs = append(errs, wait())
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("save the state of %d pipelines: %w", len(states), err)
+	if err := s.writer.Apply(ctx, op); err != nil {
+		return fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
 	}
 	return nil
-}
-
-// Close writes what was handed over and stops the writer. Later saves
-// return ErrStateStoreClosed. Safe to call more than once.
-func (s *StateStore) Close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.quit)
-	}
-	s.mu.Unlock()
-	<-s.done
 }
 
 // IDs returns the ids of every pipeline with persisted state.
@@ -583,22 +417,11 @@ func (s *StateStore) IDs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Delete forgets the persisted state of a pipeline. A state of it handed
-// over and not yet written is dropped, and a write under way finishes
-// first, so that it cannot bring the state back.
+// Delete forgets the persisted state of a pipeline. Writes land in the
+// order they were submitted, so a state handed over before cannot bring it
+// back.
 func (s *StateStore) Delete(ctx context.Context, pipelineID string) error {
-	s.mu.Lock()
-	delete(s.pending, pipelineID)
-	w := s.writing
-	s.mu.Unlock()
-	if w != nil {
-		select {
-		case <-w.done:
-		case <-ctx.Done():
-			return fmt.Errorf("delete state of pipeline %s: %w", pipelineID, ctx.Err())
-		}
-	}
-	if err := s.writer.Delete(ctx, stateKey(pipelineID)); err != nil {
+	if err := s.writer.Apply(ctx, store.Op{Key: stateKey(pipelineID), Delete: true}); err != nil {
 		return fmt.Errorf("delete state of pipeline %s: %w", pipelineID, err)
 	}
 	return nil

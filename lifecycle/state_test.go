@@ -171,10 +171,9 @@ func numbers(attempts []Attempt) []int {
 func TestStateStoreRoundTripAndCorruption(t *testing.T) {
 	ctx := context.Background()
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	defer w.Close()
-	s := NewStateStore(db, w, nil)
-	defer s.Close()
+	s := NewStateStore(db, w)
 	if _, ok, err := s.Load(ctx, "p"); ok || err != nil {
 		t.Fatalf("Load of an unknown pipeline: ok=%v err=%v", ok, err)
 	}

@@ -50,6 +50,18 @@ type StateSaver interface {
 	SaveLater(pipelineID string, st State) error
 }
 
+// EventRecorder is the optional ability of a StateSaver to persist a
+// state together with the event that records the transition to it, in one
+// commit, so that what the audit log says happened is what a restart
+// resumes from (pkg/conduit writes both through the store's one writer).
+// A supervisor whose StateSaver has it hands every event to RecordLater,
+// with the state the event leads to when the event changed it (st is nil
+// otherwise); a state changed without an event is saved with SaveLater.
+// RecordLater must not wait for the disk either.
+type EventRecorder interface {
+	RecordLater(pipelineID string, st *State, e Event) error
+}
+
 // componentError is how a run error says which connector or processor it
 // came from (pkg/pipeline's StageError implements it).
 type componentError interface {
@@ -102,6 +114,9 @@ type Supervisor struct {
 	// Owned by the Run goroutine.
 	m     *machine
 	state State
+	// unsaved is set while state has changed since it was last handed to
+	// the StateSaver; the next event carries it (see EventRecorder).
+	unsaved bool
 	// run is the run that was launched: its goroutine reports its end.
 	run *activeRun
 	// pending is the restart waiting for its time, not launched as far as
@@ -269,6 +284,7 @@ func (s *Supervisor) Run(ctx context.Context) {
 		defer s.restarts.Start()()
 	}
 	s.resume()
+	s.saveUnsaved()
 	ctxDone := ctx.Done()
 	for !s.shuttingDown || s.run != nil {
 		var windowC <-chan time.Time
@@ -288,6 +304,7 @@ func (s *Supervisor) Run(ctx context.Context) {
 			ctxDone = nil
 			s.shutdown()
 		}
+		s.saveUnsaved()
 	}
 	for _, w := range s.waiters {
 		w <- nil
@@ -865,11 +882,25 @@ func (s *Supervisor) stopWindow() {
 	}
 }
 
-// save hands the state to the state store, which writes it behind the
-// supervisor's back (see StateStore). A crash before the write lands
-// resumes from the state before: the same as crashing a moment earlier.
+// save marks the state for persisting. With an EventRecorder it goes with
+// the next event, which records the transition, in the same commit;
+// otherwise it is handed to the state store at once. Either way it is
+// written behind the supervisor's back: a crash before the write lands
+// resumes from the state before, the same as crashing a moment earlier.
 func (s *Supervisor) save() {
 	s.state.UpdatedAt = s.cfg.Clock.Now()
+	s.unsaved = true
+	if _, ok := s.cfg.States.(EventRecorder); !ok {
+		s.saveUnsaved()
+	}
+}
+
+// saveUnsaved hands a state no event carried to the state store.
+func (s *Supervisor) saveUnsaved() {
+	if !s.unsaved {
+		return
+	}
+	s.unsaved = false
 	if err := s.cfg.States.SaveLater(s.cfg.PipelineID, s.state); err != nil {
 		// The state in memory is still the truth; the next transition
 		// tries again. Losing it only matters after a crash.
@@ -881,6 +912,16 @@ func (s *Supervisor) emit(e Event) {
 	e.PipelineID = s.cfg.PipelineID
 	if e.At.IsZero() {
 		e.At = s.cfg.Clock.Now()
+	}
+	if rec, ok := s.cfg.States.(EventRecorder); ok {
+		var st *State
+		if s.unsaved {
+			c := s.state.Clone()
+			st, s.unsaved = &c, false
+		}
+		if err := rec.RecordLater(s.cfg.PipelineID, st, e); err != nil {
+			s.log.Error("could not record pipeline event", zap.String("event", string(e.Kind)), zap.Error(err))
+		}
 	}
 	logEvent(s.log, e)
 	if s.cfg.Observer != nil {

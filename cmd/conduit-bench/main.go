@@ -253,7 +253,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 	}
 	defer db.Close()
 
-	writer := store.NewGroupWriter(db)
+	writer := store.NewBatcher(db, nil)
 	defer writer.Close()
 	reg := connector.NewRegistry(connector.Builtin()...).WithStandalone(
 		connector.NewStandaloneHost(connector.StandaloneConfig{Dir: pluginDir}))

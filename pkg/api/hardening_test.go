@@ -266,7 +266,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func newTestService(t *testing.T) *PipelineService {
 	t.Helper()
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	al, err := auditlog.Open(context.Background(), db, w, auditlog.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -126,7 +126,7 @@ func startServer(t *testing.T, token string) *testServer {
 func startServerWith(t *testing.T, opts Options, sopts ServerOptions) *testServer {
 	t.Helper()
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	al, err := auditlog.Open(context.Background(), db, w, auditlog.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +514,7 @@ func FuzzHandlers(f *testing.F) {
 	}
 	ps := testPipelines()
 	db := store.NewInMemory()
-	w := store.NewGroupWriter(db)
+	w := store.NewBatcher(db, nil)
 	al, err := auditlog.Open(context.Background(), db, w, auditlog.Options{})
 	if err != nil {
 		f.Fatal(err)

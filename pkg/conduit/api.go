@@ -13,6 +13,7 @@ import (
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // managedPipeline is one valid pipeline: its configuration, its supervisor
@@ -79,16 +80,16 @@ func (m *managedPipeline) counts() metrics.RecordCounts {
 	return c
 }
 
-// enqueueEvent hands e to the audit log. to is the status e leaves the
-// pipeline in; 0 means e changes nothing, and it gets the current status
-// as before and after.
-func (m *managedPipeline) enqueueEvent(r *Runtime, e auditlog.Event, to lifecycle.Status) {
+// recordEvent hands e, and extra to commit with it, to the audit log
+// without waiting. to is the status e leaves the pipeline in; 0 means e
+// changes nothing, and it gets the current status as before and after.
+func (m *managedPipeline) recordEvent(r *Runtime, e auditlog.Event, to lifecycle.Status, extra ...store.Op) {
 	m.events.Lock()
 	defer m.events.Unlock()
 	if to == 0 && m.status != 0 {
 		e.StatusBefore, e.StatusAfter = m.status.String(), m.status.String()
 	}
-	if err := r.audit.Enqueue(e); err != nil {
+	if err := r.audit.Record(e, extra...); err != nil {
 		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
 			zap.String("event", string(e.Kind)), zap.Error(err))
 	}

@@ -8,16 +8,16 @@ import (
 )
 
 // connectorState is a connector's durable memory (connector.State), one key
-// of the store per pipeline and connector. Saves go through the group
-// writer, the one write path of the store; they are rare (the file
+// of the store per pipeline and connector. Saves go through the store's
+// one writer (store.Batcher); they are rare (the file
 // destination saves at open and at a clean stop).
 type connectorState struct {
 	db  store.Store
-	w   *store.GroupWriter
+	w   *store.Batcher
 	key []byte
 }
 
-func newConnectorState(db store.Store, w *store.GroupWriter, pipelineID, connectorID string) connectorState {
+func newConnectorState(db store.Store, w *store.Batcher, pipelineID, connectorID string) connectorState {
 	return connectorState{db: db, w: w, key: connectorStateKey(pipelineID, connectorID)}
 }
 
@@ -37,5 +37,5 @@ func (s connectorState) Load(ctx context.Context) ([]byte, error) {
 
 // Save stores value durably.
 func (s connectorState) Save(ctx context.Context, value []byte) error {
-	return s.w.Set(ctx, s.key, value)
+	return s.w.Apply(ctx, store.Op{Key: s.key, Value: value})
 }

@@ -40,7 +40,7 @@ type Runtime struct {
 	cfg        config.Config
 	log        *zap.Logger
 	db         store.Store
-	writer     *store.GroupWriter
+	writer     *store.Batcher
 	connectors *connector.Registry
 	processors *processor.Registry
 	positions  *pipeline.PositionStore
@@ -148,20 +148,17 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if crashed {
 		log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
 	}
-	writer := store.NewGroupWriter(db)
-	states := lifecycle.NewStateStore(db, writer, func(pipelines int, err error) {
-		log.Error("could not persist pipeline state; the next transition of each pipeline tries again",
-			zap.Int("pipelines", pipelines), zap.Error(err))
+	writer := store.NewBatcher(db, func(writes int, err error) {
+		log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
+			zap.Int("writes", writes), zap.Error(err))
 	})
+	states := lifecycle.NewStateStore(db, writer)
 	audit, err := auditlog.Open(ctx, db, writer, auditlog.Options{
 		MaxEventsPerPipeline: cfg.AuditLog.MaxEventsPerPipeline,
 		MaxAge:               cfg.AuditLog.MaxAge,
 		Logger:               log.Named("auditlog"),
-		// An event is written after the state it leads to.
-		BeforeWrite: states.Flush,
 	})
 	if err != nil {
-		states.Close()
 		writer.Close()
 		if err := db.Delete(ctx, []byte(store.KeyProcess)); err != nil {
 			log.Error("could not record that this start was given up; the next start will report a crash", zap.Error(err))
@@ -322,7 +319,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		PipelineID:     p.ID,
 		Policy:         lifecycle.PolicyFrom(recovery),
 		NewRun:         func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
-		States:         r.states,
+		States:         pipelineJournal{r: r, m: m},
 		Clock:          r.clock,
 		Restarts:       r.restarts,
 		Logger:         r.log,
@@ -458,7 +455,7 @@ func (r *Runtime) record(id string, o origin, hash string) lifecycle.Status {
 	for _, e := range events {
 		// Queued, not waited for one by one: New flushes once for every
 		// pipeline, so that loading ten thousand costs a few syncs.
-		if err := r.audit.Enqueue(e); err != nil {
+		if err := r.audit.Record(e); err != nil {
 			r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
 		}
 		r.metrics.CountEvent(string(e.Kind))
@@ -636,7 +633,7 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
 		Component: destination, ComponentKind: "destination", Count: skipped,
 		Message: fmt.Sprintf("%d records destination %s already accepted in an earlier run were acknowledged without being written again", skipped, destination)}
-	m.enqueueEvent(r, e, 0)
+	m.recordEvent(r, e, 0)
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
 }
 
@@ -647,13 +644,38 @@ func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) 
 	return d.s.Open(ctx, pipelineID, destinationID)
 }
 
-// onEvent is called by every supervisor goroutine for every event. It
-// must not wait for the disk: the audit event is handed to the log's
-// writer (Enqueue), which makes it durable moments later, sharing syncs
-// across pipelines. API requests that change a pipeline wait for it
-// (managedPipeline.Start, Stop), and shutdown writes whatever is queued.
+// pipelineJournal persists what a pipeline's supervisor hands over: the
+// audit event of every transition together with the state it leads to, in
+// one commit of the store's writer, so that what the log says happened is
+// what a restart resumes from. It never waits for the disk: the writer
+// makes them durable moments later, sharing syncs across pipelines. API
+// requests that change a pipeline wait for it (managedPipeline.Start,
+// Stop), and shutdown writes whatever was handed over.
+type pipelineJournal struct {
+	r *Runtime
+	m *managedPipeline
+}
+
+func (j pipelineJournal) SaveLater(pipelineID string, st lifecycle.State) error {
+	return j.r.states.SaveLater(pipelineID, st)
+}
+
+func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e lifecycle.Event) error {
+	var extra []store.Op
+	if st != nil {
+		op, err := lifecycle.StateOp(pipelineID, *st)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, op)
+	}
+	j.m.recordEvent(j.r, auditEvent(e), e.To, extra...)
+	return nil
+}
+
+// onEvent is called by every supervisor goroutine for every event, after
+// the journal took it.
 func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
-	m.enqueueEvent(r, auditEvent(e), e.To)
 	r.metrics.PipelineEvent(m.metrics, e)
 	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {
 		select {
@@ -669,10 +691,7 @@ func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
 // durable returns once every state and audit event handed over so far is
 // on disk.
 func (r *Runtime) durable(ctx context.Context) error {
-	if err := r.states.Flush(ctx); err != nil {
-		return err
-	}
-	return r.audit.Flush(ctx)
+	return r.writer.Flush(ctx)
 }
 
 // Pipelines returns the ids of the valid pipelines, in load order.
@@ -794,7 +813,6 @@ func (r *Runtime) close() {
 	// what they handed over is written now. Closing the audit log first
 	// ends watch streams, which would otherwise keep the server's shutdown
 	// waiting.
-	r.states.Close()
 	_ = r.audit.Close()
 	if r.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -813,7 +831,6 @@ func (r *Runtime) Close() error {
 	if r.server != nil {
 		_ = r.server.Shutdown(context.Background())
 	}
-	r.states.Close()
 	_ = r.audit.Close()
 	r.writer.Close()
 	r.markStopped()

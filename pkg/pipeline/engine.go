@@ -27,10 +27,12 @@ const (
 // *PositionStore implements it; tests use fakes.
 type Positions interface {
 	Load(ctx context.Context, pipelineID, connectorID string) (record.Position, error)
-	// Save persists pos and, in the same transaction, deletes the keys in
-	// deletes (dedup entries of the records pos acknowledges). It must not
-	// keep the slices.
-	Save(ctx context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error
+	// SaveLater submits pos to be persisted and, in the same commit, the
+	// deletion of the keys in deletes (dedup entries of the records pos
+	// acknowledges), without waiting; done is called with the result once
+	// it is durable. Saves land in the order they were submitted. It may
+	// keep deletes' keys until done, not pos.
+	SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error
 }
 
 // Dedup is the acked-position dedup store (dedup/): it lets a restarted
@@ -219,12 +221,6 @@ func (e *Engine) Stop() {
 	e.stop()
 }
 
-// dedupPositionSaveInterval spaces position saves when dedup is on (see
-// persister): at most 20 synced saves a second instead of one per batch.
-// After a crash, the records acknowledged in the last interval are read
-// again and skipped through their dedup entries.
-const dedupPositionSaveInterval = 50 * time.Millisecond
-
 // ErrForceStopped is returned by Run when its context was cancelled: the
 // run was cut short and in-flight records were dropped.
 var ErrForceStopped = errors.New("pipeline was force-stopped")
@@ -321,11 +317,7 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	inflight := make(chan *batch, n)
 	read := make(chan *batch, n)
-	var saveInterval time.Duration
-	if e.cfg.Dedup != nil {
-		saveInterval = dedupPositionSaveInterval
-	}
-	p := newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats, saveInterval)
+	p := newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats)
 
 	if len(e.cfg.Processors) == 0 {
 		// Without processors the reader hands batches straight out.

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/conduitry/conduit/pkg/record"
 )
 
 // testTimeout bounds waits for things that happen promptly; it is a guard
@@ -170,9 +168,7 @@ func TestEngineResumesFromPersistedPosition(t *testing.T) {
 	src := &seqSource{limit: 20, perRead: 3}
 	dst := &memDestination{}
 	pos := &memPositions{}
-	if err := pos.Save(context.Background(), "p1", "src", []byte("12"), nil); err != nil {
-		t.Fatal(err)
-	}
+	pos.set("p1", "src", "12")
 	h := startEngine(t, Config{
 		Source:       Source{ID: "src", Connector: src},
 		Destinations: []Destination{{ID: "dst", Connector: dst}},
@@ -436,9 +432,7 @@ func TestEngineReportsItsConnectorsOpenOnce(t *testing.T) {
 	calls.Store(0)
 	pos := &memPositions{}
 	// A position the source cannot parse makes its Open fail.
-	if err := pos.Save(context.Background(), "p1", "src", record.Position("not a number"), nil); err != nil {
-		t.Fatal(err)
-	}
+	pos.set("p1", "src", "not a number")
 	e, err := New(Config{PipelineID: "p1", Source: Source{ID: "src", Connector: &seqSource{limit: 10}},
 		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}}, Positions: pos,
 		OnOpen: func() { calls.Add(1) }})

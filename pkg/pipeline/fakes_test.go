@@ -156,16 +156,26 @@ func (d *memDestination) records() []string {
 	return slices.Clone(d.written)
 }
 
-// memPositions is a Positions in memory. saveGate, when set, is received
-// from before every save.
+// memPositions is a Positions in memory. saveGate, when set, holds every
+// commit until it is closed, as a slow disk would: saves submitted
+// meanwhile coalesce into one commit, as they do in store.Batcher.
 type memPositions struct {
 	saveGate chan struct{}
 	saveErr  error
 
 	mu      sync.Mutex
 	pos     map[string]record.Position
-	saves   []string
+	saves   []string // one per commit
 	deleted []string // dedup keys deleted with the saves
+	queued  []queuedSave
+	waiting bool // a goroutine waits for saveGate
+}
+
+type queuedSave struct {
+	key     string
+	pos     record.Position
+	deletes [][]byte
+	done    func(error)
 }
 
 func (m *memPositions) Load(_ context.Context, pipelineID, connectorID string) (record.Position, error) {
@@ -174,24 +184,61 @@ func (m *memPositions) Load(_ context.Context, pipelineID, connectorID string) (
 	return m.pos[pipelineID+"/"+connectorID], nil
 }
 
-func (m *memPositions) Save(_ context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error {
+func (m *memPositions) SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error {
+	m.mu.Lock()
+	m.queued = append(m.queued, queuedSave{key: pipelineID + "/" + connectorID, pos: bytes.Clone(pos), deletes: deletes, done: done})
 	if m.saveGate != nil {
-		<-m.saveGate
+		if !m.waiting {
+			m.waiting = true
+			go func() {
+				<-m.saveGate
+				m.mu.Lock()
+				m.saveGate, m.waiting = nil, false
+				m.mu.Unlock()
+				m.commit()
+			}()
+		}
+		m.mu.Unlock()
+		return nil
 	}
-	if m.saveErr != nil {
-		return m.saveErr
+	m.mu.Unlock()
+	m.commit()
+	return nil
+}
+
+// commit writes everything queued as one commit, the newest position of
+// each key winning, and reports to every save in order.
+func (m *memPositions) commit() {
+	m.mu.Lock()
+	queued := m.queued
+	m.queued = nil
+	if len(queued) > 0 && m.saveErr == nil {
+		if m.pos == nil {
+			m.pos = map[string]record.Position{}
+		}
+		for _, q := range queued {
+			m.pos[q.key] = q.pos
+			for _, k := range q.deletes {
+				m.deleted = append(m.deleted, string(k))
+			}
+		}
+		m.saves = append(m.saves, string(queued[len(queued)-1].pos))
 	}
+	err := m.saveErr
+	m.mu.Unlock()
+	for _, q := range queued {
+		q.done(err)
+	}
+}
+
+// set stores a position as an earlier run would have.
+func (m *memPositions) set(pipelineID, connectorID, pos string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pos == nil {
 		m.pos = map[string]record.Position{}
 	}
-	m.pos[pipelineID+"/"+connectorID] = bytes.Clone(pos)
-	m.saves = append(m.saves, string(pos))
-	for _, k := range deletes {
-		m.deleted = append(m.deleted, string(k))
-	}
-	return nil
+	m.pos[pipelineID+"/"+connectorID] = record.Position(pos)
 }
 
 func (m *memPositions) saved(pipelineID, connectorID string) string {

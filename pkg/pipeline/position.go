@@ -28,14 +28,14 @@ type persistedPosition struct {
 // source resumes from.
 type PositionStore struct {
 	db     store.Store
-	writer *store.GroupWriter
+	writer *store.Batcher
 	now    func() time.Time
 }
 
-// NewPositionStore returns a PositionStore on db. Saves go through w when
-// it is not nil, so that many pipelines saving at once share disk syncs;
-// now may be nil (time.Now).
-func NewPositionStore(db store.Store, w *store.GroupWriter, now func() time.Time) *PositionStore {
+// NewPositionStore returns a PositionStore reading db and writing through
+// w (the Batcher of db), so that many pipelines saving at once share disk
+// syncs; now may be nil (time.Now).
+func NewPositionStore(db store.Store, w *store.Batcher, now func() time.Time) *PositionStore {
 	if now == nil {
 		now = time.Now
 	}
@@ -64,45 +64,48 @@ func (s *PositionStore) Load(ctx context.Context, pipelineID, connectorID string
 }
 
 // Save durably stores pos as the position to resume from and deletes the
-// keys in deletes in the same transaction: either both happen or neither.
+// keys in deletes in the same commit: either both happen or neither.
 func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error {
-	raw, err := encodePosition(pos, s.now())
+	ops, err := s.ops(pipelineID, connectorID, pos, deletes)
 	if err != nil {
 		return err
 	}
-	ops := make([]store.Op, 0, 1+len(deletes))
-	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID), Value: raw})
-	for _, k := range deletes {
-		ops = append(ops, store.Op{Key: k, Delete: true})
+	if err := s.writer.Apply(ctx, ops...); err != nil {
+		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}
-	if s.writer != nil {
-		err = s.writer.Apply(ctx, ops...)
-	} else {
-		err = s.db.Update(ctx, func(tx store.Txn) error {
-			for _, op := range ops {
-				if err := applyOp(tx, op); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	return nil
+}
+
+// SaveLater is Save without waiting: done gets the result once the write
+// is durable (see Positions).
+func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error {
+	ops, err := s.ops(pipelineID, connectorID, pos, deletes)
+	if err != nil {
+		return err
 	}
+	_, err = s.writer.SubmitFunc(func(err error) {
+		if err != nil {
+			err = fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
+		}
+		done(err)
+	}, ops...)
 	if err != nil {
 		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}
 	return nil
 }
 
-func applyOp(tx store.Txn, op store.Op) error {
-	if op.Delete {
-		return tx.Delete(op.Key)
+func (s *PositionStore) ops(pipelineID, connectorID string, pos record.Position, deletes [][]byte) ([]store.Op, error) {
+	raw, err := encodePosition(pos, s.now())
+	if err != nil {
+		return nil, err
 	}
-	return tx.Set(op.Key, op.Value)
-}
-
-// Delete forgets the position, so the next start reads from the beginning.
-func (s *PositionStore) Delete(ctx context.Context, pipelineID, connectorID string) error {
-	return s.db.Delete(ctx, positionKey(pipelineID, connectorID))
+	ops := make([]store.Op, 0, 1+len(deletes))
+	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID), Value: raw})
+	for _, k := range deletes {
+		ops = append(ops, store.Op{Key: k, Delete: true})
+	}
+	return ops, nil
 }
 
 func encodePosition(pos record.Position, savedAt time.Time) ([]byte, error) {

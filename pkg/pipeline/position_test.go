@@ -48,7 +48,9 @@ func TestPositionFormatGolden(t *testing.T) {
 func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 	ctx := context.Background()
 	db := store.NewInMemory()
-	ps := NewPositionStore(db, nil, nil)
+	w := store.NewBatcher(db, nil)
+	t.Cleanup(w.Close)
+	ps := NewPositionStore(db, w, nil)
 
 	pos, err := ps.Load(ctx, "p", "src")
 	if err != nil || pos != nil {

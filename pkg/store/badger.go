@@ -382,6 +382,51 @@ func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
 	}
 }
 
+// Commit applies ops in one synced transaction without conflict checks:
+// it reads nothing, so nothing it read can have changed.
+func (b *Badger) Commit(ctx context.Context, ops []Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if !b.gate.enter() {
+		return ErrClosed
+	}
+	defer b.gate.leave()
+	var size uint64
+	for _, op := range ops {
+		if err := checkKey(op.Key); err != nil {
+			return err
+		}
+		size += entrySize(op.Key, op.Value)
+	}
+	if err := b.space.admit(size); err != nil {
+		return err
+	}
+	// Badger holds on to keys and values only until the commit returns, so
+	// the caller's slices need no copy.
+	err := b.db.Update(func(txn *badger.Txn) error {
+		for _, op := range ops {
+			var err error
+			if op.Delete {
+				err = txn.Delete(op.Key)
+			} else {
+				err = txn.Set(op.Key, op.Value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b.translate("commit", nil, err)
+	}
+	return nil
+}
+
 // Scan calls fn for every key with prefix, in key order, on a consistent
 // snapshot: writes made while scanning (also by fn) are not seen.
 func (b *Badger) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {

@@ -110,6 +110,24 @@ func (m *InMemory) Update(ctx context.Context, fn func(tx Txn) error) error {
 	return nil
 }
 
+// Commit applies ops at once, in order; values are copied.
+func (m *InMemory) Commit(ctx context.Context, ops []Op) error {
+	return m.Update(ctx, func(tx Txn) error {
+		for _, op := range ops {
+			var err error
+			if op.Delete {
+				err = tx.Delete(op.Key)
+			} else {
+				err = tx.Set(op.Key, op.Value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Scan calls fn for every key with prefix in key order, on a snapshot taken
 // when Scan starts, so fn may write to the store without deadlocking.
 //

@@ -64,6 +64,12 @@ type Store interface {
 	// fn must not have effects outside tx (or must reset them on entry).
 	// fn must not call Update or Close on the same store.
 	Update(ctx context.Context, fn func(tx Txn) error) error
+	// Commit applies ops in one atomic, durable transaction, in order (of
+	// two ops on one key the later wins). It is what Batcher commits a
+	// round with, and the one write a backend must make fast: one sync (or
+	// one database transaction) per call, whatever the number of ops. The
+	// store may keep the slices until Commit returns, no longer.
+	Commit(ctx context.Context, ops []Op) error
 	// Scan calls fn for every key with the prefix, in key order. The slices
 	// are only valid during the call. Returning an error from fn stops the
 	// scan and Scan returns it.
