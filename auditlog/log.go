@@ -340,8 +340,8 @@ func (l *Log) submit(e Event, extra []store.Op, recorded bool) (Event, *pipeline
 		e.NextAttemptAt = e.NextAttemptAt.UTC()
 	}
 
-	// Under p.mu: number, encode and submit, so that submit order (which
-	// is commit order) is sequence order. The sync happens outside, shared
+	// Under p.mu: number and submit, so that submit order (which is commit
+	// order) is sequence order. The sync happens outside, shared
 	// with whoever submits meanwhile.
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -350,12 +350,12 @@ func (l *Log) submit(e Event, extra []store.Op, recorded bool) (Event, *pipeline
 		e.Time = l.now()
 	}
 	e.Time = e.Time.UTC() // also drops the monotonic reading, as a read would
-	value, err := encodeEvent(e)
-	if err != nil {
-		return Event{}, nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
-	}
+	// Encoded by the writer, off the caller's goroutine: e is a copy that
+	// nothing changes any more.
+	event := e
 	ops := make([]store.Op, 0, 1+len(extra))
-	ops = append(append(ops, store.Op{Key: eventKey(p.prefix, e.Sequence), Value: value}), extra...)
+	ops = append(append(ops, store.Op{Key: eventKey(p.prefix, e.Sequence),
+		Encode: func() ([]byte, error) { return encodeEvent(event) }}), extra...)
 	pending, err := l.w.SubmitFunc(func(err error) {
 		l.settle(p, e, err == nil)
 		switch {

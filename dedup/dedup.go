@@ -219,7 +219,9 @@ func (d *Destination) Remember(ctx context.Context, positions []record.Position)
 	d.seq++
 	key = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
 	value := encodeEntry(d.store.now().Add(d.store.ttl), positions)
-	pending, err := d.store.writer.Submit(store.Op{Key: key, Value: value})
+	// The destination waits for it before it goes on: it must not queue
+	// behind the pipelines' bookkeeping.
+	pending, err := d.store.writer.SubmitWith(store.Urgent, nil, store.Op{Key: key, Value: value})
 	if err != nil {
 		return nil, nil, fmt.Errorf("record written positions: %w", err)
 	}

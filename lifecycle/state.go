@@ -349,13 +349,17 @@ func stateKey(pipelineID string) []byte {
 }
 
 // StateOp is the write that persists st as the state of a pipeline, for a
-// caller that commits it together with other writes.
-func StateOp(pipelineID string, st State) (store.Op, error) {
-	raw, err := encodeState(st)
-	if err != nil {
-		return store.Op{}, fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
-	}
-	return store.Op{Key: stateKey(pipelineID), Value: raw}, nil
+// caller that commits it together with other writes. The store's writer
+// encodes it when it commits, off the caller's goroutine, so st must not
+// change afterwards: hand over a Clone.
+func StateOp(pipelineID string, st State) store.Op {
+	return store.Op{Key: stateKey(pipelineID), Encode: func() ([]byte, error) {
+		raw, err := encodeState(st)
+		if err != nil {
+			return nil, fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
+		}
+		return raw, nil
+	}}
 }
 
 // Load returns the persisted state of a pipeline; ok is false when there is
@@ -376,16 +380,12 @@ func (s *StateStore) Load(ctx context.Context, pipelineID string) (st State, ok 
 }
 
 // SaveLater hands st over to be written and returns without waiting; the
-// writer's Flush waits for it. The state is encoded before it returns, so
-// the caller may change st afterwards. A failed write is reported by the
+// writer's Flush waits for it. It keeps a copy, so the caller may change st
+// afterwards. A failed write is reported by the
 // writer's error callback; the state in memory stays the truth, and the
 // pipeline's next save tries again.
 func (s *StateStore) SaveLater(pipelineID string, st State) error {
-	op, err := StateOp(pipelineID, st)
-	if err != nil {
-		return err
-	}
-	if _, err := s.writer.Submit(op); err != nil {
+	if _, err := s.writer.Submit(StateOp(pipelineID, st.Clone())); err != nil {
 		return fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
 	}
 	return nil
@@ -394,11 +394,7 @@ func (s *StateStore) SaveLater(pipelineID string, st State) error {
 // Save durably stores the state of a pipeline and returns once it is on
 // disk.
 func (s *StateStore) Save(ctx context.Context, pipelineID string, st State) error {
-	op, err := StateOp(pipelineID, st)
-	if err != nil {
-		return err
-	}
-	if err := s.writer.Apply(ctx, op); err != nil {
+	if err := s.writer.Apply(ctx, StateOp(pipelineID, st.Clone())); err != nil {
 		return fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
 	}
 	return nil

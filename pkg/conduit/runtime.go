@@ -663,11 +663,8 @@ func (j pipelineJournal) SaveLater(pipelineID string, st lifecycle.State) error 
 func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e lifecycle.Event) error {
 	var extra []store.Op
 	if st != nil {
-		op, err := lifecycle.StateOp(pipelineID, *st)
-		if err != nil {
-			return err
-		}
-		extra = append(extra, op)
+		// st is the supervisor's copy for this event: nothing changes it.
+		extra = append(extra, lifecycle.StateOp(pipelineID, *st))
 	}
 	j.m.recordEvent(j.r, auditEvent(e), e.To, extra...)
 	return nil

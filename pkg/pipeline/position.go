@@ -70,7 +70,11 @@ func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string
 	if err != nil {
 		return err
 	}
-	if err := s.writer.Apply(ctx, ops...); err != nil {
+	pending, err := s.writer.SubmitWith(store.Urgent, nil, ops...)
+	if err == nil {
+		err = pending.Wait(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}
 	return nil
@@ -83,7 +87,9 @@ func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Pos
 	if err != nil {
 		return err
 	}
-	_, err = s.writer.SubmitFunc(func(err error) {
+	// Positions and the dedup entries they delete are on the records'
+	// path: they go in the urgent lane, as the entries did.
+	_, err = s.writer.SubmitWith(store.Urgent, func(err error) {
 		if err != nil {
 			err = fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 		}

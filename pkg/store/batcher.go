@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -35,20 +36,42 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 // SubmitFunc): a supervisor, whose restarts keep a schedule, never waits
 // for the disk.
 //
+// Writes come in two lanes, each with its own rounds and its own order.
+// The records' path (dedup entries a destination waits for before it goes
+// on, source positions) is Urgent: its rounds are committed between the
+// chunks of a Normal round, so that a storm of bookkeeping (ten thousand
+// pipelines' states and events) never holds records back. A key must be
+// written through one lane only: order is kept within a lane, not across.
+//
 // It owns one goroutine, started by NewBatcher and ended by Close.
 type Batcher struct {
 	db Store
 
-	mu sync.Mutex
-	// next is the round being gathered; nil when none was started since the
-	// last one was taken. last is the latest round taken (committing or
-	// done), which Flush waits for when nothing is gathered.
-	next    *round
-	last    *round
+	mu      sync.Mutex
+	lanes   [2]lane
 	closed  bool
 	wake    chan struct{}
 	done    chan struct{}
 	onError func(writes int, err error)
+}
+
+// Priority is the lane of a write (see Batcher).
+type Priority int
+
+const (
+	// Normal is the lane of pipeline states, audit events and everything
+	// nobody on the records' path waits for.
+	Normal Priority = iota
+	// Urgent is the lane of writes the records' path waits for.
+	Urgent
+)
+
+// lane is one order of writes. next is the round being gathered, nil when
+// none was started since the last one was taken; last is the latest round
+// taken (committing or done), which Flush waits for when nothing is
+// gathered.
+type lane struct {
+	next, last *round
 }
 
 // Op is one write of a group of writes that land together.
@@ -56,9 +79,25 @@ type Op struct {
 	Key, Value []byte
 	// Delete removes Key instead of setting it.
 	Delete bool
+	// Encode, when set, produces Value on the writer's goroutine just
+	// before the commit (Batcher only; Store.Commit takes encoded values).
+	// The caller hands over what it encodes and no longer changes it; in
+	// return it does not spend its own time encoding (a supervisor keeps
+	// its schedule), and a value that a later write of the same key
+	// replaces before the commit is never encoded at all.
+	Encode func() ([]byte, error)
 }
 
-func (op Op) size() int { return len(op.Key) + len(op.Value) }
+// lazyValueSize is what a chunk counts for a value that is encoded only at
+// commit: about a pipeline state with a short recovery episode.
+const lazyValueSize = 2 << 10
+
+func (op Op) size() int {
+	if op.Encode != nil {
+		return len(op.Key) + lazyValueSize
+	}
+	return len(op.Key) + len(op.Value)
+}
 
 // round is the writes gathered between two commits. Its chunks commit in
 // order, each as one transaction; done is closed once all have, after the
@@ -121,7 +160,7 @@ func NewBatcher(db Store, onError func(writes int, err error)) *Batcher {
 // the slices until the write is durable: the caller must not change them.
 // It fails only after Close.
 func (b *Batcher) Submit(ops ...Op) (Pending, error) {
-	return b.submit(nil, ops)
+	return b.SubmitWith(Normal, nil, ops...)
 }
 
 // SubmitFunc is Submit with a callback: done is called with the commit's
@@ -130,7 +169,7 @@ func (b *Batcher) Submit(ops ...Op) (Pending, error) {
 // write's Pending is done. done must be quick and must not wait for another
 // write (it would wait for itself); it may Submit.
 func (b *Batcher) SubmitFunc(done func(error), ops ...Op) (Pending, error) {
-	return b.submit(done, ops)
+	return b.SubmitWith(Normal, done, ops...)
 }
 
 // Apply writes ops together and returns once they are durable.
@@ -145,7 +184,8 @@ func (b *Batcher) Apply(ctx context.Context, ops ...Op) error {
 	return p.Wait(ctx)
 }
 
-func (b *Batcher) submit(done func(error), ops []Op) (Pending, error) {
+// SubmitWith is SubmitFunc in the lane of p; done may be nil.
+func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, error) {
 	size := 0
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
@@ -158,10 +198,11 @@ func (b *Batcher) submit(done func(error), ops []Op) (Pending, error) {
 	if b.closed {
 		return Pending{}, ErrBatcherClosed
 	}
-	r := b.next
+	l := &b.lanes[p]
+	r := l.next
 	if r == nil {
 		r = &round{done: make(chan struct{})}
-		b.next = r
+		l.next = r
 		select {
 		case b.wake <- struct{}{}:
 		default:
@@ -201,25 +242,32 @@ func (r *round) chunkFor(n, size int) *chunk {
 }
 
 // Flush returns once every write submitted before it is durable (or
-// failed), with the error of the latest round.
+// failed), with the error of the latest round of each lane.
 func (b *Batcher) Flush(ctx context.Context) error {
+	var rounds []*round
 	b.mu.Lock()
-	r := b.next
-	if r == nil {
-		r = b.last
+	for i := range b.lanes {
+		r := b.lanes[i].next
+		if r == nil {
+			r = b.lanes[i].last
+		}
+		if r != nil {
+			rounds = append(rounds, r)
+		}
 	}
 	b.mu.Unlock()
-	if r == nil {
-		return nil
+	var errs []error
+	for _, r := range rounds {
+		select {
+		case <-r.done:
+			// Rounds of a lane commit in order, so this one being done
+			// means every earlier one is too.
+			errs = append(errs, r.errs()...)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	select {
-	case <-r.done:
-		// Rounds commit in order, so this one being done means every
-		// earlier one is too.
-		return errors.Join(r.errs()...)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return errors.Join(errs...)
 }
 
 func (r *round) errs() []error {
@@ -236,30 +284,55 @@ func (b *Batcher) loop() {
 	defer close(b.done)
 	for {
 		<-b.wake
-		b.mu.Lock()
-		r, closed := b.next, b.closed
-		b.next = nil
-		if r != nil {
-			b.last = r
-		}
-		b.mu.Unlock()
-		if r != nil {
-			b.commit(r)
-		}
-		if closed {
-			return
+		for {
+			b.commitUrgent()
+			b.mu.Lock()
+			r := b.take(Normal)
+			closed := b.closed && r == nil && b.lanes[Urgent].next == nil
+			b.mu.Unlock()
+			if closed {
+				return
+			}
+			if r == nil {
+				break
+			}
+			b.commit(r, b.commitUrgent)
 		}
 	}
 }
 
-func (b *Batcher) commit(r *round) {
+// take starts committing the round a lane gathered; nil when there is none.
+// Called under mu.
+func (b *Batcher) take(p Priority) *round {
+	l := &b.lanes[p]
+	r := l.next
+	l.next = nil
+	if r != nil {
+		l.last = r
+	}
+	return r
+}
+
+// commitUrgent commits the urgent lane's round, if one was gathered.
+func (b *Batcher) commitUrgent() {
+	b.mu.Lock()
+	r := b.take(Urgent)
+	b.mu.Unlock()
+	if r != nil {
+		b.commit(r, nil)
+	}
+}
+
+// commit commits r's chunks in order, calling between after each but the
+// last, and then reports the round done.
+func (b *Batcher) commit(r *round, between func()) {
 	failed := 0
 	var firstErr error
-	for _, c := range r.chunks {
-		// A chunk over the store's limit for one transaction fails whole:
-		// its writes' ops are coalesced and cannot be told apart any more,
-		// and only unusually large values get there.
-		c.err = b.db.Commit(context.Background(), c.ops)
+	for i, c := range r.chunks {
+		if i > 0 && between != nil {
+			between()
+		}
+		c.err = b.commitChunk(c.ops)
 		if c.err != nil {
 			failed += c.writes
 			if firstErr == nil {
@@ -274,6 +347,33 @@ func (b *Batcher) commit(r *round) {
 		b.onError(failed, firstErr)
 	}
 	close(r.done)
+}
+
+// commitChunk encodes the chunk's lazy values and commits it. Values that
+// turn out much larger than counted can take a chunk over the store's limit
+// for one transaction; it is then committed in halves, in order, which
+// gives up the atomicity of the writes cut in two only in that case: the
+// alternative is failing them all.
+func (b *Batcher) commitChunk(ops []Op) error {
+	for i := range ops {
+		if ops[i].Encode == nil || ops[i].Delete {
+			continue
+		}
+		v, err := ops[i].Encode()
+		if err != nil {
+			return fmt.Errorf("encode the value of %q: %w", ops[i].Key, err)
+		}
+		ops[i].Value, ops[i].Encode = v, nil
+	}
+	err := b.db.Commit(context.Background(), ops)
+	if errors.Is(err, ErrTxnTooBig) && len(ops) > 1 {
+		half := len(ops) / 2
+		if err := b.commitChunk(ops[:half]); err != nil {
+			return err
+		}
+		return b.commitChunk(ops[half:])
+	}
+	return err
 }
 
 // Close commits what was submitted and stops the writer. Later writes get
