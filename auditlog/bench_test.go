@@ -27,7 +27,7 @@ func (c *countingUpdates) Commit(ctx context.Context, ops []store.Op) error {
 }
 
 // BenchmarkAppendDurable64 appends from 64 goroutines, each append
-// returning once durable. Target: 50,000 events/s.
+// returning once durable. Target: 100,000 events/s.
 func BenchmarkAppendDurable64(b *testing.B) {
 	for _, pipelines := range []int{1, 64} {
 		b.Run(fmt.Sprintf("pipelines=%d", pipelines), func(b *testing.B) {

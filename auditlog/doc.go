@@ -5,8 +5,10 @@
 //
 // Each pipeline has its own log, ordered by a sequence number that starts at
 // 1 and grows by one per event, also across process restarts. Append returns
-// once the event is durable (synced to disk through the shared
-// store.GroupWriter, so concurrent appends share one sync).
+// once the event is durable (synced to disk through the store's one writer,
+// store.Batcher, so concurrent appends share one sync); Record does not
+// wait, and commits the event together with other writes the caller gives
+// it (the pipeline state the event records).
 //
 // # On-disk format
 //

@@ -137,8 +137,13 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		}
 		return nil, err
 	}
-	crashed, err := markRunning(ctx, db)
+	writer := store.NewBatcher(db, func(writes int, err error) {
+		log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
+			zap.Int("writes", writes), zap.Error(err))
+	})
+	crashed, err := markRunning(ctx, db, writer)
 	if err != nil {
+		writer.Close()
 		if server != nil {
 			_ = server.Shutdown(ctx)
 		}
@@ -148,10 +153,6 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if crashed {
 		log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
 	}
-	writer := store.NewBatcher(db, func(writes int, err error) {
-		log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
-			zap.Int("writes", writes), zap.Error(err))
-	})
 	states := lifecycle.NewStateStore(db, writer)
 	audit, err := auditlog.Open(ctx, db, writer, auditlog.Options{
 		MaxEventsPerPipeline: cfg.AuditLog.MaxEventsPerPipeline,
@@ -159,10 +160,10 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		Logger:               log.Named("auditlog"),
 	})
 	if err != nil {
-		writer.Close()
-		if err := db.Delete(ctx, []byte(store.KeyProcess)); err != nil {
+		if err := writer.Apply(ctx, store.Op{Key: []byte(store.KeyProcess), Delete: true}); err != nil {
 			log.Error("could not record that this start was given up; the next start will report a crash", zap.Error(err))
 		}
+		writer.Close()
 		_ = db.Close()
 		if server != nil {
 			_ = server.Shutdown(ctx)
@@ -816,8 +817,8 @@ func (r *Runtime) close() {
 		_ = r.server.Shutdown(ctx)
 		cancel()
 	}
-	r.writer.Close()
 	r.markStopped()
+	r.writer.Close()
 	if err := r.db.Close(); err != nil {
 		r.log.Error("closing the store", zap.Error(err))
 	}
@@ -829,8 +830,8 @@ func (r *Runtime) Close() error {
 		_ = r.server.Shutdown(context.Background())
 	}
 	_ = r.audit.Close()
-	r.writer.Close()
 	r.markStopped()
+	r.writer.Close()
 	return r.db.Close()
 }
 
@@ -843,7 +844,7 @@ type processMarker struct {
 
 // markRunning records that a process runs on db and reports whether the
 // last one left its record behind, i.e. did not shut down cleanly.
-func markRunning(ctx context.Context, db store.Store) (crashed bool, err error) {
+func markRunning(ctx context.Context, db store.Store, w *store.Batcher) (crashed bool, err error) {
 	_, err = db.Get(ctx, []byte(store.KeyProcess))
 	switch {
 	case err == nil:
@@ -856,16 +857,18 @@ func markRunning(ctx context.Context, db store.Store) (crashed bool, err error) 
 	if err != nil {
 		return false, err
 	}
-	if err := db.Set(ctx, []byte(store.KeyProcess), b); err != nil {
+	if err := w.Apply(ctx, store.Op{Key: []byte(store.KeyProcess), Value: b}); err != nil {
 		return false, fmt.Errorf("writing the process marker: %w", err)
 	}
 	return crashed, nil
 }
 
-// markStopped removes the process marker once everything else is written:
-// the next process then knows this one stopped cleanly.
+// markStopped removes the process marker after everything else: the
+// writer commits in order, so the marker goes once everything handed over
+// before is durable, and the next process then knows this one stopped
+// cleanly.
 func (r *Runtime) markStopped() {
-	if err := r.db.Delete(context.Background(), []byte(store.KeyProcess)); err != nil {
+	if err := r.writer.Apply(context.Background(), store.Op{Key: []byte(store.KeyProcess), Delete: true}); err != nil {
 		r.log.Error("could not record the clean shutdown; the next start will report a crash", zap.Error(err))
 	}
 }

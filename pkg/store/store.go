@@ -2,6 +2,10 @@
 // in, with two implementations: Badger (the embedded default, durable) and an
 // in-memory map (tests, `db.type: inmemory`).
 //
+// The runtime writes only through Batcher, the one durable write path:
+// rounds of writes committed with Store.Commit, one transaction each. Set,
+// Delete and Update are for tests and tools.
+//
 // Badger's types and errors never leave this package.
 package store
 
