@@ -3,7 +3,6 @@ package conduit
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -33,10 +32,7 @@ type managedPipeline struct {
 	events sync.Mutex
 	status lifecycle.Status
 
-	// current is the engine of the run in progress; totals hold the counts
-	// of the runs that ended. Metrics add the two on scrape.
-	current                                atomic.Pointer[pipeline.Engine]
-	read, written, filtered, nacked, dedup atomic.Int64
+	records recordCounts
 }
 
 var _ api.Supervised = (*managedPipeline)(nil)
@@ -66,18 +62,62 @@ func (m *managedPipeline) Stop(ctx context.Context, force bool) error {
 	return m.durable(ctx)
 }
 
-func (m *managedPipeline) counts() metrics.RecordCounts {
-	c := metrics.RecordCounts{Read: m.read.Load(), Written: m.written.Load(), Filtered: m.filtered.Load(),
-		Nacked: m.nacked.Load(), DedupSkipped: m.dedup.Load()}
-	if e := m.current.Load(); e != nil {
-		s := e.Stats()
-		c.Read += s.RecordsRead.Load()
-		c.Written += s.RecordsAcked.Load() - s.RecordsNacked.Load()
-		c.Filtered += s.RecordsFiltered.Load()
-		c.Nacked += s.RecordsNacked.Load()
-		c.DedupSkipped += s.DedupSkipped.Load()
+func (m *managedPipeline) counts() metrics.RecordCounts { return m.records.read() }
+
+// recordCounts are a pipeline's record counters across its runs: the sum
+// of the runs that ended and the live counters of the run in progress,
+// which a scrape adds together.
+//
+// Every scrape must read at least what the one before read (Prometheus
+// takes a drop for a counter reset and counts everything again), so moving
+// an ended run into the sum and forgetting the run must be one step for
+// readers. A mutex makes it one: the records themselves never take it, as
+// the engine counts them in its own atomics; it is taken when a run starts
+// or ends and once per pipeline per scrape. An atomic pointer to an
+// immutable (sum, run) pair would do too, at one allocation per run.
+type recordCounts struct {
+	mu    sync.Mutex
+	ended metrics.RecordCounts
+	// current is the run in progress, nil between runs.
+	current *pipeline.Stats
+}
+
+func (c *recordCounts) runStarted(s *pipeline.Stats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.current = s
+}
+
+// runEnded adds the final counts of the run that counted in s to the sum;
+// s must not change any more.
+func (c *recordCounts) runEnded(s *pipeline.Stats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended = addCounts(c.ended, s)
+	if c.current == s {
+		c.current = nil
 	}
-	return c
+}
+
+func (c *recordCounts) read() metrics.RecordCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == nil {
+		return c.ended
+	}
+	return addCounts(c.ended, c.current)
+}
+
+// addCounts returns sum plus the counters in s. Each of them only grows,
+// so the result never goes down from one call to the next for the same
+// run (see pipeline.Stats.RecordsWritten).
+func addCounts(sum metrics.RecordCounts, s *pipeline.Stats) metrics.RecordCounts {
+	sum.Read += s.RecordsRead.Load()
+	sum.Written += s.RecordsWritten.Load()
+	sum.Filtered += s.RecordsFiltered.Load()
+	sum.Nacked += s.RecordsNacked.Load()
+	sum.DedupSkipped += s.DedupSkipped.Load()
+	return sum
 }
 
 // recordEvent hands e, and extra to commit with it, to the audit log
@@ -111,15 +151,10 @@ type trackedRun struct {
 func (t trackedRun) Discard() { t.discard() }
 
 func (t trackedRun) Run(ctx context.Context) error {
-	t.m.current.Store(t.Engine)
+	t.m.records.runStarted(t.Stats())
 	err := t.Engine.Run(ctx)
-	s := t.Stats()
-	t.m.read.Add(s.RecordsRead.Load())
-	t.m.written.Add(s.RecordsAcked.Load() - s.RecordsNacked.Load())
-	t.m.filtered.Add(s.RecordsFiltered.Load())
-	t.m.nacked.Add(s.RecordsNacked.Load())
-	t.m.dedup.Add(s.DedupSkipped.Load())
-	t.m.current.CompareAndSwap(t.Engine, nil)
+	// Run returns once every stage stopped: the counters are final.
+	t.m.records.runEnded(t.Stats())
 	return err
 }
 

@@ -29,7 +29,8 @@ type RecordCounts struct {
 }
 
 // RecordSource reports the record counters of every pipeline; it is called
-// on each scrape.
+// on each scrape. A pipeline's counts must never be lower than the ones the
+// call before reported: Prometheus takes a drop for a counter reset.
 type RecordSource func(emit func(pipelineID string, c RecordCounts))
 
 // Metrics holds the collectors. Create it with New, register each pipeline

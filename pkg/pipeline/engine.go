@@ -139,6 +139,11 @@ type Config struct {
 type Stats struct {
 	RecordsRead  atomic.Int64
 	RecordsAcked atomic.Int64
+	// RecordsWritten counts acknowledged records that were not nacked. It
+	// grows with the acknowledgement, whereas a record is counted nacked
+	// before it is acknowledged: RecordsAcked - RecordsNacked can go down
+	// for a while, and a counter exported from it would too.
+	RecordsWritten atomic.Int64
 	// RecordsFiltered counts records a processor dropped (acked, not written).
 	RecordsFiltered atomic.Int64
 	// RecordsNacked counts records sent to the dead-letter queue.

@@ -519,6 +519,7 @@ func (g *ackGroup) flush(ctx context.Context) error {
 			return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
 		}
 		e.stats.RecordsAcked.Add(int64(n))
+		e.stats.RecordsWritten.Add(int64(n - g.nacked))
 		g.p.offer(g.positions[n-1], g.deletes) // copies the keys it keeps
 		if e.cfg.OnAck != nil && n > g.nacked {
 			e.cfg.OnAck(n - g.nacked)
