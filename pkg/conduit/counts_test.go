@@ -89,7 +89,8 @@ func (sortingProcessor) Process(_ context.Context, rec *record.Record) error {
 type noPositions struct{}
 
 func (noPositions) Load(context.Context, string, string) (record.Position, error) { return nil, nil }
-func (noPositions) Save(context.Context, string, string, record.Position, [][]byte) error {
+func (noPositions) SaveLater(_, _ string, _ record.Position, _ [][]byte, done func(error)) error {
+	done(nil)
 	return nil
 }
 
