@@ -7,24 +7,29 @@
 // them twice. With it:
 //
 //  1. After a destination wrote a batch, the positions it wrote are made
-//     durable here (one synced, group-committed write per batch, never one
-//     per record) before the source is acknowledged.
-//  2. When the source acknowledgement completed, the batch's entry is
-//     deleted in the same transaction that persists the new source position
-//     (pkg/pipeline's persister does that with DeleteOps; with dedup it
-//     saves at most every 50 ms, and the entries wait for that save).
-//  3. When a run starts, each destination loads what earlier runs left:
+//     durable here (one entry per batch, never one per record) before the
+//     source is acknowledged, and before the destination writes its next
+//     batch: at any moment at most one batch is written and not yet
+//     remembered, so a crash duplicates at most that batch.
+//  2. A destination that can say which record it holds last
+//     (connector.PositionReporter) records an intent instead, before it
+//     writes the batch, while the batch before is being written, so no sync
+//     sits between two writes. At the next open its last position tells how
+//     far the intents were written: the positions up to it are kept as
+//     written, the rest are dropped (they will be written again). A crash
+//     then duplicates nothing.
+//  3. When the source acknowledgement completed, the batch's entry is
+//     deleted in the same commit that persists the new source position
+//     (pkg/pipeline hands the keys to the position save).
+//  4. When a run starts, each destination loads what earlier runs left:
 //     a re-delivered record whose position is there is acknowledged
 //     without being written again (Skip), and counted.
-//  4. Entries carry an expiry (dedup.ttl), so an entry nobody consumes (a
+//  5. Entries carry an expiry (dedup.ttl), so an entry nobody consumes (a
 //     destination that was renamed, a source that never re-delivers) does
 //     not live for ever.
 //
-// The store's size follows the records in flight (and those acknowledged
-// since the last position save, at most 50 ms ago), not the records ever
-// written. What it cannot cover: a crash after the destination wrote and
-// before the entry was durable (the window of one group commit); those
-// records are written again after the restart.
+// The store's size follows the records in flight, not the records ever
+// written.
 package dedup
 
 import (
@@ -46,17 +51,29 @@ import (
 const DefaultTTL = 24 * time.Hour
 
 // entryVersion is the version of the persisted entry. WARNING: pinned by
-// testdata/entry.golden; a change needs a new version and a reader for the
-// old one.
+// testdata/entry.v2.golden; a change needs a new version and a reader for
+// the old ones. Version 1 (testdata/entry.golden) had no kind byte: every
+// entry was written.
 //
-//	entry = version:byte(1) expiresAt:int64 (Unix ns, big endian)
+//	entry = version:byte(2) kind:byte expiresAt:int64 (Unix ns, big endian)
 //	        uvarint(n) (uvarint(shared) uvarint(len) suffix)*
 //
 // Positions are front-coded: each stores how many leading bytes it shares
 // with the one before and the rest. A batch's positions are usually close
 // (offsets, sequence numbers, LSNs), so this roughly halves what every
 // batch writes to the store.
-const entryVersion = 1
+const entryVersion = 2
+
+// entryKind says what an entry's positions are.
+type entryKind byte
+
+const (
+	// kindWritten: the destination wrote these records.
+	kindWritten entryKind = 0
+	// kindIntent: the destination was about to write these records, in
+	// this order; how far it got is what it reports at its next open.
+	kindIntent entryKind = 1
+)
 
 // Options configure a Store.
 type Options struct {
@@ -133,10 +150,25 @@ type Destination struct {
 	hits      int64
 }
 
+// Holdings is what a destination that reports what it holds
+// (connector.PositionReporter) said when it opened.
+type Holdings struct {
+	// Reports is true for such a destination.
+	Reports bool
+	// Last is the position of the last record it holds; nil when it holds
+	// none.
+	Last record.Position
+}
+
 // Open loads what earlier runs left for a destination: entries that expired
 // or cannot be read are deleted (with a log line naming the key) instead of
-// being used.
-func (s *Store) Open(ctx context.Context, pipelineID, destinationID string) (*Destination, error) {
+// being used. Intents of earlier runs are resolved against held, in one
+// atomic write before Open returns, so that a later crash never resolves
+// an old intent against a newer last position: positions up to held.Last,
+// in the order they were intended, become written, the others are dropped.
+// A destination that does not report (any more) keeps no intent position:
+// it may write them twice, never lose them.
+func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held Holdings) (*Destination, error) {
 	d := &Destination{
 		store:     s,
 		prefix:    destinationPrefix(pipelineID, destinationID),
@@ -146,8 +178,9 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string) (*De
 	}
 	now := s.now()
 	var stale [][]byte
+	var entries []loadedEntry
 	err := s.db.Scan(ctx, d.prefix, func(key, value []byte) error {
-		expires, positions, err := decodeEntry(value)
+		expires, kind, positions, err := decodeEntry(value)
 		switch {
 		case err != nil:
 			s.log.Warn("dedup entry cannot be read; deleting it", zap.ByteString("key", key), zap.Error(err))
@@ -157,25 +190,34 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string) (*De
 				zap.Time("expired_at", expires), zap.Int("positions", len(positions)))
 			stale = append(stale, bytes.Clone(key))
 		default:
-			k := string(key)
-			for _, p := range positions {
-				if _, dup := d.pending[string(p)]; !dup {
-					d.pending[string(p)] = k
-					d.remaining[k]++
-				}
-			}
-			if d.remaining[k] == 0 {
-				stale = append(stale, bytes.Clone(key))
-			}
+			entries = append(entries, loadedEntry{key: bytes.Clone(key), kind: kind, expires: expires, positions: positions})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load dedup entries of %s/%s: %w", pipelineID, destinationID, err)
 	}
-	if len(stale) > 0 {
-		if err := s.writer.Apply(ctx, DeleteOps(stale)...); err != nil {
-			return nil, fmt.Errorf("delete stale dedup entries of %s/%s: %w", pipelineID, destinationID, err)
+	ops := resolveIntents(entries, held)
+	for _, k := range stale {
+		ops = append(ops, store.Op{Key: k, Delete: true})
+	}
+	for _, e := range entries {
+		k := string(e.key)
+		for _, p := range e.positions {
+			if _, dup := d.pending[string(p)]; !dup {
+				d.pending[string(p)] = k
+				d.remaining[k]++
+			}
+		}
+		if d.remaining[k] == 0 && e.kind == kindWritten && len(e.positions) > 0 {
+			ops = append(ops, store.Op{Key: e.key, Delete: true})
+		}
+	}
+	if len(ops) > 0 {
+		// One commit: the intents resolved, and what is of no use any more
+		// deleted, or nothing.
+		if err := s.writer.Apply(ctx, ops...); err != nil {
+			return nil, fmt.Errorf("resolve the dedup entries of %s/%s: %w", pipelineID, destinationID, err)
 		}
 	}
 	if len(d.pending) > 0 {
@@ -183,6 +225,56 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string) (*De
 			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID), zap.Int("positions", len(d.pending)))
 	}
 	return d, nil
+}
+
+// loadedEntry is an entry as Open found it.
+type loadedEntry struct {
+	key       []byte
+	kind      entryKind
+	expires   time.Time
+	positions []record.Position
+}
+
+// resolveIntents turns intents into written entries holding the positions
+// up to the destination's last one, in key order (which is the order they
+// were written in) and position order, and returns the writes that persist
+// that; entries are changed in place. Where held.Last is in no intent, the
+// destination wrote none of them (or does not report): they hold nothing.
+func resolveIntents(entries []loadedEntry, held Holdings) []store.Op {
+	lastEntry, lastPos := -1, -1
+	if held.Reports && held.Last != nil {
+		for i, e := range entries {
+			if e.kind != kindIntent {
+				continue
+			}
+			for j, p := range e.positions {
+				if bytes.Equal(p, held.Last) {
+					lastEntry, lastPos = i, j
+				}
+			}
+		}
+	}
+	var ops []store.Op
+	for i := range entries {
+		e := &entries[i]
+		if e.kind != kindIntent {
+			continue
+		}
+		switch {
+		case i < lastEntry:
+		case i == lastEntry:
+			e.positions = e.positions[:lastPos+1]
+		default:
+			e.positions = nil
+		}
+		e.kind = kindWritten
+		if len(e.positions) == 0 {
+			ops = append(ops, store.Op{Key: e.key, Delete: true})
+			continue
+		}
+		ops = append(ops, store.Op{Key: e.key, Value: encodeEntry(e.expires, kindWritten, e.positions)})
+	}
+	return ops
 }
 
 // Pending is how many positions of earlier runs may still be skipped; the
@@ -213,12 +305,25 @@ func (d *Destination) Skip(pos record.Position) (skip bool, done []byte) {
 
 // Remember queues a durable entry for positions, the records this
 // destination just wrote, and returns its key and a wait that returns once
-// it is durable. The source must not be acknowledged before wait returned
-// nil.
+// it is durable. The source must not be acknowledged, nor the next batch
+// written, before wait returned nil.
 func (d *Destination) Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error) {
+	return d.submit(ctx, kindWritten, positions)
+}
+
+// Intend queues a durable intent for positions, the records this
+// destination is about to write, in the order it writes them; the batch
+// must not be written before wait returned nil. Only for a destination
+// that reports what it holds when it opens: its report decides at the next
+// Open how many of them were written.
+func (d *Destination) Intend(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error) {
+	return d.submit(ctx, kindIntent, positions)
+}
+
+func (d *Destination) submit(ctx context.Context, kind entryKind, positions []record.Position) (key []byte, wait func() error, err error) {
 	d.seq++
 	key = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
-	value := encodeEntry(d.store.now().Add(d.store.ttl), positions)
+	value := encodeEntry(d.store.now().Add(d.store.ttl), kind, positions)
 	// The destination waits for it before it goes on: it must not queue
 	// behind the pipelines' bookkeeping.
 	pending, err := d.store.writer.SubmitWith(store.Urgent, nil, store.Op{Key: key, Value: value})
@@ -265,7 +370,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	now := s.now()
 	var keys [][]byte
 	err := s.db.Scan(ctx, []byte(store.PrefixDedup), func(key, value []byte) error {
-		expires, _, err := decodeEntry(value)
+		expires, _, _, err := decodeEntry(value)
 		if err != nil || !now.Before(expires) {
 			keys = append(keys, bytes.Clone(key))
 		}
@@ -288,13 +393,13 @@ func (s *Store) deleteAll(ctx context.Context, keys [][]byte) (int, error) {
 	return len(keys), nil
 }
 
-func encodeEntry(expires time.Time, positions []record.Position) []byte {
-	size := 1 + 8 + binary.MaxVarintLen64
+func encodeEntry(expires time.Time, kind entryKind, positions []record.Position) []byte {
+	size := 2 + 8 + binary.MaxVarintLen64
 	for _, p := range positions {
 		size += 2 + len(p)
 	}
 	b := make([]byte, 0, size)
-	b = append(b, entryVersion)
+	b = append(b, entryVersion, byte(kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(expires.UnixNano()))
 	b = binary.AppendUvarint(b, uint64(len(positions)))
 	var prev record.Position
@@ -313,15 +418,23 @@ func encodeEntry(expires time.Time, positions []record.Position) []byte {
 
 var errBadEntry = errors.New("malformed dedup entry")
 
-func decodeEntry(b []byte) (time.Time, []record.Position, error) {
-	if len(b) < 9 || b[0] != entryVersion {
-		return time.Time{}, nil, errBadEntry
+// decodeEntry reads versions 1 (every entry written) and 2.
+func decodeEntry(b []byte) (time.Time, entryKind, []record.Position, error) {
+	kind := kindWritten
+	switch {
+	case len(b) >= 9 && b[0] == 1:
+		b = b[1:]
+	case len(b) >= 10 && b[0] == entryVersion && (b[1] == byte(kindWritten) || b[1] == byte(kindIntent)):
+		kind = entryKind(b[1])
+		b = b[2:]
+	default:
+		return time.Time{}, 0, nil, errBadEntry
 	}
-	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[1:9])))
-	b = b[9:]
+	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[:8])))
+	b = b[8:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
-		return time.Time{}, nil, errBadEntry
+		return time.Time{}, 0, nil, errBadEntry
 	}
 	b = b[k:]
 	positions := make([]record.Position, 0, n)
@@ -329,12 +442,12 @@ func decodeEntry(b []byte) (time.Time, []record.Position, error) {
 	for range n {
 		shared, k := binary.Uvarint(b)
 		if k <= 0 || shared > uint64(len(prev)) {
-			return time.Time{}, nil, errBadEntry
+			return time.Time{}, 0, nil, errBadEntry
 		}
 		b = b[k:]
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
-			return time.Time{}, nil, errBadEntry
+			return time.Time{}, 0, nil, errBadEntry
 		}
 		p := make(record.Position, 0, int(shared)+int(l))
 		p = append(append(p, prev[:shared]...), b[k:k+int(l)]...)
@@ -343,9 +456,9 @@ func decodeEntry(b []byte) (time.Time, []record.Position, error) {
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {
-		return time.Time{}, nil, errBadEntry
+		return time.Time{}, 0, nil, errBadEntry
 	}
-	return expires, positions, nil
+	return expires, kind, positions, nil
 }
 
 // Destinations returns the destinations of a pipeline that have entries,

@@ -51,7 +51,7 @@ func (f *fixture) keys(t *testing.T) int {
 func TestRememberThenSkipAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	d, err := f.s.Open(ctx, "p", "out")
+	d, err := f.s.Open(ctx, "p", "out", Holdings{})
 	if err != nil || d.Pending() != 0 {
 		t.Fatalf("first open: pending %d, %v", d.Pending(), err)
 	}
@@ -69,7 +69,7 @@ func TestRememberThenSkipAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d2, err := f.s.Open(ctx, "p", "out")
+	d2, err := f.s.Open(ctx, "p", "out", Holdings{})
 	if err != nil || d2.Pending() != 1 {
 		t.Fatalf("after restart: pending %d, %v; want position 4", d2.Pending(), err)
 	}
@@ -84,7 +84,7 @@ func TestRememberThenSkipAfterRestart(t *testing.T) {
 		t.Fatal("a position was skipped twice")
 	}
 	// Other destinations and pipelines are not affected.
-	other, _ := f.s.Open(ctx, "p", "other")
+	other, _ := f.s.Open(ctx, "p", "other", Holdings{})
 	if other.Pending() != 0 {
 		t.Fatal("one destination's entries skip another's records")
 	}
@@ -93,7 +93,7 @@ func TestRememberThenSkipAfterRestart(t *testing.T) {
 func TestExpiredAndCorruptEntriesAreDeleted(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	d, _ := f.s.Open(ctx, "p", "out")
+	d, _ := f.s.Open(ctx, "p", "out", Holdings{})
 	_, wait, _ := d.Remember(ctx, positions("1"))
 	if err := wait(); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestExpiredAndCorruptEntriesAreDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.now = f.now.Add(2 * time.Hour) // past the TTL
-	d2, err := f.s.Open(ctx, "p", "out")
+	d2, err := f.s.Open(ctx, "p", "out", Holdings{})
 	if err != nil || d2.Pending() != 0 {
 		t.Fatalf("pending %d, %v: an expired entry was used", d2.Pending(), err)
 	}
@@ -115,11 +115,11 @@ func TestForgetAndSweep(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	for _, dest := range []string{"a", "b"} {
-		d, _ := f.s.Open(ctx, "p", dest)
+		d, _ := f.s.Open(ctx, "p", dest, Holdings{})
 		_, wait, _ := d.Remember(ctx, positions("1"))
 		_ = wait()
 	}
-	q, _ := f.s.Open(ctx, "q", "a")
+	q, _ := f.s.Open(ctx, "q", "a", Holdings{})
 	_, wait, _ := q.Remember(ctx, positions("1"))
 	_ = wait()
 	if n, err := f.s.Forget(ctx, "p"); n != 2 || err != nil {
@@ -140,39 +140,57 @@ func TestForgetAndSweep(t *testing.T) {
 func TestIDsWithSlashesDoNotCollide(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	d, _ := f.s.Open(ctx, "a/b", "c")
+	d, _ := f.s.Open(ctx, "a/b", "c", Holdings{})
 	_, wait, _ := d.Remember(ctx, positions("1"))
 	_ = wait()
-	if other, _ := f.s.Open(ctx, "a", "b/c"); other.Pending() != 0 {
+	if other, _ := f.s.Open(ctx, "a", "b/c", Holdings{}); other.Pending() != 0 {
 		t.Fatal("pipeline a/b destination c shares entries with pipeline a destination b/c")
 	}
 }
 
-// TestEntryFormatGolden pins the persisted entry format.
+// TestEntryFormatGolden pins the persisted entry format of both kinds, and
+// that version 1 (every entry written) is still read.
 func TestEntryFormatGolden(t *testing.T) {
-	golden := filepath.Join("testdata", "entry.golden")
-	got := encodeEntry(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), positions("1", "offset:4096", ""))
-	if *updateGolden {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
+	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		file string
+		kind entryKind
+	}{
+		{"entry.v2.golden", kindWritten},
+		{"entry.v2-intent.golden", kindIntent},
+	} {
+		golden := filepath.Join("testdata", tc.file)
+		got := encodeEntry(at, tc.kind, positions("1", "offset:4096", ""))
+		if *updateGolden {
+			if err := os.WriteFile(golden, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("read golden file (run with -update to create it): %v", err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: entry encoding changed:\n got %x\nwant %x", tc.file, got, want)
+		}
+		exp, kind, ps, err := decodeEntry(want)
+		if err != nil || !exp.Equal(at) || kind != tc.kind || len(ps) != 3 || string(ps[1]) != "offset:4096" {
+			t.Fatalf("%s decodes to %v %v %q %v", tc.file, exp, kind, ps, err)
 		}
 	}
-	want, err := os.ReadFile(golden)
+	v1, err := os.ReadFile(filepath.Join("testdata", "entry.golden"))
 	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
+		t.Fatal(err)
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("entry encoding changed:\n got %x\nwant %x", got, want)
-	}
-	exp, ps, err := decodeEntry(want)
-	if err != nil || !exp.Equal(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)) || len(ps) != 3 || string(ps[1]) != "offset:4096" {
-		t.Fatalf("golden decodes to %v %q %v", exp, ps, err)
+	exp, kind, ps, err := decodeEntry(v1)
+	if err != nil || !exp.Equal(at) || kind != kindWritten || len(ps) != 3 || string(ps[1]) != "offset:4096" {
+		t.Fatalf("version 1 decodes to %v %v %q %v", exp, kind, ps, err)
 	}
 }
 
 func FuzzDecodeEntry(f *testing.F) {
-	f.Add(encodeEntry(time.Unix(0, 1), positions("a", "bc")))
+	f.Add(encodeEntry(time.Unix(0, 1), kindIntent, positions("a", "bc")))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _ = decodeEntry(b) // must not panic
+		_, _, _, _ = decodeEntry(b) // must not panic
 	})
 }

@@ -121,8 +121,8 @@ func lastAcked(t *testing.T, p *pipeline.PositionStore) int {
 
 type dedupAdapter struct{ s *dedup.Store }
 
-func (a dedupAdapter) Open(ctx context.Context, p, d string) (pipeline.DedupDestination, error) {
-	return a.s.Open(ctx, p, d)
+func (a dedupAdapter) Open(ctx context.Context, p, d string, reports bool, last record.Position) (pipeline.DedupDestination, error) {
+	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: reports, Last: last})
 }
 
 // TestExactlyOnceUnderFaults runs a pipeline again and again, each run

@@ -36,6 +36,7 @@ import (
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/gctuning"
 	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -356,8 +357,8 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 
 type dedupStore struct{ s *dedup.Store }
 
-func (d dedupStore) Open(ctx context.Context, p, dest string) (pipeline.DedupDestination, error) {
-	return d.s.Open(ctx, p, dest)
+func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string, reports bool, last record.Position) (pipeline.DedupDestination, error) {
+	return d.s.Open(ctx, pipelineID, destinationID, dedup.Holdings{Reports: reports, Last: last})
 }
 
 func countLines(path string) (int64, error) {

@@ -98,7 +98,7 @@ func (noPositions) SaveLater(_, _ string, _ record.Position, _ [][]byte, done fu
 // with i%8 == 3, so the destination skips them.
 type earlierRunWrote struct{}
 
-func (earlierRunWrote) Open(context.Context, string, string) (pipeline.DedupDestination, error) {
+func (earlierRunWrote) Open(context.Context, string, string, bool, record.Position) (pipeline.DedupDestination, error) {
 	return &writtenBefore{pending: runRecords / 8}, nil
 }
 
@@ -117,6 +117,10 @@ func (w *writtenBefore) Skip(pos record.Position) (bool, []byte) {
 	w.hits++
 	return true, nil
 }
+func (w *writtenBefore) Intend(context.Context, []record.Position) ([]byte, func() error, error) {
+	return nil, func() error { return nil }, nil
+}
+
 func (w *writtenBefore) Remember(context.Context, []record.Position) ([]byte, func() error, error) {
 	return nil, func() error { return nil }, nil
 }

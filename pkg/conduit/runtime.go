@@ -31,6 +31,7 @@ import (
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
+	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -641,8 +642,8 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 // dedupStore adapts *dedup.Store to the engine's interface.
 type dedupStore struct{ s *dedup.Store }
 
-func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string) (pipeline.DedupDestination, error) {
-	return d.s.Open(ctx, pipelineID, destinationID)
+func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string, reports bool, last record.Position) (pipeline.DedupDestination, error) {
+	return d.s.Open(ctx, pipelineID, destinationID, dedup.Holdings{Reports: reports, Last: last})
 }
 
 // pipelineJournal persists what a pipeline's supervisor hands over: the

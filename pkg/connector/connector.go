@@ -84,3 +84,19 @@ func loggerOf(cfg Config) *zap.Logger {
 	}
 	return cfg.Logger
 }
+
+// PositionReporter is the optional ability of a destination to say, once it
+// is open, the position of the last record it holds durably (nil when it
+// holds none); ok is false when this instance cannot tell (the file
+// destination writing to a pipe), and the engine then treats it as a
+// destination without the ability. With dedup on, the engine then records which records it is
+// about to write before each write, instead of which it wrote after it, and
+// at the next open keeps as written exactly those up to that position: a
+// crash at any moment duplicates nothing, and no sync sits between two
+// writes. Implement it only when the answer is exact: a destination that
+// reads back its own last record (the file destination reads its last line)
+// can; one that cannot tell should not, and the engine then remembers each
+// batch after writing it.
+type PositionReporter interface {
+	LastPosition(ctx context.Context) (last record.Position, ok bool, err error)
+}

@@ -3,6 +3,7 @@ package connector
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,6 +243,66 @@ func lineEnd(r io.ReaderAt, from, size int64) (int64, error) {
 		}
 	}
 	return from, nil
+}
+
+// LastPosition implements PositionReporter: the position of the record on
+// the file's last line, read back after Open repaired a torn one. Only a
+// regular file can be read back. A last line this destination did not
+// write (foreign content appended after its records) reports nil: the
+// engine then writes the records of its last intents again rather than
+// risk losing one.
+func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, error) {
+	if d.f == nil || !d.regular {
+		return nil, false, nil
+	}
+	end := d.size
+	if end == 0 {
+		return nil, true, nil
+	}
+	r, err := os.Open(d.path)
+	if err != nil {
+		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
+	}
+	defer r.Close()
+	var last [1]byte
+	if _, err := r.ReadAt(last[:], end-1); err != nil {
+		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
+	}
+	if last[0] != '\n' {
+		return nil, true, nil
+	}
+	start, err := lineEnd(r, 0, end-1)
+	if err != nil {
+		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
+	}
+	head := make([]byte, min(end-1-start, maxPositionLine))
+	if _, err := r.ReadAt(head, start); err != nil {
+		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
+	}
+	return positionOfLine(head), true, nil
+}
+
+// maxPositionLine bounds what LastPosition reads of the last line: the
+// position comes first, and a position longer than this is not one a
+// source writes.
+const maxPositionLine = 64 << 10
+
+// positionOfLine returns the position a line this destination wrote begins
+// with, or nil for a line it did not write.
+func positionOfLine(line []byte) record.Position {
+	rest, ok := bytes.CutPrefix(line, []byte(lineStart+`"`))
+	if !ok {
+		return nil
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 {
+		return nil
+	}
+	pos, err := base64.StdEncoding.AppendDecode(nil, rest[:i])
+	if err != nil {
+		return nil
+	}
+	return record.Position(pos)
 }
 
 // lineStart is how every line this destination writes begins

@@ -39,8 +39,11 @@ type Positions interface {
 // run skip records a destination already wrote in an earlier run whose
 // source acknowledgement never completed.
 type Dedup interface {
-	// Open loads what earlier runs left for one destination.
-	Open(ctx context.Context, pipelineID, destinationID string) (DedupDestination, error)
+	// Open loads what earlier runs left for one destination. reports says
+	// that the destination reports what it holds
+	// (connector.PositionReporter), and last is what it holds last (nil
+	// for nothing): intents of earlier runs are resolved against it.
+	Open(ctx context.Context, pipelineID, destinationID string, reports bool, last record.Position) (DedupDestination, error)
 }
 
 // DedupDestination is one destination's dedup view for one run; the
@@ -55,8 +58,14 @@ type DedupDestination interface {
 	// acknowledged.
 	Skip(pos record.Position) (skip bool, done []byte)
 	// Remember makes the written positions durable; the source must not be
-	// acknowledged before wait returned nil. key is deleted once they are.
+	// acknowledged, nor the next batch written, before wait returned nil.
+	// key is deleted once they are acknowledged.
 	Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error)
+	// Intend makes the positions a destination that reports what it holds
+	// is about to write durable, in write order; the batch must not be
+	// written before wait returned nil. key is deleted once they are
+	// acknowledged.
+	Intend(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error)
 }
 
 // writableDedup is the optional ability of a DedupDestination to say that
@@ -270,10 +279,21 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 	}
 	dedups := make([]DedupDestination, len(e.cfg.Destinations))
+	reports := make([]bool, len(e.cfg.Destinations))
 	if e.cfg.Dedup != nil {
 		for i, d := range e.cfg.Destinations {
+			var last record.Position
+			if r, ok := d.Connector.(connector.PositionReporter); ok {
+				var err error
+				if last, reports[i], err = r.LastPosition(ctx); err != nil {
+					// Without the answer, intents of the last run cannot be
+					// resolved; guessing would lose records or write them
+					// twice.
+					return &StageError{Kind: KindDestination, ID: d.ID, Op: "report the last position held", Err: cerrors.Transient(err)}
+				}
+			}
 			var err error
-			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID); err != nil {
+			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID, reports[i], last); err != nil {
 				return &StageError{Kind: KindDestination, ID: d.ID, Op: "load dedup entries", Err: cerrors.Transient(err)}
 			}
 		}
@@ -341,7 +361,7 @@ func (e *Engine) run(ctx context.Context) error {
 		})
 	}
 	for i, d := range e.cfg.Destinations {
-		g.Go(func() error { return e.write(gctx, d, i, dedups[i], toDest[i], fromDest[i]) })
+		g.Go(func() error { return e.write(gctx, d, i, dedups[i], reports[i], toDest[i], fromDest[i]) })
 	}
 	g.Go(func() error {
 		// Saves use a context that outlives a failure elsewhere: positions

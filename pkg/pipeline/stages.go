@@ -153,11 +153,17 @@ func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (
 // a fatal error is nacked and the rest of the batch is still written; a
 // transient error stops the stage, and the acker reports it once it has
 // acknowledged everything before it. With dedup, records an earlier run
-// already wrote are skipped, and the positions written are made durable
-// before the acker may acknowledge them.
-func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, in <-chan *batch, out chan<- *batch) error {
-	var own destinationBuffer
-	var skip skipBuffer
+// already wrote are skipped, and a batch is never written while the batch
+// before is written but not yet remembered (see dedup/):
+//
+//   - a destination that reports what it holds (reports) records an intent
+//     before each write; the next batch is taken and its intent submitted
+//     while this one's commits, so no sync sits between two writes;
+//   - any other destination remembers a batch after writing it, and waits
+//     for that before writing the next one.
+func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, in <-chan *batch, out chan<- *batch) error {
+	var slots [2]prepareBuffers
+	slot := 0
 	var written []record.Position
 	reported := false
 	var lastRemembered func() error
@@ -172,55 +178,75 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
 		}
 	}()
-	for {
-		b, ok := receive(ctx, in)
-		if !ok {
-			return nil
+	prepare := func(b *batch) preparedBatch {
+		p := e.prepare(ctx, d, idx, dd, reports, b, &slots[slot])
+		slot ^= 1
+		if dd != nil && !reported && dd.Pending() == 0 && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
+			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
+			reported = true
 		}
-		recs, toRecord := b.out, b.recordIndex
-		if len(d.Processors) > 0 {
-			var err error
-			if recs, err = own.prepare(ctx, b, d, idx); err != nil {
-				b.results[idx] = writeResult{done: 0, err: err}
-				send(ctx, out, b)
+		return p
+	}
+	fail := func(b *batch, op string, err error) {
+		b.results[idx] = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: op, Err: cerrors.Transient(err)}}
+		send(ctx, out, b)
+	}
+	var ahead *preparedBatch
+	for {
+		var cur preparedBatch
+		if ahead != nil {
+			cur, ahead = *ahead, nil
+		} else {
+			b, ok := receive(ctx, in)
+			if !ok {
 				return nil
 			}
-			toRecord = own.recordIndex(len(b.records))
+			cur = prepare(b)
 		}
-		if dd != nil && dd.Pending() > 0 {
-			before := dd.Hits()
-			recs, toRecord = skip.filter(b, idx, dd, recs, toRecord)
-			e.stats.DedupSkipped.Add(dd.Hits() - before)
-			if dd.Pending() == 0 && !reported && e.cfg.OnDedupSkipped != nil {
-				e.cfg.OnDedupSkipped(d.ID, dd.Hits())
-				reported = true
-			}
+		b := cur.b
+		if cur.failed != nil {
+			b.results[idx] = *cur.failed
+			send(ctx, out, b)
+			return nil
 		}
-		if dd != nil && len(recs) > 0 {
-			if w, ok := dd.(writableDedup); ok {
-				if err := w.Writable(); err != nil {
-					// Written now, the batch could not be remembered, and the
-					// restart would write it again: do not write it yet.
-					b.results[idx] = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
-						Op: "remember written positions", Err: cerrors.Transient(err)}}
-					send(ctx, out, b)
-					return nil
+		if cur.intent != nil {
+			// While this batch's intent commits, the next batch is taken
+			// and its intent submitted, if it is there already.
+			select {
+			case nb, ok := <-in:
+				if ok {
+					p := prepare(nb)
+					ahead = &p
 				}
+			default:
+			}
+			if err := cur.intent(); err != nil {
+				fail(b, "record intended positions", err)
+				return nil
 			}
 		}
-		var res writeResult
+		if lastRemembered != nil {
+			// The batch before must be remembered before this one is
+			// written: a crash then duplicates at most one batch.
+			if err := lastRemembered(); err != nil {
+				fail(b, "remember written positions", err)
+				return nil
+			}
+			lastRemembered = nil
+		}
 		// Usually the destination writes exactly the batch's records, and
 		// their positions are already at hand; collecting them one by one
 		// is only needed when it writes fewer.
-		whole := len(recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
-		res, written = e.writeAll(ctx, d, idx, b, recs, toRecord, written[:0], dd != nil && !whole)
-		if dd != nil && whole {
+		remember := dd != nil && !reports
+		var res writeResult
+		res, written = e.writeAll(ctx, d, idx, b, cur.recs, cur.toRecord, written[:0], remember && !cur.whole)
+		if remember && cur.whole {
 			// res.done counts the records handled from the first; a record
 			// nacked among them is acknowledged anyway, so remembering it
 			// changes nothing.
 			written = b.positions[:res.done]
 		}
-		if dd != nil && len(written) > 0 {
+		if remember && len(written) > 0 {
 			// Records the destination accepted are remembered even when the
 			// run is being torn down meanwhile: they will be delivered again,
 			// and this entry is what keeps them from being written twice.
@@ -239,6 +265,83 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			return nil
 		}
 	}
+}
+
+// prepareBuffers hold what a destination writes of one batch; the stage
+// has two, so that it can prepare the next batch while it writes one.
+type prepareBuffers struct {
+	own  destinationBuffer
+	skip skipBuffer
+	pos  []record.Position
+}
+
+// preparedBatch is a batch ready for one destination to write.
+type preparedBatch struct {
+	b        *batch
+	recs     []record.Record
+	toRecord func(int) int
+	// whole: the destination writes the batch's records as they are.
+	whole bool
+	// intent, when set, returns once the intent of the records is durable.
+	intent func() error
+	// failed is the batch's result when it cannot be written at all.
+	failed *writeResult
+}
+
+// prepare runs the destination's own processors on b, drops what an earlier
+// run already wrote and, for a destination that reports what it holds,
+// submits the intent to write the rest.
+func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, b *batch, bufs *prepareBuffers) preparedBatch {
+	p := preparedBatch{b: b, recs: b.out, toRecord: b.recordIndex}
+	failed := func(res writeResult) preparedBatch {
+		p.failed = &res
+		return p
+	}
+	if len(d.Processors) > 0 {
+		var err error
+		if p.recs, err = bufs.own.prepare(ctx, b, d, idx); err != nil {
+			return failed(writeResult{done: 0, err: err})
+		}
+		p.toRecord = bufs.own.recordIndex(len(b.records))
+	}
+	if dd != nil && dd.Pending() > 0 {
+		before := dd.Hits()
+		p.recs, p.toRecord = bufs.skip.filter(b, idx, dd, p.recs, p.toRecord)
+		e.stats.DedupSkipped.Add(dd.Hits() - before)
+	}
+	p.whole = len(p.recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
+	if dd == nil || len(p.recs) == 0 {
+		return p
+	}
+	if w, ok := dd.(writableDedup); ok {
+		if err := w.Writable(); err != nil {
+			// Written now, the batch could not be remembered, and the
+			// restart would write it again: do not write it yet.
+			return failed(writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
+				Op: "remember written positions", Err: cerrors.Transient(err)}})
+		}
+	}
+	if !reports {
+		return p
+	}
+	positions := b.positions
+	if !p.whole {
+		bufs.pos = bufs.pos[:0]
+		for i := range p.recs {
+			bufs.pos = append(bufs.pos, p.recs[i].Position)
+		}
+		positions = bufs.pos
+	}
+	key, wait, err := dd.Intend(context.WithoutCancel(ctx), positions)
+	if err != nil {
+		return failed(writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
+			Op: "record intended positions", Err: cerrors.Transient(err)}})
+	}
+	// The entry is deleted with the position save that acknowledges the
+	// batch, as a remembered one is.
+	b.dedupKeys[idx] = append(b.dedupKeys[idx], key)
+	p.intent = wait
+	return p
 }
 
 // writeAll writes recs, nacking records the destination refuses with a
