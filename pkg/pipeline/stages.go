@@ -162,7 +162,7 @@ func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (
 //   - any other destination remembers a batch after writing it, and waits
 //     for that before writing the next one.
 func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, in <-chan *batch, out chan<- *batch) error {
-	var slots [2]prepareBuffers
+	var slots [maxIntentsAhead + 1]prepareBuffers
 	slot := 0
 	var written []record.Position
 	reported := false
@@ -180,7 +180,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	}()
 	prepare := func(b *batch) preparedBatch {
 		p := e.prepare(ctx, d, idx, dd, reports, b, &slots[slot])
-		slot ^= 1
+		slot = (slot + 1) % len(slots)
 		if dd != nil && !reported && dd.Pending() == 0 && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
 			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
 			reported = true
@@ -191,18 +191,18 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		b.results[idx] = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: op, Err: cerrors.Transient(err)}}
 		send(ctx, out, b)
 	}
-	var ahead *preparedBatch
+	// queue holds the batches prepared (and their intents submitted) but
+	// not yet written, oldest first.
+	queue := make([]preparedBatch, 0, maxIntentsAhead+1)
 	for {
-		var cur preparedBatch
-		if ahead != nil {
-			cur, ahead = *ahead, nil
-		} else {
+		if len(queue) == 0 {
 			b, ok := receive(ctx, in)
 			if !ok {
 				return nil
 			}
-			cur = prepare(b)
+			queue = append(queue, prepare(b))
 		}
+		cur := queue[0]
 		b := cur.b
 		if cur.failed != nil {
 			b.results[idx] = *cur.failed
@@ -210,21 +210,27 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			return nil
 		}
 		if cur.intent != nil {
-			// While this batch's intent commits, the next batch is taken
-			// and its intent submitted, if it is there already.
-			select {
-			case nb, ok := <-in:
-				if ok {
-					p := prepare(nb)
-					ahead = &p
+			// While this batch's intent commits, the batches already
+			// waiting are taken and their intents submitted: they share the
+			// next commit, and one sync covers several batches.
+		ahead:
+			for len(queue) <= maxIntentsAhead {
+				select {
+				case nb, ok := <-in:
+					if !ok {
+						break ahead
+					}
+					queue = append(queue, prepare(nb))
+				default:
+					break ahead
 				}
-			default:
 			}
 			if err := cur.intent(); err != nil {
 				fail(b, "record intended positions", err)
 				return nil
 			}
 		}
+		queue = append(queue[:0], queue[1:]...)
 		if lastRemembered != nil {
 			// The batch before must be remembered before this one is
 			// written: a crash then duplicates at most one batch.
@@ -267,8 +273,12 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	}
 }
 
+// maxIntentsAhead is how many batches a destination that reports what it
+// holds prepares, and records intents for, ahead of the one it writes.
+const maxIntentsAhead = 12
+
 // prepareBuffers hold what a destination writes of one batch; the stage
-// has two, so that it can prepare the next batch while it writes one.
+// has one for each batch it prepares ahead and one for the batch it writes.
 type prepareBuffers struct {
 	own  destinationBuffer
 	skip skipBuffer

@@ -1,0 +1,151 @@
+package dedup
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// intendAll records one intent per batch, as a destination that reports
+// what it holds does before writing each, and waits for them.
+func intendAll(t *testing.T, f *fixture, batches ...[]record.Position) {
+	t.Helper()
+	d, err := f.s.Open(context.Background(), "p", "out", Holdings{Reports: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		_, wait, err := d.Intend(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// skipped returns which of ps the destination opened with held skips.
+func skipped(t *testing.T, f *fixture, held Holdings, ps ...string) []string {
+	t.Helper()
+	d, err := f.s.Open(context.Background(), "p", "out", held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range ps {
+		if skip, _ := d.Skip(record.Position(p)); skip {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestIntentsAreHeldUpToTheLastPositionTheDestinationReports(t *testing.T) {
+	all := []string{"1", "2", "3", "4", "5", "6"}
+	tests := []struct {
+		name string
+		held Holdings
+		want []string
+	}{
+		{"in the middle of the last intent", Holdings{Reports: true, Last: record.Position("5")}, []string{"1", "2", "3", "4", "5"}},
+		{"at the end of an intent", Holdings{Reports: true, Last: record.Position("3")}, []string{"1", "2", "3"}},
+		{"in the first intent", Holdings{Reports: true, Last: record.Position("1")}, []string{"1"}},
+		{"at the very end", Holdings{Reports: true, Last: record.Position("6")}, all},
+		{"in no intent", Holdings{Reports: true, Last: record.Position("earlier")}, nil},
+		{"nothing held", Holdings{Reports: true}, nil},
+		{"the destination does not report any more", Holdings{}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			intendAll(t, f, positions("1", "2", "3"), positions("4", "5", "6"))
+			if got := skipped(t, f, tc.held, all...); !slices.Equal(got, tc.want) {
+				t.Fatalf("skipped %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIntentsAreResolvedOnce: the resolution is written before the run
+// starts, so a crash of that run never resolves the old intents against
+// the position its own writes leave.
+func TestIntentsAreResolvedOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	intendAll(t, f, positions("1", "2", "3"), positions("4", "5", "6"))
+	d, err := f.s.Open(ctx, "p", "out", Holdings{Reports: true, Last: record.Position("2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Pending() != 2 {
+		t.Fatalf("%d positions held, want 2", d.Pending())
+	}
+	// That run writes 3..6 again and crashes after 6: the old intents must
+	// not now count 3..6 as written by the run before.
+	if got := skipped(t, f, Holdings{Reports: true, Last: record.Position("6")}, "1", "2", "3", "4", "5", "6"); !slices.Equal(got, []string{"1", "2"}) {
+		t.Fatalf("after a second open skipped %v, want [1 2]", got)
+	}
+	// Every stored entry is a written one now.
+	err = f.db.Scan(ctx, []byte(store.PrefixDedup), func(k, v []byte) error {
+		_, kind, _, err := decodeEntry(v)
+		if err != nil || kind != kindWritten {
+			return fmt.Errorf("entry %q: kind %v, err %v", k, kind, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIntentResolutionIsOneCommit: resolving writes what it changes in one
+// commit of the store (all or nothing).
+func TestIntentResolutionIsOneCommit(t *testing.T) {
+	ctx := context.Background()
+	db := &countingCommits{Store: store.NewInMemory()}
+	w := store.NewBatcher(db, nil)
+	t.Cleanup(w.Close)
+	s := New(db, w, Options{})
+	d, err := s.Open(ctx, "p", "out", Holdings{Reports: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]record.Position{positions("1", "2"), positions("3", "4"), positions("5")} {
+		_, wait, _ := d.Intend(ctx, b)
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := db.count()
+	if _, err := s.Open(ctx, "p", "out", Holdings{Reports: true, Last: record.Position("3")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.count() - before; n != 1 {
+		t.Fatalf("resolving took %d commits, want 1", n)
+	}
+}
+
+type countingCommits struct {
+	store.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingCommits) Commit(ctx context.Context, ops []store.Op) error {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Store.Commit(ctx, ops)
+}
+
+func (c *countingCommits) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
