@@ -43,6 +43,25 @@ func (d *standaloneDestination) Open(ctx context.Context) error {
 	return nil
 }
 
+// LastPosition implements PositionReporter by asking the plugin; a plugin
+// that cannot tell, or was built before the call existed, does not report.
+func (d *standaloneDestination) LastPosition(ctx context.Context) (record.Position, bool, error) {
+	if d.client == nil {
+		return nil, false, errWriteBeforeOpen
+	}
+	resp, err := d.client.LastPosition(ctx, connect.NewRequest(&connectorv1.LastPositionRequest{}))
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, d.p.callError(ctx, "last position", err)
+	}
+	if !resp.Msg.GetKnown() || resp.Msg.Position == nil {
+		return nil, resp.Msg.GetKnown(), nil
+	}
+	return record.Position(resp.Msg.GetPosition()), true, nil
+}
+
 // Write sends the batch to the plugin. When the plugin wrote only some
 // records, its error (the error JSON) is returned with their count.
 func (d *standaloneDestination) Write(ctx context.Context, batch []record.Record) (int, error) {

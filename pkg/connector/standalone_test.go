@@ -604,3 +604,22 @@ func TestStandaloneRegistry(t *testing.T) {
 		t.Errorf("NewDestination: %v", err)
 	}
 }
+
+// A plugin that does not know the call (built before it existed) does not
+// report what it holds: the engine then remembers each batch after
+// writing it.
+func TestStandaloneDestinationWithoutTheAbilityDoesNotReport(t *testing.T) {
+	ctx := context.Background()
+	h := newStandaloneHarness(t, StandaloneConfig{})
+	dst := h.destination("testplugin", nil)
+	if _, _, err := dst.LastPosition(ctx); err == nil {
+		t.Fatal("LastPosition before Open returned no error")
+	}
+	if err := dst.Open(ctx); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer dst.Teardown(ctx)
+	if last, ok, err := dst.LastPosition(ctx); last != nil || ok || err != nil {
+		t.Fatalf("LastPosition = %q, %v, %v; want not known", last, ok, err)
+	}
+}

@@ -108,6 +108,18 @@ type Destination interface {
 	Teardown(ctx context.Context) error
 }
 
+// PositionReporter is the optional ability of a Destination to say, once
+// open, the position of the last record it holds durably (nil when it
+// holds none). With dedup on, the runtime then records which records a
+// batch holds before writing it, and at the next open keeps as written
+// exactly those up to that position: a crash of the runtime at any moment
+// writes nothing twice. ok is false when this instance cannot tell. Only
+// implement it when the answer is exact (the destination reads back its
+// own last record): a position too far ahead loses the records between.
+type PositionReporter interface {
+	LastPosition(ctx context.Context) (last Position, ok bool, err error)
+}
+
 // Plugin describes a standalone connector executable for Serve.
 type Plugin struct {
 	// Name is what the runtime reports the connector as; it should match

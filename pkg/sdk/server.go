@@ -619,6 +619,29 @@ func (ds destinationService) Write(ctx context.Context, req *connect.Request[con
 	return connect.NewResponse(resp), nil
 }
 
+func (ds destinationService) LastPosition(ctx context.Context, _ *connect.Request[connectorv1.LastPositionRequest]) (*connect.Response[connectorv1.LastPositionResponse], error) {
+	resp := &connectorv1.LastPositionResponse{}
+	r, ok := ds.s.dst.(PositionReporter)
+	if !ok {
+		return connect.NewResponse(resp), nil
+	}
+	err := ds.s.guard("LastPosition", func() error {
+		last, known, err := r.LastPosition(ctx)
+		if err != nil {
+			return err
+		}
+		resp.Known = known
+		if known && last != nil {
+			resp.Position = last
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wireError(ctx, err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
 func (ds destinationService) Teardown(ctx context.Context, _ *connect.Request[connectorv1.DestinationServiceTeardownRequest]) (*connect.Response[connectorv1.DestinationServiceTeardownResponse], error) {
 	defer ds.s.onTeardown()
 	if err := ds.s.teardown(ctx); err != nil {

@@ -313,3 +313,8 @@ func (d destination) Teardown(context.Context, *connect.Request[connectorv1.Dest
 	fmt.Println("teardown destination")
 	return connect.NewResponse(&connectorv1.DestinationServiceTeardownResponse{}), nil
 }
+
+// LastPosition answers as a plugin built before the call existed does.
+func (d destination) LastPosition(context.Context, *connect.Request[connectorv1.LastPositionRequest]) (*connect.Response[connectorv1.LastPositionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.connector.v1.DestinationService.LastPosition is not implemented"))
+}

@@ -21,6 +21,96 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LastPositionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LastPositionRequest) Reset() {
+	*x = LastPositionRequest{}
+	mi := &file_connector_v1_connector_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LastPositionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LastPositionRequest) ProtoMessage() {}
+
+func (x *LastPositionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_connector_v1_connector_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LastPositionRequest.ProtoReflect.Descriptor instead.
+func (*LastPositionRequest) Descriptor() ([]byte, []int) {
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{0}
+}
+
+type LastPositionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// known is false when the destination cannot tell what it holds.
+	Known bool `protobuf:"varint,1,opt,name=known,proto3" json:"known,omitempty"`
+	// position is the last record's position; absent when it holds none.
+	Position      []byte `protobuf:"bytes,2,opt,name=position,proto3,oneof" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LastPositionResponse) Reset() {
+	*x = LastPositionResponse{}
+	mi := &file_connector_v1_connector_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LastPositionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LastPositionResponse) ProtoMessage() {}
+
+func (x *LastPositionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_connector_v1_connector_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LastPositionResponse.ProtoReflect.Descriptor instead.
+func (*LastPositionResponse) Descriptor() ([]byte, []int) {
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LastPositionResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *LastPositionResponse) GetPosition() []byte {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +119,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[0]
+	mi := &file_connector_v1_connector_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +131,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[0]
+	mi := &file_connector_v1_connector_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +144,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{0}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{2}
 }
 
 type InfoResponse struct {
@@ -72,7 +162,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[1]
+	mi := &file_connector_v1_connector_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -84,7 +174,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[1]
+	mi := &file_connector_v1_connector_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -97,7 +187,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{1}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -148,7 +238,7 @@ type ConnectorConfig struct {
 
 func (x *ConnectorConfig) Reset() {
 	*x = ConnectorConfig{}
-	mi := &file_connector_v1_connector_proto_msgTypes[2]
+	mi := &file_connector_v1_connector_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +250,7 @@ func (x *ConnectorConfig) String() string {
 func (*ConnectorConfig) ProtoMessage() {}
 
 func (x *ConnectorConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[2]
+	mi := &file_connector_v1_connector_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +263,7 @@ func (x *ConnectorConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectorConfig.ProtoReflect.Descriptor instead.
 func (*ConnectorConfig) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{2}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConnectorConfig) GetPipelineId() string {
@@ -206,7 +296,7 @@ type SourceServiceConfigureRequest struct {
 
 func (x *SourceServiceConfigureRequest) Reset() {
 	*x = SourceServiceConfigureRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[3]
+	mi := &file_connector_v1_connector_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +308,7 @@ func (x *SourceServiceConfigureRequest) String() string {
 func (*SourceServiceConfigureRequest) ProtoMessage() {}
 
 func (x *SourceServiceConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[3]
+	mi := &file_connector_v1_connector_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +321,7 @@ func (x *SourceServiceConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceConfigureRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{3}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SourceServiceConfigureRequest) GetConfig() *ConnectorConfig {
@@ -249,7 +339,7 @@ type SourceServiceConfigureResponse struct {
 
 func (x *SourceServiceConfigureResponse) Reset() {
 	*x = SourceServiceConfigureResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[4]
+	mi := &file_connector_v1_connector_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +351,7 @@ func (x *SourceServiceConfigureResponse) String() string {
 func (*SourceServiceConfigureResponse) ProtoMessage() {}
 
 func (x *SourceServiceConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[4]
+	mi := &file_connector_v1_connector_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +364,7 @@ func (x *SourceServiceConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceConfigureResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{4}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{6}
 }
 
 type DestinationServiceConfigureRequest struct {
@@ -286,7 +376,7 @@ type DestinationServiceConfigureRequest struct {
 
 func (x *DestinationServiceConfigureRequest) Reset() {
 	*x = DestinationServiceConfigureRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[5]
+	mi := &file_connector_v1_connector_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +388,7 @@ func (x *DestinationServiceConfigureRequest) String() string {
 func (*DestinationServiceConfigureRequest) ProtoMessage() {}
 
 func (x *DestinationServiceConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[5]
+	mi := &file_connector_v1_connector_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +401,7 @@ func (x *DestinationServiceConfigureRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DestinationServiceConfigureRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{5}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DestinationServiceConfigureRequest) GetConfig() *ConnectorConfig {
@@ -329,7 +419,7 @@ type DestinationServiceConfigureResponse struct {
 
 func (x *DestinationServiceConfigureResponse) Reset() {
 	*x = DestinationServiceConfigureResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[6]
+	mi := &file_connector_v1_connector_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +431,7 @@ func (x *DestinationServiceConfigureResponse) String() string {
 func (*DestinationServiceConfigureResponse) ProtoMessage() {}
 
 func (x *DestinationServiceConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[6]
+	mi := &file_connector_v1_connector_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +444,7 @@ func (x *DestinationServiceConfigureResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DestinationServiceConfigureResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{6}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{8}
 }
 
 type SourceServiceOpenRequest struct {
@@ -367,7 +457,7 @@ type SourceServiceOpenRequest struct {
 
 func (x *SourceServiceOpenRequest) Reset() {
 	*x = SourceServiceOpenRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[7]
+	mi := &file_connector_v1_connector_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +469,7 @@ func (x *SourceServiceOpenRequest) String() string {
 func (*SourceServiceOpenRequest) ProtoMessage() {}
 
 func (x *SourceServiceOpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[7]
+	mi := &file_connector_v1_connector_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +482,7 @@ func (x *SourceServiceOpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceOpenRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceOpenRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{7}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SourceServiceOpenRequest) GetPosition() []byte {
@@ -410,7 +500,7 @@ type SourceServiceOpenResponse struct {
 
 func (x *SourceServiceOpenResponse) Reset() {
 	*x = SourceServiceOpenResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[8]
+	mi := &file_connector_v1_connector_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +512,7 @@ func (x *SourceServiceOpenResponse) String() string {
 func (*SourceServiceOpenResponse) ProtoMessage() {}
 
 func (x *SourceServiceOpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[8]
+	mi := &file_connector_v1_connector_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +525,7 @@ func (x *SourceServiceOpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceOpenResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceOpenResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{8}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{10}
 }
 
 type DestinationServiceOpenRequest struct {
@@ -446,7 +536,7 @@ type DestinationServiceOpenRequest struct {
 
 func (x *DestinationServiceOpenRequest) Reset() {
 	*x = DestinationServiceOpenRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[9]
+	mi := &file_connector_v1_connector_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +548,7 @@ func (x *DestinationServiceOpenRequest) String() string {
 func (*DestinationServiceOpenRequest) ProtoMessage() {}
 
 func (x *DestinationServiceOpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[9]
+	mi := &file_connector_v1_connector_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +561,7 @@ func (x *DestinationServiceOpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationServiceOpenRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceOpenRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{9}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{11}
 }
 
 type DestinationServiceOpenResponse struct {
@@ -482,7 +572,7 @@ type DestinationServiceOpenResponse struct {
 
 func (x *DestinationServiceOpenResponse) Reset() {
 	*x = DestinationServiceOpenResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[10]
+	mi := &file_connector_v1_connector_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +584,7 @@ func (x *DestinationServiceOpenResponse) String() string {
 func (*DestinationServiceOpenResponse) ProtoMessage() {}
 
 func (x *DestinationServiceOpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[10]
+	mi := &file_connector_v1_connector_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +597,7 @@ func (x *DestinationServiceOpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationServiceOpenResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceOpenResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{10}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{12}
 }
 
 type ReadRequest struct {
@@ -520,7 +610,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[11]
+	mi := &file_connector_v1_connector_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +622,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[11]
+	mi := &file_connector_v1_connector_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +635,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{11}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadRequest) GetMaxRecords() int32 {
@@ -564,7 +654,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[12]
+	mi := &file_connector_v1_connector_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +666,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[12]
+	mi := &file_connector_v1_connector_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +679,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{12}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadResponse) GetBatch() *RecordBatch {
@@ -609,7 +699,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	mi := &file_connector_v1_connector_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +711,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	mi := &file_connector_v1_connector_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +724,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{13}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadStreamRequest) GetMaxRecords() int32 {
@@ -653,7 +743,7 @@ type ReadStreamResponse struct {
 
 func (x *ReadStreamResponse) Reset() {
 	*x = ReadStreamResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	mi := &file_connector_v1_connector_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +755,7 @@ func (x *ReadStreamResponse) String() string {
 func (*ReadStreamResponse) ProtoMessage() {}
 
 func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	mi := &file_connector_v1_connector_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +768,7 @@ func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{14}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadStreamResponse) GetBatch() *RecordBatch {
@@ -698,7 +788,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[15]
+	mi := &file_connector_v1_connector_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +800,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[15]
+	mi := &file_connector_v1_connector_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +813,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{15}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckRequest) GetPositions() [][]byte {
@@ -741,7 +831,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[16]
+	mi := &file_connector_v1_connector_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +843,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[16]
+	mi := &file_connector_v1_connector_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +856,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{16}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{18}
 }
 
 type WriteRequest struct {
@@ -778,7 +868,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[17]
+	mi := &file_connector_v1_connector_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +880,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[17]
+	mi := &file_connector_v1_connector_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +893,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{17}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteRequest) GetBatch() *RecordBatch {
@@ -827,7 +917,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[18]
+	mi := &file_connector_v1_connector_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +929,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[18]
+	mi := &file_connector_v1_connector_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +942,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{18}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteResponse) GetWritten() int32 {
@@ -877,7 +967,7 @@ type SourceServiceTeardownRequest struct {
 
 func (x *SourceServiceTeardownRequest) Reset() {
 	*x = SourceServiceTeardownRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[19]
+	mi := &file_connector_v1_connector_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +979,7 @@ func (x *SourceServiceTeardownRequest) String() string {
 func (*SourceServiceTeardownRequest) ProtoMessage() {}
 
 func (x *SourceServiceTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[19]
+	mi := &file_connector_v1_connector_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +992,7 @@ func (x *SourceServiceTeardownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceTeardownRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{19}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{21}
 }
 
 type SourceServiceTeardownResponse struct {
@@ -913,7 +1003,7 @@ type SourceServiceTeardownResponse struct {
 
 func (x *SourceServiceTeardownResponse) Reset() {
 	*x = SourceServiceTeardownResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[20]
+	mi := &file_connector_v1_connector_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1015,7 @@ func (x *SourceServiceTeardownResponse) String() string {
 func (*SourceServiceTeardownResponse) ProtoMessage() {}
 
 func (x *SourceServiceTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[20]
+	mi := &file_connector_v1_connector_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1028,7 @@ func (x *SourceServiceTeardownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceTeardownResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{20}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{22}
 }
 
 type DestinationServiceTeardownRequest struct {
@@ -949,7 +1039,7 @@ type DestinationServiceTeardownRequest struct {
 
 func (x *DestinationServiceTeardownRequest) Reset() {
 	*x = DestinationServiceTeardownRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[21]
+	mi := &file_connector_v1_connector_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1051,7 @@ func (x *DestinationServiceTeardownRequest) String() string {
 func (*DestinationServiceTeardownRequest) ProtoMessage() {}
 
 func (x *DestinationServiceTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[21]
+	mi := &file_connector_v1_connector_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1064,7 @@ func (x *DestinationServiceTeardownRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use DestinationServiceTeardownRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{21}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{23}
 }
 
 type DestinationServiceTeardownResponse struct {
@@ -985,7 +1075,7 @@ type DestinationServiceTeardownResponse struct {
 
 func (x *DestinationServiceTeardownResponse) Reset() {
 	*x = DestinationServiceTeardownResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[22]
+	mi := &file_connector_v1_connector_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1087,7 @@ func (x *DestinationServiceTeardownResponse) String() string {
 func (*DestinationServiceTeardownResponse) ProtoMessage() {}
 
 func (x *DestinationServiceTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[22]
+	mi := &file_connector_v1_connector_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1100,7 @@ func (x *DestinationServiceTeardownResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DestinationServiceTeardownResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{22}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{24}
 }
 
 // RecordBatch carries records in the OpenCDC batch encoding of pkg/record
@@ -1028,7 +1118,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_connector_v1_connector_proto_msgTypes[23]
+	mi := &file_connector_v1_connector_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1130,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[23]
+	mi := &file_connector_v1_connector_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1143,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{23}
+	return file_connector_v1_connector_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecordBatch) GetCount() int32 {
@@ -1074,7 +1164,12 @@ var File_connector_v1_connector_proto protoreflect.FileDescriptor
 
 const file_connector_v1_connector_proto_rawDesc = "" +
 	"\n" +
-	"\x1cconnector/v1/connector.proto\x12\fconnector.v1\"\r\n" +
+	"\x1cconnector/v1/connector.proto\x12\fconnector.v1\"\x15\n" +
+	"\x13LastPositionRequest\"Z\n" +
+	"\x14LastPositionResponse\x12\x14\n" +
+	"\x05known\x18\x01 \x01(\bR\x05known\x12\x1f\n" +
+	"\bposition\x18\x02 \x01(\fH\x00R\bposition\x88\x01\x01B\v\n" +
+	"\t_position\"\r\n" +
 	"\vInfoRequest\"\xa1\x01\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1136,11 +1231,12 @@ const file_connector_v1_connector_proto_rawDesc = "" +
 	"\n" +
 	"ReadStream\x12\x1f.connector.v1.ReadStreamRequest\x1a .connector.v1.ReadStreamResponse0\x01\x12:\n" +
 	"\x03Ack\x12\x18.connector.v1.AckRequest\x1a\x19.connector.v1.AckResponse\x12c\n" +
-	"\bTeardown\x12*.connector.v1.SourceServiceTeardownRequest\x1a+.connector.v1.SourceServiceTeardownResponse2\x9a\x03\n" +
+	"\bTeardown\x12*.connector.v1.SourceServiceTeardownRequest\x1a+.connector.v1.SourceServiceTeardownResponse2\xf1\x03\n" +
 	"\x12DestinationService\x12p\n" +
 	"\tConfigure\x120.connector.v1.DestinationServiceConfigureRequest\x1a1.connector.v1.DestinationServiceConfigureResponse\x12a\n" +
 	"\x04Open\x12+.connector.v1.DestinationServiceOpenRequest\x1a,.connector.v1.DestinationServiceOpenResponse\x12@\n" +
-	"\x05Write\x12\x1a.connector.v1.WriteRequest\x1a\x1b.connector.v1.WriteResponse\x12m\n" +
+	"\x05Write\x12\x1a.connector.v1.WriteRequest\x1a\x1b.connector.v1.WriteResponse\x12U\n" +
+	"\fLastPosition\x12!.connector.v1.LastPositionRequest\x1a\".connector.v1.LastPositionResponse\x12m\n" +
 	"\bTeardown\x12/.connector.v1.DestinationServiceTeardownRequest\x1a0.connector.v1.DestinationServiceTeardownResponseBCZAgithub.com/conduitry/conduit/pkg/api/gen/connector/v1;connectorv1b\x06proto3"
 
 var (
@@ -1155,65 +1251,69 @@ func file_connector_v1_connector_proto_rawDescGZIP() []byte {
 	return file_connector_v1_connector_proto_rawDescData
 }
 
-var file_connector_v1_connector_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_connector_v1_connector_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_connector_v1_connector_proto_goTypes = []any{
-	(*InfoRequest)(nil),                         // 0: connector.v1.InfoRequest
-	(*InfoResponse)(nil),                        // 1: connector.v1.InfoResponse
-	(*ConnectorConfig)(nil),                     // 2: connector.v1.ConnectorConfig
-	(*SourceServiceConfigureRequest)(nil),       // 3: connector.v1.SourceServiceConfigureRequest
-	(*SourceServiceConfigureResponse)(nil),      // 4: connector.v1.SourceServiceConfigureResponse
-	(*DestinationServiceConfigureRequest)(nil),  // 5: connector.v1.DestinationServiceConfigureRequest
-	(*DestinationServiceConfigureResponse)(nil), // 6: connector.v1.DestinationServiceConfigureResponse
-	(*SourceServiceOpenRequest)(nil),            // 7: connector.v1.SourceServiceOpenRequest
-	(*SourceServiceOpenResponse)(nil),           // 8: connector.v1.SourceServiceOpenResponse
-	(*DestinationServiceOpenRequest)(nil),       // 9: connector.v1.DestinationServiceOpenRequest
-	(*DestinationServiceOpenResponse)(nil),      // 10: connector.v1.DestinationServiceOpenResponse
-	(*ReadRequest)(nil),                         // 11: connector.v1.ReadRequest
-	(*ReadResponse)(nil),                        // 12: connector.v1.ReadResponse
-	(*ReadStreamRequest)(nil),                   // 13: connector.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),                  // 14: connector.v1.ReadStreamResponse
-	(*AckRequest)(nil),                          // 15: connector.v1.AckRequest
-	(*AckResponse)(nil),                         // 16: connector.v1.AckResponse
-	(*WriteRequest)(nil),                        // 17: connector.v1.WriteRequest
-	(*WriteResponse)(nil),                       // 18: connector.v1.WriteResponse
-	(*SourceServiceTeardownRequest)(nil),        // 19: connector.v1.SourceServiceTeardownRequest
-	(*SourceServiceTeardownResponse)(nil),       // 20: connector.v1.SourceServiceTeardownResponse
-	(*DestinationServiceTeardownRequest)(nil),   // 21: connector.v1.DestinationServiceTeardownRequest
-	(*DestinationServiceTeardownResponse)(nil),  // 22: connector.v1.DestinationServiceTeardownResponse
-	(*RecordBatch)(nil),                         // 23: connector.v1.RecordBatch
-	nil,                                         // 24: connector.v1.ConnectorConfig.SettingsEntry
+	(*LastPositionRequest)(nil),                 // 0: connector.v1.LastPositionRequest
+	(*LastPositionResponse)(nil),                // 1: connector.v1.LastPositionResponse
+	(*InfoRequest)(nil),                         // 2: connector.v1.InfoRequest
+	(*InfoResponse)(nil),                        // 3: connector.v1.InfoResponse
+	(*ConnectorConfig)(nil),                     // 4: connector.v1.ConnectorConfig
+	(*SourceServiceConfigureRequest)(nil),       // 5: connector.v1.SourceServiceConfigureRequest
+	(*SourceServiceConfigureResponse)(nil),      // 6: connector.v1.SourceServiceConfigureResponse
+	(*DestinationServiceConfigureRequest)(nil),  // 7: connector.v1.DestinationServiceConfigureRequest
+	(*DestinationServiceConfigureResponse)(nil), // 8: connector.v1.DestinationServiceConfigureResponse
+	(*SourceServiceOpenRequest)(nil),            // 9: connector.v1.SourceServiceOpenRequest
+	(*SourceServiceOpenResponse)(nil),           // 10: connector.v1.SourceServiceOpenResponse
+	(*DestinationServiceOpenRequest)(nil),       // 11: connector.v1.DestinationServiceOpenRequest
+	(*DestinationServiceOpenResponse)(nil),      // 12: connector.v1.DestinationServiceOpenResponse
+	(*ReadRequest)(nil),                         // 13: connector.v1.ReadRequest
+	(*ReadResponse)(nil),                        // 14: connector.v1.ReadResponse
+	(*ReadStreamRequest)(nil),                   // 15: connector.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),                  // 16: connector.v1.ReadStreamResponse
+	(*AckRequest)(nil),                          // 17: connector.v1.AckRequest
+	(*AckResponse)(nil),                         // 18: connector.v1.AckResponse
+	(*WriteRequest)(nil),                        // 19: connector.v1.WriteRequest
+	(*WriteResponse)(nil),                       // 20: connector.v1.WriteResponse
+	(*SourceServiceTeardownRequest)(nil),        // 21: connector.v1.SourceServiceTeardownRequest
+	(*SourceServiceTeardownResponse)(nil),       // 22: connector.v1.SourceServiceTeardownResponse
+	(*DestinationServiceTeardownRequest)(nil),   // 23: connector.v1.DestinationServiceTeardownRequest
+	(*DestinationServiceTeardownResponse)(nil),  // 24: connector.v1.DestinationServiceTeardownResponse
+	(*RecordBatch)(nil),                         // 25: connector.v1.RecordBatch
+	nil,                                         // 26: connector.v1.ConnectorConfig.SettingsEntry
 }
 var file_connector_v1_connector_proto_depIdxs = []int32{
-	24, // 0: connector.v1.ConnectorConfig.settings:type_name -> connector.v1.ConnectorConfig.SettingsEntry
-	2,  // 1: connector.v1.SourceServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
-	2,  // 2: connector.v1.DestinationServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
-	23, // 3: connector.v1.ReadResponse.batch:type_name -> connector.v1.RecordBatch
-	23, // 4: connector.v1.ReadStreamResponse.batch:type_name -> connector.v1.RecordBatch
-	23, // 5: connector.v1.WriteRequest.batch:type_name -> connector.v1.RecordBatch
-	0,  // 6: connector.v1.PluginService.Info:input_type -> connector.v1.InfoRequest
-	3,  // 7: connector.v1.SourceService.Configure:input_type -> connector.v1.SourceServiceConfigureRequest
-	7,  // 8: connector.v1.SourceService.Open:input_type -> connector.v1.SourceServiceOpenRequest
-	11, // 9: connector.v1.SourceService.Read:input_type -> connector.v1.ReadRequest
-	13, // 10: connector.v1.SourceService.ReadStream:input_type -> connector.v1.ReadStreamRequest
-	15, // 11: connector.v1.SourceService.Ack:input_type -> connector.v1.AckRequest
-	19, // 12: connector.v1.SourceService.Teardown:input_type -> connector.v1.SourceServiceTeardownRequest
-	5,  // 13: connector.v1.DestinationService.Configure:input_type -> connector.v1.DestinationServiceConfigureRequest
-	9,  // 14: connector.v1.DestinationService.Open:input_type -> connector.v1.DestinationServiceOpenRequest
-	17, // 15: connector.v1.DestinationService.Write:input_type -> connector.v1.WriteRequest
-	21, // 16: connector.v1.DestinationService.Teardown:input_type -> connector.v1.DestinationServiceTeardownRequest
-	1,  // 17: connector.v1.PluginService.Info:output_type -> connector.v1.InfoResponse
-	4,  // 18: connector.v1.SourceService.Configure:output_type -> connector.v1.SourceServiceConfigureResponse
-	8,  // 19: connector.v1.SourceService.Open:output_type -> connector.v1.SourceServiceOpenResponse
-	12, // 20: connector.v1.SourceService.Read:output_type -> connector.v1.ReadResponse
-	14, // 21: connector.v1.SourceService.ReadStream:output_type -> connector.v1.ReadStreamResponse
-	16, // 22: connector.v1.SourceService.Ack:output_type -> connector.v1.AckResponse
-	20, // 23: connector.v1.SourceService.Teardown:output_type -> connector.v1.SourceServiceTeardownResponse
-	6,  // 24: connector.v1.DestinationService.Configure:output_type -> connector.v1.DestinationServiceConfigureResponse
-	10, // 25: connector.v1.DestinationService.Open:output_type -> connector.v1.DestinationServiceOpenResponse
-	18, // 26: connector.v1.DestinationService.Write:output_type -> connector.v1.WriteResponse
-	22, // 27: connector.v1.DestinationService.Teardown:output_type -> connector.v1.DestinationServiceTeardownResponse
-	17, // [17:28] is the sub-list for method output_type
-	6,  // [6:17] is the sub-list for method input_type
+	26, // 0: connector.v1.ConnectorConfig.settings:type_name -> connector.v1.ConnectorConfig.SettingsEntry
+	4,  // 1: connector.v1.SourceServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
+	4,  // 2: connector.v1.DestinationServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
+	25, // 3: connector.v1.ReadResponse.batch:type_name -> connector.v1.RecordBatch
+	25, // 4: connector.v1.ReadStreamResponse.batch:type_name -> connector.v1.RecordBatch
+	25, // 5: connector.v1.WriteRequest.batch:type_name -> connector.v1.RecordBatch
+	2,  // 6: connector.v1.PluginService.Info:input_type -> connector.v1.InfoRequest
+	5,  // 7: connector.v1.SourceService.Configure:input_type -> connector.v1.SourceServiceConfigureRequest
+	9,  // 8: connector.v1.SourceService.Open:input_type -> connector.v1.SourceServiceOpenRequest
+	13, // 9: connector.v1.SourceService.Read:input_type -> connector.v1.ReadRequest
+	15, // 10: connector.v1.SourceService.ReadStream:input_type -> connector.v1.ReadStreamRequest
+	17, // 11: connector.v1.SourceService.Ack:input_type -> connector.v1.AckRequest
+	21, // 12: connector.v1.SourceService.Teardown:input_type -> connector.v1.SourceServiceTeardownRequest
+	7,  // 13: connector.v1.DestinationService.Configure:input_type -> connector.v1.DestinationServiceConfigureRequest
+	11, // 14: connector.v1.DestinationService.Open:input_type -> connector.v1.DestinationServiceOpenRequest
+	19, // 15: connector.v1.DestinationService.Write:input_type -> connector.v1.WriteRequest
+	0,  // 16: connector.v1.DestinationService.LastPosition:input_type -> connector.v1.LastPositionRequest
+	23, // 17: connector.v1.DestinationService.Teardown:input_type -> connector.v1.DestinationServiceTeardownRequest
+	3,  // 18: connector.v1.PluginService.Info:output_type -> connector.v1.InfoResponse
+	6,  // 19: connector.v1.SourceService.Configure:output_type -> connector.v1.SourceServiceConfigureResponse
+	10, // 20: connector.v1.SourceService.Open:output_type -> connector.v1.SourceServiceOpenResponse
+	14, // 21: connector.v1.SourceService.Read:output_type -> connector.v1.ReadResponse
+	16, // 22: connector.v1.SourceService.ReadStream:output_type -> connector.v1.ReadStreamResponse
+	18, // 23: connector.v1.SourceService.Ack:output_type -> connector.v1.AckResponse
+	22, // 24: connector.v1.SourceService.Teardown:output_type -> connector.v1.SourceServiceTeardownResponse
+	8,  // 25: connector.v1.DestinationService.Configure:output_type -> connector.v1.DestinationServiceConfigureResponse
+	12, // 26: connector.v1.DestinationService.Open:output_type -> connector.v1.DestinationServiceOpenResponse
+	20, // 27: connector.v1.DestinationService.Write:output_type -> connector.v1.WriteResponse
+	1,  // 28: connector.v1.DestinationService.LastPosition:output_type -> connector.v1.LastPositionResponse
+	24, // 29: connector.v1.DestinationService.Teardown:output_type -> connector.v1.DestinationServiceTeardownResponse
+	18, // [18:30] is the sub-list for method output_type
+	6,  // [6:18] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1224,13 +1324,14 @@ func file_connector_v1_connector_proto_init() {
 	if File_connector_v1_connector_proto != nil {
 		return
 	}
+	file_connector_v1_connector_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_connector_v1_connector_proto_rawDesc), len(file_connector_v1_connector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -60,6 +60,9 @@ const (
 	// DestinationServiceWriteProcedure is the fully-qualified name of the DestinationService's Write
 	// RPC.
 	DestinationServiceWriteProcedure = "/connector.v1.DestinationService/Write"
+	// DestinationServiceLastPositionProcedure is the fully-qualified name of the DestinationService's
+	// LastPosition RPC.
+	DestinationServiceLastPositionProcedure = "/connector.v1.DestinationService/LastPosition"
 	// DestinationServiceTeardownProcedure is the fully-qualified name of the DestinationService's
 	// Teardown RPC.
 	DestinationServiceTeardownProcedure = "/connector.v1.DestinationService/Teardown"
@@ -376,6 +379,11 @@ type DestinationServiceClient interface {
 	// Write writes the records in order. When not all were written, the
 	// response says how many were and why the next one failed.
 	Write(context.Context, *connect.Request[v1.WriteRequest]) (*connect.Response[v1.WriteResponse], error)
+	// LastPosition, called after Open, asks for the position of the last
+	// record the destination holds durably. A destination that cannot tell
+	// answers known = false (a plugin built before this call existed answers
+	// Unimplemented, which means the same).
+	LastPosition(context.Context, *connect.Request[v1.LastPositionRequest]) (*connect.Response[v1.LastPositionResponse], error)
 	// Teardown flushes and releases resources; the process is stopped
 	// afterwards.
 	Teardown(context.Context, *connect.Request[v1.DestinationServiceTeardownRequest]) (*connect.Response[v1.DestinationServiceTeardownResponse], error)
@@ -410,6 +418,12 @@ func NewDestinationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(destinationServiceMethods.ByName("Write")),
 			connect.WithClientOptions(opts...),
 		),
+		lastPosition: connect.NewClient[v1.LastPositionRequest, v1.LastPositionResponse](
+			httpClient,
+			baseURL+DestinationServiceLastPositionProcedure,
+			connect.WithSchema(destinationServiceMethods.ByName("LastPosition")),
+			connect.WithClientOptions(opts...),
+		),
 		teardown: connect.NewClient[v1.DestinationServiceTeardownRequest, v1.DestinationServiceTeardownResponse](
 			httpClient,
 			baseURL+DestinationServiceTeardownProcedure,
@@ -421,10 +435,11 @@ func NewDestinationServiceClient(httpClient connect.HTTPClient, baseURL string, 
 
 // destinationServiceClient implements DestinationServiceClient.
 type destinationServiceClient struct {
-	configure *connect.Client[v1.DestinationServiceConfigureRequest, v1.DestinationServiceConfigureResponse]
-	open      *connect.Client[v1.DestinationServiceOpenRequest, v1.DestinationServiceOpenResponse]
-	write     *connect.Client[v1.WriteRequest, v1.WriteResponse]
-	teardown  *connect.Client[v1.DestinationServiceTeardownRequest, v1.DestinationServiceTeardownResponse]
+	configure    *connect.Client[v1.DestinationServiceConfigureRequest, v1.DestinationServiceConfigureResponse]
+	open         *connect.Client[v1.DestinationServiceOpenRequest, v1.DestinationServiceOpenResponse]
+	write        *connect.Client[v1.WriteRequest, v1.WriteResponse]
+	lastPosition *connect.Client[v1.LastPositionRequest, v1.LastPositionResponse]
+	teardown     *connect.Client[v1.DestinationServiceTeardownRequest, v1.DestinationServiceTeardownResponse]
 }
 
 // Configure calls connector.v1.DestinationService.Configure.
@@ -442,6 +457,11 @@ func (c *destinationServiceClient) Write(ctx context.Context, req *connect.Reque
 	return c.write.CallUnary(ctx, req)
 }
 
+// LastPosition calls connector.v1.DestinationService.LastPosition.
+func (c *destinationServiceClient) LastPosition(ctx context.Context, req *connect.Request[v1.LastPositionRequest]) (*connect.Response[v1.LastPositionResponse], error) {
+	return c.lastPosition.CallUnary(ctx, req)
+}
+
 // Teardown calls connector.v1.DestinationService.Teardown.
 func (c *destinationServiceClient) Teardown(ctx context.Context, req *connect.Request[v1.DestinationServiceTeardownRequest]) (*connect.Response[v1.DestinationServiceTeardownResponse], error) {
 	return c.teardown.CallUnary(ctx, req)
@@ -456,6 +476,11 @@ type DestinationServiceHandler interface {
 	// Write writes the records in order. When not all were written, the
 	// response says how many were and why the next one failed.
 	Write(context.Context, *connect.Request[v1.WriteRequest]) (*connect.Response[v1.WriteResponse], error)
+	// LastPosition, called after Open, asks for the position of the last
+	// record the destination holds durably. A destination that cannot tell
+	// answers known = false (a plugin built before this call existed answers
+	// Unimplemented, which means the same).
+	LastPosition(context.Context, *connect.Request[v1.LastPositionRequest]) (*connect.Response[v1.LastPositionResponse], error)
 	// Teardown flushes and releases resources; the process is stopped
 	// afterwards.
 	Teardown(context.Context, *connect.Request[v1.DestinationServiceTeardownRequest]) (*connect.Response[v1.DestinationServiceTeardownResponse], error)
@@ -486,6 +511,12 @@ func NewDestinationServiceHandler(svc DestinationServiceHandler, opts ...connect
 		connect.WithSchema(destinationServiceMethods.ByName("Write")),
 		connect.WithHandlerOptions(opts...),
 	)
+	destinationServiceLastPositionHandler := connect.NewUnaryHandler(
+		DestinationServiceLastPositionProcedure,
+		svc.LastPosition,
+		connect.WithSchema(destinationServiceMethods.ByName("LastPosition")),
+		connect.WithHandlerOptions(opts...),
+	)
 	destinationServiceTeardownHandler := connect.NewUnaryHandler(
 		DestinationServiceTeardownProcedure,
 		svc.Teardown,
@@ -500,6 +531,8 @@ func NewDestinationServiceHandler(svc DestinationServiceHandler, opts ...connect
 			destinationServiceOpenHandler.ServeHTTP(w, r)
 		case DestinationServiceWriteProcedure:
 			destinationServiceWriteHandler.ServeHTTP(w, r)
+		case DestinationServiceLastPositionProcedure:
+			destinationServiceLastPositionHandler.ServeHTTP(w, r)
 		case DestinationServiceTeardownProcedure:
 			destinationServiceTeardownHandler.ServeHTTP(w, r)
 		default:
@@ -521,6 +554,10 @@ func (UnimplementedDestinationServiceHandler) Open(context.Context, *connect.Req
 
 func (UnimplementedDestinationServiceHandler) Write(context.Context, *connect.Request[v1.WriteRequest]) (*connect.Response[v1.WriteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("connector.v1.DestinationService.Write is not implemented"))
+}
+
+func (UnimplementedDestinationServiceHandler) LastPosition(context.Context, *connect.Request[v1.LastPositionRequest]) (*connect.Response[v1.LastPositionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("connector.v1.DestinationService.LastPosition is not implemented"))
 }
 
 func (UnimplementedDestinationServiceHandler) Teardown(context.Context, *connect.Request[v1.DestinationServiceTeardownRequest]) (*connect.Response[v1.DestinationServiceTeardownResponse], error) {
