@@ -315,6 +315,59 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		wantValue(t, s, "p/9-p/1", "new")
 	})
 
+	t.Run("commit applies sets and deletes together, in order", func(t *testing.T) {
+		s := open(t)
+		mustSet(t, s, "gone", "x")
+		err := s.Commit(ctx, []Op{
+			{Key: []byte("a"), Value: []byte("1")},
+			{Key: []byte("gone"), Delete: true},
+			{Key: []byte("a"), Value: []byte("2")},
+			{Key: []byte("b"), Value: []byte("3")},
+			{Key: []byte("b"), Delete: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, s, "a", "2")
+		for _, k := range []string{"gone", "b"} {
+			if _, err := s.Get(ctx, []byte(k)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: %v, want ErrNotFound", k, err)
+			}
+		}
+	})
+
+	t.Run("commit with an empty key writes nothing", func(t *testing.T) {
+		s := open(t)
+		err := s.Commit(ctx, []Op{{Key: []byte("a"), Value: []byte("1")}, {Key: nil, Value: []byte("2")}})
+		if err == nil {
+			t.Fatal("Commit with an empty key returned nil")
+		}
+		if _, err := s.Get(ctx, []byte("a")); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a was written: %v", err)
+		}
+	})
+
+	t.Run("a batcher writes through commit", func(t *testing.T) {
+		s := open(t)
+		b := NewBatcher(s, nil)
+		defer b.Close()
+		if err := b.Apply(ctx, Op{Key: []byte("a"), Value: []byte("1")}, Op{Key: []byte("b"), Encode: func() ([]byte, error) { return []byte("2"), nil }}); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, s, "a", "1")
+		wantValue(t, s, "b", "2")
+		p, err := b.SubmitWith(Urgent, nil, Op{Key: []byte("a"), Delete: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, []byte("a")); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a: %v, want ErrNotFound", err)
+		}
+	})
+
 	t.Run("update commits all writes", func(t *testing.T) {
 		s := open(t)
 		mustSet(t, s, "gone", "v")
@@ -622,6 +675,7 @@ func wantErrCtx(t *testing.T, s Store, ctx context.Context, want error) {
 		{"Set", s.Set(ctx, []byte("k"), []byte("new"))},
 		{"Delete", s.Delete(ctx, []byte("k"))},
 		{"Update", s.Update(ctx, func(Txn) error { called = true; return nil })},
+		{"Commit", s.Commit(ctx, []Op{{Key: []byte("k"), Value: []byte("new")}})},
 		{"Scan", s.Scan(ctx, nil, func(_, _ []byte) error { called = true; return nil })},
 		{"ScanFrom", s.ScanFrom(ctx, nil, nil, func(_, _ []byte) error { called = true; return nil })},
 		{"ScanReverse", s.ScanReverse(ctx, nil, nil, func(_, _ []byte) error { called = true; return nil })},

@@ -1,0 +1,343 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// heldStore records the keys of every commit and, while hold is set, holds
+// each commit until release is called; failKey makes commits holding that
+// key fail.
+type heldStore struct {
+	*InMemory
+	mu      sync.Mutex
+	commits [][]string
+	hold    chan struct{} // closed to let held commits through; nil: no hold
+	entered chan struct{} // receives once per commit that started
+	failKey string
+}
+
+func newHeldStore() *heldStore {
+	return &heldStore{InMemory: NewInMemory(), entered: make(chan struct{}, 1024)}
+}
+
+func (h *heldStore) Commit(ctx context.Context, ops []Op) error {
+	h.entered <- struct{}{}
+	h.mu.Lock()
+	hold := h.hold
+	h.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	keys := make([]string, len(ops))
+	for i, op := range ops {
+		keys[i] = string(op.Key)
+		if op.Delete {
+			keys[i] = "-" + keys[i]
+		}
+	}
+	h.mu.Lock()
+	h.commits = append(h.commits, keys)
+	fail := h.failKey != "" && slices.Contains(keys, h.failKey)
+	h.mu.Unlock()
+	if fail {
+		return errors.New("disk on fire")
+	}
+	return h.InMemory.Commit(ctx, ops)
+}
+
+func (h *heldStore) holdCommits() chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hold = make(chan struct{})
+	return h.hold
+}
+
+func (h *heldStore) release(hold chan struct{}) {
+	h.mu.Lock()
+	h.hold = nil
+	h.mu.Unlock()
+	close(hold)
+}
+
+func (h *heldStore) recorded() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.commits)
+}
+
+func set(k, v string) Op { return Op{Key: []byte(k), Value: []byte(v)} }
+
+func submit(t *testing.T, b *Batcher, ops ...Op) Pending {
+	t.Helper()
+	p, err := b.Submit(ops...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// blockFirstCommit submits a write and waits until its commit is held:
+// what is submitted next gathers into the following round.
+func blockFirstCommit(t *testing.T, h *heldStore, b *Batcher) (chan struct{}, Pending) {
+	t.Helper()
+	hold := h.holdCommits()
+	p := submit(t, b, set("first", "1"))
+	<-h.entered
+	return hold, p
+}
+
+func TestBatcherGathersWritesIntoOneCommit(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, first := blockFirstCommit(t, h, b)
+	var ps []Pending
+	for i := range 50 {
+		ps = append(ps, submit(t, b, set(fmt.Sprint("k", i), "v")))
+	}
+	h.release(hold)
+	for _, p := range append(ps, first) {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.recorded(); len(got) != 2 || len(got[1]) != 50 {
+		t.Fatalf("commits %v, want the first alone and then the 50 writes in one", got)
+	}
+}
+
+func TestBatcherCoalescesWritesOfOneKey(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, _ := blockFirstCommit(t, h, b)
+	encoded := 0
+	lazy := func(v string) Op {
+		return Op{Key: []byte("state"), Encode: func() ([]byte, error) { encoded++; return []byte(v), nil }}
+	}
+	submit(t, b, lazy("s1"), set("event-1", "e"))
+	submit(t, b, lazy("s2"), set("event-2", "e"))
+	submit(t, b, set("gone", "x"))
+	last := submit(t, b, Op{Key: []byte("gone"), Delete: true}, lazy("s3"))
+	h.release(hold)
+	if err := last.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commits := h.recorded()
+	if want := []string{"state", "event-1", "event-2", "-gone"}; !slices.Equal(commits[1], want) {
+		t.Fatalf("second commit %v, want %v", commits[1], want)
+	}
+	if encoded != 1 {
+		t.Fatalf("the state was encoded %d times, want once (the replaced values never)", encoded)
+	}
+	if v, err := h.Get(context.Background(), []byte("state")); err != nil || string(v) != "s3" {
+		t.Fatalf("state = %q, %v; want s3", v, err)
+	}
+}
+
+func TestBatcherKeepsAWriteInOneCommitAcrossChunks(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, _ := blockFirstCommit(t, h, b)
+	value := string(make([]byte, 64<<10))
+	var last Pending
+	for i := range 20 {
+		// 20 writes of two 64 KiB values: more than one chunk.
+		last = submit(t, b, set(fmt.Sprint("w", i, "-a"), value), set(fmt.Sprint("w", i, "-b"), value))
+	}
+	h.release(hold)
+	if err := last.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commits := h.recorded()[1:]
+	if len(commits) < 2 {
+		t.Fatalf("%d commits for 2.5 MiB, want it split into chunks", len(commits))
+	}
+	var order []string
+	for _, c := range commits {
+		for i := 0; i < len(c); i += 2 {
+			a, bb := c[i], c[i+1]
+			if a[:len(a)-2] != bb[:len(bb)-2] {
+				t.Fatalf("a write was split across commits: %v", c)
+			}
+			order = append(order, a[:len(a)-2])
+		}
+	}
+	for i, w := range order {
+		if w != fmt.Sprint("w", i) {
+			t.Fatalf("writes committed in the order %v, want submit order", order)
+		}
+	}
+}
+
+func TestBatcherCallbacksRunInOrderBeforeTheWriteIsDone(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, _ := blockFirstCommit(t, h, b)
+	var mu sync.Mutex
+	var calls []int
+	var ps []Pending
+	for i := range 5 {
+		p, err := b.SubmitFunc(func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			calls = append(calls, i)
+			mu.Unlock()
+		}, set(fmt.Sprint("k", i), "v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	h.release(hold)
+	if err := ps[0].Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(calls, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("callbacks ran %v before the write was done, want all five in order", calls)
+	}
+}
+
+func TestBatcherReportsAFailedCommitAndGoesOn(t *testing.T) {
+	h := newHeldStore()
+	h.failKey = "bad"
+	var failedWrites atomic.Int64
+	b := NewBatcher(h, func(writes int, err error) { failedWrites.Add(int64(writes)) })
+	defer b.Close()
+	hold, _ := blockFirstCommit(t, h, b)
+	p1 := submit(t, b, set("bad", "x"))
+	p2 := submit(t, b, set("ok-in-same-commit", "y"))
+	h.release(hold)
+	for _, p := range []Pending{p1, p2} {
+		if err := p.Wait(context.Background()); err == nil {
+			t.Fatal("a write of the failed commit returned nil")
+		}
+	}
+	if err := b.Flush(context.Background()); err == nil {
+		t.Fatal("Flush after a failed round returned nil")
+	}
+	if got := failedWrites.Load(); got != 2 {
+		t.Fatalf("onError was told of %d writes, want 2", got)
+	}
+	if err := b.Apply(context.Background(), set("later", "z")); err != nil {
+		t.Fatalf("a later round: %v", err)
+	}
+	if err := b.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush after a good round: %v", err)
+	}
+}
+
+func TestBatcherWaitHonoursItsContext(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, first := blockFirstCommit(t, h, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := first.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want the context's error", err)
+	}
+	h.release(hold)
+	if err := first.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := h.Get(context.Background(), []byte("first")); err != nil || string(v) != "1" {
+		t.Fatalf("the write did not land: %q, %v", v, err)
+	}
+}
+
+func TestBatcherCommitsUrgentWritesBetweenChunks(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, _ := blockFirstCommit(t, h, b)
+	value := string(make([]byte, 200<<10))
+	var last Pending
+	for i := range 6 {
+		last = submit(t, b, set(fmt.Sprint("bookkeeping-", i), value))
+	}
+	urgent, err := b.SubmitWith(Urgent, nil, set("entry", "e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.release(hold)
+	if err := urgent.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commits := h.recorded()
+	at := slices.IndexFunc(commits, func(c []string) bool { return slices.Contains(c, "entry") })
+	lastBookkeeping := slices.IndexFunc(commits, func(c []string) bool { return slices.Contains(c, "bookkeeping-5") })
+	if at < 0 || at >= lastBookkeeping {
+		t.Fatalf("commits %v: the urgent write waited for the whole bookkeeping round", commits)
+	}
+}
+
+func TestBatcherCloseCommitsWhatWasSubmitted(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	hold, _ := blockFirstCommit(t, h, b)
+	submit(t, b, set("pending", "v"))
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	h.release(hold)
+	<-closed
+	if v, err := h.Get(context.Background(), []byte("pending")); err != nil || string(v) != "v" {
+		t.Fatalf("pending = %q, %v; want it written by Close", v, err)
+	}
+	if _, err := b.Submit(set("late", "v")); !errors.Is(err, ErrBatcherClosed) {
+		t.Fatalf("Submit after Close = %v, want ErrBatcherClosed", err)
+	}
+	other := NewBatcher(NewInMemory(), nil)
+	defer other.Close()
+	if _, err := other.Submit(Op{Value: []byte("no key")}); err == nil {
+		t.Fatal("Submit with an empty key returned nil")
+	}
+}
+
+func TestBatcherConcurrentWritersLandWhole(t *testing.T) {
+	db := NewInMemory()
+	b := NewBatcher(db, nil)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				v := fmt.Sprint(i)
+				op := func(k string) Op { return set(fmt.Sprint("w", w, "-", k), v) }
+				if i%2 == 0 {
+					if err := b.Apply(context.Background(), op("a"), op("b")); err != nil {
+						t.Error(err)
+						return
+					}
+				} else if _, err := b.Submit(op("a"), op("b")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.Close()
+	for w := range 16 {
+		for _, k := range []string{"a", "b"} {
+			v, err := db.Get(context.Background(), []byte(fmt.Sprint("w", w, "-", k)))
+			if err != nil || string(v) != "199" {
+				t.Fatalf("writer %d key %s = %q, %v; want its last value 199", w, k, v, err)
+			}
+		}
+	}
+}
