@@ -338,8 +338,7 @@ func (d *Destination) submit(ctx context.Context, kind entryKind, positions []re
 // written twice after the restart.
 func (d *Destination) Writable() error { return d.store.Writable() }
 
-// DeleteOps turns entry keys into delete operations for the transaction
-// that persists the source position.
+// DeleteOps turns entry keys into delete operations.
 func DeleteOps(keys [][]byte) []store.Op {
 	ops := make([]store.Op, len(keys))
 	for i, k := range keys {

@@ -53,9 +53,10 @@ type Event struct {
 	Reason string
 }
 
-// Observer receives every event, after the state it leads to was persisted
-// (a restart changes nothing that needs persisting: see onRestarted). It
-// is called from the supervisor goroutine and must not block.
+// Observer receives every event, after the StateSaver was handed the event
+// and the state it leads to (see EventRecorder); neither is durable yet
+// when it is called. It is called from the supervisor goroutine and must
+// not block.
 type Observer interface {
 	PipelineEvent(e Event)
 }

@@ -157,7 +157,7 @@ func (b *batch) reset() {
 	for i := range b.destNacks {
 		clear(b.destNacks[i])
 		b.destNacks[i] = b.destNacks[i][:0]
-		b.dedupKeys[i] = nil // handed to the persister, which keeps them
+		b.dedupKeys[i] = nil // handed to the position save, which keeps them
 	}
 	clear(b.results)
 	clear(b.dedupWait)

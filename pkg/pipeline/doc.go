@@ -20,10 +20,12 @@
 //     the order the reader produced it.
 //   - A batch is acknowledged only after every destination wrote it.
 //   - The position the source resumes from is persisted only after the
-//     source acknowledgement returned. The persister coalesces: while one
-//     synced write is under way later acks only replace the position to
-//     write next, so a busy pipeline does one durable write per write
-//     latency, not one per batch.
+//     source acknowledgement returned. It is handed to the store's one
+//     writer (store.Batcher) without waiting: while a commit is under way,
+//     later positions replace it in the next one, so a busy pipeline does
+//     one durable write per commit, not one per batch.
+//   - With dedup, a destination never writes a batch while the batch before
+//     is written and not yet remembered (dedup/).
 //   - Stop is graceful: the reader stops reading, in-flight batches drain,
 //     are acknowledged and the last position is persisted, and Run returns
 //     nil. Cancelling Run's context is a force stop: every stage returns at
