@@ -444,6 +444,15 @@ func (b *Badger) ScanReverse(ctx context.Context, prefix, start []byte, fn func(
 	return b.iterate(ctx, "reverse scan", prefix, start, true, fn)
 }
 
+// sharedPrefix is the longest prefix a and b have in common.
+func sharedPrefix(a, b []byte) []byte {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return a[:n]
+}
+
 // iterate is the one loop behind the scans. Forward, it seeks to the larger
 // of prefix and start. Backward, Badger's Seek finds the largest key <= the
 // one given, so it seeks to start or, unbounded, to the first key after the
@@ -487,11 +496,15 @@ func (b *Badger) iterate(ctx context.Context, op string, prefix, start []byte, r
 		// duration of fn; prefetching would copy every value first.
 		opts.PrefetchValues = false
 		opts.Reverse = reverse
-		if !pastPrefix {
-			// Lets Badger skip tables whose key range misses the prefix.
-			// Not when seeking past the prefix: Valid() would then also
-			// reject the key there that we must step over.
-			opts.Prefix = prefix
+		// Lets Badger skip tables whose key range misses the prefix: the
+		// iterator otherwise opens every table, and a read right after a
+		// burst of writes (many level-0 tables not yet compacted) pays for
+		// all of them. When seeking past the prefix, the part the prefix
+		// shares with the key there: Valid() must still accept that key,
+		// which is stepped over.
+		opts.Prefix = prefix
+		if pastPrefix {
+			opts.Prefix = sharedPrefix(prefix, seek)
 		}
 		it := txn.NewIterator(opts)
 		defer it.Close()
