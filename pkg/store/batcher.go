@@ -20,14 +20,15 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 // Batcher is the one way the runtime writes durably: pipeline states, audit
 // events, source positions and dedup entries all go through it. Writes
 // submitted while a commit is under way are gathered into the next round,
-// and a round is committed as one transaction of the store (one sync on
-// Badger, one transaction on a database), so that many pipelines share a
-// sync however many writes they make.
+// and a round is committed with Store.Commit (one sync on Badger, one
+// transaction on a database), so that many pipelines share a sync however
+// many writes they make. A round larger than one transaction may hold is
+// committed in chunks, in order.
 //
-// A write is a set of ops that land together: a pipeline's state and the
-// audit event that records it, a source position and the dedup entries it
-// frees. Writes land in the order they were submitted. Within a round, a
-// write to a key that a write before it in the same round also writes
+// A write is a set of ops that land together, in one commit: a pipeline's
+// state and the audit event that records it, a source position and the
+// dedup entries it frees. Writes land in the order they were submitted.
+// Within a chunk, a write to a key that a write before it also writes
 // replaces that op (the later value wins, and only it is written): a
 // pipeline that changes state ten times while the disk syncs writes its
 // state once.
