@@ -1,5 +1,7 @@
 # The two commands a new user needs are `make run` and `make test`.
 GO       ?= go
+# Build tools (buf, its plugins, staticcheck) are pinned in their own module.
+TOOL     := $(GO) tool -modfile=tools/go.mod
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 BENCH_RUNS    ?= 5
@@ -20,18 +22,19 @@ build:
 test:
 	$(GO) test -race -count=1 ./...
 
-## lint: gofmt check, go vet, buf lint, and a check that pkg/api/gen matches proto/
+## lint: gofmt check, go vet, staticcheck, buf lint, and a check that pkg/api/gen matches proto/
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) tool buf lint proto
+	$(TOOL) staticcheck ./...
+	$(TOOL) buf lint proto
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(GO) tool buf generate --template proto/buf.gen.yaml -o "$$tmp" || exit 1; \
+	$(TOOL) buf generate --template proto/buf.gen.yaml -o "$$tmp" || exit 1; \
 	if ! diff -r "$$tmp/pkg/api/gen" pkg/api/gen; then echo "generated code is stale: run make generate"; exit 1; fi
 
-## generate: regenerate the API code in pkg/api/gen from proto/ (buf and plugins pinned in go.mod)
+## generate: regenerate the API code in pkg/api/gen from proto/ (buf and plugins pinned in tools/go.mod)
 generate:
-	$(GO) tool buf generate --template proto/buf.gen.yaml
+	$(TOOL) buf generate --template proto/buf.gen.yaml
 
 ## bench: Go benchmarks of the hot path and the audit log, then throughput and the fault storm end to end
 bench:

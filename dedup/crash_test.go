@@ -20,7 +20,6 @@ import (
 // "dies": crashed is closed and the write never returns. With reports, it
 // says which record it holds last, as the file destination does.
 type crashingDestination struct {
-	reports bool
 	crashAt int
 	crashed chan struct{}
 

@@ -99,7 +99,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case g.token == "":
 		if host := requestHost(r); !isLoopbackHost(host) {
 			g.reject(w, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
-				"Host %q is not this machine: without api.auth.token the API answers only requests addressed to localhost or a loopback address (set a token to serve other names)", r.Host)))
+				"the Host header %q is not this machine: without api.auth.token the API answers only requests addressed to localhost or a loopback address (set a token to serve other names)", r.Host)))
 			return
 		}
 	case !validBearer(r.Header.Get("Authorization"), g.token):
