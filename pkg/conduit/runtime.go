@@ -702,19 +702,8 @@ func (r *Runtime) Pipelines() []string {
 	return ids
 }
 
-// Supervisor returns the supervisor of a pipeline, or nil.
-func (r *Runtime) Supervisor(id string) *lifecycle.Supervisor {
-	if m := r.byID[id]; m != nil {
-		return m.sup
-	}
-	return nil
-}
-
 // AuditLog returns the runtime's audit log.
 func (r *Runtime) AuditLog() *auditlog.Log { return r.audit }
-
-// Metrics returns the runtime's metrics.
-func (r *Runtime) Metrics() *metrics.Metrics { return r.metrics }
 
 // Run supervises every pipeline until ctx is done, then shuts down: each
 // supervisor stops its pipeline gracefully (sources stop reading, in-flight

@@ -142,8 +142,10 @@ const (
 	PrefixPipelineState = "conduit/pipeline-state/"
 	// PrefixAuditLog + "<pipeline id>/<sequence>" holds audit events (auditlog/).
 	PrefixAuditLog = "conduit/auditlog/"
-	// PrefixDedup + "<pipeline id>/<destination id>/<position>" holds acked
-	// positions awaiting the source ack (dedup/).
+	// PrefixDedup + "<pipeline id>/<destination id>/<run><sequence>" (two
+	// big-endian uint64) holds a destination's entry for one batch: the
+	// positions it wrote, or intends to write, awaiting the source ack
+	// (dedup/).
 	PrefixDedup = "conduit/dedup/"
 	// KeyProcess is present while a conduit process runs on the store and
 	// removed by its clean shutdown: found at startup, it says the last
