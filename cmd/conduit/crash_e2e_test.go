@@ -53,14 +53,18 @@ func TestCrashDuplicatesWithAndWithoutDedup(t *testing.T) {
 		{"dedup off, builtin:file", false, "builtin:file", -1},
 		{"dedup on, standalone:flaky", true, "standalone:flaky", 2 * pipeline.DefaultBatchSize},
 	} {
-		missing, dups, done := crashRun(t, input, records, kills, c.dedupOn, c.destination, rand.New(rand.NewPCG(seed, seed)))
-		t.Logf("%s: %d missing, %d duplicates after %d SIGKILLs of %d records (seed %d)", c.name, missing, dups, done, records, seed)
-		if missing != 0 {
-			t.Errorf("%s: %d records missing", c.name, missing)
-		}
-		if c.maxDupsPerKill >= 0 && dups > c.maxDupsPerKill*done {
-			t.Errorf("%s: %d duplicates after %d SIGKILLs (seed %d), want at most %d", c.name, dups, done, seed, c.maxDupsPerKill*done)
-		}
+		// Each configuration has its own workspace, binary run and port.
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			missing, dups, done := crashRun(t, input, records, kills, c.dedupOn, c.destination, rand.New(rand.NewPCG(seed, seed)))
+			t.Logf("%s: %d missing, %d duplicates after %d SIGKILLs of %d records (seed %d)", c.name, missing, dups, done, records, seed)
+			if missing != 0 {
+				t.Errorf("%s: %d records missing", c.name, missing)
+			}
+			if c.maxDupsPerKill >= 0 && dups > c.maxDupsPerKill*done {
+				t.Errorf("%s: %d duplicates after %d SIGKILLs (seed %d), want at most %d", c.name, dups, done, seed, c.maxDupsPerKill*done)
+			}
+		})
 	}
 }
 
