@@ -52,7 +52,9 @@ type fileDestination struct {
 	// be removed: later writes would glue their records to it.
 	broken error
 	buf    []byte // encoded batch, reused
-	ends   []int  // ends[i]: length of buf after record i, reused
+	// maxLastLine is maxLastLine, smaller in tests.
+	maxLastLine int64
+	ends        []int // ends[i]: length of buf after record i, reused
 }
 
 // fileIdentity tells one file from another across runs: the device and
@@ -91,7 +93,7 @@ func NewFileDestination(cfg Config) (Destination, error) {
 	if err := s.Done(); err != nil {
 		return nil, err
 	}
-	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg), state: cfg.State}, nil
+	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg), state: cfg.State, maxLastLine: maxLastLine}, nil
 }
 
 // Open creates the file and its directory if needed, opens it for
@@ -271,9 +273,17 @@ func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, 
 	if last[0] != '\n' {
 		return nil, true, nil
 	}
-	start, err := lineEnd(r, 0, end-1)
+	// The search for the line's start is bounded, so that opening a huge
+	// file of foreign bytes without newlines does not read all of it. A
+	// last line longer than that names no position: its records are
+	// written again rather than risk a wrong one.
+	from := max(0, end-1-d.maxLastLine)
+	start, err := lineEnd(r, from, end-1)
 	if err != nil {
 		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
+	}
+	if start == from && from > 0 {
+		return nil, true, nil
 	}
 	head := make([]byte, min(end-1-start, maxPositionLine))
 	if _, err := r.ReadAt(head, start); err != nil {
@@ -281,6 +291,10 @@ func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, 
 	}
 	return positionOfLine(head), true, nil
 }
+
+// maxLastLine bounds how far back LastPosition looks for the start of the
+// last line: beyond the largest message a connector may send.
+const maxLastLine = 64 << 20
 
 // maxPositionLine bounds what LastPosition reads of the last line: the
 // position comes first, and a position longer than this is not one a

@@ -66,6 +66,25 @@ func TestFileDestinationReportsItsLastLine(t *testing.T) {
 			t.Fatalf("got %s %v, want nil", got, ok)
 		}
 	})
+	t.Run("a last line longer than the search", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "out.jsonl")
+		state := &memState{}
+		d, _ := fileDestRun(t, path, state)
+		writeRecords(t, d, "1")
+		crash(t, d)
+		d, _ = fileDestRun(t, path, state)
+		defer crash(t, d)
+		pos, ok, err := d.LastPosition(context.Background())
+		if string(pos) != "1" || !ok || err != nil {
+			t.Fatalf("within the search: %q %v %v, want 1", pos, ok, err)
+		}
+		// The same line, searched over fewer bytes than it holds: its start
+		// is not found, and no position is named.
+		d.maxLastLine = 16
+		if pos, ok, err := d.LastPosition(context.Background()); pos != nil || !ok || err != nil {
+			t.Fatalf("beyond the search: %q %v %v, want nil", pos, ok, err)
+		}
+	})
 	t.Run("not a regular file", func(t *testing.T) {
 		d, err := NewFileDestination(Config{Settings: map[string]string{"path": os.DevNull}})
 		if err != nil {

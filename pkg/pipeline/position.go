@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,13 +84,18 @@ func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string
 // SaveLater is Save without waiting: done gets the result once the write
 // is durable (see Positions).
 func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error {
-	ops, err := s.ops(pipelineID, connectorID, pos, deletes)
-	if err != nil {
-		return err
+	// Encoded by the writer at its commit: of the positions an acker offers
+	// while a commit is under way, only the last is ever encoded.
+	pos, savedAt := bytes.Clone(pos), s.now()
+	ops := make([]store.Op, 0, 1+len(deletes))
+	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID),
+		Encode: func() ([]byte, error) { return encodePosition(pos, savedAt) }})
+	for _, k := range deletes {
+		ops = append(ops, store.Op{Key: k, Delete: true})
 	}
 	// Positions and the dedup entries they delete are on the records'
 	// path: they go in the urgent lane, as the entries did.
-	_, err = s.writer.SubmitWith(store.Urgent, func(err error) {
+	_, err := s.writer.SubmitWith(store.Urgent, func(err error) {
 		if err != nil {
 			err = fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 		}
