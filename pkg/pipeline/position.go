@@ -64,25 +64,10 @@ func (s *PositionStore) Load(ctx context.Context, pipelineID, connectorID string
 	return pos, nil
 }
 
-// Save durably stores pos as the position to resume from and deletes the
-// keys in deletes in the same commit: either both happen or neither.
-func (s *PositionStore) Save(ctx context.Context, pipelineID, connectorID string, pos record.Position, deletes [][]byte) error {
-	ops, err := s.ops(pipelineID, connectorID, pos, deletes)
-	if err != nil {
-		return err
-	}
-	pending, err := s.writer.SubmitWith(store.Urgent, nil, ops...)
-	if err == nil {
-		err = pending.Wait(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
-	}
-	return nil
-}
-
-// SaveLater is Save without waiting: done gets the result once the write
-// is durable (see Positions).
+// SaveLater submits pos as the position to resume from, and the deletion
+// of the keys in deletes in the same commit (either both happen or
+// neither), without waiting: done gets the result once the write is
+// durable (see Positions).
 func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error {
 	// Encoded by the writer at its commit: of the positions an acker offers
 	// while a commit is under way, only the last is ever encoded.
@@ -105,19 +90,6 @@ func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Pos
 		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}
 	return nil
-}
-
-func (s *PositionStore) ops(pipelineID, connectorID string, pos record.Position, deletes [][]byte) ([]store.Op, error) {
-	raw, err := encodePosition(pos, s.now())
-	if err != nil {
-		return nil, err
-	}
-	ops := make([]store.Op, 0, 1+len(deletes))
-	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID), Value: raw})
-	for _, k := range deletes {
-		ops = append(ops, store.Op{Key: k, Delete: true})
-	}
-	return ops, nil
 }
 
 func encodePosition(pos record.Position, savedAt time.Time) ([]byte, error) {

@@ -56,7 +56,11 @@ func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 	if err != nil || pos != nil {
 		t.Fatalf("Load of a fresh pipeline = %q, %v; want nil, nil", pos, err)
 	}
-	if err := ps.Save(ctx, "p", "src", record.Position("42"), nil); err != nil {
+	saved := make(chan error, 1)
+	if err := ps.SaveLater("p", "src", record.Position("42"), nil, func(err error) { saved <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-saved; err != nil {
 		t.Fatal(err)
 	}
 	if pos, err = ps.Load(ctx, "p", "src"); err != nil || string(pos) != "42" {
