@@ -350,12 +350,24 @@ func (l *Log) submit(e Event, extra []store.Op, recorded bool) (Event, *pipeline
 		e.Time = l.now()
 	}
 	e.Time = e.Time.UTC() // also drops the monotonic reading, as a read would
-	// Encoded by the writer, off the caller's goroutine: e is a copy that
-	// nothing changes any more.
-	event := e
+	op := store.Op{Key: eventKey(p.prefix, e.Sequence)}
+	if recorded {
+		// Encoded by the writer, off the caller's goroutine (a supervisor
+		// keeps its schedule): event is a copy that nothing changes any more.
+		event := e
+		op.Encode = func() ([]byte, error) { return encodeEvent(event) }
+	} else {
+		// The caller waits for the commit anyway: encoding here, in
+		// parallel with the commit under way, keeps it off the writer's
+		// goroutine, whose time every caller of the next round waits for.
+		v, err := encodeEvent(e)
+		if err != nil {
+			return Event{}, nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+		}
+		op.Value = v
+	}
 	ops := make([]store.Op, 0, 1+len(extra))
-	ops = append(append(ops, store.Op{Key: eventKey(p.prefix, e.Sequence),
-		Encode: func() ([]byte, error) { return encodeEvent(event) }}), extra...)
+	ops = append(append(ops, op), extra...)
 	pending, err := l.w.SubmitFunc(func(err error) {
 		l.settle(p, e, err == nil)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -286,6 +287,7 @@ func (b *Batcher) loop() {
 	for {
 		<-b.wake
 		for {
+			b.gather()
 			b.commitUrgent()
 			b.mu.Lock()
 			r := b.take(Normal)
@@ -300,6 +302,42 @@ func (b *Batcher) loop() {
 			b.commit(r, b.commitUrgent)
 		}
 	}
+}
+
+// maxGatherYields bounds how long gather waits for a round to stop growing.
+const maxGatherYields = 64
+
+// gather lets the writers that are runnable submit before a round is
+// taken. When a commit ends, the callers that waited for it wake up and
+// most of them write again at once; a round taken right away would hold
+// only the first of them, and the others would wait a whole sync for the
+// next one. So the writer yields its processor while the rounds keep
+// growing: a lone caller costs one yield, many share one sync, and no
+// timer delays anyone.
+func (b *Batcher) gather() {
+	last := -1
+	for range maxGatherYields {
+		b.mu.Lock()
+		n := b.lanes[Normal].writes() + b.lanes[Urgent].writes()
+		b.mu.Unlock()
+		if n == last {
+			return
+		}
+		last = n
+		runtime.Gosched()
+	}
+}
+
+// writes counts the writes gathered in the lane's next round.
+func (l *lane) writes() int {
+	if l.next == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range l.next.chunks {
+		n += c.writes
+	}
+	return n
 }
 
 // take starts committing the round a lane gathered; nil when there is none.
