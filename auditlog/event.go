@@ -1,11 +1,15 @@
 package auditlog
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Kind names what happened to a pipeline.
 type Kind string
 
-// Event kinds. The lifecycle supervisor's kinds have the same names.
+// Event kinds: the one list of them. The supervisor (lifecycle) emits the
+// kinds of SupervisorKinds; the runtime records the others.
 const (
 	KindCreated      Kind = "created"       // the pipeline was created (config or API)
 	KindProvisioned  Kind = "provisioned"   // its configuration was validated and built
@@ -23,17 +27,25 @@ const (
 	KindDedupSkipped Kind = "dedup-skipped" // Count records already accepted by a destination were not written again
 )
 
+// Kinds returns every kind above, in the order a pipeline's life meets them.
+func Kinds() []Kind {
+	return []Kind{KindCreated, KindProvisioned, KindStarting, KindRunning, KindResumed, KindFault,
+		KindRecovering, KindRestarted, KindRecovered, KindDegraded, KindStopping, KindStopped,
+		KindDeleted, KindDedupSkipped}
+}
+
+// SupervisorKinds returns the kinds the supervisor emits (metrics count
+// them from the start, at zero).
+func SupervisorKinds() []Kind {
+	return []Kind{KindStarting, KindRunning, KindResumed, KindFault, KindRecovering, KindRestarted,
+		KindRecovered, KindDegraded, KindStopping, KindStopped}
+}
+
 // Known reports whether k is one of the kinds above. Append stores any
 // non-empty kind (a newer supervisor may add some); callers validating a
 // user's filter use Known.
 func (k Kind) Known() bool {
-	switch k {
-	case KindCreated, KindProvisioned, KindStarting, KindRunning, KindResumed, KindFault,
-		KindRecovering, KindRestarted, KindRecovered, KindDegraded, KindStopping, KindStopped,
-		KindDeleted, KindDedupSkipped:
-		return true
-	}
-	return false
+	return slices.Contains(Kinds(), k)
 }
 
 // Event is one thing that happened to a pipeline. Fields that do not apply

@@ -5,23 +5,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-)
 
-// EventKind names what happened to a pipeline. The audit log stores these.
-type EventKind string
-
-// Event kinds the supervisor emits.
-const (
-	EventStarting   EventKind = "starting"   // a start was requested (user, config or process restart)
-	EventRunning    EventKind = "running"    // the pipeline is running
-	EventResumed    EventKind = "resumed"    // after a process restart, the persisted state was taken up again
-	EventFault      EventKind = "fault"      // a run ended with an error; carries its classification
-	EventRecovering EventKind = "recovering" // a restart is scheduled: attempt, delay, next attempt time
-	EventRestarted  EventKind = "restarted"  // the backoff elapsed and a new run started
-	EventRecovered  EventKind = "recovered"  // back to running; Reason is record or window
-	EventDegraded   EventKind = "degraded"   // Reason: fatal error, retries exhausted, max duration, force stop
-	EventStopping   EventKind = "stopping"   // a graceful stop was requested
-	EventStopped    EventKind = "stopped"    // the pipeline is stopped
+	"github.com/conduitry/conduit/auditlog"
 )
 
 // Actors: who caused an event.
@@ -35,7 +20,7 @@ const (
 // supervisor decided it.
 type Event struct {
 	PipelineID string
-	Kind       EventKind
+	Kind       auditlog.Kind
 	At         time.Time
 	// From and To are the statuses before and after; equal when the event
 	// changed nothing (a fault in recovering).
@@ -74,11 +59,11 @@ func (f ObserverFunc) PipelineEvent(e Event) { f(e) }
 func logEvent(log *zap.Logger, e Event) {
 	level := zapcore.InfoLevel
 	switch e.Kind {
-	case EventFault, EventStarting:
+	case auditlog.KindFault, auditlog.KindStarting:
 		return
-	case EventRecovering:
+	case auditlog.KindRecovering:
 		level = zapcore.WarnLevel
-	case EventDegraded:
+	case auditlog.KindDegraded:
 		level = zapcore.ErrorLevel
 	}
 	ce := log.Check(level, e.Message)

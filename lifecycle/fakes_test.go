@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/auditlog"
 )
 
 // fakeClock moves only when told to. Timers fire when Advance passes them.
@@ -246,14 +248,14 @@ func (h *harness) next() Event {
 }
 
 // expect returns the next event, which must be of kind.
-func (h *harness) expect(kind EventKind) Event {
+func (h *harness) expect(kind auditlog.Kind) Event {
 	h.t.Helper()
 	for {
 		e := h.next()
 		if e.Kind == kind {
 			return e
 		}
-		if e.Kind == EventStarting || e.Kind == EventFault {
+		if e.Kind == auditlog.KindStarting || e.Kind == auditlog.KindFault {
 			// Announcements that precede the transition event.
 			continue
 		}

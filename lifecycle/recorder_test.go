@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -44,16 +45,16 @@ func (j *journal) RecordLater(_ string, st *State, e Event) error {
 func TestTransitionStatesTravelWithTheirEvents(t *testing.T) {
 	j := &journal{}
 	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusRunning}, func(c *Config) { c.States = j })
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(transientErr())
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	h.syncSup()
 
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var sawRecovering bool
 	for _, r := range j.records {
-		if r.e.Kind != EventRecovering {
+		if r.e.Kind != auditlog.KindRecovering {
 			continue
 		}
 		sawRecovering = true

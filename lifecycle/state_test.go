@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -304,10 +305,10 @@ func TestTightRestartLoopKeepsTheStateSmall(t *testing.T) {
 	h := newHarnessWith(t, p, State{Status: StatusRunning}, func(c *Config) {
 		c.NewRun = func(RunHooks) (Run, error) { return nil, transientErr() }
 	})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	largest := 0
 	for i := 1; i <= cycles; i++ {
-		rec := h.expect(EventRecovering)
+		rec := h.expect(auditlog.KindRecovering)
 		if rec.Attempt != i {
 			t.Fatalf("recovering attempt %d, want %d", rec.Attempt, i)
 		}
@@ -320,7 +321,7 @@ func TestTightRestartLoopKeepsTheStateSmall(t *testing.T) {
 			break // and leave it waiting for its next restart
 		}
 		h.advance(rec.Delay)
-		h.expect(EventRestarted)
+		h.expect(auditlog.KindRestarted)
 	}
 	if largest > 4<<10 {
 		t.Fatalf("the persisted state grew to %d bytes, want at most 4 KiB", largest)

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
 )
 
@@ -330,7 +331,7 @@ func (s *Supervisor) shutdown() {
 			if s.run == nil || s.run.stopping {
 				s.emitShutdownStopped(from)
 			} else {
-				s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+				s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
 					Message: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain"})
 			}
 		}
@@ -352,7 +353,7 @@ func (s *Supervisor) recordShutdown(from Status) {
 }
 
 func (s *Supervisor) emitShutdownStopped(from Status) {
-	s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
+	s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
 		Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
 }
 
@@ -477,10 +478,10 @@ func (s *Supervisor) resume() {
 			s.save()
 			return
 		}
-		s.emit(Event{Kind: EventStarting, From: StatusStopped, To: StatusRunning, Actor: ActorConfig,
+		s.emit(Event{Kind: auditlog.KindStarting, From: StatusStopped, To: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline starting"})
 		s.save()
-		s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: ActorConfig,
+		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline running"})
 		s.startRun()
 		return
@@ -501,12 +502,12 @@ func (s *Supervisor) resume() {
 	}
 	switch s.state.Status {
 	case StatusRunning:
-		s.emit(Event{Kind: EventResumed, From: from, To: StatusRunning, Actor: ActorSystem,
+		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRunning, Actor: ActorSystem,
 			Message: how + "; pipeline was running: starting it again from its last saved position"})
 		if from != StatusRunning {
 			s.save()
 		}
-		s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
+		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
 		s.startRun()
 	case StatusRecovering:
 		now := s.cfg.Clock.Now()
@@ -520,13 +521,13 @@ func (s *Supervisor) resume() {
 		}
 		s.state.Probation = false
 		s.state.NextAttemptAt = next
-		s.emit(Event{Kind: EventResumed, From: from, To: StatusRecovering, Actor: ActorSystem,
+		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRecovering, Actor: ActorSystem,
 			Attempt: s.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next, Error: s.state.LastError,
 			Message: message})
 		s.save()
 		s.scheduleRestart(next)
 	case StatusDegraded:
-		s.emit(Event{Kind: EventResumed, From: from, To: StatusDegraded, Actor: ActorSystem,
+		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusDegraded, Actor: ActorSystem,
 			Reason: string(s.state.DegradedReason), Error: s.state.LastError,
 			Message: how + "; pipeline stays degraded until it is started"})
 	case StatusStopped:
@@ -549,9 +550,9 @@ func (s *Supervisor) onStart(actor string) error {
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
 	s.state.DegradedReason = ""
-	s.emit(Event{Kind: EventStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
+	s.emit(Event{Kind: auditlog.KindStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
 	s.save()
-	s.emit(Event{Kind: EventRunning, From: StatusRunning, To: StatusRunning, Actor: actor, Message: "pipeline running"})
+	s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: actor, Message: "pipeline running"})
 	s.startRun()
 	return nil
 }
@@ -574,11 +575,11 @@ func (s *Supervisor) onStop(m stopMsg) {
 	s.endEpisode("stopped")
 	s.save()
 	if s.run == nil {
-		s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		m.reply <- nil
 		return
 	}
-	s.emit(Event{Kind: EventStopping, From: from, To: StatusStopped, Actor: ActorUser,
+	s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorUser,
 		Message: "pipeline stopping: source stops reading, in-flight records drain"})
 	s.run.stopping = true
 	s.run.stop()
@@ -608,7 +609,7 @@ func (s *Supervisor) forceStop(reply chan error) {
 	s.state.Probation = false
 	s.endEpisode("degraded (" + string(ReasonForceStop) + ")")
 	s.save()
-	s.emit(Event{Kind: EventDegraded, From: from, To: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
+	s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
 		Message: "pipeline force-stopped: in-flight records were dropped and will be read again on the next start"})
 	if s.run == nil {
 		reply <- nil
@@ -644,7 +645,7 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		case s.state.StopReason == StopReasonShutdown:
 			s.emitShutdownStopped(StatusStopped)
 		default:
-			s.emit(Event{Kind: EventStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+			s.emit(Event{Kind: auditlog.KindStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		}
 		for _, w := range s.waiters {
 			w <- nil
@@ -661,7 +662,7 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		s.state.Probation = false
 		s.endEpisode("stopped")
 		s.save()
-		s.emit(Event{Kind: EventStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
+		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
 			Message: "pipeline finished: its source has no more records"})
 		return
 	}
@@ -682,7 +683,7 @@ func (s *Supervisor) onFault(err error) {
 	current := s.m.current()
 	// The fault is announced first, but after the restart is scheduled:
 	// writing the event durably must not delay the schedule.
-	fault := Event{Kind: EventFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
+	fault := Event{Kind: auditlog.KindFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Message: "pipeline run failed"}
 	s.stopWindow()
 
@@ -698,7 +699,7 @@ func (s *Supervisor) onFault(err error) {
 		}
 		s.endEpisode("degraded (" + string(d.Reason) + ")")
 		s.save()
-		s.emit(Event{Kind: EventDegraded, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
+		s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
 			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d.Reason, s.cfg.Policy)})
 		return
 	}
@@ -721,7 +722,7 @@ func (s *Supervisor) onFault(err error) {
 	}
 	s.emit(fault)
 	s.save()
-	s.emit(Event{Kind: EventRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Message: "pipeline recovering: restart scheduled"})
 }
 
@@ -781,7 +782,7 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 	// here on restart the pipeline at once, which is what it would do with
 	// the restart persisted. Skipping the write keeps a fault storm's
 	// restarts off the disk.
-	s.emit(Event{Kind: EventRestarted, At: m.at, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+	s.emit(Event{Kind: auditlog.KindRestarted, At: m.at, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
 		Attempt: s.state.FailCount, NextAttemptAt: p.scheduled,
 		Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
 	// Probation lasts the healthy window from the restart (a failed start
@@ -802,7 +803,7 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	s.state.Probation = false
 	s.endEpisode("recovered (" + string(reason) + ")")
 	s.save()
-	s.emit(Event{Kind: EventRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(reason),
+	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(reason),
 		Attempt: attempts, Message: "pipeline recovered: running again, fail count reset"})
 }
 

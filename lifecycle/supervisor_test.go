@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
 )
 
@@ -24,11 +25,11 @@ func fatalErr() error {
 
 func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 
 	run.fail(transientErr())
-	rec := h.expect(EventRecovering)
+	rec := h.expect(auditlog.KindRecovering)
 	if rec.Attempt != 1 || rec.Delay != time.Second || rec.From != StatusRunning || rec.To != StatusRecovering {
 		t.Fatalf("recovering event %+v, want attempt 1 after 1s from running", rec)
 	}
@@ -44,7 +45,7 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 	h.advance(999 * time.Millisecond)
 	h.noRun()
 	h.advance(time.Millisecond)
-	restarted := h.expect(EventRestarted)
+	restarted := h.expect(auditlog.KindRestarted)
 	if restarted.Attempt != 1 {
 		t.Fatalf("restarted attempt %d", restarted.Attempt)
 	}
@@ -54,7 +55,7 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 	}
 
 	run.ack()
-	recovered := h.expect(EventRecovered)
+	recovered := h.expect(auditlog.KindRecovered)
 	if recovered.Reason != string(RecoveredByRecord) || recovered.To != StatusRunning {
 		t.Fatalf("recovered %+v, want by record to running", recovered)
 	}
@@ -68,24 +69,24 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 
 	// The backoff was reset: the next fault waits min-delay again.
 	run.fail(transientErr())
-	if rec := h.expect(EventRecovering); rec.Attempt != 1 || rec.Delay != time.Second {
+	if rec := h.expect(auditlog.KindRecovering); rec.Attempt != 1 || rec.Delay != time.Second {
 		t.Fatalf("after a reset: attempt %d delay %s, want 1 and 1s", rec.Attempt, rec.Delay)
 	}
 }
 
 func TestCrashLoopStaysRecoveringOnSchedule(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
 	for i, delay := range want {
 		run.fail(transientErr())
-		rec := h.expect(EventRecovering)
+		rec := h.expect(auditlog.KindRecovering)
 		if rec.Attempt != i+1 || rec.Delay != delay {
 			t.Fatalf("failure %d: attempt %d delay %s, want %d and %s", i+1, rec.Attempt, rec.Delay, i+1, delay)
 		}
 		h.advance(delay)
-		h.expect(EventRestarted) // never EventRunning or EventRecovered in between
+		h.expect(auditlog.KindRestarted) // never auditlog.KindRunning or auditlog.KindRecovered in between
 		run = h.nextRun()
 		if st := h.state(); st.Status != StatusRecovering {
 			t.Fatalf("status %s during a crash loop, want recovering", st.Status)
@@ -104,18 +105,18 @@ func TestHealthyWindowRecovers(t *testing.T) {
 	p := defaultPolicy()
 	p.HealthyWindow = 30 * time.Second
 	h := newHarness(t, p, State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(transientErr())
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	h.advance(time.Second)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindRestarted)
 	h.nextRun()
 	h.advance(29 * time.Second)
 	if st := h.state(); st.Status != StatusRecovering {
 		t.Fatalf("recovered before the window ended: %s", st.Status)
 	}
 	h.advance(time.Second)
-	if e := h.expect(EventRecovered); e.Reason != string(RecoveredByWindow) {
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByWindow) {
 		t.Fatalf("recovered by %q, want window", e.Reason)
 	}
 	if st := h.state(); st.Status != StatusRunning || st.FailCount != 0 {
@@ -125,9 +126,9 @@ func TestHealthyWindowRecovers(t *testing.T) {
 
 func TestFatalDegradesAtOnceWithTheCause(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(fatalErr())
-	e := h.expect(EventDegraded)
+	e := h.expect(auditlog.KindDegraded)
 	if e.Reason != string(ReasonFatal) {
 		t.Fatalf("reason %q", e.Reason)
 	}
@@ -145,9 +146,9 @@ func TestFatalDegradesAtOnceWithTheCause(t *testing.T) {
 
 func TestProcessorErrorsWithoutCodeAreFatal(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(&stageErr{kind: "processor", id: "p", err: errors.New("field .Payload.After.x: not a map")})
-	e := h.expect(EventDegraded)
+	e := h.expect(auditlog.KindDegraded)
 	if e.Error.Class != "fatal" || e.Error.Source != "rule" || e.Error.Component != "p" {
 		t.Fatalf("error %+v, want fatal by rule from processor p", e.Error)
 	}
@@ -157,17 +158,17 @@ func TestRetriesExhausted(t *testing.T) {
 	p := defaultPolicy()
 	p.MaxRetries = 2
 	h := newHarness(t, p, State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 	for i := 1; i <= 2; i++ {
 		run.fail(transientErr())
-		h.expect(EventRecovering)
+		h.expect(auditlog.KindRecovering)
 		h.advance(Delay(p, i, 0.5))
-		h.expect(EventRestarted)
+		h.expect(auditlog.KindRestarted)
 		run = h.nextRun()
 	}
 	run.fail(transientErr())
-	e := h.expect(EventDegraded)
+	e := h.expect(auditlog.KindDegraded)
 	if e.Reason != string(ReasonRetriesExhausted) || e.Attempt != 3 || e.Error == nil || e.Error.Code != 503 {
 		t.Fatalf("degraded %+v, want retries exhausted at attempt 3 with the last error", e)
 	}
@@ -180,9 +181,9 @@ func TestMaxRetriesZeroDegradesOnFirstTransientError(t *testing.T) {
 	p := defaultPolicy()
 	p.MaxRetries = 0
 	h := newHarness(t, p, State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(transientErr())
-	if e := h.expect(EventDegraded); e.Reason != string(ReasonRetriesExhausted) {
+	if e := h.expect(auditlog.KindDegraded); e.Reason != string(ReasonRetriesExhausted) {
 		t.Fatalf("reason %q", e.Reason)
 	}
 }
@@ -191,33 +192,33 @@ func TestMaxDurationDegrades(t *testing.T) {
 	p := defaultPolicy()
 	p.MaxDuration = 5 * time.Second
 	h := newHarness(t, p, State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 	run.fail(transientErr()) // +1s
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	h.advance(time.Second)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindRestarted)
 	run = h.nextRun()
 	run.fail(transientErr()) // +2s: attempt at 3s, fine
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	h.advance(2 * time.Second)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindRestarted)
 	run = h.nextRun()
 	run.fail(transientErr()) // +4s would end at 7s > 5s
-	if e := h.expect(EventDegraded); e.Reason != string(ReasonMaxDuration) {
+	if e := h.expect(auditlog.KindDegraded); e.Reason != string(ReasonMaxDuration) {
 		t.Fatalf("reason %q", e.Reason)
 	}
 }
 
 func TestStopWhileWaitingCancelsTheAttempt(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(transientErr())
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	if err := h.sup.Stop(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	h.expect(EventStopped)
+	h.expect(auditlog.KindStopped)
 	h.advance(time.Hour)
 	h.noRun()
 	if st := h.states.last("p1"); st.Status != StatusStopped || !st.NextAttemptAt.IsZero() {
@@ -239,15 +240,15 @@ func TestStopRacingALaunchedRestart(t *testing.T) {
 		inner := c.Observer
 		c.Observer = ObserverFunc(func(e Event) {
 			inner.PipelineEvent(e)
-			if e.Kind == EventRecovering && hold.Load() {
+			if e.Kind == auditlog.KindRecovering && hold.Load() {
 				<-release // the supervisor goroutine waits here
 			}
 		})
 	})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	hold.Store(true)
 	h.nextRun().fail(transientErr())
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.sup.Stop(context.Background(), false) }()
 	waitInbox(t, h.sup, 1) // the stop is queued first
@@ -264,8 +265,8 @@ func TestStopRacingALaunchedRestart(t *testing.T) {
 	case <-time.After(guard):
 		t.Fatal("stop did not return")
 	}
-	h.expect(EventStopping)
-	h.expect(EventStopped)
+	h.expect(auditlog.KindStopping)
+	h.expect(auditlog.KindStopped)
 	select {
 	case r := <-h.runs:
 		select {
@@ -301,7 +302,7 @@ func waitInbox(t *testing.T, s *Supervisor, n int) {
 
 func TestGracefulStopDrainsTheRun(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 	if err := h.sup.Stop(context.Background(), false); err != nil {
 		t.Fatal(err)
@@ -311,8 +312,8 @@ func TestGracefulStopDrainsTheRun(t *testing.T) {
 	default:
 		t.Fatal("Stop returned but the run was never asked to stop")
 	}
-	h.expect(EventStopping)
-	h.expect(EventStopped)
+	h.expect(auditlog.KindStopping)
+	h.expect(auditlog.KindStopped)
 	if st := h.state(); st.Status != StatusStopped {
 		t.Fatalf("status %s", st.Status)
 	}
@@ -320,12 +321,12 @@ func TestGracefulStopDrainsTheRun(t *testing.T) {
 
 func TestForceStopDegrades(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun()
 	if err := h.sup.Stop(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	if e := h.expect(EventDegraded); e.Reason != string(ReasonForceStop) {
+	if e := h.expect(auditlog.KindDegraded); e.Reason != string(ReasonForceStop) {
 		t.Fatalf("reason %q", e.Reason)
 	}
 	// The run was cancelled, not drained, and its error is not a fault.
@@ -339,19 +340,19 @@ func TestStartResumesDegradedAndResetsFailCount(t *testing.T) {
 	p := defaultPolicy()
 	p.MaxRetries = 1
 	h := newHarness(t, p, State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 	run.fail(transientErr())
-	h.expect(EventRecovering)
+	h.expect(auditlog.KindRecovering)
 	h.advance(time.Second)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindRestarted)
 	h.nextRun().fail(transientErr())
-	h.expect(EventDegraded)
+	h.expect(auditlog.KindDegraded)
 
 	if err := h.sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun()
 	if st := h.state(); st.Status != StatusRunning || st.FailCount != 0 || st.DegradedReason != "" {
 		t.Fatalf("state after start %+v", st)
@@ -360,7 +361,7 @@ func TestStartResumesDegradedAndResetsFailCount(t *testing.T) {
 
 func TestInvalidTransitionsReturnTypedErrors(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun()
 	err := h.sup.Start(context.Background())
 	var te *TransitionError
@@ -377,7 +378,7 @@ func TestInvalidTransitionsReturnTypedErrors(t *testing.T) {
 
 func TestShutdownIsNotAFault(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
 	h.cancel()
 	<-h.sup.Done()
@@ -390,17 +391,17 @@ func TestShutdownIsNotAFault(t *testing.T) {
 	if st.Status != StatusStopped || st.StopReason != StopReasonShutdown || st.ResumeStatus != StatusRunning || st.LastError != nil {
 		t.Fatalf("persisted %+v after shutdown, want stopped for shutdown, to resume running, no fault", st)
 	}
-	if e := h.next(); e.Kind != EventStopping || e.From != StatusRunning || e.To != StatusStopped || e.Reason != "shutdown" {
+	if e := h.next(); e.Kind != auditlog.KindStopping || e.From != StatusRunning || e.To != StatusStopped || e.Reason != "shutdown" {
 		t.Fatalf("first shutdown event %s %s -> %s reason %q, want stopping running -> stopped, shutdown", e.Kind, e.From, e.To, e.Reason)
 	}
-	if e := h.next(); e.Kind != EventStopped || e.From != StatusStopped || e.Reason != "shutdown" {
+	if e := h.next(); e.Kind != auditlog.KindStopped || e.From != StatusStopped || e.Reason != "shutdown" {
 		t.Fatalf("second shutdown event %s %s -> %s reason %q, want stopped, shutdown", e.Kind, e.From, e.To, e.Reason)
 	}
 
 	// The next process takes it up again and says the last one stopped cleanly.
 	next := newResumedHarness(t, defaultPolicy(), st)
 	e := next.next()
-	if e.Kind != EventResumed || e.From != StatusStopped || e.To != StatusRunning || !strings.Contains(e.Message, "stopped cleanly") {
+	if e.Kind != auditlog.KindResumed || e.From != StatusStopped || e.To != StatusRunning || !strings.Contains(e.Message, "stopped cleanly") {
 		t.Fatalf("after a clean shutdown: %s %s -> %s %q, want resumed stopped -> running, stopped cleanly", e.Kind, e.From, e.To, e.Message)
 	}
 	next.nextRun()
@@ -412,24 +413,24 @@ func TestShutdownIsNotAFault(t *testing.T) {
 // A recovering pipeline shut down keeps its fail count and next attempt.
 func TestShutdownWhileRecoveringResumesRecovering(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(transientErr())
-	rec := h.expect(EventRecovering)
+	rec := h.expect(auditlog.KindRecovering)
 	h.cancel()
 	<-h.sup.Done()
 	st := h.states.last("p1")
 	if st.Status != StatusStopped || st.ResumeStatus != StatusRecovering || st.FailCount != 1 || !st.NextAttemptAt.Equal(rec.NextAttemptAt) {
 		t.Fatalf("persisted %+v, want stopped for shutdown, resume recovering, fail count 1, next attempt %s", st, rec.NextAttemptAt)
 	}
-	if e := h.next(); e.Kind != EventStopped || e.From != StatusRecovering || e.Reason != "shutdown" {
+	if e := h.next(); e.Kind != auditlog.KindStopped || e.From != StatusRecovering || e.Reason != "shutdown" {
 		t.Fatalf("shutdown of a waiting pipeline: %s %s -> %s, want stopped from recovering", e.Kind, e.From, e.To)
 	}
 	next := newResumedHarness(t, defaultPolicy(), st)
-	if e := next.next(); e.Kind != EventResumed || e.From != StatusStopped || e.To != StatusRecovering || e.Attempt != 1 {
+	if e := next.next(); e.Kind != auditlog.KindResumed || e.From != StatusStopped || e.To != StatusRecovering || e.Attempt != 1 {
 		t.Fatalf("resumed %s %s -> %s attempt %d, want resumed stopped -> recovering, attempt 1", e.Kind, e.From, e.To, e.Attempt)
 	}
 	next.advance(time.Second)
-	next.expect(EventRestarted)
+	next.expect(auditlog.KindRestarted)
 	next.nextRun()
 }
 
@@ -440,12 +441,12 @@ func TestResumeCapsANextAttemptTooFarAhead(t *testing.T) {
 	persisted := State{Status: StatusRecovering, FailCount: 2, NextAttemptAt: now.AddDate(1, 0, 0),
 		Episode: &Episode{StartedAt: now.Add(-time.Minute)}, UpdatedAt: now}
 	h := newResumedHarness(t, defaultPolicy(), persisted)
-	e := h.expect(EventResumed)
+	e := h.expect(auditlog.KindResumed)
 	if e.Delay > defaultPolicy().MaxDelay || !strings.Contains(e.Message, "further away than its policy allows") {
 		t.Fatalf("resumed with delay %s (%q), want at most max-delay %s and a message saying it was capped", e.Delay, e.Message, defaultPolicy().MaxDelay)
 	}
 	h.advance(defaultPolicy().MaxDelay)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindRestarted)
 	h.nextRun()
 }
 
@@ -459,16 +460,16 @@ func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
 		Episode:       &Episode{StartedAt: clockStart.Add(-time.Minute)},
 	}
 	h := newResumedHarness(t, defaultPolicy(), persisted)
-	if e := h.expect(EventResumed); e.Delay != 3*time.Second || e.Attempt != 3 || !e.NextAttemptAt.Equal(persisted.NextAttemptAt) {
+	if e := h.expect(auditlog.KindResumed); e.Delay != 3*time.Second || e.Attempt != 3 || !e.NextAttemptAt.Equal(persisted.NextAttemptAt) {
 		t.Fatalf("resumed %+v, want the next attempt at its persisted time, in 3s", e)
 	}
 	h.advance(2 * time.Second)
 	h.noRun()
 	h.advance(time.Second)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindRestarted)
 	h.nextRun().fail(transientErr())
 	// The episode continues: the fail count goes on from the persisted 3.
-	if e := h.expect(EventRecovering); e.Attempt != 4 || e.Delay != 8*time.Second {
+	if e := h.expect(auditlog.KindRecovering); e.Attempt != 4 || e.Delay != 8*time.Second {
 		t.Fatalf("after resume: attempt %d delay %s, want 4 and 8s", e.Attempt, e.Delay)
 	}
 }
@@ -477,8 +478,8 @@ func TestResumeOverdueAttemptRestartsAtOnce(t *testing.T) {
 	persisted := State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: newFakeClock().Now().Add(-time.Hour),
 		Episode: &Episode{StartedAt: newFakeClock().Now().Add(-2 * time.Hour)}}
 	h := newResumedHarness(t, defaultPolicy(), persisted)
-	h.expect(EventResumed)
-	h.expect(EventRestarted)
+	h.expect(auditlog.KindResumed)
+	h.expect(auditlog.KindRestarted)
 	h.nextRun()
 }
 
@@ -503,8 +504,8 @@ func TestFactoryErrorIsAFault(t *testing.T) {
 	if err := h.sup.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.expect(EventRunning)
-	if e := h.expect(EventDegraded); e.Error == nil || e.Error.Component != "out" || e.Error.Class != "fatal" {
+	h.expect(auditlog.KindRunning)
+	if e := h.expect(auditlog.KindDegraded); e.Error == nil || e.Error.Component != "out" || e.Error.Class != "fatal" {
 		t.Fatalf("degraded %+v", e)
 	}
 }
@@ -514,16 +515,16 @@ func TestFactoryErrorIsAFault(t *testing.T) {
 // cleanly. A new one starts from stopped.
 func TestStartupSaysWhereAPipelineComesFrom(t *testing.T) {
 	persisted := newResumedHarness(t, defaultPolicy(), State{Status: StatusRunning, UpdatedAt: time.Unix(1_700_000_000, 0)})
-	if e := persisted.next(); e.Kind != EventResumed || e.From != StatusRunning || e.To != StatusRunning || !strings.Contains(e.Message, "not stopped cleanly") {
+	if e := persisted.next(); e.Kind != auditlog.KindResumed || e.From != StatusRunning || e.To != StatusRunning || !strings.Contains(e.Message, "not stopped cleanly") {
 		t.Fatalf("first event of a persisted running pipeline: %s %s -> %s %q; want resumed running -> running, not stopped cleanly", e.Kind, e.From, e.To, e.Message)
 	}
 	persisted.nextRun()
 
 	fresh := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	if e := fresh.next(); e.Kind != EventStarting || e.From != StatusStopped || e.To != StatusRunning {
+	if e := fresh.next(); e.Kind != auditlog.KindStarting || e.From != StatusStopped || e.To != StatusRunning {
 		t.Fatalf("first event of a new pipeline: %s %s -> %s; want starting stopped -> running", e.Kind, e.From, e.To)
 	}
-	if e := fresh.next(); e.Kind != EventRunning || e.From != StatusRunning {
+	if e := fresh.next(); e.Kind != auditlog.KindRunning || e.From != StatusRunning {
 		t.Fatalf("second event of a new pipeline: %s from %s; want running from running", e.Kind, e.From)
 	}
 	fresh.nextRun()
@@ -539,9 +540,9 @@ func TestStartupSaysWhereAPipelineComesFrom(t *testing.T) {
 // A huge error message is kept at a bounded size in the state and events.
 func TestHugeErrorMessageIsBounded(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(cerrors.Transient(errors.New(strings.Repeat("x", 1<<20))))
-	e := h.expect(EventRecovering)
+	e := h.expect(auditlog.KindRecovering)
 	if n := len(e.Error.Message); n > maxErrorMessage || !strings.HasSuffix(e.Error.Message, "[...]") {
 		t.Fatalf("error message of %d bytes, want at most %d and marked as cut", n, maxErrorMessage)
 	}
@@ -573,10 +574,10 @@ func TestRunStoppedWhileBuildingIsDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-building
-	h.expect(EventRunning)
+	h.expect(auditlog.KindRunning)
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.sup.Stop(context.Background(), false) }()
-	h.expect(EventStopping) // the run is asked to stop before it is built
+	h.expect(auditlog.KindStopping) // the run is asked to stop before it is built
 	close(proceed)
 	select {
 	case <-run.discarded:

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/conduit"
@@ -134,15 +135,15 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch e.Kind {
-	case lifecycle.EventRecovering:
+	case auditlog.KindRecovering:
 		o.faults++
 		if o.faults == o.want {
 			close(o.allFailed)
 		}
-	case lifecycle.EventRestarted:
+	case auditlog.KindRestarted:
 		o.lateness = append(o.lateness, e.At.Sub(e.NextAttemptAt))
 		o.scheduled[e.PipelineID] = e.NextAttemptAt
-	case lifecycle.EventRecovered:
+	case auditlog.KindRecovered:
 		if at, ok := o.scheduled[e.PipelineID]; ok {
 			o.back = append(o.back, e.At.Sub(at))
 		}

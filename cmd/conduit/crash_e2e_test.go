@@ -143,10 +143,8 @@ pipelines:
 	p := w.start("run")
 	// The last run reads the rest; the output stops growing when it has.
 	waitForEvent(t, p, "copy", "running", 1)
-	deadline := time.Now().Add(e2eTimeout)
 	last, stable := -1, 0
-	for stable < 10 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	eventually(t, 50*time.Millisecond, func() bool {
 		n := countLines(t, out)
 		if n == last && n >= records {
 			stable++
@@ -154,7 +152,10 @@ pipelines:
 			stable = 0
 		}
 		last = n
-	}
+		return stable >= 10
+	}, func() string {
+		return fmt.Sprintf("%s did not settle at %d lines or more (%d now); output:\n%s", out, records, last, p.stderr.String())
+	})
 	// A graceful stop acknowledges what is in flight.
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t); code != 0 {
@@ -179,13 +180,11 @@ func fileSize(path string) int64 {
 
 func waitForBytes(t *testing.T, p *process, path string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for fileSize(path) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not grow to %d bytes; output:\n%s", path, n, p.stderr.String())
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
+	// Polled often: the kill is meant to land while records are written.
+	eventually(t, 200*time.Microsecond, func() bool { return fileSize(path) >= n },
+		func() string {
+			return fmt.Sprintf("%s did not grow to %d bytes; output:\n%s", path, n, p.stderr.String())
+		})
 }
 
 func countLines(t *testing.T, path string) int {

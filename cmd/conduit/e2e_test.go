@@ -177,15 +177,27 @@ func ids(t *testing.T, path string) []int {
 	return out
 }
 
-func waitForRecords(t *testing.T, p *process, path string, n int) {
+// pollInterval is how often the tests look again at what they wait for.
+const pollInterval = 20 * time.Millisecond
+
+// eventually is how these tests wait: it calls done every interval until
+// it returns true, and fails the test with failure() after e2eTimeout.
+func eventually(t *testing.T, interval time.Duration, done func() bool, failure func() string) {
 	t.Helper()
 	deadline := time.Now().Add(e2eTimeout)
-	for len(ids(t, path)) < n {
+	for !done() {
 		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d records in %s; conduit output:\n%s", n, path, p.stderr.String())
+			t.Fatal(failure())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
+}
+
+func waitForRecords(t *testing.T, p *process, path string, n int) {
+	t.Helper()
+	eventually(t, pollInterval, func() bool { return len(ids(t, path)) >= n }, func() string {
+		return fmt.Sprintf("fewer than %d records in %s; conduit output:\n%s", n, path, p.stderr.String())
+	})
 }
 
 const generatorToFile = `version: "2.2"
@@ -239,6 +251,7 @@ func checkSequence(t *testing.T, got []int, maxDuplicates int) (duplicates int) 
 }
 
 func TestGracefulStopAndResumeContinueTheSequence(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 2000))
 	out := filepath.Join(w.dir, "out.jsonl")
 
@@ -266,6 +279,7 @@ func TestGracefulStopAndResumeContinueTheSequence(t *testing.T) {
 }
 
 func TestSIGKILLResumesWithoutGap(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 5000))
 	out := filepath.Join(w.dir, "out.jsonl")
 
@@ -293,6 +307,7 @@ func TestSIGKILLResumesWithoutGap(t *testing.T) {
 }
 
 func TestSecondProcessOnSameDatabaseFailsClearly(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 100))
 	first := w.start("run")
 	waitForRecords(t, first, filepath.Join(w.dir, "out.jsonl"), 1)
@@ -315,6 +330,7 @@ func TestSecondProcessOnSameDatabaseFailsClearly(t *testing.T) {
 }
 
 func TestBadConfigExitsBeforeDoingAnything(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 100))
 	w.write("conduit.yml", "log:\n  level: info\npipelines:\n  error-recovery:\n    jitter: 1.5\n")
 	p := w.start("run")
@@ -331,6 +347,7 @@ func TestBadConfigExitsBeforeDoingAnything(t *testing.T) {
 }
 
 func TestInvalidPipelineIsReportedAndValidOnesRun(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 1000))
 	w.write("pipelines/bad.yml", `version: "2.2"
 pipelines:
@@ -361,6 +378,7 @@ pipelines:
 }
 
 func TestInitWritesFilesAndRefusesToOverwrite(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, "")
 	target := filepath.Join(w.dir, "project")
 	p := w.start("init", target)
@@ -401,6 +419,7 @@ func TestInitWritesFilesAndRefusesToOverwrite(t *testing.T) {
 }
 
 func TestExamplePipelineMatchesInit(t *testing.T) {
+	t.Parallel()
 	repoCopy, err := os.ReadFile(filepath.Join("..", "..", "pipelines", "example.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -411,6 +430,7 @@ func TestExamplePipelineMatchesInit(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(conduitBinary(t), "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "conduit ") {
 		t.Fatalf("version: %v %s", err, out)

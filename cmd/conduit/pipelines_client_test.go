@@ -118,6 +118,7 @@ func newTestFollower(address, token string, cancel context.CancelFunc, stopAt ui
 }
 
 func TestFollowReconnectsAfterTheLastPrintedEvent(t *testing.T) {
+	t.Parallel()
 	f := &fakeService{watch: func(ctx context.Context, n int, send func(uint64) error) error {
 		switch n {
 		case 0:
@@ -169,6 +170,7 @@ func TestFollowReconnectsAfterTheLastPrintedEvent(t *testing.T) {
 }
 
 func TestFollowBacksOffWhileTheServerIsAway(t *testing.T) {
+	t.Parallel()
 	f := &fakeService{
 		watch: func(ctx context.Context, n int, send func(uint64) error) error {
 			if n == 0 {
@@ -205,6 +207,7 @@ func TestFollowBacksOffWhileTheServerIsAway(t *testing.T) {
 }
 
 func TestFollowStopsOnErrorsRetriesCannotFix(t *testing.T) {
+	t.Parallel()
 	f := &fakeService{watch: func(context.Context, int, func(uint64) error) error {
 		return connect.NewError(connect.CodeNotFound, errors.New(`pipeline "orders" not found`))
 	}}
@@ -223,6 +226,7 @@ func TestFollowStopsOnErrorsRetriesCannotFix(t *testing.T) {
 }
 
 func TestTokenIsSentOnCallsAndStreams(t *testing.T) {
+	t.Parallel()
 	f := &fakeService{watch: func(_ context.Context, _ int, send func(uint64) error) error { return send(1) }}
 	address := serveFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -240,6 +244,7 @@ func TestTokenIsSentOnCallsAndStreams(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	c := &apiClient{address: "127.0.0.1:8080"}
 	withToken := &apiClient{address: "127.0.0.1:8080", hasToken: true}
 	tests := []struct {
@@ -270,6 +275,7 @@ func TestExplain(t *testing.T) {
 }
 
 func TestUnreachableServerIsOneClearLine(t *testing.T) {
+	t.Parallel()
 	// A port that was just free: nothing listens there.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -287,6 +293,7 @@ func TestUnreachableServerIsOneClearLine(t *testing.T) {
 }
 
 func TestDialableAddress(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"127.0.0.1:8080": "127.0.0.1:8080",
 		":8080":          "127.0.0.1:8080",

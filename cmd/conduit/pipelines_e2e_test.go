@@ -28,8 +28,8 @@ import (
 // address in it.
 func apiAddress(t *testing.T, p *process) string {
 	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for time.Now().Before(deadline) {
+	var address string
+	eventually(t, pollInterval, func() bool {
 		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
 		for sc.Scan() {
 			var l struct {
@@ -37,13 +37,13 @@ func apiAddress(t *testing.T, p *process) string {
 				Address string `json:"address"`
 			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "API listening" && l.Address != "" {
-				return l.Address
+				address = l.Address
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no \"API listening\" log line; output:\n%s", p.stderr.String())
-	return ""
+		return false
+	}, func() string { return fmt.Sprintf("no \"API listening\" log line; output:\n%s", p.stderr.String()) })
+	return address
 }
 
 // freeAddress returns a loopback address nothing listens on (as long as

@@ -79,6 +79,7 @@ func testEvents() []*conduitv1.PipelineEvent {
 }
 
 func TestPipelineTable(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	if err := testView().writePipelineTable(&b, testPipelines(), nil); err != nil {
 		t.Fatal(err)
@@ -121,6 +122,7 @@ broken  pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: 
 }
 
 func TestDescribeText(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	if err := testView().writeDescription(&b, recoveringPipeline(), testEvents()); err != nil {
 		t.Fatal(err)
@@ -163,6 +165,7 @@ Recent events:
 }
 
 func TestDescribeTextOfADegradedPipelineWithoutEvents(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	if err := testView().writeDescription(&b, testPipelines()[2], nil); err != nil {
 		t.Fatal(err)
@@ -188,6 +191,7 @@ func TestDescribeTextOfADegradedPipelineWithoutEvents(t *testing.T) {
 }
 
 func TestEventLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		event *conduitv1.PipelineEvent
@@ -233,6 +237,7 @@ func TestEventLine(t *testing.T) {
 }
 
 func TestRelative(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		offset time.Duration
@@ -255,6 +260,7 @@ func TestRelative(t *testing.T) {
 }
 
 func TestListJSONIsTheAPIShapeWithProtoNames(t *testing.T) {
+	t.Parallel()
 	resp := &conduitv1.ListPipelinesResponse{Pipelines: testPipelines()}
 	var b bytes.Buffer
 	if err := writeStructured(&b, outputJSON, resp); err != nil {
@@ -280,6 +286,7 @@ func TestListJSONIsTheAPIShapeWithProtoNames(t *testing.T) {
 }
 
 func TestYAMLHasTheSameFieldsAsJSON(t *testing.T) {
+	t.Parallel()
 	resp := &conduitv1.ListPipelinesResponse{Pipelines: testPipelines()}
 	var j, y bytes.Buffer
 	if err := writeStructured(&j, outputJSON, resp); err != nil {
@@ -317,6 +324,7 @@ func TestYAMLHasTheSameFieldsAsJSON(t *testing.T) {
 }
 
 func TestDescribeJSONHasThePipelineAndTheEvents(t *testing.T) {
+	t.Parallel()
 	out, err := newDescribeOutput(recoveringPipeline(), testEvents())
 	if err != nil {
 		t.Fatal(err)
@@ -362,6 +370,7 @@ func TestDescribeJSONHasThePipelineAndTheEvents(t *testing.T) {
 }
 
 func TestEventPrinterWritesOneJSONObjectPerLine(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	p := eventPrinter{w: &b, output: outputJSON, view: testView()}
 	for _, e := range testEvents() {
@@ -388,6 +397,7 @@ func TestEventPrinterWritesOneJSONObjectPerLine(t *testing.T) {
 }
 
 func TestEventPrinterWritesYAMLDocuments(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	p := eventPrinter{w: &b, output: outputYAML, view: testView()}
 	for _, e := range testEvents() {

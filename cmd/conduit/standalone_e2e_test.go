@@ -9,7 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // These tests run the real binary with the example standalone connector
@@ -80,6 +79,7 @@ pipelines:
 }
 
 func TestStandaloneFatalErrorWrappedThreeTimesDegradesAtOnce(t *testing.T) {
+	t.Parallel()
 	w := standaloneWorkspace(t, standalonePipeline("fatal",
 		"fail.on: read\nfail.after: 20\nfail.code: 422\nfail.format: typed\nfail.message: schema mismatch on column price", "builtin:file"))
 	p := w.start("run")
@@ -95,6 +95,7 @@ func TestStandaloneFatalErrorWrappedThreeTimesDegradesAtOnce(t *testing.T) {
 }
 
 func TestStandaloneTransientErrorsRecover(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{"json", "text"} {
 		t.Run(format, func(t *testing.T) {
 			w := standaloneWorkspace(t, standalonePipeline("blip",
@@ -134,6 +135,7 @@ func classifiedBy(t *testing.T, p *process, id string) string {
 }
 
 func TestStandalonePluginKilledMidRunRecovers(t *testing.T) {
+	t.Parallel()
 	w := standaloneWorkspace(t, standalonePipeline("killed", "", "builtin:file"))
 	p := w.start("run")
 	out := filepath.Join(w.dir, "out.jsonl")
@@ -156,6 +158,7 @@ func TestStandalonePluginKilledMidRunRecovers(t *testing.T) {
 }
 
 func TestStandaloneMissingBinaryDegradesClearly(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, standalonePipeline("missing", "", "builtin:file"))
 	p := w.start("run")
 	e := waitForEvent(t, p, "missing", "degraded", 1)
@@ -167,6 +170,7 @@ func TestStandaloneMissingBinaryDegradesClearly(t *testing.T) {
 }
 
 func TestStandaloneSourceToStandaloneDestination(t *testing.T) {
+	t.Parallel()
 	w := standaloneWorkspace(t, standalonePipeline("both", "", "standalone:flaky"))
 	p := w.start("run")
 	out := filepath.Join(w.dir, "out.jsonl")
@@ -182,15 +186,12 @@ func TestStandaloneSourceToStandaloneDestination(t *testing.T) {
 // childPID waits for a child of parent whose command line contains name.
 func childPID(t *testing.T, parent int, name string) int {
 	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for time.Now().Before(deadline) {
-		if pids := childPIDs(parent, name); len(pids) > 0 {
-			return pids[0]
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no child process %q of %d", name, parent)
-	return 0
+	var pids []int
+	eventually(t, pollInterval, func() bool {
+		pids = childPIDs(parent, name)
+		return len(pids) > 0
+	}, func() string { return fmt.Sprintf("no child process %q of %d", name, parent) })
+	return pids[0]
 }
 
 func childPIDs(parent int, name string) []int {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -141,14 +140,8 @@ func TestAuditEventsTellOneStory(t *testing.T) {
 // waitForLog waits until the process logged a line containing s.
 func waitForLog(t *testing.T, p *process, s string) {
 	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for time.Now().Before(deadline) {
-		if strings.Contains(p.stderr.String(), s) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no log line with %q; output:\n%s", s, p.stderr.String())
+	eventually(t, pollInterval, func() bool { return strings.Contains(p.stderr.String(), s) },
+		func() string { return fmt.Sprintf("no log line with %q; output:\n%s", s, p.stderr.String()) })
 }
 
 // With exit-on-degraded on, a pipeline still degraded from an earlier run

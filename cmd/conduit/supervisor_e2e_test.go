@@ -47,21 +47,23 @@ func events(t *testing.T, p *process, id string) []logLine {
 // pipeline id and returns it.
 func waitForEvent(t *testing.T, p *process, id, kind string, n int) logLine {
 	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for time.Now().Before(deadline) {
+	var found logLine
+	eventually(t, pollInterval, func() bool {
 		seen := 0
 		for _, e := range events(t, p, id) {
 			if e.Event == kind {
 				seen++
 				if seen == n {
-					return e
+					found = e
+					return true
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no %s event #%d for %s; output:\n%s", kind, n, id, p.stderr.String())
-	return logLine{}
+		return false
+	}, func() string {
+		return fmt.Sprintf("no %s event #%d for %s; output:\n%s", kind, n, id, p.stderr.String())
+	})
+	return found
 }
 
 func chaosPipeline(id, source, destination, recovery string) string {
@@ -108,6 +110,7 @@ func stopProcess(t *testing.T, p *process) {
 }
 
 func TestTransientFaultRecoversAndResetsFailCount(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, chaosPipeline("blip",
 		"fail.on: read\nfail.after: 20\nfail.count: 2\nfail.code: 503",
 		"",
@@ -139,6 +142,7 @@ func TestTransientFaultRecoversAndResetsFailCount(t *testing.T) {
 }
 
 func TestFatalDegradesAtOnceWithTheCause(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, chaosPipeline("picky",
 		"",
 		"fail.on: write\nfail.after: 10\nfail.code: 422\nfail.message: column price does not exist",
@@ -165,6 +169,7 @@ func TestFatalDegradesAtOnceWithTheCause(t *testing.T) {
 }
 
 func TestRetriesExhaustedDegrades(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, chaosPipeline("down",
 		"fail.on: open\nfail.format: json\nfail.code: 503",
 		"",
@@ -181,6 +186,7 @@ func TestRetriesExhaustedDegrades(t *testing.T) {
 }
 
 func TestKillWhileRecoveringWaitsForThePersistedAttempt(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, chaosPipeline("patient",
 		"fail.on: read\nfail.after: 5\nfail.count: 1",
 		"",
@@ -190,13 +196,9 @@ func TestKillWhileRecoveringWaitsForThePersistedAttempt(t *testing.T) {
 	rec := waitForEvent(t, p, "patient", "recovering", 1)
 	// State is written behind the supervisor; the audit log shows an
 	// event only once the state it leads to is persisted. Kill after that.
-	deadline := time.Now().Add(e2eTimeout)
-	for !strings.Contains(w.mustPipelines(address, "events", "patient", "--kind", "recovering"), "recovering") {
-		if time.Now().After(deadline) {
-			t.Fatal("the recovering event never showed in the audit log")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(w.mustPipelines(address, "events", "patient", "--kind", "recovering"), "recovering")
+	}, func() string { return "the recovering event never showed in the audit log" })
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +220,7 @@ func TestKillWhileRecoveringWaitsForThePersistedAttempt(t *testing.T) {
 }
 
 func TestExitOnDegraded(t *testing.T) {
+	t.Parallel()
 	w := newWorkspace(t, chaosPipeline("fatal",
 		"fail.on: read\nfail.after: 3\nfail.code: 400",
 		"",

@@ -676,7 +676,7 @@ func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e l
 // the journal took it.
 func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
 	r.metrics.PipelineEvent(m.metrics, e)
-	if e.Kind == lifecycle.EventDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {
+	if e.Kind == auditlog.KindDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {
 		select {
 		case r.degraded <- e.PipelineID:
 		default:

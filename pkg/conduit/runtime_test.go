@@ -173,7 +173,7 @@ func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, e := range events {
-		if e.Kind == lifecycle.EventRunning {
+		if e.Kind == auditlog.KindRunning {
 			t.Fatalf("the pipeline whose file says stopped ran: %+v", e)
 		}
 	}
@@ -298,7 +298,7 @@ func TestShortOfDescriptorsARunWaits(t *testing.T) {
 	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{
 		DescriptorsLeft: func() (int, error) { return runDescriptors + runDescriptorsKept - 1, nil },
 		Observer: lifecycle.ObserverFunc(func(e lifecycle.Event) {
-			if e.Kind == lifecycle.EventRecovering {
+			if e.Kind == auditlog.KindRecovering {
 				recovering <- e
 			}
 		}),

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 )
@@ -41,7 +42,7 @@ type Metrics struct {
 	events   *prometheus.CounterVec
 	// eventCounters are the events counter's series for the supervisor's
 	// event kinds, resolved once so that counting an event takes no lock.
-	eventCounters map[lifecycle.EventKind]prometheus.Counter
+	eventCounters map[auditlog.Kind]prometheus.Counter
 
 	mu        sync.RWMutex
 	pipelines map[string]*Pipeline
@@ -62,14 +63,6 @@ type Pipeline struct {
 
 var statuses = []lifecycle.Status{lifecycle.StatusRunning, lifecycle.StatusRecovering, lifecycle.StatusDegraded, lifecycle.StatusStopped}
 
-// supervisorEventKinds are the kinds a supervisor emits; their counters are
-// created up front.
-var supervisorEventKinds = []lifecycle.EventKind{
-	lifecycle.EventStarting, lifecycle.EventRunning, lifecycle.EventFault, lifecycle.EventRecovering,
-	lifecycle.EventRestarted, lifecycle.EventRecovered, lifecycle.EventDegraded, lifecycle.EventStopping,
-	lifecycle.EventStopped, lifecycle.EventResumed,
-}
-
 // New returns metrics with the Go and process collectors and, when records
 // is not nil, per-pipeline record counters read from it.
 func New(records RecordSource) *Metrics {
@@ -79,10 +72,10 @@ func New(records RecordSource) *Metrics {
 			Name: "conduit_audit_events_total",
 			Help: "Pipeline events written to the audit log, by kind.",
 		}, []string{"kind"}),
-		eventCounters: make(map[lifecycle.EventKind]prometheus.Counter, len(supervisorEventKinds)),
+		eventCounters: make(map[auditlog.Kind]prometheus.Counter, len(auditlog.SupervisorKinds())),
 		pipelines:     make(map[string]*Pipeline),
 	}
-	for _, k := range supervisorEventKinds {
+	for _, k := range auditlog.SupervisorKinds() {
 		m.eventCounters[k] = m.events.WithLabelValues(string(k))
 	}
 	m.registry.MustRegister(m.events, newPipelineCollector(m),
@@ -125,9 +118,9 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 		m.events.WithLabelValues(string(e.Kind)).Inc()
 	}
 	switch e.Kind {
-	case lifecycle.EventRestarted:
+	case auditlog.KindRestarted:
 		p.restarts.Add(1)
-	case lifecycle.EventFault:
+	case auditlog.KindFault:
 		if e.Error != nil {
 			if e.Error.Class == cerrors.ClassFatal.String() {
 				p.fatal.Add(1)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 )
 
@@ -25,13 +26,13 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 	})
 	p1 := m.Pipeline("p1", lifecycle.StatusRunning)
 	m.Pipeline("p2", lifecycle.StatusStopped)
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventFault, From: lifecycle.StatusRunning,
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRunning,
 		To: lifecycle.StatusRunning, Error: &lifecycle.ErrorInfo{Class: "transient"}})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventRecovering, From: lifecycle.StatusRunning, To: lifecycle.StatusRecovering})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventFault, From: lifecycle.StatusRecovering,
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindRecovering, From: lifecycle.StatusRunning, To: lifecycle.StatusRecovering})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRecovering,
 		To: lifecycle.StatusRecovering, Error: &lifecycle.ErrorInfo{Class: "fatal"}})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: lifecycle.EventDegraded, From: lifecycle.StatusRecovering, To: lifecycle.StatusDegraded})
+	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindDegraded, From: lifecycle.StatusRecovering, To: lifecycle.StatusDegraded})
 	m.CountEvent("dedup-skipped")
 	// A second registration returns the same series and keeps their state.
 	if again := m.Pipeline("p1", lifecycle.StatusStopped); again != p1 {
@@ -88,7 +89,7 @@ func TestPipelineEventsDoNotWaitForEachOther(t *testing.T) {
 	for _, h := range handles {
 		wg.Go(func() {
 			for range 20 {
-				m.PipelineEvent(h, lifecycle.Event{Kind: lifecycle.EventRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
+				m.PipelineEvent(h, lifecycle.Event{Kind: auditlog.KindRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
 			}
 		})
 	}
