@@ -114,6 +114,15 @@ func ClassifyOr(err error, class Class) Classification {
 	return c
 }
 
+// ClassifyProcessor classifies an error a processor returned. Without a
+// code it is fatal, not transient as Classify would say: a processor is
+// deterministic, so running it again on the same record gives the same
+// error. The engine (which nacks or restarts by it) and the supervisor
+// (which reports it) both classify processor errors through here.
+func ClassifyProcessor(err error) Classification {
+	return ClassifyOr(err, ClassFatal)
+}
+
 // maxWireCandidates bounds how many '{' positions parseWire tries when the
 // JSON object sits at the end of a longer text; each try is linear, so the
 // whole is linear too. Objects nested deeper than this are not found in the

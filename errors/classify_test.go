@@ -609,6 +609,19 @@ func TestClassifyOr(t *testing.T) {
 	}
 }
 
+func TestClassifyProcessor(t *testing.T) {
+	plain := errors.New("field .payload.id: not a number")
+	if c := cerrors.ClassifyProcessor(plain); c.Class != fatal || c.Code != 0 {
+		t.Errorf("uncoded processor error = %+v, want fatal without a code", c)
+	}
+	if c := cerrors.ClassifyProcessor(fmt.Errorf("lookup: %w", cerrors.WithCode(plain, 503))); c.Class != transient || c.Code != 503 {
+		t.Errorf("processor error coded 503 = %+v, want transient 503", c)
+	}
+	if c := cerrors.ClassifyProcessor(errors.New(`{"code":429,"message":"slow down"}`)); c.Class != transient || c.Code != 429 {
+		t.Errorf("processor error with a wire code = %+v, want transient 429", c)
+	}
+}
+
 func TestClassString(t *testing.T) {
 	tests := []struct {
 		name  string

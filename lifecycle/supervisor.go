@@ -932,8 +932,7 @@ func (s *Supervisor) emit(e Event) {
 
 // describeError turns the error that ended a run into what the user sees:
 // the cause (not the engine's wrapper), its classification and the
-// component it came from. Processor errors without a code are fatal: a
-// processor is deterministic, so running it again gives the same error.
+// component it came from (processor errors classify as such).
 func describeError(err error, now time.Time) ErrorInfo {
 	info := ErrorInfo{At: now}
 	cause := err
@@ -944,7 +943,7 @@ func describeError(err error, now time.Time) ErrorInfo {
 	}
 	var c cerrors.Classification
 	if info.ComponentKind == "processor" {
-		c = cerrors.ClassifyOr(cause, cerrors.ClassFatal)
+		c = cerrors.ClassifyProcessor(cause)
 	} else {
 		c = cerrors.Classify(cause)
 	}

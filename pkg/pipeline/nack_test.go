@@ -85,7 +85,7 @@ func TestProcessorNackWithDefaultDLQEndsTheRunAtThatRecord(t *testing.T) {
 	if !errors.As(err, &se) || se.Kind != KindProcessor || se.ID != "parse" || !errors.Is(err, bad) {
 		t.Fatalf("got %v, want the processor's own error naming parse", err)
 	}
-	if c := cerrors.ClassifyOr(se.Err, cerrors.ClassFatal); c.Class != cerrors.ClassFatal {
+	if c := cerrors.ClassifyProcessor(se.Err); c.Class != cerrors.ClassFatal {
 		t.Fatalf("the nack error classifies as %v, want fatal", c.Class)
 	}
 	if got := src.ackedPositions(); !slices.Equal(got, seqStrings(1, 14)) {

@@ -130,8 +130,7 @@ func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- 
 // runProcessors runs procs over rec. It reports whether the record is kept;
 // a rejected record comes back as a nack (its index unset); a transient
 // error comes back as err and ends the run, so that the record is processed
-// again after the restart. Processor errors without a code are fatal:
-// processors are deterministic.
+// again after the restart (see cerrors.ClassifyProcessor).
 func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (kept bool, n *nack, err error) {
 	for _, p := range procs {
 		perr := p.Processor.Process(ctx, rec)
@@ -141,7 +140,7 @@ func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (
 		case errors.Is(perr, processor.ErrFiltered):
 			return false, nil, nil
 		}
-		if cerrors.ClassifyOr(perr, cerrors.ClassFatal).Class == cerrors.ClassTransient {
+		if cerrors.ClassifyProcessor(perr).Class == cerrors.ClassTransient {
 			return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: perr}
 		}
 		return false, &nack{kind: KindProcessor, id: p.ID, err: perr}, nil

@@ -308,7 +308,7 @@ func TestErrorProcessor(t *testing.T) {
 				t.Errorf("coded = %v (%v), want code %d", got, coded, tt.wantCode)
 			}
 			// The engine's rule: processor errors without a code are fatal.
-			if c := cerrors.ClassifyOr(err, cerrors.ClassFatal); c.Class != tt.wantClass {
+			if c := cerrors.ClassifyProcessor(err); c.Class != tt.wantClass {
 				t.Errorf("class = %v, want %v", c.Class, tt.wantClass)
 			}
 		})
