@@ -1,0 +1,118 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// message is the closed set of requests the supervisor goroutine handles.
+type message interface{ isMessage() }
+
+type startMsg struct {
+	actor string
+	reply chan error
+}
+
+type stopMsg struct {
+	force bool
+	reply chan error
+}
+
+type runEndedMsg struct {
+	id  int
+	err error
+}
+
+type firstAckMsg struct{ id int }
+
+// restartedMsg is the first thing a restarted run sends: the scheduler
+// launched it at at.
+type restartedMsg struct {
+	id int
+	at time.Time
+}
+
+type stateMsg struct{ reply chan State }
+
+type syncMsg struct{ reply chan struct{} }
+
+type killMsg struct{}
+
+func (startMsg) isMessage() {}
+
+func (stopMsg) isMessage() {}
+
+func (runEndedMsg) isMessage() {}
+
+func (firstAckMsg) isMessage() {}
+
+func (restartedMsg) isMessage() {}
+
+func (stateMsg) isMessage() {}
+
+func (syncMsg) isMessage() {}
+
+func (killMsg) isMessage() {}
+
+// sync returns once every message sent before it was handled (tests).
+func (s *Supervisor) sync(ctx context.Context) error {
+	reply := make(chan struct{})
+	if err := s.send(ctx, syncMsg{reply: reply}); err != nil {
+		return err
+	}
+	select {
+	case <-reply:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Supervisor) send(ctx context.Context, m message) error {
+	select {
+	case s.inbox <- m:
+		return nil
+	case <-s.done:
+		return ErrSupervisorDone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Supervisor) await(ctx context.Context, reply chan error) error {
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Supervisor) handle(msg message) {
+	switch m := msg.(type) {
+	case startMsg:
+		m.reply <- s.onStart(m.actor)
+	case stopMsg:
+		s.onStop(m)
+	case runEndedMsg:
+		s.onRunEnded(m.id, m.err)
+	case firstAckMsg:
+		if s.run != nil && s.run.id == m.id && s.state.Probation {
+			s.recovered(RecoveredByRecord)
+		}
+	case restartedMsg:
+		s.onRestarted(m)
+	case stateMsg:
+		m.reply <- s.state.Clone()
+	case syncMsg:
+		close(m.reply)
+	case killMsg:
+		if s.run != nil && !s.run.forced {
+			s.run.forced = true
+			s.run.cancel()
+		}
+	default:
+		panic(fmt.Sprintf("lifecycle: unknown message %T", msg))
+	}
+}

@@ -1,0 +1,437 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
+)
+
+// resume takes up the initial state when the supervisor starts. The first
+// event's status before is the status the audit log last recorded: stopped
+// for a new pipeline (created, provisioned) and after a clean shutdown,
+// the persisted status after a crash.
+func (s *Supervisor) resume() {
+	if !s.cfg.Persisted {
+		if s.state.Status != StatusRunning {
+			// Remembered, so that the next process knows the pipeline.
+			s.save()
+			return
+		}
+		s.emit(Event{Kind: auditlog.KindStarting, From: StatusStopped, To: StatusRunning, Actor: ActorConfig,
+			Message: "pipeline starting"})
+		s.save()
+		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorConfig,
+			Message: "pipeline running"})
+		s.startRun()
+		return
+	}
+	from := s.state.Status
+	// A clean shutdown persists running and recovering pipelines as
+	// stopped for shutdown, so one persisted as running or recovering was
+	// cut off; for the others the process tells.
+	how := "conduit had not stopped cleanly (crash, kill or power loss)"
+	switch {
+	case s.state.StopReason == StopReasonShutdown:
+		how = "conduit had stopped cleanly"
+		s.state.Status = s.m.current()
+		s.state.StopReason, s.state.ResumeStatus = "", 0
+	case from == StatusRunning || from == StatusRecovering:
+	case !s.cfg.ProcessCrashed:
+		how = "conduit had stopped cleanly"
+	}
+	switch s.state.Status {
+	case StatusRunning:
+		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRunning, Actor: ActorSystem,
+			Message: how + "; pipeline was running: starting it again from its last saved position"})
+		if from != StatusRunning {
+			s.save()
+		}
+		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
+		s.startRun()
+	case StatusRecovering:
+		now := s.cfg.Clock.Now()
+		next := CapResumeWait(s.cfg.Policy, s.state.FailCount, s.state.NextAttemptAt, now)
+		message := how + "; pipeline was recovering: next attempt at its persisted time"
+		if !next.Equal(s.state.NextAttemptAt) && s.state.NextAttemptAt.After(now) {
+			message = fmt.Sprintf("%s; pipeline was recovering: its persisted next attempt %s is further away than its policy allows, moved to %s",
+				how, s.state.NextAttemptAt.Format(time.RFC3339), next.Format(time.RFC3339))
+			s.log.Warn("persisted next attempt is later than the recovery policy allows (was the clock wrong?); capped",
+				zap.Time("persisted_next_attempt_at", s.state.NextAttemptAt), zap.Time("next_attempt_at", next))
+		}
+		s.state.Probation = false
+		s.state.NextAttemptAt = next
+		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRecovering, Actor: ActorSystem,
+			Attempt: s.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next, Error: s.state.LastError,
+			Message: message})
+		s.save()
+		s.scheduleRestart(next)
+	case StatusDegraded:
+		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusDegraded, Actor: ActorSystem,
+			Reason: string(s.state.DegradedReason), Error: s.state.LastError,
+			Message: how + "; pipeline stays degraded until it is started"})
+	case StatusStopped:
+	}
+}
+
+func (s *Supervisor) onStart(actor string) error {
+	if !s.m.can(eventStart) {
+		return &TransitionError{Event: string(eventStart), From: s.m.current()}
+	}
+	if s.run != nil {
+		return ErrStillStopping
+	}
+	from, err := s.m.fire(eventStart)
+	if err != nil {
+		return err
+	}
+	s.state.Status = StatusRunning
+	s.state.FailCount = 0
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = false
+	s.state.DegradedReason = ""
+	s.emit(Event{Kind: auditlog.KindStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
+	s.save()
+	s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: actor, Message: "pipeline running"})
+	s.startRun()
+	return nil
+}
+
+func (s *Supervisor) onStop(m stopMsg) {
+	if m.force {
+		s.forceStop(m.reply)
+		return
+	}
+	from, err := s.m.fire(eventStop)
+	if err != nil {
+		m.reply <- err
+		return
+	}
+	s.stopWindow()
+	s.takeOverRestart()
+	s.state.Status = StatusStopped
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = false
+	s.endEpisode("stopped")
+	s.save()
+	if s.run == nil {
+		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+		m.reply <- nil
+		return
+	}
+	s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorUser,
+		Message: "pipeline stopping: source stops reading, in-flight records drain"})
+	s.run.stopping = true
+	s.run.stop()
+	s.waiters = append(s.waiters, m.reply)
+}
+
+func (s *Supervisor) forceStop(reply chan error) {
+	if s.m.current() == StatusStopped && s.run != nil {
+		// A graceful stop is under way and taking too long: cut it short.
+		// The status stays stopped; the dropped records are read again on
+		// the next start because their positions were never saved.
+		s.run.forced = true
+		s.run.cancel()
+		s.waiters = append(s.waiters, reply)
+		return
+	}
+	from, err := s.m.fire(eventDegrade)
+	if err != nil {
+		reply <- err
+		return
+	}
+	s.stopWindow()
+	s.takeOverRestart()
+	s.state.Status = StatusDegraded
+	s.state.DegradedReason = ReasonForceStop
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = false
+	s.endEpisode("degraded (" + string(ReasonForceStop) + ")")
+	s.save()
+	s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
+		Message: "pipeline force-stopped: in-flight records were dropped and will be read again on the next start"})
+	if s.run == nil {
+		reply <- nil
+		return
+	}
+	s.run.forced = true
+	s.run.cancel()
+	s.waiters = append(s.waiters, reply)
+}
+
+func (s *Supervisor) onRunEnded(id int, err error) {
+	r := s.run
+	if r == nil || r.id != id {
+		return
+	}
+	s.run = nil
+	r.cancel()
+	if r.forced || r.stopping {
+		if r.forced {
+			s.log.Warn("pipeline run force-stopped; in-flight records were dropped and will be read again on the next start")
+		}
+		if err != nil && !r.forced {
+			// The drain itself failed; the stop still happened. Keep the
+			// error so the user sees it, but do not restart.
+			info := describeError(err, s.cfg.Clock.Now())
+			s.state.LastError = &info
+			s.save()
+			s.log.Warn("pipeline stopped with an error while draining", zap.String("error", info.Message))
+		}
+		switch {
+		case s.m.current() != StatusStopped:
+			// Force-stopped: the degraded event was written then.
+		case s.state.StopReason == StopReasonShutdown:
+			s.emitShutdownStopped(StatusStopped)
+		default:
+			s.emit(Event{Kind: auditlog.KindStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+		}
+		for _, w := range s.waiters {
+			w <- nil
+		}
+		s.waiters = nil
+		return
+	}
+	if err == nil {
+		// The run finished on its own (a source that ended): nothing to
+		// recover from.
+		from, _ := s.m.fire(eventStop)
+		s.stopWindow()
+		s.state.Status = StatusStopped
+		s.state.Probation = false
+		s.endEpisode("stopped")
+		s.save()
+		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
+			Message: "pipeline finished: its source has no more records"})
+		return
+	}
+	s.onFault(err)
+}
+
+// onFault applies the policy to a run that ended with err.
+func (s *Supervisor) onFault(err error) {
+	now := s.cfg.Clock.Now()
+	info := describeError(err, now)
+	s.state.LastError = &info
+	class, _ := cerrors.ParseClass(info.Class)
+	var episodeStart time.Time
+	if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
+		episodeStart = s.state.Episode.StartedAt
+	}
+	d := Decide(s.cfg.Policy, History{FailCount: s.state.FailCount, EpisodeStart: episodeStart}, class, now, s.cfg.Random())
+	current := s.m.current()
+	// The fault is announced first, but after the restart is scheduled:
+	// writing the event durably must not delay the schedule.
+	fault := Event{Kind: auditlog.KindFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
+		Attempt: d.Attempt, Message: "pipeline run failed"}
+	s.stopWindow()
+
+	if d.Action == ActionDegrade {
+		s.emit(fault)
+		from, _ := s.m.fire(eventDegrade)
+		s.state.Status = StatusDegraded
+		s.state.DegradedReason = d.Reason
+		s.state.NextAttemptAt = time.Time{}
+		s.state.Probation = false
+		if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
+			s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info})
+		}
+		s.endEpisode("degraded (" + string(d.Reason) + ")")
+		s.save()
+		s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
+			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d.Reason, s.cfg.Policy)})
+		return
+	}
+
+	from, _ := s.m.fire(eventFault)
+	next := now.Add(d.Delay)
+	if episodeStart.IsZero() {
+		s.state.Episode = &Episode{StartedAt: now}
+	}
+	s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next})
+	s.state.Status = StatusRecovering
+	s.state.FailCount = d.Attempt
+	s.state.NextAttemptAt = next
+	s.state.Probation = false
+	if !s.shuttingDown {
+		// Scheduled from the decision, not from when the state is on disk:
+		// in a fault storm the saves queue up, and the schedule must not
+		// slip behind them.
+		s.scheduleRestart(next)
+	}
+	s.emit(fault)
+	s.save()
+	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Message: "pipeline recovering: restart scheduled"})
+}
+
+func degradedMessage(r DegradeReason, p Policy) string {
+	switch r {
+	case ReasonRetriesExhausted:
+		return fmt.Sprintf("pipeline degraded: %d restarts did not help (max-retries %d)", p.MaxRetries, p.MaxRetries)
+	case ReasonMaxDuration:
+		return fmt.Sprintf("pipeline degraded: recovery would take longer than max-duration %s", p.MaxDuration)
+	default:
+		return "pipeline degraded: fatal error, it needs a human"
+	}
+}
+
+// scheduleRestart prepares the next run and hands it to the restart
+// scheduler, which launches it at due.
+func (s *Supervisor) scheduleRestart(due time.Time) {
+	ar := s.newActiveRun()
+	launch := func(at time.Time) { go s.runLoop(ar, at) }
+	s.pending = &pendingRestart{ticket: s.restarts.schedule(due, launch), run: ar, scheduled: due}
+}
+
+// takeOverRestart cancels the pending restart. If the scheduler launched it
+// already, the launched run becomes the supervisor's run, for the caller
+// to stop like any other (it sees the stop before it opens anything).
+func (s *Supervisor) takeOverRestart() {
+	p := s.pending
+	if p == nil {
+		return
+	}
+	s.pending = nil
+	if s.restarts.cancel(p.ticket) {
+		p.run.cancel()
+		return
+	}
+	s.run = p.run
+}
+
+// onRestarted takes note that the scheduler launched the pending restart.
+// A restart that a stop took over meanwhile is not announced: it is being
+// stopped.
+func (s *Supervisor) onRestarted(m restartedMsg) {
+	p := s.pending
+	if p == nil || p.run.id != m.id {
+		return
+	}
+	s.pending = nil
+	s.run = p.run
+	if _, err := s.m.fire(eventRestart); err != nil {
+		s.log.Error("restart refused by the state machine", zap.Error(err))
+		return
+	}
+	s.state.NextAttemptAt = time.Time{}
+	s.state.Probation = true
+	// A restart is not persisted: the persisted state (recovering, next
+	// attempt time now past) already makes a process that crashes from
+	// here on restart the pipeline at once, which is what it would do with
+	// the restart persisted. Skipping the write keeps a fault storm's
+	// restarts off the disk.
+	s.emit(Event{Kind: auditlog.KindRestarted, At: m.at, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+		Attempt: s.state.FailCount, NextAttemptAt: p.scheduled,
+		Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
+	// Probation lasts the healthy window from the restart (a failed start
+	// ends it early through the fault).
+	s.stopWindow()
+	s.window = s.cfg.Clock.NewTimer(s.cfg.Policy.HealthyWindow - s.cfg.Clock.Now().Sub(m.at))
+}
+
+func (s *Supervisor) recovered(reason RecoveredReason) {
+	from, err := s.m.fire(eventRecovered)
+	if err != nil {
+		return
+	}
+	s.stopWindow()
+	attempts := s.state.FailCount
+	s.state.Status = StatusRunning
+	s.state.FailCount = 0
+	s.state.Probation = false
+	s.endEpisode("recovered (" + string(reason) + ")")
+	s.save()
+	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(reason),
+		Attempt: attempts, Message: "pipeline recovered: running again, fail count reset"})
+}
+
+func (s *Supervisor) endEpisode(outcome string) {
+	if e := s.state.Episode; e != nil && e.EndedAt.IsZero() {
+		e.EndedAt = s.cfg.Clock.Now()
+		e.Outcome = outcome
+	}
+}
+
+func (s *Supervisor) stopWindow() {
+	if s.window != nil {
+		s.window.Stop()
+		s.window = nil
+	}
+}
+
+// save marks the state for persisting. With an EventRecorder it goes with
+// the next event, which records the transition, in the same commit;
+// otherwise it is handed to the state store at once. Either way it is
+// written behind the supervisor's back: a crash before the write lands
+// resumes from the state before, the same as crashing a moment earlier.
+func (s *Supervisor) save() {
+	s.state.UpdatedAt = s.cfg.Clock.Now()
+	s.unsaved = true
+	if _, ok := s.cfg.States.(EventRecorder); !ok {
+		s.saveUnsaved()
+	}
+}
+
+// saveUnsaved hands a state no event carried to the state store.
+func (s *Supervisor) saveUnsaved() {
+	if !s.unsaved {
+		return
+	}
+	s.unsaved = false
+	if err := s.cfg.States.SaveLater(s.cfg.PipelineID, s.state); err != nil {
+		// The state in memory is still the truth; the next transition
+		// tries again. Losing it only matters after a crash.
+		s.log.Error("could not persist pipeline state", zap.Error(err))
+	}
+}
+
+func (s *Supervisor) emit(e Event) {
+	e.PipelineID = s.cfg.PipelineID
+	if e.At.IsZero() {
+		e.At = s.cfg.Clock.Now()
+	}
+	if rec, ok := s.cfg.States.(EventRecorder); ok {
+		var st *State
+		if s.unsaved {
+			c := s.state.Clone()
+			st, s.unsaved = &c, false
+		}
+		if err := rec.RecordLater(s.cfg.PipelineID, st, e); err != nil {
+			s.log.Error("could not record pipeline event", zap.String("event", string(e.Kind)), zap.Error(err))
+		}
+	}
+	logEvent(s.log, e)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.PipelineEvent(e)
+	}
+}
+
+// describeError turns the error that ended a run into what the user sees:
+// the cause (not the engine's wrapper), its classification and the
+// component it came from (processor errors classify as such).
+func describeError(err error, now time.Time) ErrorInfo {
+	info := ErrorInfo{At: now}
+	cause := err
+	var comp componentError
+	if errors.As(err, &comp) {
+		info.ComponentKind, info.Component = comp.Component()
+		cause = comp.Unwrap()
+	}
+	var c cerrors.Classification
+	if info.ComponentKind == "processor" {
+		c = cerrors.ClassifyProcessor(cause)
+	} else {
+		c = cerrors.Classify(cause)
+	}
+	info.Code = c.Code
+	info.Class = c.Class.String()
+	info.Source = c.Source.String()
+	info.Message = truncateMessage(c.Message, maxErrorMessage)
+	return info
+}
