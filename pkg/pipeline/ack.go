@@ -1,0 +1,249 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+
+	"go.uber.org/zap"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// ack is the acker stage: it takes batches in read order, waits until every
+// destination is done with each, sends nacked records to the dead-letter
+// queue (ending the run when the nack window overflows), acknowledges the
+// records to the source and hands the newest position to the persister.
+//
+// When batches finish faster than the source acknowledges them, one Ack
+// covers several (see ackGroup): a batch that is done waits for the source
+// only while the next one is done too (or its dedup entry is being
+// committed), never for one still being written.
+func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, p *persister, window *nackWindow) error {
+	group := ackGroup{e: e, free: free, p: p, max: max(1, cap(inflight)/2)}
+	var dlqBuf []record.Record
+	for {
+		b, ok, ready := tryReceive(inflight, len(group.batches) > 0)
+		if !ready {
+			if err := group.flush(ctx); err != nil {
+				return err
+			}
+			b, ok = receive(ctx, inflight)
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The source ended: what is done is acknowledged.
+			return group.flush(ctx)
+		}
+		limit := len(b.records)
+		var failure error
+		for i, ch := range fromDest {
+			// Results channels are never closed while the acker runs.
+			got, _, ready := tryReceive(ch, len(group.batches) > 0)
+			if !ready {
+				if err := group.flush(ctx); err != nil {
+					return err
+				}
+				select {
+				case got = <-ch:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			if got != b {
+				// Stages are FIFO; anything else is a bug in the engine
+				// and acknowledging would break the read-order promise.
+				panic("pipeline: destination results out of read order")
+			}
+			if r := b.results[i]; r.err != nil && r.done <= limit {
+				limit, failure = r.done, r.err
+			}
+			// The source may only hear about records whose positions the
+			// dedup store holds durably. The group waits along: its batches'
+			// entries are durable already, and this one's is in the group
+			// commit under way, so acknowledgements wait for one commit at
+			// most and are not split into one call per batch.
+			if wait := b.dedupWait[i]; wait != nil {
+				if err := wait(); err != nil && failure == nil {
+					limit, failure = 0, &StageError{Kind: KindDestination, ID: e.cfg.Destinations[i].ID,
+						Op: "remember written positions", Err: cerrors.Transient(err)}
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			// The run is being torn down (another stage failed or a force
+			// stop): results may be cut short by the cancellation and prove
+			// nothing. Nothing more is acknowledged; the records are read
+			// again after the next start.
+			return nil
+		}
+
+		nacks := b.mergedNacks()
+		if len(nacks) == 0 {
+			window.addClean(limit)
+		} else if cut, n := window.walk(limit, nacks); n != nil {
+			e.log.Error("dead-letter queue window overflowed: the pipeline stops",
+				zap.Int("window_size", window.size), zap.Int("window_nack_threshold", window.threshold),
+				zap.String("component", n.id), zap.Error(n.err))
+			// The overflowing record is neither queued nor acknowledged:
+			// after a restart it is read again.
+			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: n.err}
+			nacks = nacks[:slices.IndexFunc(nacks, func(x nack) bool { return x.index == cut })]
+		}
+		if failure != nil || len(nacks) > 0 {
+			// What can fail from here on must not take the batches before
+			// it down with it: they are acknowledged first.
+			if err := group.flush(ctx); err != nil {
+				return err
+			}
+		}
+		if len(nacks) > 0 {
+			dlqBuf = dlqBuf[:0]
+			for _, n := range nacks {
+				dlqBuf = append(dlqBuf, dlqRecord(b.records[n.index], n))
+			}
+			if err := e.writeDLQ(ctx, dlqBuf); err != nil {
+				return err
+			}
+			e.stats.RecordsNacked.Add(int64(len(nacks)))
+		}
+		if failure == nil {
+			group.add(b, limit, len(nacks))
+			if len(group.batches) >= group.max {
+				if err := group.flush(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		// The group is empty here (flushed above): what this batch got
+		// through is acknowledged on its own before the run ends.
+		if limit > 0 {
+			group.add(b, limit, len(nacks))
+			if err := group.flush(ctx); err != nil {
+				return err
+			}
+		}
+		return failure
+	}
+}
+
+// tryReceive takes the next batch from in without waiting when hurry is
+// set (ready is false when there is none yet); otherwise it says "not
+// ready" so that the caller waits.
+func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
+	if !hurry {
+		return nil, false, false
+	}
+	select {
+	case b, ok = <-in:
+		return b, ok, true
+	default:
+		return nil, false, false
+	}
+}
+
+// ackGroup holds batches that are done but for the source's
+// acknowledgement, in read order. A source whose Ack is a round trip (a
+// standalone connector, a broker's commit) would otherwise hold the
+// pipeline to one batch per round trip: the acker falls behind, every
+// batch in flight waits for it, and the source cannot read.
+type ackGroup struct {
+	e    *Engine
+	free *batchPool
+	p    *persister
+	max  int
+
+	batches   []*batch
+	positions []record.Position
+	deletes   [][]byte
+	nacked    int
+}
+
+// add puts the first limit records of b in the group, nacked of them sent
+// to the dead-letter queue.
+func (g *ackGroup) add(b *batch, limit, nacked int) {
+	g.batches = append(g.batches, b)
+	g.positions = append(g.positions, b.positions[:limit]...)
+	g.nacked += nacked
+	if limit == len(b.records) {
+		// Only a batch acknowledged in full frees its dedup entries:
+		// records after a partial acknowledgement are delivered again and
+		// must still be recognised.
+		for _, keys := range b.dedupKeys {
+			g.deletes = append(g.deletes, keys...)
+		}
+	}
+}
+
+// flush acknowledges the group's records to the source in one call, hands
+// the newest position (and the dedup entries the batches free) to the
+// persister and frees the batches.
+func (g *ackGroup) flush(ctx context.Context) error {
+	if len(g.batches) == 0 {
+		return nil
+	}
+	e := g.e
+	if n := len(g.positions); n > 0 {
+		if err := e.cfg.Source.Connector.Ack(ctx, g.positions); err != nil {
+			return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
+		}
+		e.stats.RecordsAcked.Add(int64(n))
+		e.stats.RecordsWritten.Add(int64(n - g.nacked))
+		g.p.offer(g.positions[n-1], g.deletes) // copies the keys it keeps
+		if e.cfg.OnAck != nil && n > g.nacked {
+			e.cfg.OnAck(n - g.nacked)
+		}
+	}
+	for _, b := range g.batches {
+		b.reset()
+		g.free.put(b)
+	}
+	clear(g.batches)
+	g.batches = g.batches[:0]
+	clear(g.positions) // they point into the batches' records
+	g.positions = g.positions[:0]
+	clear(g.deletes)
+	g.deletes = g.deletes[:0]
+	g.nacked = 0
+	return nil
+}
+
+// mergedNacks returns the batch's nacks in read order, one per record
+// (a record refused by several destinations goes to the queue once).
+func (b *batch) mergedNacks() []nack {
+	if len(b.destNacks) == 0 || allEmpty(b.destNacks) {
+		return b.nacks
+	}
+	merged := append([]nack(nil), b.nacks...)
+	for _, dn := range b.destNacks {
+		merged = append(merged, dn...)
+	}
+	// Insertion sort by index, keeping the first nack of each record: nacks
+	// are rare, and each list is already in order.
+	out := merged[:0]
+	for _, n := range merged {
+		pos := len(out)
+		for pos > 0 && out[pos-1].index > n.index {
+			pos--
+		}
+		if pos > 0 && out[pos-1].index == n.index {
+			continue
+		}
+		out = append(out, nack{})
+		copy(out[pos+1:], out[pos:])
+		out[pos] = n
+	}
+	return out
+}
+
+func allEmpty(lists [][]nack) bool {
+	for _, l := range lists {
+		if len(l) > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// Metadata keys a record sent to the dead-letter queue carries (Conduit's).
+const (
+	MetadataDLQNackError  = "conduit.dlq.nack.error"
+	MetadataDLQNackNodeID = "conduit.dlq.nack.node.id"
+)
+
+func opOf(k Kind) string {
+	if k == KindProcessor {
+		return "process"
+	}
+	return "write"
+}
+
+func dlqRecord(r record.Record, n nack) record.Record {
+	out := r.Clone()
+	if out.Metadata == nil {
+		out.Metadata = record.Metadata{}
+	}
+	out.Metadata[MetadataDLQNackError] = n.err.Error()
+	out.Metadata[MetadataDLQNackNodeID] = n.id
+	return out
+}
+
+// writeDLQ writes nacked records to the dead-letter queue. A failure is
+// transient: the records were not acknowledged, so after the restart they
+// are read, rejected and offered to the queue again.
+func (e *Engine) writeDLQ(ctx context.Context, recs []record.Record) error {
+	dlq := e.cfg.DLQ.Connector
+	if dlq == nil {
+		return nil
+	}
+	for written := 0; written < len(recs); {
+		n, err := dlq.Write(ctx, recs[written:])
+		written += min(max(n, 0), len(recs)-written)
+		if err == nil && written < len(recs) {
+			err = fmt.Errorf("wrote %d of %d records and returned no error", written, len(recs))
+		}
+		if err != nil {
+			return &StageError{Kind: KindDLQ, ID: DLQID, Op: "write", Err: cerrors.Transient(err)}
+		}
+	}
+	return nil
+}
+
+// nackWindow is the sliding window of Conduit's DLQ settings: it remembers
+// whether each of the last size records was nacked and overflows when more
+// than threshold of them were. A size of 0 never overflows.
+type nackWindow struct {
+	size, threshold int
+	ring            []bool
+	next, nacks     int
+}
+
+func newNackWindow(size, threshold int) *nackWindow {
+	return &nackWindow{size: size, threshold: threshold, ring: make([]bool, size)}
+}
+
+// walk adds records[0:limit] in read order, nacks being the nacked ones
+// (sorted by index). At the first overflow it stops and returns the index
+// of that record and its nack; otherwise it returns limit and nil.
+func (w *nackWindow) walk(limit int, nacks []nack) (int, *nack) {
+	next := 0
+	for i := range limit {
+		var n *nack
+		if next < len(nacks) && nacks[next].index == i {
+			n = &nacks[next]
+			next++
+		}
+		if w.add(n != nil) {
+			return i, n
+		}
+	}
+	return limit, nil
+}
+
+// addClean records n records without a nack: the common case, done in bulk.
+func (w *nackWindow) addClean(n int) {
+	if w.size == 0 || w.nacks == 0 {
+		// Nothing in the window to slide out.
+		w.next = (w.next + n) % max(w.size, 1)
+		return
+	}
+	if n >= w.size {
+		clear(w.ring)
+		w.nacks, w.next = 0, 0
+		return
+	}
+	for range n {
+		w.add(false)
+	}
+}
+
+// add records one record and reports whether the window overflowed.
+func (w *nackWindow) add(nacked bool) bool {
+	if w.size == 0 {
+		return false
+	}
+	if w.ring[w.next] {
+		w.nacks--
+	}
+	w.ring[w.next] = nacked
+	if nacked {
+		w.nacks++
+	}
+	w.next = (w.next + 1) % w.size
+	return w.nacks > w.threshold
+}

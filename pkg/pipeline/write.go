@@ -1,0 +1,311 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// write is one destination's stage. A record the destination refuses with
+// a fatal error is nacked and the rest of the batch is still written; a
+// transient error stops the stage, and the acker reports it once it has
+// acknowledged everything before it. With dedup, records an earlier run
+// already wrote are skipped, and a batch is never written while the batch
+// before is written but not yet remembered (see dedup/):
+//
+//   - a destination that reports what it holds (reports) records an intent
+//     before each write; the next batch is taken and its intent submitted
+//     while this one's commits, so no sync sits between two writes;
+//   - any other destination remembers a batch after writing it, and waits
+//     for that before writing the next one.
+func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, in <-chan *batch, out chan<- *batch) error {
+	var slots [maxIntentsAhead + 1]prepareBuffers
+	slot := 0
+	var written []record.Position
+	reported := false
+	var lastRemembered func() error
+	defer func() {
+		// The run is not over before what this destination wrote is
+		// remembered: the next run loads the entries right away. Entries
+		// commit in order, so waiting for the last one waits for all.
+		if lastRemembered != nil {
+			_ = lastRemembered()
+		}
+		if dd != nil && !reported && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
+			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
+		}
+	}()
+	prepare := func(b *batch) preparedBatch {
+		p := e.prepare(ctx, d, idx, dd, reports, b, &slots[slot])
+		slot = (slot + 1) % len(slots)
+		if dd != nil && !reported && dd.Pending() == 0 && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
+			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
+			reported = true
+		}
+		return p
+	}
+	fail := func(b *batch, op string, err error) {
+		b.results[idx] = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: op, Err: cerrors.Transient(err)}}
+		send(ctx, out, b)
+	}
+	// queue holds the batches prepared (and their intents submitted) but
+	// not yet written, oldest first.
+	queue := make([]preparedBatch, 0, maxIntentsAhead+1)
+	for {
+		if len(queue) == 0 {
+			b, ok := receive(ctx, in)
+			if !ok {
+				return nil
+			}
+			queue = append(queue, prepare(b))
+		}
+		cur := queue[0]
+		b := cur.b
+		if cur.failed != nil {
+			b.results[idx] = *cur.failed
+			send(ctx, out, b)
+			return nil
+		}
+		if cur.intent != nil {
+			// While this batch's intent commits, the batches already
+			// waiting are taken and their intents submitted: they share the
+			// next commit, and one sync covers several batches.
+		ahead:
+			for len(queue) <= maxIntentsAhead {
+				select {
+				case nb, ok := <-in:
+					if !ok {
+						break ahead
+					}
+					queue = append(queue, prepare(nb))
+				default:
+					break ahead
+				}
+			}
+			if err := cur.intent(); err != nil {
+				fail(b, "record intended positions", err)
+				return nil
+			}
+		}
+		queue = append(queue[:0], queue[1:]...)
+		if lastRemembered != nil {
+			// The batch before must be remembered before this one is
+			// written: a crash then duplicates at most one batch.
+			if err := lastRemembered(); err != nil {
+				fail(b, "remember written positions", err)
+				return nil
+			}
+			lastRemembered = nil
+		}
+		// Usually the destination writes exactly the batch's records, and
+		// their positions are already at hand; collecting them one by one
+		// is only needed when it writes fewer.
+		remember := dd != nil && !reports
+		var res writeResult
+		res, written = e.writeAll(ctx, d, idx, b, cur.recs, cur.toRecord, written[:0], remember && !cur.whole)
+		if remember && cur.whole {
+			// res.done counts the records handled from the first; a record
+			// nacked among them is acknowledged anyway, so remembering it
+			// changes nothing.
+			written = b.positions[:res.done]
+		}
+		if remember && len(written) > 0 {
+			// Records the destination accepted are remembered even when the
+			// run is being torn down meanwhile: they will be delivered again,
+			// and this entry is what keeps them from being written twice.
+			key, wait, err := dd.Remember(context.WithoutCancel(ctx), written)
+			if err != nil && res.err == nil {
+				res = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: "remember written positions", Err: cerrors.Transient(err)}}
+			}
+			if err == nil {
+				b.dedupWait[idx] = wait
+				b.dedupKeys[idx] = append(b.dedupKeys[idx], key)
+				lastRemembered = wait
+			}
+		}
+		b.results[idx] = res
+		if !send(ctx, out, b) || res.err != nil {
+			return nil
+		}
+	}
+}
+
+// maxIntentsAhead is how many batches a destination that reports what it
+// holds prepares, and records intents for, ahead of the one it writes.
+const maxIntentsAhead = 12
+
+// prepareBuffers hold what a destination writes of one batch; the stage
+// has one for each batch it prepares ahead and one for the batch it writes.
+type prepareBuffers struct {
+	own  destinationBuffer
+	skip skipBuffer
+	pos  []record.Position
+}
+
+// preparedBatch is a batch ready for one destination to write.
+type preparedBatch struct {
+	b        *batch
+	recs     []record.Record
+	toRecord func(int) int
+	// whole: the destination writes the batch's records as they are.
+	whole bool
+	// intent, when set, returns once the intent of the records is durable.
+	intent func() error
+	// failed is the batch's result when it cannot be written at all.
+	failed *writeResult
+}
+
+// prepare runs the destination's own processors on b, drops what an earlier
+// run already wrote and, for a destination that reports what it holds,
+// submits the intent to write the rest.
+func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, b *batch, bufs *prepareBuffers) preparedBatch {
+	p := preparedBatch{b: b, recs: b.out, toRecord: b.recordIndex}
+	failed := func(res writeResult) preparedBatch {
+		p.failed = &res
+		return p
+	}
+	if len(d.Processors) > 0 {
+		var err error
+		if p.recs, err = bufs.own.prepare(ctx, b, d, idx); err != nil {
+			return failed(writeResult{done: 0, err: err})
+		}
+		p.toRecord = bufs.own.recordIndex(len(b.records))
+	}
+	if dd != nil && dd.Pending() > 0 {
+		before := dd.Hits()
+		p.recs, p.toRecord = bufs.skip.filter(b, idx, dd, p.recs, p.toRecord)
+		e.stats.DedupSkipped.Add(dd.Hits() - before)
+	}
+	p.whole = len(p.recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
+	if dd == nil || len(p.recs) == 0 {
+		return p
+	}
+	if w, ok := dd.(writableDedup); ok {
+		if err := w.Writable(); err != nil {
+			// Written now, the batch could not be remembered, and the
+			// restart would write it again: do not write it yet.
+			return failed(writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
+				Op: "remember written positions", Err: cerrors.Transient(err)}})
+		}
+	}
+	if !reports {
+		return p
+	}
+	positions := b.positions
+	if !p.whole {
+		bufs.pos = bufs.pos[:0]
+		for i := range p.recs {
+			bufs.pos = append(bufs.pos, p.recs[i].Position)
+		}
+		positions = bufs.pos
+	}
+	key, wait, err := dd.Intend(context.WithoutCancel(ctx), positions)
+	if err != nil {
+		return failed(writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
+			Op: "record intended positions", Err: cerrors.Transient(err)}})
+	}
+	// The entry is deleted with the position save that acknowledges the
+	// batch, as a remembered one is.
+	b.dedupKeys[idx] = append(b.dedupKeys[idx], key)
+	p.intent = wait
+	return p
+}
+
+// writeAll writes recs, nacking records the destination refuses with a
+// fatal error. With track, it appends the positions of the records it
+// wrote to written.
+func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch, recs []record.Record, toRecord func(int) int,
+	written []record.Position, track bool) (writeResult, []record.Position) {
+	done := 0
+	for done < len(recs) {
+		n, err := d.Connector.Write(ctx, recs[done:])
+		n = min(max(n, 0), len(recs)-done)
+		if track {
+			for i := done; i < done+n; i++ {
+				written = append(written, recs[i].Position)
+			}
+		}
+		done += n
+		if err == nil {
+			if done == len(recs) {
+				break
+			}
+			err = fmt.Errorf("connector wrote %d of %d records and returned no error", n, len(recs)-done+n)
+		}
+		if cerrors.Classify(err).Class == cerrors.ClassFatal {
+			// This record can never be written here: nack it and go on.
+			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err})
+			done++
+			continue
+		}
+		return writeResult{done: toRecord(done), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: err}}, written
+	}
+	return writeResult{done: len(b.records)}, written
+}
+
+// skipBuffer holds what a destination writes of a batch after dropping
+// the records an earlier run already wrote.
+type skipBuffer struct {
+	recs []record.Record
+	idx  []int
+}
+
+func (s *skipBuffer) filter(b *batch, destIdx int, dd DedupDestination, recs []record.Record, toRecord func(int) int) ([]record.Record, func(int) int) {
+	s.recs, s.idx = s.recs[:0], s.idx[:0]
+	for j := range recs {
+		if skip, done := dd.Skip(recs[j].Position); skip {
+			if done != nil {
+				b.dedupKeys[destIdx] = append(b.dedupKeys[destIdx], done)
+			}
+			continue
+		}
+		s.recs = append(s.recs, recs[j])
+		s.idx = append(s.idx, toRecord(j))
+	}
+	total := len(b.records)
+	return s.recs, func(j int) int {
+		if j >= len(s.idx) {
+			return total
+		}
+		return s.idx[j]
+	}
+}
+
+// destinationBuffer holds the copies a destination's own processors work
+// on, so other destinations of the same batch see the records unchanged.
+type destinationBuffer struct {
+	recs []record.Record
+	idx  []int
+}
+
+func (o *destinationBuffer) prepare(ctx context.Context, b *batch, d Destination, destIdx int) ([]record.Record, error) {
+	o.recs, o.idx = o.recs[:0], o.idx[:0]
+	for j := range b.out {
+		rec := b.out[j].Clone()
+		i := b.recordIndex(j)
+		kept, n, err := runProcessors(ctx, d.Processors, &rec)
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			n.index = i
+			b.destNacks[destIdx] = append(b.destNacks[destIdx], *n)
+		}
+		if kept {
+			o.recs = append(o.recs, rec)
+			o.idx = append(o.idx, i)
+		}
+	}
+	return o.recs, nil
+}
+
+func (o *destinationBuffer) recordIndex(total int) func(int) int {
+	return func(j int) int {
+		if j >= len(o.idx) {
+			return total
+		}
+		return o.idx[j]
+	}
+}
