@@ -68,6 +68,9 @@ type Runtime struct {
 	// crashed says the last process on this store did not shut down
 	// cleanly (store.KeyProcess was there).
 	crashed bool
+	// marked says this process wrote its marker, which a clean shutdown
+	// removes.
+	marked bool
 }
 
 // Options are the parts of a Runtime that tests replace.
@@ -105,111 +108,131 @@ var ErrPipelineDegraded = errors.New("a pipeline is degraded and pipelines.exit-
 // names the file, the pipeline and the field) and left out; the valid ones
 // run. Only a failure that stops everything, such as a store that cannot
 // be opened, is returned.
-func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (*Runtime, error) {
-	if opts.Connectors == nil {
-		opts.Connectors = connector.NewRegistry(connector.Builtin()...).WithStandalone(
+func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (_ *Runtime, err error) {
+	opts = opts.withDefaults(cfg)
+	r := &Runtime{
+		cfg:        cfg,
+		log:        log,
+		connectors: opts.Connectors,
+		processors: opts.Processors,
+		clock:      opts.Clock,
+		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
+		observer:   opts.Observer,
+		byID:       map[string]*managedPipeline{},
+		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
+	}
+	r.metrics = metrics.New(r.recordCounts)
+	// One shutdown path: whatever the phases below opened, close releases.
+	defer func() {
+		if err != nil {
+			_ = r.close()
+		}
+	}()
+	// The port first: one that is taken or not allowed stops the process
+	// before it opens the store or writes anything.
+	if err := r.listen(); err != nil {
+		return nil, err
+	}
+	if err := r.openState(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.provisionAll(ctx); err != nil {
+		return nil, err
+	}
+	r.serveAPI()
+	r.warnLowFileLimit()
+	return r, nil
+}
+
+// withDefaults fills in what a test did not replace.
+func (o Options) withDefaults(cfg config.Config) Options {
+	if o.Connectors == nil {
+		o.Connectors = connector.NewRegistry(connector.Builtin()...).WithStandalone(
 			connector.NewStandaloneHost(connector.StandaloneConfig{
 				Dir:          cfg.Connectors.Path,
 				StartTimeout: cfg.Connectors.StartTimeout,
 			}))
 	}
-	if opts.Processors == nil {
-		opts.Processors = processor.NewRegistry(processor.Builtin()...)
+	if o.Processors == nil {
+		o.Processors = processor.NewRegistry(processor.Builtin()...)
 	}
-	if opts.Clock == nil {
-		opts.Clock = lifecycle.RealClock{}
+	if o.Clock == nil {
+		o.Clock = lifecycle.RealClock{}
 	}
-	// The port first: one that is taken or not allowed stops the process
-	// before it opens the store or writes anything. The handler needs the
-	// store, so it is set once everything is open.
-	var server *api.Server
-	if cfg.API.Enabled {
-		var err error
-		server, err = api.Listen(cfg.API.HTTP.Address, http.NotFoundHandler(), api.ServerOptions{Token: cfg.API.Auth.Token,
-			MaxConnections: cfg.API.HTTP.MaxConnections, Logger: log})
-		if err != nil {
-			return nil, err
-		}
+	return o
+}
+
+// listen takes the API's port. Its handler needs the store, so it is set
+// by serveAPI once everything is open.
+func (r *Runtime) listen() error {
+	if !r.cfg.API.Enabled {
+		return nil
 	}
-	db, err := openStore(ctx, cfg, log)
+	server, err := api.Listen(r.cfg.API.HTTP.Address, http.NotFoundHandler(), api.ServerOptions{Token: r.cfg.API.Auth.Token,
+		MaxConnections: r.cfg.API.HTTP.MaxConnections, Logger: r.log})
 	if err != nil {
-		if server != nil {
-			_ = server.Shutdown(ctx)
-		}
-		return nil, err
+		return err
 	}
-	writer := store.NewBatcher(db, func(writes int, err error) {
-		log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
+	r.server = server
+	return nil
+}
+
+// openState opens the store and everything kept in it: the writer, the
+// process marker, pipeline states, the audit log, positions and the dedup
+// store.
+func (r *Runtime) openState(ctx context.Context) error {
+	db, err := openStore(ctx, r.cfg, r.log)
+	if err != nil {
+		return err
+	}
+	r.db = db
+	r.writer = store.NewBatcher(db, func(writes int, err error) {
+		r.log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
 			zap.Int("writes", writes), zap.Error(err))
 	})
-	crashed, err := markRunning(ctx, db, writer)
+	crashed, err := markRunning(ctx, db, r.writer)
 	if err != nil {
-		writer.Close()
-		if server != nil {
-			_ = server.Shutdown(ctx)
-		}
-		_ = db.Close()
-		return nil, err
+		return err
 	}
+	r.marked, r.crashed = true, crashed
 	if crashed {
-		log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
+		r.log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
 	}
-	states := lifecycle.NewStateStore(db, writer)
-	audit, err := auditlog.Open(ctx, db, writer, auditlog.Options{
-		MaxEventsPerPipeline: cfg.AuditLog.MaxEventsPerPipeline,
-		MaxAge:               cfg.AuditLog.MaxAge,
-		Logger:               log.Named("auditlog"),
+	r.states = lifecycle.NewStateStore(db, r.writer)
+	r.audit, err = auditlog.Open(ctx, db, r.writer, auditlog.Options{
+		MaxEventsPerPipeline: r.cfg.AuditLog.MaxEventsPerPipeline,
+		MaxAge:               r.cfg.AuditLog.MaxAge,
+		Logger:               r.log.Named("auditlog"),
 	})
 	if err != nil {
-		if err := writer.Apply(ctx, store.Op{Key: []byte(store.KeyProcess), Delete: true}); err != nil {
-			log.Error("could not record that this start was given up; the next start will report a crash", zap.Error(err))
-		}
-		writer.Close()
-		_ = db.Close()
-		if server != nil {
-			_ = server.Shutdown(ctx)
-		}
-		return nil, err
+		return err
 	}
-	r := &Runtime{
-		audit:      audit,
-		byID:       map[string]*managedPipeline{},
-		cfg:        cfg,
-		log:        log,
-		db:         db,
-		writer:     writer,
-		connectors: opts.Connectors,
-		processors: opts.Processors,
-		positions:  pipeline.NewPositionStore(db, writer, nil),
-		states:     states,
-		clock:      opts.Clock,
-		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
-		observer:   opts.Observer,
-		crashed:    crashed,
-		server:     server,
-		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
-	}
-	r.metrics = metrics.New(r.recordCounts)
-	r.dedup = dedup.New(db, writer, dedup.Options{TTL: cfg.Dedup.TTL, Logger: log.Named("dedup")})
+	r.positions = pipeline.NewPositionStore(db, r.writer, nil)
+	r.dedup = dedup.New(db, r.writer, dedup.Options{TTL: r.cfg.Dedup.TTL, Logger: r.log.Named("dedup")})
 	if n, err := r.dedup.Sweep(ctx); err != nil {
-		log.Error("could not sweep expired dedup entries", zap.Error(err))
+		r.log.Error("could not sweep expired dedup entries", zap.Error(err))
 	} else if n > 0 {
-		log.Info("deleted expired dedup entries", zap.Int("entries", n))
+		r.log.Info("deleted expired dedup entries", zap.Int("entries", n))
 	}
-	loaded, errs := config.LoadPipelines(cfg.Pipelines.Path)
+	return nil
+}
+
+// provisionAll loads the pipeline files and provisions every valid
+// pipeline; the invalid ones are logged and listed for the API.
+func (r *Runtime) provisionAll(ctx context.Context) error {
+	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
 	if err := r.degradedAtStartup(ctx, loaded); err != nil {
-		log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
-		_ = r.Close()
-		return nil, err
+		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
+		return err
 	}
 	for _, err := range errs {
-		log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
+		r.log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
 		r.invalid = append(r.invalid, configError(config.Pipeline{}, err))
 	}
 	for _, p := range loaded {
 		m, err := r.provision(ctx, p)
 		if err != nil {
-			log.Error("invalid pipeline configuration; it will not run", zap.String("pipeline_id", p.ID), zap.Error(err))
+			r.log.Error("invalid pipeline configuration; it will not run", zap.String("pipeline_id", p.ID), zap.Error(err))
 			r.invalid = append(r.invalid, configError(p, err))
 			continue
 		}
@@ -217,28 +240,30 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		r.byID[p.ID] = m
 	}
 	if err := r.audit.Flush(ctx); err != nil {
-		_ = r.Close()
-		return nil, err
+		return err
 	}
 	r.degraded = make(chan string, len(r.pipelines))
-	log.Info("pipelines loaded", zap.String("path", cfg.Pipelines.Path),
+	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
 		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", len(r.invalid)))
 	r.forgetDeleted(ctx, loaded, errs)
+	return nil
+}
 
-	if cfg.API.Enabled {
-		svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
-		// Each watch holds a connection: watches alone must not take every
-		// connection, or nobody could stop a pipeline.
-		maxWatchers := min(cfg.API.MaxWatchers, max(r.server.MaxConnections()/2, 1))
-		if maxWatchers < cfg.API.MaxWatchers {
-			log.Info("api.max-watchers lowered to half of the API connections", zap.Int("api.max-watchers", maxWatchers),
-				zap.Int("api.http.max-connections", r.server.MaxConnections()))
-		}
-		r.server.SetHandler(api.NewHandler(svc, api.Options{Token: cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: log,
-			MaxWatchers: maxWatchers, MaxWatchersPerClient: min(cfg.API.MaxWatchersPerClient, maxWatchers)}))
+// serveAPI gives the listening server its handler.
+func (r *Runtime) serveAPI() {
+	if r.server == nil {
+		return
 	}
-	r.warnLowFileLimit()
-	return r, nil
+	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
+	// Each watch holds a connection: watches alone must not take every
+	// connection, or nobody could stop a pipeline.
+	maxWatchers := min(r.cfg.API.MaxWatchers, max(r.server.MaxConnections()/2, 1))
+	if maxWatchers < r.cfg.API.MaxWatchers {
+		r.log.Info("api.max-watchers lowered to half of the API connections", zap.Int("api.max-watchers", maxWatchers),
+			zap.Int("api.http.max-connections", r.server.MaxConnections()))
+	}
+	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
+		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers)}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few
@@ -715,7 +740,7 @@ func (r *Runtime) AuditLog() *auditlog.Log { return r.audit }
 // ErrPipelineDegraded when a pipeline became degraded with
 // pipelines.exit-on-degraded on.
 func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
-	defer r.close()
+	defer func() { _ = r.close() }()
 	// Supervisors get their own context: a degraded pipeline with
 	// exit-on-degraded ends the run the same way a signal does.
 	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
@@ -796,33 +821,39 @@ func (r *Runtime) degradedAtStartup(ctx context.Context, loaded []config.Pipelin
 		ErrPipelineDegraded, strings.Join(ids, ", "))
 }
 
-func (r *Runtime) close() {
-	// The supervisors have stopped, so nothing saves or appends any more;
-	// what they handed over is written now. Closing the audit log first
-	// ends watch streams, which would otherwise keep the server's shutdown
-	// waiting.
-	_ = r.audit.Close()
+// close releases what New opened, in reverse order, whether New finished
+// or not; it is the one shutdown path. The supervisors have stopped, so
+// nothing saves or appends any more; what they handed over is written now.
+// Closing the audit log first ends watch streams, which would otherwise
+// keep the server's shutdown waiting.
+func (r *Runtime) close() error {
+	if r.audit != nil {
+		_ = r.audit.Close()
+	}
 	if r.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = r.server.Shutdown(ctx)
 		cancel()
 	}
-	r.markStopped()
-	r.writer.Close()
-	if err := r.db.Close(); err != nil {
+	if r.writer != nil {
+		if r.marked {
+			r.markStopped()
+		}
+		r.writer.Close()
+	}
+	if r.db == nil {
+		return nil
+	}
+	err := r.db.Close()
+	if err != nil {
 		r.log.Error("closing the store", zap.Error(err))
 	}
+	return err
 }
 
-// Close releases the store when Run was never called.
+// Close releases everything when Run was never called.
 func (r *Runtime) Close() error {
-	if r.server != nil {
-		_ = r.server.Shutdown(context.Background())
-	}
-	_ = r.audit.Close()
-	r.markStopped()
-	r.writer.Close()
-	return r.db.Close()
+	return r.close()
 }
 
 // processMarker is the value of store.KeyProcess: who runs on the store.

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // stuckDestination accepts nothing until its context is cancelled, like a
@@ -316,5 +318,74 @@ func TestShortOfDescriptorsARunWaits(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pipeline did not go recovering")
+	}
+}
+
+// A start refused after the store was opened (here: a pipeline still
+// degraded with exit-on-degraded on) releases everything it took: the
+// port, the store's lock, and the process marker, so the next start does
+// not report a crash.
+func TestRefusedStartReleasesWhatItOpened(t *testing.T) {
+	dir := t.TempDir()
+	pipelines := filepath.Join(dir, "pipelines")
+	if err := os.MkdirAll(pipelines, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pipelineFile := strings.Replace(stuckPipeline, "builtin:stuck", "builtin:log", 1)
+	if err := os.WriteFile(filepath.Join(pipelines, "p.yml"), []byte(pipelineFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loaded, errs := config.LoadPipelines(pipelines)
+	if len(errs) != 0 || len(loaded) != 1 {
+		t.Fatalf("loading the pipeline: %v %v", loaded, errs)
+	}
+	hash, err := configHash(loaded[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dbPath := filepath.Join(dir, "db")
+	db, err := store.OpenBadger(ctx, dbPath, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := store.NewBatcher(db, nil)
+	degraded := lifecycle.State{Status: lifecycle.StatusDegraded, DegradedReason: lifecycle.ReasonFatal, ConfigHash: hash}
+	if err := lifecycle.NewStateStore(db, w).Save(ctx, "stuck", degraded); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := ln.Addr().String()
+	_ = ln.Close()
+
+	cfg := config.Default()
+	cfg.API.HTTP.Address = address
+	cfg.DB.Badger.Path = dbPath
+	cfg.Pipelines.Path = pipelines
+	cfg.Pipelines.ExitOnDegraded = true
+	if _, err := New(ctx, cfg, zap.NewNop(), Options{}); !errors.Is(err, ErrPipelineDegraded) {
+		t.Fatalf("New with a degraded pipeline and exit-on-degraded: %v, want ErrPipelineDegraded", err)
+	}
+
+	ln, err = net.Listen("tcp", address)
+	if err != nil {
+		t.Fatalf("the refused start kept the API port: %v", err)
+	}
+	_ = ln.Close()
+	db, err = store.OpenBadger(ctx, dbPath, zap.NewNop())
+	if err != nil {
+		t.Fatalf("the refused start left the store locked: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.Get(ctx, []byte(store.KeyProcess)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused start left its process marker (the next start would report a crash): %v", err)
 	}
 }
