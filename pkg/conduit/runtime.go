@@ -337,10 +337,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
-	initial, origin, err := r.initialState(ctx, p, hash)
-	if err != nil {
-		return nil, err
-	}
+	initial, origin := r.initialState(ctx, p, hash)
 	m := &managedPipeline{cfg: p, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
@@ -495,7 +492,7 @@ func (r *Runtime) record(id string, o origin, hash string) lifecycle.Status {
 // for its persisted attempt time and a degraded one stays degraded),
 // otherwise the status its file asks for. A changed configuration is
 // provisioned afresh: whoever edited the file has acted on the pipeline.
-func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, origin, error) {
+func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, origin) {
 	fromFile := lifecycle.State{Status: lifecycle.StatusRunning}
 	if p.Status == config.StatusStopped {
 		fromFile.Status = lifecycle.StatusStopped
@@ -507,16 +504,16 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 		// file's status is the safe reading.
 		r.log.Error("persisted pipeline state is unreadable; starting from the pipeline file's status",
 			zap.String("pipeline_id", p.ID), zap.Error(err))
-		return fromFile, origin{}, nil
+		return fromFile, origin{}
 	case !ok:
-		return fromFile, origin{fresh: true}, nil
+		return fromFile, origin{fresh: true}
 	case st.ConfigHash != hash:
 		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
 			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
 		fromFile.LastError, fromFile.Episode = st.LastError, st.Episode
-		return fromFile, origin{previous: st.Status.String()}, nil
+		return fromFile, origin{previous: st.Status.String()}
 	default:
-		return st, origin{persisted: true}, nil
+		return st, origin{persisted: true}
 	}
 }
 
