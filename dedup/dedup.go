@@ -338,8 +338,9 @@ func (d *Destination) submit(ctx context.Context, kind entryKind, positions []re
 // written twice after the restart.
 func (d *Destination) Writable() error { return d.store.Writable() }
 
-// DeleteOps turns entry keys into delete operations.
-func DeleteOps(keys [][]byte) []store.Op {
+// deleteOps turns entry keys into delete operations (Forget and Sweep;
+// the engine deletes entries with the position save that frees them).
+func deleteOps(keys [][]byte) []store.Op {
 	ops := make([]store.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = store.Op{Key: k, Delete: true}
@@ -385,7 +386,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 // and returns how many it deleted.
 func (s *Store) deleteAll(ctx context.Context, keys [][]byte) (int, error) {
 	for start := 0; start < len(keys); start += 1000 {
-		if err := s.writer.Apply(ctx, DeleteOps(keys[start:min(start+1000, len(keys))])...); err != nil {
+		if err := s.writer.Apply(ctx, deleteOps(keys[start:min(start+1000, len(keys))])...); err != nil {
 			return start, err
 		}
 	}

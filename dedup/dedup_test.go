@@ -65,7 +65,7 @@ func TestRememberThenSkipAfterRestart(t *testing.T) {
 	}
 	// The source acknowledged batch 1 and the position was saved with its
 	// entry deleted; batch 2's acknowledgement never completed (crash).
-	if err := f.w.Apply(ctx, DeleteOps([][]byte{key1})...); err != nil {
+	if err := f.w.Apply(ctx, deleteOps([][]byte{key1})...); err != nil {
 		t.Fatal(err)
 	}
 
