@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestDefaultConfigFileLoadsToDefault(t *testing.T) {
 	}
 	want := Default()
 	want.ConfigPath = path
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loading DefaultConfigFile:\n got %+v\nwant %+v", got, want)
 	}
 }

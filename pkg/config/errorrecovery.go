@@ -3,13 +3,24 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // ErrorRecovery is the restart policy for pipelines that fail with a
-// transient error: exponential backoff between restarts, and limits after
-// which the pipeline is given up on (degraded).
+// transient error: the delays between restarts (a strategy), limits after
+// which the pipeline is given up on (degraded), and rules that decide for
+// the errors they match (DESIGN 5.1, 5.2).
 type ErrorRecovery struct {
+	// Preset names the policy whose values apply where neither the
+	// pipeline nor the global configuration sets a key (see Presets).
+	Preset string
+	// Strategy computes the delay of restart n: exponential, fixed,
+	// linear, random or schedule (see the Strategy constants).
+	Strategy string
+	// Schedule lists the delays of the schedule strategy; the last one
+	// repeats.
+	Schedule []time.Duration
 	// MinDelay is the delay before the first restart.
 	MinDelay time.Duration
 	// MaxDelay caps the delay between restarts.
@@ -27,11 +38,70 @@ type ErrorRecovery struct {
 	Jitter float64
 	// MaxDuration limits the total time spent recovering; 0 means no limit.
 	MaxDuration time.Duration
+	// MaxFlaps is how many episodes in a row may start within FlapWindow
+	// of the previous recovery before the pipeline is degraded (reason
+	// flapping); -1 never degrades for flapping.
+	MaxFlaps int
+	// FlapWindow is how soon after a recovery a new failure counts as the
+	// same trouble coming back: its episode continues the backoff.
+	FlapWindow time.Duration
+	// QuarantineAfter dead-letters a record that failed the same way on
+	// this many runs in a row; 0 is off.
+	QuarantineAfter int
+	// Rules decide for the errors they match, tried in order: a
+	// pipeline's own rules before the global ones (see Rule).
+	Rules []Rule
+	// Sources says, after Resolve, where each key's value came from:
+	// "pipeline", "global", "preset <name>" or "default".
+	Sources map[string]string
 }
+
+// Strategies of the delay between restarts.
+const (
+	StrategyExponential = "exponential"
+	StrategyFixed       = "fixed"
+	StrategyLinear      = "linear"
+	StrategyRandom      = "random"
+	StrategySchedule    = "schedule"
+)
+
+// Strategies lists every strategy.
+func Strategies() []string {
+	return []string{StrategyExponential, StrategyFixed, StrategyLinear, StrategyRandom, StrategySchedule}
+}
+
+// PresetConduit is the default preset: the built-in defaults.
+const PresetConduit = "conduit"
+
+// Presets returns the named policies `preset:` chooses from (DESIGN 5.1).
+// Each sets the keys it names; the built-in default holds for the rest.
+func Presets() map[string]ErrorRecoveryOverride {
+	return map[string]ErrorRecoveryOverride{
+		PresetConduit: {},
+		"standard": {MaxRetries: ptrTo(5), MinDelay: ptrTo(time.Second), BackoffFactor: ptrTo(2.0),
+			MaxDelay: ptrTo(time.Minute), MaxDuration: ptrTo(5 * time.Minute)},
+		"aggressive": {MaxRetries: ptrTo(10), MinDelay: ptrTo(100 * time.Millisecond), BackoffFactor: ptrTo(1.5),
+			MaxDelay: ptrTo(10 * time.Second), MaxDuration: ptrTo(time.Minute)},
+		"conservative": {MaxRetries: ptrTo(3), MinDelay: ptrTo(5 * time.Second), BackoffFactor: ptrTo(2.0),
+			MaxDelay: ptrTo(5 * time.Minute), MaxDuration: ptrTo(15 * time.Minute)},
+		"infinite": {MaxRetries: ptrTo(-1), MinDelay: ptrTo(time.Second), BackoffFactor: ptrTo(2.0),
+			MaxDelay: ptrTo(time.Minute), MaxDuration: ptrTo(time.Duration(0))},
+	}
+}
+
+// PresetNames lists the presets in the order the documentation gives them.
+func PresetNames() []string {
+	return []string{PresetConduit, "standard", "aggressive", "conservative", "infinite"}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // ErrorRecoveryOverride is a pipeline's `error-recovery` block: each field
 // that is set replaces the global value, each nil field keeps it.
 type ErrorRecoveryOverride struct {
+	Preset           *string
+	Strategy         *string
+	Schedule         *[]time.Duration
 	MinDelay         *time.Duration
 	MaxDelay         *time.Duration
 	BackoffFactor    *float64
@@ -39,6 +109,11 @@ type ErrorRecoveryOverride struct {
 	MaxRetriesWindow *time.Duration
 	Jitter           *float64
 	MaxDuration      *time.Duration
+	MaxFlaps         *int
+	FlapWindow       *time.Duration
+	QuarantineAfter  *int
+	// Rules are the pipeline's own rules; they come before the global ones.
+	Rules []Rule
 }
 
 // erField is one error-recovery setting. The table below serves both the
@@ -87,6 +162,21 @@ func (f erField) globalKey() key {
 const errorRecoveryPrefix = "pipelines.error-recovery."
 
 var errorRecoveryFields = []erField{
+	newERField("preset", PresetConduit,
+		"Named policy whose values apply where neither the pipeline nor the global configuration sets a key: conduit, standard, aggressive, conservative or infinite.",
+		func(e *ErrorRecovery) *string { return &e.Preset },
+		func(o *ErrorRecoveryOverride) **string { return &o.Preset },
+		oneOf(PresetNames()...)),
+	newERField("strategy", StrategyExponential,
+		"How the delay of restart n is computed: exponential, fixed, linear, random or schedule.",
+		func(e *ErrorRecovery) *string { return &e.Strategy },
+		func(o *ErrorRecoveryOverride) **string { return &o.Strategy },
+		oneOf(Strategies()...)),
+	newERField("schedule", []time.Duration{},
+		"Delays of the schedule strategy, in order; the last one repeats. Durations may be days (168h).",
+		func(e *ErrorRecovery) *[]time.Duration { return &e.Schedule },
+		func(o *ErrorRecoveryOverride) **[]time.Duration { return &o.Schedule },
+		positiveDurations),
 	newERField("min-delay", 1*time.Second,
 		"Delay before the first restart after a transient error.",
 		func(e *ErrorRecovery) *time.Duration { return &e.MinDelay },
@@ -122,6 +212,21 @@ var errorRecoveryFields = []erField{
 		func(e *ErrorRecovery) *time.Duration { return &e.MaxDuration },
 		func(o *ErrorRecoveryOverride) **time.Duration { return &o.MaxDuration },
 		nonNegativeDuration),
+	newERField("max-flaps", -1,
+		"Episodes in a row that may start within flap-window of the last recovery before the pipeline is degraded as flapping; -1 never.",
+		func(e *ErrorRecovery) *int { return &e.MaxFlaps },
+		func(o *ErrorRecoveryOverride) **int { return &o.MaxFlaps },
+		maxRetries),
+	newERField("flap-window", 5*time.Minute,
+		"A failure this soon after a recovery continues the last episode's backoff instead of starting over; greater than 0.",
+		func(e *ErrorRecovery) *time.Duration { return &e.FlapWindow },
+		func(o *ErrorRecoveryOverride) **time.Duration { return &o.FlapWindow },
+		positiveDuration),
+	newERField("quarantine-after", 0,
+		"Dead-letter a record that failed the same way on this many runs in a row instead of restarting again; 0 is off.",
+		func(e *ErrorRecovery) *int { return &e.QuarantineAfter },
+		func(o *ErrorRecoveryOverride) **int { return &o.QuarantineAfter },
+		nonNegativeInt),
 }
 
 func errorRecoveryFieldNames() []string {
@@ -157,6 +262,9 @@ func (e ErrorRecovery) Validate() error {
 	if e.MinDelay > e.MaxDelay {
 		return &FieldError{Field: "min-delay", Err: delayOrderError(e.MinDelay, e.MaxDelay, "")}
 	}
+	if e.Strategy == StrategySchedule && len(e.Schedule) == 0 {
+		return &FieldError{Field: "schedule", Err: errors.New("strategy schedule needs at least one delay (schedule: [1m, 1h, 24h])")}
+	}
 	return nil
 }
 
@@ -176,34 +284,63 @@ func delayOrderErrorOnMax(minDelay, maxDelay time.Duration, minFrom string) erro
 	return errors.New(msg)
 }
 
-// Resolve returns the policy for one pipeline: each field set in o, else the
-// field of global. global is normally Config.Pipelines.ErrorRecovery, which
-// already holds the built-in default for every key conduit.yml does not set,
-// so the order is pipeline > global > default.
+// Resolve returns the policy for one pipeline, each key from the first of:
+// the pipeline's block (o), the global block, the preset, the built-in
+// default (DESIGN 5.1). The preset is the pipeline's, else the global one,
+// else conduit. global is normally Config.Pipelines.ErrorRecovery, which
+// holds the built-in default for every key conduit.yml does not set; a
+// global key that keeps its default value does not override a preset (the
+// conduit.yml `conduit init` writes spells every default out). The rules
+// are the pipeline's, then the global ones. Sources tells where each value
+// came from.
 //
 // The result is validated as a whole, because a pipeline can be valid on its
 // own and still clash with the global config (min-delay 2m against a global
 // max-delay of 1m). The error is a *FieldError naming the pipeline's field;
 // Pipeline.ResolveErrorRecovery turns it into a *PipelineError with a line.
 func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, error) {
-	r := global
+	preset, presetFrom := PresetConduit, "default"
+	if global.Preset != "" && global.Preset != PresetConduit {
+		preset, presetFrom = global.Preset, "global"
+	}
+	if o.Preset != nil {
+		preset, presetFrom = *o.Preset, "pipeline"
+	}
+	presetValues, ok := Presets()[preset]
+	if !ok {
+		return ErrorRecovery{}, &FieldError{Field: "preset", Err: oneOf(PresetNames()...)(preset)}
+	}
+	r := defaultErrorRecovery()
+	r.Sources = make(map[string]string, len(errorRecoveryFields))
 	for _, f := range errorRecoveryFields {
-		if f.isSet(&o) {
+		r.Sources[f.name] = "default"
+		switch {
+		case f.isSet(&o):
 			v := f.over(&o)
 			if err := f.check(v); err != nil {
 				return ErrorRecovery{}, &FieldError{Field: f.name, Err: err}
 			}
 			f.set(&r, v)
+			r.Sources[f.name] = "pipeline"
+		case f.name == "preset":
+		case !sameValue(f.get(&global), f.def):
+			f.set(&r, f.get(&global))
+			r.Sources[f.name] = "global"
+		case f.isSet(&presetValues):
+			f.set(&r, f.over(&presetValues))
+			r.Sources[f.name] = "preset " + preset
 		}
 	}
+	r.Preset, r.Sources["preset"] = preset, presetFrom
+	r.Rules = append(append([]Rule(nil), o.Rules...), global.Rules...)
 	if r.MinDelay > r.MaxDelay {
 		// Blame the value the pipeline set: that is the one its author can
 		// change, and the message says where the other one came from.
 		switch {
 		case o.MinDelay != nil && o.MaxDelay == nil:
-			return ErrorRecovery{}, &FieldError{Field: "min-delay", Err: delayOrderError(r.MinDelay, r.MaxDelay, "comes from the global configuration")}
+			return ErrorRecovery{}, &FieldError{Field: "min-delay", Err: delayOrderError(r.MinDelay, r.MaxDelay, "comes from "+sourceText(r.Sources["max-delay"]))}
 		case o.MaxDelay != nil && o.MinDelay == nil:
-			return ErrorRecovery{}, &FieldError{Field: "max-delay", Err: delayOrderErrorOnMax(r.MinDelay, r.MaxDelay, "comes from the global configuration")}
+			return ErrorRecovery{}, &FieldError{Field: "max-delay", Err: delayOrderErrorOnMax(r.MinDelay, r.MaxDelay, "comes from "+sourceText(r.Sources["min-delay"]))}
 		default:
 			return ErrorRecovery{}, &FieldError{Field: "min-delay", Err: delayOrderError(r.MinDelay, r.MaxDelay, "")}
 		}
@@ -212,4 +349,61 @@ func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, err
 		return ErrorRecovery{}, err
 	}
 	return r, nil
+}
+
+// ForRule returns the policy for the errors rule matches: this one with
+// the rule's preset, then the rule's own keys, on top.
+func (e ErrorRecovery) ForRule(rule Rule) (ErrorRecovery, error) {
+	r := e
+	r.Rules, r.Sources = nil, nil
+	if rule.Policy.Preset != nil {
+		presetValues, ok := Presets()[*rule.Policy.Preset]
+		if !ok {
+			return ErrorRecovery{}, &FieldError{Field: "preset", Err: oneOf(PresetNames()...)(*rule.Policy.Preset)}
+		}
+		r.Preset = *rule.Policy.Preset
+		for _, f := range errorRecoveryFields {
+			if f.name != "preset" && f.isSet(&presetValues) {
+				f.set(&r, f.over(&presetValues))
+			}
+		}
+	}
+	for _, f := range errorRecoveryFields {
+		if f.name != "preset" && f.isSet(&rule.Policy) {
+			f.set(&r, f.over(&rule.Policy))
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return ErrorRecovery{}, err
+	}
+	return r, nil
+}
+
+// sourceText says in words where a resolved value came from.
+func sourceText(source string) string {
+	switch source {
+	case "global":
+		return "the global configuration"
+	case "default":
+		return "the built-in default"
+	}
+	return "the " + source
+}
+
+// defaultErrorRecovery is the built-in default of every key.
+func defaultErrorRecovery() ErrorRecovery {
+	var r ErrorRecovery
+	for _, f := range errorRecoveryFields {
+		f.set(&r, f.def)
+	}
+	return r
+}
+
+// sameValue compares two values of a key; empty lists are equal whether
+// nil or not.
+func sameValue(a, b any) bool {
+	if x, ok := a.([]time.Duration); ok {
+		return slices.Equal(x, b.([]time.Duration))
+	}
+	return a == b
 }

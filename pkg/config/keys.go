@@ -29,7 +29,7 @@ type key struct {
 
 // value is the set of Go types a key may have; kindOf maps them to Kind.
 type value interface {
-	string | bool | int | float64 | time.Duration
+	string | bool | int | float64 | time.Duration | []time.Duration
 }
 
 // newKey ties a key to its Config field with the field's own type, so a

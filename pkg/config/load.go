@@ -255,6 +255,18 @@ func (l *loader) walk(path string, m *yaml.Node, prefix string, seen map[string]
 		if prefix != "" {
 			full = prefix + "." + full
 		}
+		if full == globalRulesKey {
+			if first, dup := seen[full]; dup {
+				return &KeyError{Source: path, Line: p.key.Line, Key: full, Err: fmt.Errorf("set twice (first at line %d)", first)}
+			}
+			seen[full] = p.key.Line
+			rules, fe := parseRules(p.value, full, path)
+			if fe != nil {
+				return &KeyError{Source: path, Line: fe.line, Key: fe.field, Err: fe.err}
+			}
+			l.cfg.Pipelines.ErrorRecovery.Rules = rules
+			continue
+		}
 		if k, ok := keyIndex[full]; ok {
 			if first, dup := seen[full]; dup {
 				return &KeyError{Source: path, Line: p.key.Line, Key: full, Err: fmt.Errorf("set twice (first at line %d)", first)}
@@ -321,8 +333,21 @@ func (l *loader) crossCheck() error {
 		}
 		return minO.keyError(minKey, delayOrderError(er.MinDelay, er.MaxDelay, "is set by "+maxO.String()))
 	}
+	if er.Strategy == StrategySchedule && len(er.Schedule) == 0 {
+		key := errorRecoveryPrefix + "strategy"
+		return l.origins[key].keyError(key, fmt.Errorf("schedule needs at least one delay in %sschedule", errorRecoveryPrefix))
+	}
+	for i, rule := range er.Rules {
+		if _, err := er.ForRule(rule); err != nil {
+			return &KeyError{Source: rule.File, Line: rule.Line, Key: fmt.Sprintf("%s[%d]", globalRulesKey, i), Err: err}
+		}
+	}
 	return l.checkAPIAuth()
 }
+
+// globalRulesKey holds the global recovery rules: a list, written in the
+// file only (no environment variable or flag).
+const globalRulesKey = errorRecoveryPrefix + "rules"
 
 // Keys of the API's address and token, whose values are checked together.
 const (

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,6 +114,12 @@ func TestDefault(t *testing.T) {
 		{"max-retries-window", c.Pipelines.ErrorRecovery.MaxRetriesWindow, 5 * time.Minute},
 		{"jitter", c.Pipelines.ErrorRecovery.Jitter, 0.0},
 		{"max-duration", c.Pipelines.ErrorRecovery.MaxDuration, time.Duration(0)},
+		{"preset", c.Pipelines.ErrorRecovery.Preset, "conduit"},
+		{"strategy", c.Pipelines.ErrorRecovery.Strategy, "exponential"},
+		{"schedule", len(c.Pipelines.ErrorRecovery.Schedule), 0},
+		{"max-flaps", c.Pipelines.ErrorRecovery.MaxFlaps, -1},
+		{"flap-window", c.Pipelines.ErrorRecovery.FlapWindow, 5 * time.Minute},
+		{"quarantine-after", c.Pipelines.ErrorRecovery.QuarantineAfter, 0},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
@@ -124,8 +131,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 28 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 28; add the new key here", len(Keys()))
+	if len(Keys()) != 34 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 34; add the new key here", len(Keys()))
 	}
 }
 
@@ -134,7 +141,7 @@ func TestLoadNothingConfiguredIsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != Default() {
+	if !reflect.DeepEqual(got, Default()) {
 		t.Errorf("Load() = %+v, want Default() %+v", got, Default())
 	}
 }
@@ -255,7 +262,7 @@ pipelines:
 
 func eq[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }
@@ -378,7 +385,7 @@ func TestLoadEmptyFileIsValid(t *testing.T) {
 			}
 			want := Default()
 			want.ConfigPath = path
-			if c != want {
+			if !reflect.DeepEqual(c, want) {
 				t.Errorf("got %+v, want defaults", c)
 			}
 		})

@@ -635,21 +635,18 @@ func (pp *pipelineParser) errorRecovery(v *yaml.Node, path string) *fieldErr {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return errAt(v.Line, path, "expected a map (%s), got %s", strings.Join(errorRecoveryFieldNames(), ", "), describe(v))
+		return errAt(v.Line, path, "expected a map (%s, rules), got %s", strings.Join(errorRecoveryFieldNames(), ", "), describe(v))
 	}
-	handlers := make(map[string]handler, len(errorRecoveryFields))
+	handlers := make(map[string]handler, len(errorRecoveryFields)+1)
 	for _, f := range errorRecoveryFields {
 		handlers[f.name] = func(v *yaml.Node, field string) *fieldErr {
-			x, err := parseNode(f.kind, v)
-			if err == nil {
-				err = f.check(x)
-			}
-			if err != nil {
-				return &fieldErr{line: v.Line, field: field, err: err}
-			}
-			f.setOv(o, x)
-			return nil
+			return setERField(o, f.name, v, field)
 		}
+	}
+	handlers["rules"] = func(v *yaml.Node, field string) *fieldErr {
+		rules, fe := parseRules(v, field, pp.p.File)
+		o.Rules = rules
+		return fe
 	}
 	if fe := pp.fields(v, path, "error-recovery", handlers); fe != nil {
 		return fe

@@ -70,7 +70,7 @@ func TestLoadPipelinesValidExample(t *testing.T) {
 		if !reflect.DeepEqual(p.DLQ, wantDLQ) {
 			t.Errorf("DLQ = %+v, want %+v", p.DLQ, wantDLQ)
 		}
-		if p.ErrorRecovery != (ErrorRecoveryOverride{}) {
+		if !reflect.DeepEqual(p.ErrorRecovery, ErrorRecoveryOverride{}) {
 			t.Errorf("ErrorRecovery = %+v, want no override", p.ErrorRecovery)
 		}
 	})

@@ -24,6 +24,9 @@ const (
 	KindInt
 	KindFloat
 	KindDuration
+	// KindDurations is a list of durations: a YAML sequence in files,
+	// comma-separated text in environment variables and flags.
+	KindDurations
 )
 
 // String returns the kind's name as shown in flag help.
@@ -39,6 +42,8 @@ func (k Kind) String() string {
 		return "float"
 	case KindDuration:
 		return "duration"
+	case KindDurations:
+		return "durations"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -54,6 +59,8 @@ func (k Kind) expected() string {
 		return "a number"
 	case KindDuration:
 		return "a duration such as 500ms, 30s, 1m30s or 2h"
+	case KindDurations:
+		return "a list of durations such as [1m, 1h, 24h]"
 	default:
 		return "a string"
 	}
@@ -73,6 +80,8 @@ func kindOf(v any) Kind {
 		return KindFloat
 	case time.Duration:
 		return KindDuration
+	case []time.Duration:
+		return KindDurations
 	}
 	panic(fmt.Sprintf("config: unsupported value type %T", v))
 }
@@ -102,6 +111,21 @@ func parseText(k Kind, s string) (any, error) {
 		return f, nil
 	case KindDuration:
 		return parseDuration(s)
+	case KindDurations:
+		// "1m,1h,24h", or as YAML writes it: "[1m, 1h, 24h]".
+		s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]")
+		list := []time.Duration{}
+		for part := range strings.SplitSeq(s, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			d, err := parseDuration(part)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, d)
+		}
+		return list, nil
 	}
 	panic("config: unknown kind " + k.String())
 }
@@ -121,6 +145,9 @@ func parseDuration(s string) (time.Duration, error) {
 // that is otherwise typed.
 func parseNode(k Kind, n *yaml.Node) (any, error) {
 	n = unalias(n)
+	if k == KindDurations {
+		return parseDurationsNode(n)
+	}
 	if n.Kind != yaml.ScalarNode {
 		return nil, fmt.Errorf("expected %s, got %s", k.expected(), describe(n))
 	}
@@ -162,6 +189,23 @@ func parseNode(k Kind, n *yaml.Node) (any, error) {
 	panic("config: unknown kind " + k.String())
 }
 
+// parseDurationsNode reads a YAML sequence of durations; entry i's error
+// names it as [i].
+func parseDurationsNode(n *yaml.Node) ([]time.Duration, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("expected %s, got %s", KindDurations.expected(), describe(n))
+	}
+	list := make([]time.Duration, 0, len(n.Content))
+	for i, item := range n.Content {
+		v, err := parseNode(KindDuration, item)
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		list = append(list, v.(time.Duration))
+	}
+	return list, nil
+}
+
 // formatValue writes a value the way a user would type it, used for
 // defaults in flag help and in error messages.
 func formatValue(v any) string {
@@ -176,6 +220,12 @@ func formatValue(v any) string {
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	case time.Duration:
 		return formatDuration(v)
+	case []time.Duration:
+		parts := make([]string, len(v))
+		for i, d := range v {
+			parts[i] = formatDuration(d)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	return fmt.Sprint(v)
 }
@@ -245,6 +295,15 @@ func hostPort(s string) error {
 func nonNegativeDuration(d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("must not be negative, got %s", formatDuration(d))
+	}
+	return nil
+}
+
+func positiveDurations(list []time.Duration) error {
+	for i, d := range list {
+		if d <= 0 {
+			return fmt.Errorf("[%d]: must be greater than 0, got %s", i, formatDuration(d))
+		}
 	}
 	return nil
 }
