@@ -73,6 +73,9 @@ type Event struct {
 	ErrorCode                             int
 	ErrorClass, ErrorSource, ErrorMessage string
 	Component, ComponentKind              string
+	// ErrorRule is the recovery rule that decided the error's class
+	// (ErrorSource rule).
+	ErrorRule string
 
 	// Attempt, Delay and NextAttemptAt describe a scheduled restart
 	// (recovering) or the restart that happened (restarted).
@@ -83,4 +86,7 @@ type Event struct {
 	Reason string
 	// Count is the number of records a dedup-skipped event covers.
 	Count int64
+	// Action is what the policy decided about a fault (restart or
+	// degrade); Strategy is the strategy that gave Delay.
+	Action, Strategy string
 }

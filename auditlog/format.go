@@ -36,6 +36,11 @@ type record struct {
 	NextAttemptAt time.Time     `json:"nextAttemptAt,omitzero"`
 	Reason        string        `json:"reason,omitempty"`
 	Count         int64         `json:"count,omitempty"`
+	// Action and Strategy (optional, so version 1 still reads and writes
+	// the events from before them): what the policy decided about a fault
+	// and the strategy of the delay.
+	Action   string `json:"action,omitempty"`
+	Strategy string `json:"strategy,omitempty"`
 }
 
 // recordError has the same names as lifecycle's persisted ErrorInfo.
@@ -46,6 +51,7 @@ type recordError struct {
 	Message       string `json:"message,omitempty"`
 	Component     string `json:"component,omitempty"`
 	ComponentKind string `json:"componentKind,omitempty"`
+	Rule          string `json:"rule,omitempty"`
 }
 
 func encodeEvent(e Event) ([]byte, error) {
@@ -64,6 +70,8 @@ func encodeEvent(e Event) ([]byte, error) {
 		NextAttemptAt: e.NextAttemptAt,
 		Reason:        e.Reason,
 		Count:         e.Count,
+		Action:        e.Action,
+		Strategy:      e.Strategy,
 	}
 	re := recordError{
 		Code:          e.ErrorCode,
@@ -72,6 +80,7 @@ func encodeEvent(e Event) ([]byte, error) {
 		Message:       e.ErrorMessage,
 		Component:     e.Component,
 		ComponentKind: e.ComponentKind,
+		Rule:          e.ErrorRule,
 	}
 	if re != (recordError{}) {
 		r.Error = &re
@@ -110,6 +119,8 @@ func decodeEvent(data []byte, escapedID string, seq uint64) (Event, error) {
 		NextAttemptAt: r.NextAttemptAt,
 		Reason:        r.Reason,
 		Count:         r.Count,
+		Action:        r.Action,
+		Strategy:      r.Strategy,
 	}
 	if !e.NextAttemptAt.IsZero() {
 		e.NextAttemptAt = e.NextAttemptAt.UTC()
@@ -121,6 +132,7 @@ func decodeEvent(data []byte, escapedID string, seq uint64) (Event, error) {
 		e.ErrorMessage = re.Message
 		e.Component = re.Component
 		e.ComponentKind = re.ComponentKind
+		e.ErrorRule = re.Rule
 	}
 	return e, nil
 }

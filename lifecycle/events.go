@@ -36,6 +36,9 @@ type Event struct {
 	NextAttemptAt time.Time
 	// Reason is the degraded or recovered reason.
 	Reason string
+	// Action is what the policy decided about a fault (restart or
+	// degrade), Strategy the strategy that gave Delay.
+	Action, Strategy string
 }
 
 // Observer receives every event, after the StateSaver was handed the event
@@ -90,12 +93,18 @@ func logEvent(log *zap.Logger, e Event) {
 	if e.Reason != "" {
 		fields = append(fields, zap.String("reason", e.Reason))
 	}
+	if e.Strategy != "" {
+		fields = append(fields, zap.String("strategy", e.Strategy))
+	}
 	if err := e.Error; err != nil {
 		if err.Code != 0 {
 			fields = append(fields, zap.Int("code", err.Code))
 		}
 		fields = append(fields, zap.String("class", err.Class), zap.String("classified_by", err.Source),
 			zap.String("error", err.Message))
+		if err.Rule != "" {
+			fields = append(fields, zap.String("rule", err.Rule))
+		}
 		if err.Component != "" {
 			fields = append(fields, zap.String("component", err.Component), zap.String("component_kind", err.ComponentKind))
 		}

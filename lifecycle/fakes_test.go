@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // fakeClock moves only when told to. Timers fire when Advance passes them.
@@ -165,6 +167,7 @@ func newResumedHarness(t *testing.T, p Policy, persisted State) *harness {
 // config before it starts.
 func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Config)) *harness {
 	t.Helper()
+	bugs, logs := observer.New(zap.ErrorLevel)
 	h := &harness{
 		t:      t,
 		clock:  newFakeClock(),
@@ -187,7 +190,15 @@ func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Confi
 		Clock:    h.clock,
 		Observer: ObserverFunc(func(e Event) { h.events <- e }),
 		Random:   func() float64 { return 0.5 }, // no jitter offset
+		Logger:   zap.New(bugs),
 	}
+	t.Cleanup(func() {
+		// A transition the state machine refused is a bug in the
+		// supervisor, whatever the test looked at.
+		for _, e := range logs.FilterMessageSnippet("bug:").All() {
+			t.Errorf("%s: %v", e.Message, e.ContextMap())
+		}
+	})
 	if customize != nil {
 		customize(&cfg)
 	}

@@ -1,7 +1,12 @@
 package lifecycle
 
 import (
+	"cmp"
+	"fmt"
 	"math"
+	"path"
+	"slices"
+	"strings"
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
@@ -9,10 +14,19 @@ import (
 )
 
 // Policy is a pipeline's resolved error-recovery configuration
-// (pipelines.error-recovery, overridden per pipeline).
+// (pipelines.error-recovery, a preset, the pipeline's own block and the
+// rules; DESIGN 5.1, 5.2).
 type Policy struct {
+	// Preset is the preset the values came from where nothing else set
+	// them (shown, not used).
+	Preset string
+	// Strategy computes the delay of restart n (see Delay).
+	Strategy string
+	// Schedule is the list of delays of the schedule strategy; the last
+	// one repeats.
+	Schedule []time.Duration
 	MinDelay time.Duration
-	// MaxDelay caps every delay, jitter included.
+	// MaxDelay caps every delay but the schedule's, jitter included.
 	MaxDelay time.Duration
 	// BackoffFactor multiplies the delay after each attempt; at least 1.
 	BackoffFactor float64
@@ -27,19 +41,139 @@ type Policy struct {
 	Jitter float64
 	// MaxDuration bounds the time an episode may take; 0 is unlimited.
 	MaxDuration time.Duration
+	// MaxFlaps is how many episodes in a row may start within FlapWindow
+	// of a recovery before the pipeline is degraded; -1 never.
+	MaxFlaps   int
+	FlapWindow time.Duration
+	// QuarantineAfter dead-letters a record that failed the same way on
+	// this many runs in a row; 0 is off.
+	QuarantineAfter int
+	// Rules in the order they are tried: the pipeline's own, then the
+	// global ones, each by priority (higher first), then as written.
+	Rules []Rule
 }
 
-// PolicyFrom converts the configuration.
-func PolicyFrom(c config.ErrorRecovery) Policy {
-	return Policy{
-		MinDelay:      c.MinDelay,
-		MaxDelay:      c.MaxDelay,
-		BackoffFactor: c.BackoffFactor,
-		MaxRetries:    c.MaxRetries,
-		HealthyWindow: c.MaxRetriesWindow,
-		Jitter:        c.Jitter,
-		MaxDuration:   c.MaxDuration,
+// Rule is a recovery rule, compiled for matching.
+type Rule struct {
+	Name     string
+	Priority int
+	// Action is config.ActionRetry, ActionDegrade or ActionDeadLetter.
+	Action string
+	// Policy applies to the errors the rule matches (retry): its
+	// strategy, schedule and limits. A rule's max-retries counts the
+	// failures it matched in the episode.
+	Policy Policy
+	codes  []config.CodeRange
+	class  cerrors.Class
+	// message is lower-cased: it matches without regard to case.
+	message                        string
+	pipelines, components, plugins []string
+	global                         bool
+}
+
+// PolicyFrom converts a resolved configuration (see
+// config.ErrorRecoveryOverride.Resolve). It fails only when a rule's keys
+// clash with the pipeline's policy, which provisioning already refuses.
+func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
+	p := policyFrom(c)
+	for _, r := range c.Rules {
+		rc, err := c.ForRule(r)
+		if err != nil {
+			return Policy{}, fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+		rule := Rule{Name: r.Name, Priority: r.Priority, Action: r.Action, Policy: policyFrom(rc),
+			codes: r.Match.Codes, message: strings.ToLower(r.Match.Message),
+			pipelines: r.Match.Pipelines, components: r.Match.Components, plugins: r.Match.Plugins, global: r.Global}
+		if r.Match.Class != "" {
+			rule.class, _ = cerrors.ParseClass(r.Match.Class)
+		}
+		p.Rules = append(p.Rules, rule)
 	}
+	// The pipeline's own rules first; within each list by priority, then
+	// in the order written (a stable sort keeps it).
+	slices.SortStableFunc(p.Rules, func(a, b Rule) int {
+		if a.global != b.global {
+			if a.global {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(b.Priority, a.Priority)
+	})
+	return p, nil
+}
+
+func policyFrom(c config.ErrorRecovery) Policy {
+	return Policy{
+		Preset:          c.Preset,
+		Strategy:        c.Strategy,
+		Schedule:        c.Schedule,
+		MinDelay:        c.MinDelay,
+		MaxDelay:        c.MaxDelay,
+		BackoffFactor:   c.BackoffFactor,
+		MaxRetries:      c.MaxRetries,
+		HealthyWindow:   c.MaxRetriesWindow,
+		Jitter:          c.Jitter,
+		MaxDuration:     c.MaxDuration,
+		MaxFlaps:        c.MaxFlaps,
+		FlapWindow:      c.FlapWindow,
+		QuarantineAfter: c.QuarantineAfter,
+	}
+}
+
+// Fault is the error that ended a run, as the policy sees it.
+type Fault struct {
+	Pipeline string
+	// Class, Code and Message are the error's classification.
+	Class   cerrors.Class
+	Code    int
+	Message string
+	// Component is the connector or processor id, Plugin its plugin.
+	Component, Plugin string
+	// NamesRecord says the error names the record it is about, which a
+	// dead-letter rule needs.
+	NamesRecord bool
+}
+
+// Match returns the first rule that matches f, or nil. Dead-letter rules
+// match only errors that name a record.
+func (p Policy) Match(f Fault) *Rule {
+	for i := range p.Rules {
+		if r := &p.Rules[i]; r.matches(f) {
+			return r
+		}
+	}
+	return nil
+}
+
+func (r *Rule) matches(f Fault) bool {
+	if r.Action == config.ActionDeadLetter && !f.NamesRecord {
+		return false
+	}
+	if len(r.codes) > 0 && !slices.ContainsFunc(r.codes, func(c config.CodeRange) bool { return c.Contains(f.Code) }) {
+		return false
+	}
+	if r.class != 0 && r.class != f.Class {
+		return false
+	}
+	if r.message != "" && !strings.Contains(strings.ToLower(f.Message), r.message) {
+		return false
+	}
+	return globsMatch(r.pipelines, f.Pipeline) && globsMatch(r.components, f.Component) && globsMatch(r.plugins, f.Plugin)
+}
+
+// globsMatch reports whether name matches one of globs; no globs match
+// every name.
+func globsMatch(globs []string, name string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // History is what Decide needs to know about the past.
@@ -50,6 +184,15 @@ type History struct {
 	// EpisodeStart is when the current episode began, zero when the
 	// pipeline was running (this failure starts one).
 	EpisodeStart time.Time
+	// RuleCounts counts the failures each rule matched in the episode.
+	RuleCounts map[string]int
+	// LastRecoveredAt is when the pipeline last recovered, and
+	// LastEpisodeAttempts the fail count that episode ended with; Flaps
+	// counts the episodes in a row that started within the flap window
+	// of a recovery.
+	LastRecoveredAt     time.Time
+	LastEpisodeAttempts int
+	Flaps               int
 }
 
 // Action is what the supervisor does next.
@@ -82,77 +225,191 @@ type Decision struct {
 	Delay time.Duration
 	// Reason says why (ActionDegrade).
 	Reason DegradeReason
+	// Class is the class the decision treated the error as: the rule's
+	// when a rule decided, else the error's.
+	Class cerrors.Class
+	// Rule is the rule that decided, nil when none matched; RuleAttempt
+	// is how many failures it has matched in the episode, this one
+	// included.
+	Rule        *Rule
+	RuleAttempt int
+	// Strategy is the strategy that gave Delay.
+	Strategy string
+	// Flapping says this failure came within the flap window of the last
+	// recovery, so the episode continued that one's backoff; Flaps is how
+	// many episodes in a row did.
+	Flapping bool
+	Flaps    int
 }
 
 // Decide is the restart policy as a pure function: given the policy, the
-// history of the episode, the class of the error that just ended a run, the
-// time now and a uniformly random number in [0,1) (for jitter), it says
-// whether to restart and after how long, or to degrade and why.
+// history of the episode, the fault that just ended a run, the time now
+// and a uniformly random number in [0,1) (for jitter and the random
+// strategy), it says whether to restart and after how long, or to degrade
+// and why.
 //
+//   - the first rule that matches decides: retry treats the error as
+//     transient and restarts on the rule's schedule and limits, degrade
+//     treats it as fatal; without a match the error's class decides;
 //   - a fatal error degrades at once;
-//   - a transient error that brings the fail count above max-retries (when
-//     that is not -1) degrades with "retries exhausted";
+//   - a failure that starts an episode within flap-window of the last
+//     recovery continues that episode's backoff; after max-flaps such
+//     episodes in a row the pipeline degrades as flapping;
+//   - a failure that brings the fail count (or the rule's count) above
+//     max-retries (when that is not -1) degrades with "retries exhausted";
 //   - when the episode has lasted max-duration, or the next attempt would
 //     fall after it, the pipeline degrades with "max duration" instead of
 //     waiting for an attempt it may not make;
-//   - otherwise it restarts after the backoff delay of the attempt.
-func Decide(p Policy, h History, class cerrors.Class, now time.Time, random float64) Decision {
-	attempt := h.FailCount + 1
-	if class != cerrors.ClassTransient {
-		return Decision{Action: ActionDegrade, Attempt: attempt, Reason: ReasonFatal}
+//   - otherwise it restarts after the delay of the attempt.
+func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decision {
+	d := Decision{Attempt: h.FailCount + 1, Class: f.Class, Flaps: h.Flaps}
+	policy, retries := p, d.Attempt
+	if r := p.Match(f); r != nil {
+		d.Rule, d.RuleAttempt = r, h.RuleCounts[r.Name]+1
+		switch r.Action {
+		case config.ActionDegrade:
+			d.Class = cerrors.ClassFatal
+		default:
+			d.Class = cerrors.ClassTransient
+			policy, retries = r.Policy, d.RuleAttempt
+		}
 	}
-	if p.MaxRetries >= 0 && attempt > p.MaxRetries {
-		return Decision{Action: ActionDegrade, Attempt: attempt, Reason: ReasonRetriesExhausted}
+	if d.Class != cerrors.ClassTransient {
+		d.Action, d.Reason = ActionDegrade, ReasonFatal
+		if d.Rule != nil {
+			d.Reason = ReasonRule
+		}
+		return d
 	}
-	delay := Delay(p, attempt, random)
-	if p.MaxDuration > 0 {
+	n := d.Attempt
+	if h.EpisodeStart.IsZero() {
+		// This failure starts an episode: is it the last one coming back?
+		if !h.LastRecoveredAt.IsZero() && now.Sub(h.LastRecoveredAt) < p.FlapWindow {
+			d.Flapping, d.Flaps = true, h.Flaps+1
+			d.Attempt = h.LastEpisodeAttempts + 1
+			if d.Rule == nil {
+				retries = d.Attempt
+			}
+			if p.MaxFlaps >= 0 && d.Flaps > p.MaxFlaps {
+				d.Action, d.Reason = ActionDegrade, ReasonFlapping
+				return d
+			}
+		} else {
+			d.Flaps = 0
+		}
+		n = d.Attempt
+	}
+	if d.Rule != nil {
+		// The rule's schedule counts the failures it matched.
+		n = d.RuleAttempt
+	}
+	if policy.MaxRetries >= 0 && retries > policy.MaxRetries {
+		d.Action, d.Reason = ActionDegrade, ReasonRetriesExhausted
+		return d
+	}
+	d.Strategy = policy.Strategy
+	d.Delay = Delay(policy, n, random)
+	if policy.MaxDuration > 0 {
 		start := h.EpisodeStart
 		if start.IsZero() {
 			start = now
 		}
-		if now.Add(delay).Sub(start) > p.MaxDuration {
-			return Decision{Action: ActionDegrade, Attempt: attempt, Reason: ReasonMaxDuration}
+		if now.Add(d.Delay).Sub(start) > policy.MaxDuration {
+			d.Action, d.Reason, d.Delay, d.Strategy = ActionDegrade, ReasonMaxDuration, 0, ""
+			return d
 		}
 	}
-	return Decision{Action: ActionRestart, Attempt: attempt, Delay: delay}
+	d.Action = ActionRestart
+	return d
 }
 
-// Delay returns the wait before restart number attempt (1-based):
-// min-delay x backoff-factor^(attempt-1), capped at max-delay, then spread
-// by jitter using random in [0,1). The default schedule is 1s, 2s, 4s, 8s,
-// 16s, 32s, 1m, 1m, ...
+// Delay returns the wait before restart number attempt (1-based) under
+// the policy's strategy, then spread by jitter using random in [0,1):
 //
-// It costs the same for every attempt: a pipeline that failed a hundred
-// million times gets its delay as fast as one that failed once. Jitter
-// spreads the delay d over [d - jitter*d, d + jitter*d] but never past
-// max-delay: near the cap the upper end is cut, so the spread stays
-// uniform below the cap instead of piling restarts up at it.
+//   - exponential: min-delay x backoff-factor^(attempt-1) (the default:
+//     1s, 2s, 4s, 8s, 16s, 32s, 1m, 1m, ...);
+//   - fixed: min-delay;
+//   - linear: min-delay x backoff-factor x attempt;
+//   - random: uniform between min-delay and max-delay (random is used for
+//     that, not for jitter);
+//   - schedule: the attempt-th entry of the schedule, the last repeating.
+//
+// max-delay caps every strategy but schedule. It costs the same for every
+// attempt: a pipeline that failed a hundred million times gets its delay as
+// fast as one that failed once. Jitter spreads the delay d over
+// [d - jitter*d, d + jitter*d] but never past the cap: near the cap the
+// upper end is cut, so the spread stays uniform below the cap instead of
+// piling restarts up at it.
 func Delay(p Policy, attempt int, random float64) time.Duration {
-	d := backoffDelay(p, attempt)
+	if p.Strategy == config.StrategyRandom {
+		if p.MaxDelay <= p.MinDelay {
+			return max(p.MaxDelay, 0)
+		}
+		return p.MinDelay + time.Duration(random*float64(p.MaxDelay-p.MinDelay))
+	}
+	d := baseDelay(p, attempt)
 	if p.Jitter <= 0 || d <= 0 {
 		return d
 	}
 	lo, width := jitterRange(p, d)
 	x := lo + width*random
-	if x >= float64(p.MaxDelay) {
-		return p.MaxDelay
+	if c := delayCap(p); x >= float64(c) {
+		return c
 	}
 	return max(time.Duration(x), 0)
 }
 
+// delayCap is the longest delay the strategy allows: max-delay, or for a
+// schedule, none.
+func delayCap(p Policy) time.Duration {
+	if p.Strategy == config.StrategySchedule {
+		return math.MaxInt64
+	}
+	return p.MaxDelay
+}
+
 // jitterRange is where jitter may move delay d: from lo, width wide
-// (2*spread, centred on d), cut at max-delay.
+// (2*spread, centred on d), cut at the cap.
 func jitterRange(p Policy, d time.Duration) (lo, width float64) {
 	spread := p.Jitter * float64(d)
 	lo, width = float64(d)-spread, 2*spread
-	if lo+width > float64(p.MaxDelay) {
-		width = max(float64(p.MaxDelay)-lo, 0)
+	if c := float64(delayCap(p)); lo+width > c {
+		width = max(c-lo, 0)
 	}
 	return lo, width
 }
 
-// backoffDelay is the un-jittered delay of an attempt in closed form.
-func backoffDelay(p Policy, attempt int) time.Duration {
+// baseDelay is the un-jittered delay of an attempt in closed form.
+func baseDelay(p Policy, attempt int) time.Duration {
+	attempt = max(attempt, 1)
+	switch p.Strategy {
+	case config.StrategySchedule:
+		if len(p.Schedule) == 0 {
+			return 0
+		}
+		return p.Schedule[min(attempt, len(p.Schedule))-1]
+	case config.StrategyFixed:
+		return min(max(p.MinDelay, 0), max(p.MaxDelay, 0))
+	case config.StrategyLinear:
+		return capped(p, float64(p.MinDelay)*max(p.BackoffFactor, 1)*float64(attempt))
+	}
+	return exponentialDelay(p, attempt)
+}
+
+// capped converts x to a delay no longer than max-delay; a NaN or +Inf x
+// fails the comparison and lands on the cap too.
+func capped(p Policy, x float64) time.Duration {
+	if p.MinDelay <= 0 || p.MaxDelay <= 0 {
+		return 0
+	}
+	if !(x < float64(p.MaxDelay)) {
+		return p.MaxDelay
+	}
+	return time.Duration(x)
+}
+
+// exponentialDelay is min-delay x backoff-factor^(attempt-1), capped.
+func exponentialDelay(p Policy, attempt int) time.Duration {
 	switch {
 	case p.MinDelay <= 0 || p.MaxDelay <= 0:
 		return 0
@@ -163,30 +420,42 @@ func backoffDelay(p Policy, attempt int) time.Duration {
 		// delay towards zero, a hot restart loop: hold at min-delay.
 		return p.MinDelay
 	}
-	// math.Pow is +Inf for huge attempts, and a NaN or +Inf product fails
-	// the comparison: both land on the cap, before any conversion to
-	// Duration could overflow.
-	x := float64(p.MinDelay) * math.Pow(p.BackoffFactor, float64(attempt-1))
-	if !(x < float64(p.MaxDelay)) {
-		return p.MaxDelay
+	// math.Pow is +Inf for huge attempts: capped lands that on the cap
+	// before any conversion to Duration could overflow.
+	return capped(p, float64(p.MinDelay)*math.Pow(p.BackoffFactor, float64(attempt-1)))
+}
+
+// longestDelay is the longest wait the policy can give restart number
+// attempt: its delay with the most jitter can add, or max-delay for the
+// random strategy.
+func longestDelay(p Policy, attempt int) time.Duration {
+	if p.Strategy == config.StrategyRandom {
+		return max(p.MaxDelay, p.MinDelay)
 	}
-	return time.Duration(x)
+	longest := baseDelay(p, attempt)
+	if p.Jitter > 0 && longest > 0 {
+		lo, width := jitterRange(p, longest)
+		if x := lo + width; x >= float64(delayCap(p)) {
+			longest = delayCap(p)
+		} else {
+			longest = max(longest, time.Duration(x))
+		}
+	}
+	return longest
 }
 
 // CapResumeWait returns when a pipeline that was recovering when the
 // process stopped should make its next attempt: at the persisted
-// savedNext, but never later than the longest wait the policy gives
-// restart number failCount (its delay with the most jitter can add) from
-// now, and never earlier than now. A saved time a year ahead, written by a
-// clock that ran fast, is cut to that wait; a zero or past one is now.
+// savedNext, but never later than the longest wait the policy, or any of
+// its retry rules, gives restart number failCount from now, and never
+// earlier than now. A saved time a year ahead, written by a clock that ran
+// fast, is cut to that wait; a zero or past one is now. A day-long schedule
+// keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
-	longest := backoffDelay(p, failCount)
-	if p.Jitter > 0 && longest > 0 {
-		lo, width := jitterRange(p, longest)
-		if x := lo + width; x >= float64(p.MaxDelay) {
-			longest = p.MaxDelay
-		} else {
-			longest = max(longest, time.Duration(x))
+	longest := longestDelay(p, failCount)
+	for _, r := range p.Rules {
+		if r.Action == config.ActionRetry {
+			longest = max(longest, longestDelay(r.Policy, failCount))
 		}
 	}
 	if latest := now.Add(longest); savedNext.After(latest) {

@@ -13,7 +13,21 @@ import (
 )
 
 func defaultPolicy() Policy {
-	return PolicyFrom(config.Default().Pipelines.ErrorRecovery)
+	return mustPolicy(config.ErrorRecoveryOverride{})
+}
+
+// mustPolicy resolves a pipeline's error-recovery block against the
+// default global configuration, as provisioning does.
+func mustPolicy(o config.ErrorRecoveryOverride) Policy {
+	r, err := o.Resolve(config.Default().Pipelines.ErrorRecovery)
+	if err != nil {
+		panic(err)
+	}
+	p, err := PolicyFrom(r)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 func TestDefaultSchedule(t *testing.T) {
@@ -57,51 +71,208 @@ func TestDecide(t *testing.T) {
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	base := defaultPolicy()
 	with := func(f func(*Policy)) Policy { p := base; f(&p); return p }
+	transient := Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 503, Message: "connection refused"}
+	fatal := Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 400, Message: "bad request"}
 	tests := []struct {
-		name  string
-		p     Policy
-		h     History
-		class cerrors.Class
-		want  Decision
+		name string
+		p    Policy
+		h    History
+		f    Fault
+		want Decision
 	}{
-		{name: "first transient error restarts after min-delay", p: base, class: cerrors.ClassTransient,
+		{name: "first transient error restarts after min-delay", p: base, f: transient,
 			want: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}},
 		{name: "fourth failure waits 8s", p: base, h: History{FailCount: 3, EpisodeStart: now.Add(-7 * time.Second)},
-			class: cerrors.ClassTransient, want: Decision{Action: ActionRestart, Attempt: 4, Delay: 8 * time.Second}},
-		{name: "fatal degrades at once", p: base, class: cerrors.ClassFatal,
+			f: transient, want: Decision{Action: ActionRestart, Attempt: 4, Delay: 8 * time.Second}},
+		{name: "fatal degrades at once", p: base, f: fatal,
 			want: Decision{Action: ActionDegrade, Attempt: 1, Reason: ReasonFatal}},
 		{name: "fatal in an episode degrades too", p: base, h: History{FailCount: 5, EpisodeStart: now.Add(-time.Minute)},
-			class: cerrors.ClassFatal, want: Decision{Action: ActionDegrade, Attempt: 6, Reason: ReasonFatal}},
+			f: fatal, want: Decision{Action: ActionDegrade, Attempt: 6, Reason: ReasonFatal}},
 		{name: "max-retries 0 degrades at the first transient error", p: with(func(p *Policy) { p.MaxRetries = 0 }),
-			class: cerrors.ClassTransient, want: Decision{Action: ActionDegrade, Attempt: 1, Reason: ReasonRetriesExhausted}},
+			f: transient, want: Decision{Action: ActionDegrade, Attempt: 1, Reason: ReasonRetriesExhausted}},
 		{name: "max-retries 3 allows the third restart", p: with(func(p *Policy) { p.MaxRetries = 3 }),
-			h: History{FailCount: 2, EpisodeStart: now}, class: cerrors.ClassTransient,
+			h: History{FailCount: 2, EpisodeStart: now}, f: transient,
 			want: Decision{Action: ActionRestart, Attempt: 3, Delay: 4 * time.Second}},
 		{name: "max-retries 3 degrades at the fourth failure", p: with(func(p *Policy) { p.MaxRetries = 3 }),
-			h: History{FailCount: 3, EpisodeStart: now}, class: cerrors.ClassTransient,
+			h: History{FailCount: 3, EpisodeStart: now}, f: transient,
 			want: Decision{Action: ActionDegrade, Attempt: 4, Reason: ReasonRetriesExhausted}},
 		{name: "unlimited retries never exhaust", p: base, h: History{FailCount: 1_000_000, EpisodeStart: now},
-			class: cerrors.ClassTransient, want: Decision{Action: ActionRestart, Attempt: 1_000_001, Delay: time.Minute}},
+			f: transient, want: Decision{Action: ActionRestart, Attempt: 1_000_001, Delay: time.Minute}},
 		{name: "max-duration reached degrades", p: with(func(p *Policy) { p.MaxDuration = 10 * time.Second }),
-			h: History{FailCount: 3, EpisodeStart: now.Add(-10 * time.Second)}, class: cerrors.ClassTransient,
+			h: History{FailCount: 3, EpisodeStart: now.Add(-10 * time.Second)}, f: transient,
 			want: Decision{Action: ActionDegrade, Attempt: 4, Reason: ReasonMaxDuration}},
 		{name: "next attempt past max-duration degrades now", p: with(func(p *Policy) { p.MaxDuration = 10 * time.Second }),
-			h: History{FailCount: 3, EpisodeStart: now.Add(-5 * time.Second)}, class: cerrors.ClassTransient,
+			h: History{FailCount: 3, EpisodeStart: now.Add(-5 * time.Second)}, f: transient,
 			want: Decision{Action: ActionDegrade, Attempt: 4, Reason: ReasonMaxDuration}},
 		{name: "attempt within max-duration restarts", p: with(func(p *Policy) { p.MaxDuration = 10 * time.Second }),
-			h: History{FailCount: 1, EpisodeStart: now.Add(-time.Second)}, class: cerrors.ClassTransient,
+			h: History{FailCount: 1, EpisodeStart: now.Add(-time.Second)}, f: transient,
 			want: Decision{Action: ActionRestart, Attempt: 2, Delay: 2 * time.Second}},
-		{name: "unclassified counts as fatal, never restarted blindly", p: base, class: 0,
+		{name: "unclassified counts as fatal, never restarted blindly", p: base, f: Fault{},
 			want: Decision{Action: ActionDegrade, Attempt: 1, Reason: ReasonFatal}},
+
+		// Strategies.
+		{name: "fixed waits min-delay every time", p: mustPolicy(config.ErrorRecoveryOverride{Strategy: ptr("fixed"), MinDelay: ptr(2 * time.Second)}),
+			h: History{FailCount: 6, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 7, Delay: 2 * time.Second}},
+		{name: "linear grows by min-delay x factor", p: mustPolicy(config.ErrorRecoveryOverride{Strategy: ptr("linear"), MinDelay: ptr(time.Second), BackoffFactor: ptr(1.0)}),
+			h: History{FailCount: 2, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 3, Delay: 3 * time.Second}},
+		{name: "linear is capped at max-delay", p: mustPolicy(config.ErrorRecoveryOverride{Strategy: ptr("linear")}),
+			h: History{FailCount: 99, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 100, Delay: time.Minute}},
+		{name: "random lies between min-delay and max-delay", p: mustPolicy(config.ErrorRecoveryOverride{Strategy: ptr("random"), MinDelay: ptr(10 * time.Second), MaxDelay: ptr(20 * time.Second)}),
+			f: transient, want: Decision{Action: ActionRestart, Attempt: 1, Delay: 15 * time.Second}},
+		{name: "schedule takes the n-th entry, days included",
+			p: mustPolicy(config.ErrorRecoveryOverride{Strategy: ptr("schedule"), Schedule: ptr([]time.Duration{time.Minute, 24 * time.Hour, 168 * time.Hour})}),
+			h: History{FailCount: 1, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 2, Delay: 24 * time.Hour}},
+		{name: "schedule repeats its last entry, past max-delay",
+			p: mustPolicy(config.ErrorRecoveryOverride{Strategy: ptr("schedule"), Schedule: ptr([]time.Duration{time.Minute, 168 * time.Hour})}),
+			h: History{FailCount: 40, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 41, Delay: 168 * time.Hour}},
+
+		// Presets.
+		{name: "preset standard degrades after 5 restarts", p: mustPolicy(config.ErrorRecoveryOverride{Preset: ptr("standard")}),
+			h: History{FailCount: 5, EpisodeStart: now}, f: transient, want: Decision{Action: ActionDegrade, Attempt: 6, Reason: ReasonRetriesExhausted}},
+		{name: "preset aggressive starts at 100ms x1.5", p: mustPolicy(config.ErrorRecoveryOverride{Preset: ptr("aggressive")}),
+			h: History{FailCount: 1, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 2, Delay: 150 * time.Millisecond}},
+		{name: "a key beside the preset overrides it", p: mustPolicy(config.ErrorRecoveryOverride{Preset: ptr("conservative"), MaxRetries: ptr(8)}),
+			h: History{FailCount: 5, EpisodeStart: now}, f: transient, want: Decision{Action: ActionRestart, Attempt: 6, Delay: 160 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Decide(tt.p, tt.h, tt.class, now, 0.5); got != tt.want {
+			got := Decide(tt.p, tt.h, tt.f, now, 0.5)
+			if got.Action != tt.want.Action || got.Attempt != tt.want.Attempt || got.Delay != tt.want.Delay || got.Reason != tt.want.Reason {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}
 }
+
+// Rules decide before the code does: a pipeline's own before the global
+// ones, each list by priority, then in order.
+func TestDecideWithRules(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	rule := func(name string, m config.RuleMatch, action string, policy config.ErrorRecoveryOverride) config.Rule {
+		return config.Rule{Name: name, Match: m, Action: action, Priority: m.Specificity(), Policy: policy}
+	}
+	global := config.Default().Pipelines.ErrorRecovery
+	global.Rules = []config.Rule{
+		rule("global-429", config.RuleMatch{Codes: []config.CodeRange{{From: 429, To: 429}}}, config.ActionRetry,
+			config.ErrorRecoveryOverride{Strategy: ptr("fixed"), MinDelay: ptr(30 * time.Second)}),
+		rule("our-404", config.RuleMatch{Codes: []config.CodeRange{{From: 404, To: 404}}, Plugins: []string{"standalone:partner"}},
+			config.ActionRetry, config.ErrorRecoveryOverride{}),
+		rule("partner-feed", config.RuleMatch{Pipelines: []string{"partner-*"}}, config.ActionRetry,
+			config.ErrorRecoveryOverride{Strategy: ptr("schedule"), Schedule: ptr([]time.Duration{24 * time.Hour, 168 * time.Hour})}),
+	}
+	own := config.ErrorRecoveryOverride{Rules: []config.Rule{
+		rule("rate-limits", config.RuleMatch{Codes: []config.CodeRange{{From: 429, To: 429}}}, config.ActionRetry,
+			config.ErrorRecoveryOverride{Strategy: ptr("fixed"), MinDelay: ptr(2 * time.Second), MaxRetries: ptr(10)}),
+		rule("bad-password", config.RuleMatch{Message: "password authentication failed"}, config.ActionDegrade, config.ErrorRecoveryOverride{}),
+		rule("timeouts", config.RuleMatch{Message: "timeout"}, config.ActionDegrade, config.ErrorRecoveryOverride{}),
+		rule("pg-timeouts", config.RuleMatch{Message: "statement timeout", Components: []string{"pg-*"}}, config.ActionRetry, config.ErrorRecoveryOverride{}),
+		rule("poison", config.RuleMatch{Codes: []config.CodeRange{{From: 422, To: 422}}}, config.ActionDeadLetter, config.ErrorRecoveryOverride{}),
+	}}
+	r, err := own.Resolve(global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PolicyFrom(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		h          History
+		f          Fault
+		wantRule   string
+		wantAction Action
+		wantDelay  time.Duration
+		wantReason DegradeReason
+	}{
+		{name: "a pipeline rule beats a global one for the same code", f: Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 429},
+			wantRule: "rate-limits", wantAction: ActionRestart, wantDelay: 2 * time.Second},
+		{name: "a rule's max-retries counts its own failures", h: History{FailCount: 12, EpisodeStart: now, RuleCounts: map[string]int{"rate-limits": 10}},
+			f: Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 429}, wantRule: "rate-limits", wantAction: ActionDegrade, wantReason: ReasonRetriesExhausted},
+		{name: "a message rule makes an uncoded error fatal", f: Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Message: `FATAL: Password Authentication Failed for user "app"`},
+			wantRule: "bad-password", wantAction: ActionDegrade, wantReason: ReasonRule},
+		{name: "a more specific rule is tried first", f: Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Component: "pg-source", Message: "canceling statement due to statement timeout"},
+			wantRule: "pg-timeouts", wantAction: ActionRestart, wantDelay: time.Second},
+		{name: "the less specific rule takes the rest", f: Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Component: "http", Message: "i/o timeout"},
+			wantRule: "timeouts", wantAction: ActionDegrade, wantReason: ReasonRule},
+		{name: "retry makes a fatal code transient", f: Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 404, Plugin: "standalone:partner"},
+			wantRule: "our-404", wantAction: ActionRestart, wantDelay: time.Second},
+		{name: "a plugin glob that does not match leaves the code to decide", f: Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 404, Plugin: "builtin:file"},
+			wantAction: ActionDegrade, wantReason: ReasonFatal},
+		{name: "a pipeline glob picks a day-long schedule", h: History{FailCount: 1, EpisodeStart: now, RuleCounts: map[string]int{"partner-feed": 1}},
+			f: Fault{Pipeline: "partner-eu", Class: cerrors.ClassTransient, Code: 503}, wantRule: "partner-feed", wantAction: ActionRestart, wantDelay: 168 * time.Hour},
+		{name: "a dead-letter rule does not match an error that names no record", f: Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 422},
+			wantAction: ActionDegrade, wantReason: ReasonFatal},
+		{name: "no rule: the code decides", f: Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 503},
+			wantAction: ActionRestart, wantDelay: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(p, tt.h, tt.f, now, 0.5)
+			rule := ""
+			if got.Rule != nil {
+				rule = got.Rule.Name
+			}
+			if rule != tt.wantRule || got.Action != tt.wantAction || got.Delay != tt.wantDelay || got.Reason != tt.wantReason {
+				t.Fatalf("got rule %q %+v, want rule %q action %s delay %s reason %q", rule, got, tt.wantRule, tt.wantAction, tt.wantDelay, tt.wantReason)
+			}
+		})
+	}
+	if m := p.Match(Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 422, NamesRecord: true}); m == nil || m.Name != "poison" {
+		t.Errorf("a dead-letter rule should match an error that names its record, got %v", m)
+	}
+	// An explicit priority beats specificity.
+	low := rule("low", config.RuleMatch{Message: "a very long and specific message substring"}, config.ActionDegrade, config.ErrorRecoveryOverride{})
+	high := rule("high", config.RuleMatch{Pipelines: []string{"*"}}, config.ActionRetry, config.ErrorRecoveryOverride{})
+	high.Priority, high.PrioritySet = 1000, true
+	r, err = config.ErrorRecoveryOverride{Rules: []config.Rule{low, high}}.Resolve(config.Default().Pipelines.ErrorRecovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ = PolicyFrom(r)
+	if m := p.Match(Fault{Pipeline: "x", Message: "a very long and specific message substring"}); m == nil || m.Name != "high" {
+		t.Errorf("priority 1000 should be tried first, got %v", m)
+	}
+}
+
+// A pipeline that fails again within flap-window of recovering continues
+// the backoff, and degrades after max-flaps such episodes in a row.
+func TestDecideFlapping(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	p := mustPolicy(config.ErrorRecoveryOverride{MaxFlaps: ptr(2), FlapWindow: ptr(time.Minute)})
+	f := Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 503}
+
+	// Recovered 10 s ago after 3 attempts: the backoff continues at 4.
+	d := Decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 3}, f, now, 0.5)
+	if !d.Flapping || d.Flaps != 1 || d.Attempt != 4 || d.Delay != 8*time.Second || d.Action != ActionRestart {
+		t.Errorf("first flap: %+v", d)
+	}
+	d = Decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 4, Flaps: 1}, f, now, 0.5)
+	if d.Flaps != 2 || d.Action != ActionRestart {
+		t.Errorf("second flap: %+v", d)
+	}
+	d = Decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 5, Flaps: 2}, f, now, 0.5)
+	if d.Action != ActionDegrade || d.Reason != ReasonFlapping || d.Flaps != 3 {
+		t.Errorf("third flap with max-flaps 2: %+v", d)
+	}
+	// Outside the window the episode starts over and the flaps reset.
+	d = Decide(p, History{LastRecoveredAt: now.Add(-2 * time.Minute), LastEpisodeAttempts: 5, Flaps: 2}, f, now, 0.5)
+	if d.Flapping || d.Flaps != 0 || d.Attempt != 1 || d.Delay != time.Second {
+		t.Errorf("failure after the flap window: %+v", d)
+	}
+	// A failure within an episode is not a flap.
+	d = Decide(p, History{FailCount: 2, EpisodeStart: now.Add(-time.Second), LastRecoveredAt: now.Add(-10 * time.Second), Flaps: 2}, f, now, 0.5)
+	if d.Flapping || d.Action != ActionRestart || d.Attempt != 3 {
+		t.Errorf("failure inside an episode: %+v", d)
+	}
+	// max-flaps -1 never degrades.
+	never := mustPolicy(config.ErrorRecoveryOverride{FlapWindow: ptr(time.Minute)})
+	if d := Decide(never, History{LastRecoveredAt: now.Add(-time.Second), LastEpisodeAttempts: 9, Flaps: 1000}, f, now, 0.5); d.Action != ActionRestart || d.Delay != time.Minute {
+		t.Errorf("max-flaps -1: %+v", d)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // steppedDelay is Delay as it was before the closed form: it stepped a
 // backoff generator once per attempt. It is the reference the closed form

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 	"unicode/utf8"
 
@@ -61,6 +62,9 @@ type ErrorInfo struct {
 	// "destination" or "processor"; empty when the error is the pipeline's.
 	Component     string `json:"component,omitempty"`
 	ComponentKind string `json:"componentKind,omitempty"`
+	// Rule is the recovery rule that decided the error's class (Source
+	// rule), empty when none matched.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Attempt is one failure of a recovery episode and what was decided.
@@ -72,6 +76,8 @@ type Attempt struct {
 	// Delay and NextAttemptAt are set when a restart was scheduled.
 	Delay         time.Duration `json:"delay,omitempty"`
 	NextAttemptAt time.Time     `json:"nextAttemptAt,omitzero"`
+	// Strategy is the strategy that gave Delay.
+	Strategy string `json:"strategy,omitempty"`
 }
 
 // Episode is one stretch of recovery: from the first transient error until
@@ -100,6 +106,20 @@ type Episode struct {
 	// OtherErrors counts the attempts whose class and code pair came after
 	// ErrorCounts was full.
 	OtherErrors int `json:"otherErrors,omitempty"`
+	// RuleCounts counts the failures each recovery rule matched; a rule's
+	// max-retries applies to its count.
+	RuleCounts map[string]int `json:"ruleCounts,omitempty"`
+}
+
+// countRule counts a failure rule matched; nil counts nothing.
+func (e *Episode) countRule(r *Rule) {
+	if r == nil {
+		return
+	}
+	if e.RuleCounts == nil {
+		e.RuleCounts = map[string]int{}
+	}
+	e.RuleCounts[r.Name]++
 }
 
 // ErrorCount is how many attempts of an episode failed with one class and
@@ -175,13 +195,14 @@ func truncateMessage(s string, limit int) string {
 // is the one of the attempt before it, at its own failure time, is written
 // without it: in a restart loop that is nearly every attempt.
 type episodeJSON struct {
-	StartedAt       time.Time     `json:"startedAt"`
-	EndedAt         time.Time     `json:"endedAt,omitzero"`
-	Outcome         string        `json:"outcome,omitempty"`
-	Attempts        []attemptJSON `json:"attempts"`
-	DroppedAttempts int           `json:"droppedAttempts,omitempty"`
-	ErrorCounts     []ErrorCount  `json:"errorCounts,omitempty"`
-	OtherErrors     int           `json:"otherErrors,omitempty"`
+	StartedAt       time.Time      `json:"startedAt"`
+	EndedAt         time.Time      `json:"endedAt,omitzero"`
+	Outcome         string         `json:"outcome,omitempty"`
+	Attempts        []attemptJSON  `json:"attempts"`
+	DroppedAttempts int            `json:"droppedAttempts,omitempty"`
+	ErrorCounts     []ErrorCount   `json:"errorCounts,omitempty"`
+	OtherErrors     int            `json:"otherErrors,omitempty"`
+	RuleCounts      map[string]int `json:"ruleCounts,omitempty"`
 }
 
 type attemptJSON struct {
@@ -191,17 +212,18 @@ type attemptJSON struct {
 	Error         *ErrorInfo    `json:"error,omitempty"`
 	Delay         time.Duration `json:"delay,omitempty"`
 	NextAttemptAt time.Time     `json:"nextAttemptAt,omitzero"`
+	Strategy      string        `json:"strategy,omitempty"`
 }
 
 // MarshalJSON writes the persisted form: repeated errors are left out.
 func (e Episode) MarshalJSON() ([]byte, error) {
 	w := episodeJSON{StartedAt: e.StartedAt, EndedAt: e.EndedAt, Outcome: e.Outcome,
-		DroppedAttempts: e.DroppedAttempts, ErrorCounts: e.ErrorCounts, OtherErrors: e.OtherErrors}
+		DroppedAttempts: e.DroppedAttempts, ErrorCounts: e.ErrorCounts, OtherErrors: e.OtherErrors, RuleCounts: e.RuleCounts}
 	if e.Attempts != nil {
 		w.Attempts = make([]attemptJSON, len(e.Attempts))
 	}
 	for i, a := range e.Attempts {
-		w.Attempts[i] = attemptJSON{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt}
+		w.Attempts[i] = attemptJSON{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt, Strategy: a.Strategy}
 		if i > 0 && a.Error.At.Equal(a.FailedAt) && sameError(e.Attempts[i-1].Error, a.Error) {
 			continue
 		}
@@ -218,12 +240,12 @@ func (e *Episode) UnmarshalJSON(raw []byte) error {
 		return err
 	}
 	*e = Episode{StartedAt: w.StartedAt, EndedAt: w.EndedAt, Outcome: w.Outcome,
-		DroppedAttempts: w.DroppedAttempts, ErrorCounts: w.ErrorCounts, OtherErrors: w.OtherErrors}
+		DroppedAttempts: w.DroppedAttempts, ErrorCounts: w.ErrorCounts, OtherErrors: w.OtherErrors, RuleCounts: w.RuleCounts}
 	if w.Attempts != nil {
 		e.Attempts = make([]Attempt, len(w.Attempts))
 	}
 	for i, a := range w.Attempts {
-		e.Attempts[i] = Attempt{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt}
+		e.Attempts[i] = Attempt{Number: a.Number, FailedAt: a.FailedAt, Delay: a.Delay, NextAttemptAt: a.NextAttemptAt, Strategy: a.Strategy}
 		switch {
 		case a.Error != nil:
 			e.Attempts[i].Error = *a.Error
@@ -286,6 +308,13 @@ type State struct {
 	// to; a changed configuration is provisioned afresh.
 	ConfigHash string    `json:"configHash,omitempty"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// LastRecoveredAt is when the pipeline last recovered and
+	// LastEpisodeAttempts the fail count that episode ended with: a
+	// failure within flap-window continues its backoff. Flaps counts the
+	// episodes in a row that did.
+	LastRecoveredAt     time.Time `json:"lastRecoveredAt,omitzero"`
+	LastEpisodeAttempts int       `json:"lastEpisodeAttempts,omitempty"`
+	Flaps               int       `json:"flaps,omitempty"`
 }
 
 // Clone returns a deep copy, for handing state to other goroutines.
@@ -298,6 +327,7 @@ func (s State) Clone() State {
 		ep := *s.Episode
 		ep.Attempts = append([]Attempt(nil), ep.Attempts...)
 		ep.ErrorCounts = append([]ErrorCount(nil), ep.ErrorCounts...)
+		ep.RuleCounts = maps.Clone(ep.RuleCounts)
 		s.Episode = &ep
 	}
 	return s

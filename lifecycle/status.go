@@ -66,6 +66,11 @@ const (
 	ReasonRetriesExhausted DegradeReason = "retries exhausted"
 	ReasonMaxDuration      DegradeReason = "max duration"
 	ReasonForceStop        DegradeReason = "force stop"
+	// ReasonRule: a recovery rule with action degrade matched the error.
+	ReasonRule DegradeReason = "rule"
+	// ReasonFlapping: more than max-flaps episodes in a row started
+	// within flap-window of a recovery.
+	ReasonFlapping DegradeReason = "flapping"
 )
 
 // RecoveredReason says why a recovering pipeline is running again.

@@ -58,6 +58,9 @@ type Config struct {
 	// ProcessCrashed says that the earlier process did not shut down
 	// cleanly (a crash, a kill, a power loss); the resumed events say so.
 	ProcessCrashed bool
+	// Plugins maps the pipeline's connector and processor ids to their
+	// plugins, which recovery rules may match.
+	Plugins map[string]string
 }
 
 // Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;
@@ -202,8 +205,8 @@ func (s *Supervisor) shutdown() {
 	if cur := s.m.current(); cur == StatusRunning || cur == StatusRecovering {
 		// On a refusal the run is still stopped below; only the record
 		// of it is missing.
-		if from, err := s.m.fire(eventStop); err != nil {
-			s.log.Error("shutdown refused by the state machine", zap.Error(err))
+		if from, err := s.transition(eventStop); err != nil {
+			s.bug(eventStop, err)
 		} else {
 			s.recordShutdown(from)
 			if s.run == nil || s.run.stopping {
@@ -223,7 +226,6 @@ func (s *Supervisor) shutdown() {
 // recordShutdown persists a pipeline stopped by the shutdown, with the
 // status the next process takes up.
 func (s *Supervisor) recordShutdown(from Status) {
-	s.state.Status = StatusStopped
 	s.state.StopReason = StopReasonShutdown
 	s.state.ResumeStatus = from
 	s.state.Probation = false

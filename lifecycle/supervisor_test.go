@@ -11,6 +11,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/config"
 )
 
 var errNetwork = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
@@ -67,10 +68,52 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 		t.Fatalf("%d timers still pending after recovery", h.clock.pending())
 	}
 
-	// The backoff was reset: the next fault waits min-delay again.
+	// The status and fail count were reset; once the flap window has
+	// passed, the next fault starts a new episode at min-delay.
+	h.advance(defaultPolicy().FlapWindow)
 	run.fail(transientErr())
 	if rec := h.expect(auditlog.KindRecovering); rec.Attempt != 1 || rec.Delay != time.Second {
 		t.Fatalf("after a reset: attempt %d delay %s, want 1 and 1s", rec.Attempt, rec.Delay)
+	}
+}
+
+// A pipeline that recovers and fails again at once is flapping: it is
+// running again after each first record, but its backoff continues, and
+// after max-flaps such episodes it is degraded (reason flapping).
+func TestFlappingPipelineSlowsDownAndDegrades(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{MaxFlaps: ptr(2), FlapWindow: ptr(time.Minute)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	wantDelays := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+	for flap, want := range wantDelays {
+		run.fail(transientErr())
+		rec := h.expect(auditlog.KindRecovering)
+		if rec.Delay != want || rec.Attempt != flap+1 {
+			t.Fatalf("episode %d: recovering attempt %d in %s, want attempt %d in %s", flap+1, rec.Attempt, rec.Delay, flap+1, want)
+		}
+		h.advance(want)
+		h.expect(auditlog.KindRestarted)
+		run = h.nextRun()
+		run.ack()
+		if e := h.expect(auditlog.KindRecovered); e.To != StatusRunning {
+			t.Fatalf("episode %d: recovered to %s, want running", flap+1, e.To)
+		}
+		if st := h.state(); st.Status != StatusRunning || st.Flaps != flap {
+			t.Fatalf("episode %d: %+v, want running with %d flaps", flap+1, st, flap)
+		}
+	}
+	run.fail(transientErr())
+	fault := h.expect(auditlog.KindFault)
+	if !strings.Contains(fault.Message, "flap 3 in a row") {
+		t.Fatalf("fault %q does not say it flapped", fault.Message)
+	}
+	degraded := h.expect(auditlog.KindDegraded)
+	if degraded.Reason != string(ReasonFlapping) || !strings.Contains(degraded.Message, "max-flaps 2") {
+		t.Fatalf("degraded %+v, want reason flapping naming max-flaps", degraded)
+	}
+	if st := h.states.last("p1"); st.Status != StatusDegraded || st.DegradedReason != ReasonFlapping {
+		t.Fatalf("persisted %+v, want degraded for flapping", st)
 	}
 }
 

@@ -85,12 +85,13 @@ func (s *Supervisor) onStart(actor string) error {
 	if s.run != nil {
 		return ErrStillStopping
 	}
-	from, err := s.m.fire(eventStart)
+	from, err := s.transition(eventStart)
 	if err != nil {
 		return err
 	}
-	s.state.Status = StatusRunning
 	s.state.FailCount = 0
+	// A human started it: what came before no longer counts as flapping.
+	s.state.Flaps, s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = 0, time.Time{}, 0
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
 	s.state.DegradedReason = ""
@@ -106,14 +107,13 @@ func (s *Supervisor) onStop(m stopMsg) {
 		s.forceStop(m.reply)
 		return
 	}
-	from, err := s.m.fire(eventStop)
+	from, err := s.transition(eventStop)
 	if err != nil {
 		m.reply <- err
 		return
 	}
 	s.stopWindow()
 	s.takeOverRestart()
-	s.state.Status = StatusStopped
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
 	s.endEpisode("stopped")
@@ -140,14 +140,13 @@ func (s *Supervisor) forceStop(reply chan error) {
 		s.waiters = append(s.waiters, reply)
 		return
 	}
-	from, err := s.m.fire(eventDegrade)
+	from, err := s.transition(eventDegrade)
 	if err != nil {
 		reply <- err
 		return
 	}
 	s.stopWindow()
 	s.takeOverRestart()
-	s.state.Status = StatusDegraded
 	s.state.DegradedReason = ReasonForceStop
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
@@ -200,9 +199,8 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 	if err == nil {
 		// The run finished on its own (a source that ended): nothing to
 		// recover from.
-		from, _ := s.m.fire(eventStop)
+		from := s.mustTransition(eventStop)
 		s.stopWindow()
-		s.state.Status = StatusStopped
 		s.state.Probation = false
 		s.endEpisode("stopped")
 		s.save()
@@ -217,44 +215,56 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 func (s *Supervisor) onFault(err error) {
 	now := s.cfg.Clock.Now()
 	info := describeError(err, now)
-	s.state.LastError = &info
 	class, _ := cerrors.ParseClass(info.Class)
-	var episodeStart time.Time
+	h := History{FailCount: s.state.FailCount, LastRecoveredAt: s.state.LastRecoveredAt,
+		LastEpisodeAttempts: s.state.LastEpisodeAttempts, Flaps: s.state.Flaps}
 	if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
-		episodeStart = s.state.Episode.StartedAt
+		h.EpisodeStart, h.RuleCounts = s.state.Episode.StartedAt, s.state.Episode.RuleCounts
 	}
-	d := Decide(s.cfg.Policy, History{FailCount: s.state.FailCount, EpisodeStart: episodeStart}, class, now, s.cfg.Random())
+	d := Decide(s.cfg.Policy, h, Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
+		Component: info.Component, Plugin: s.cfg.Plugins[info.Component]}, now, s.cfg.Random())
+	if d.Rule != nil {
+		// The rule decided the class; what the code said is in the message.
+		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
+	}
+	s.state.LastError = &info
+	if h.EpisodeStart.IsZero() {
+		s.state.Flaps = d.Flaps
+	}
 	current := s.m.current()
 	// The fault is announced first, but after the restart is scheduled:
 	// writing the event durably must not delay the schedule.
 	fault := Event{Kind: auditlog.KindFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
-		Attempt: d.Attempt, Message: "pipeline run failed"}
+		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}
+	if d.Action == ActionRestart {
+		fault.Delay, fault.NextAttemptAt = d.Delay, now.Add(d.Delay)
+	}
 	s.stopWindow()
 
 	if d.Action == ActionDegrade {
 		s.emit(fault)
-		from, _ := s.m.fire(eventDegrade)
-		s.state.Status = StatusDegraded
+		from := s.mustTransition(eventDegrade)
 		s.state.DegradedReason = d.Reason
 		s.state.NextAttemptAt = time.Time{}
 		s.state.Probation = false
 		if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
 			s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info})
+			s.state.Episode.countRule(d.Rule)
 		}
 		s.endEpisode("degraded (" + string(d.Reason) + ")")
 		s.save()
 		s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
-			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d.Reason, s.cfg.Policy)})
+			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, s.cfg.Policy)})
 		return
 	}
 
-	from, _ := s.m.fire(eventFault)
+	from := s.mustTransition(eventFault)
 	next := now.Add(d.Delay)
-	if episodeStart.IsZero() {
+	if h.EpisodeStart.IsZero() {
 		s.state.Episode = &Episode{StartedAt: now}
 	}
-	s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next})
-	s.state.Status = StatusRecovering
+	s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy})
+	s.state.Episode.countRule(d.Rule)
 	s.state.FailCount = d.Attempt
 	s.state.NextAttemptAt = next
 	s.state.Probation = false
@@ -267,15 +277,52 @@ func (s *Supervisor) onFault(err error) {
 	s.emit(fault)
 	s.save()
 	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
-		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Message: "pipeline recovering: restart scheduled"})
+		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
+		Message: recoveringMessage(d)})
 }
 
-func degradedMessage(r DegradeReason, p Policy) string {
-	switch r {
+// faultMessage says what was decided about a failed run, and by what.
+func faultMessage(d Decision) string {
+	by := "its error's class"
+	if d.Rule != nil {
+		by = fmt.Sprintf("rule %q (action %s)", d.Rule.Name, d.Rule.Action)
+	}
+	msg := fmt.Sprintf("pipeline run failed; %s decided: %s", by, d.Action)
+	if d.Flapping {
+		msg += fmt.Sprintf("; it failed again within flap-window of recovering (flap %d in a row)", d.Flaps)
+	}
+	return msg
+}
+
+func recoveringMessage(d Decision) string {
+	msg := fmt.Sprintf("pipeline recovering: restart %d scheduled in %s (strategy %s)", d.Attempt, d.Delay, d.Strategy)
+	if d.Rule != nil {
+		msg += fmt.Sprintf(", by rule %q (its failure %d)", d.Rule.Name, d.RuleAttempt)
+	}
+	if d.Flapping {
+		msg += "; flapping: the backoff continues where the last episode ended"
+	}
+	return msg
+}
+
+func degradedMessage(d Decision, p Policy) string {
+	limits := p
+	if d.Rule != nil {
+		limits = d.Rule.Policy
+	}
+	switch d.Reason {
 	case ReasonRetriesExhausted:
-		return fmt.Sprintf("pipeline degraded: %d restarts did not help (max-retries %d)", p.MaxRetries, p.MaxRetries)
+		if d.Rule != nil {
+			return fmt.Sprintf("pipeline degraded: rule %q allows %d restarts (max-retries) and they did not help", d.Rule.Name, limits.MaxRetries)
+		}
+		return fmt.Sprintf("pipeline degraded: %d restarts did not help (max-retries %d)", limits.MaxRetries, limits.MaxRetries)
 	case ReasonMaxDuration:
-		return fmt.Sprintf("pipeline degraded: recovery would take longer than max-duration %s", p.MaxDuration)
+		return fmt.Sprintf("pipeline degraded: recovery would take longer than max-duration %s", limits.MaxDuration)
+	case ReasonRule:
+		return fmt.Sprintf("pipeline degraded: rule %q says errors like this need a human", d.Rule.Name)
+	case ReasonFlapping:
+		return fmt.Sprintf("pipeline degraded: flapping, it failed again within flap-window %s of recovering %d times in a row (max-flaps %d)",
+			p.FlapWindow, d.Flaps, p.MaxFlaps)
 	default:
 		return "pipeline degraded: fatal error, it needs a human"
 	}
@@ -315,8 +362,8 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 	}
 	s.pending = nil
 	s.run = p.run
-	if _, err := s.m.fire(eventRestart); err != nil {
-		s.log.Error("restart refused by the state machine", zap.Error(err))
+	if _, err := s.transition(eventRestart); err != nil {
+		s.bug(eventRestart, err)
 		return
 	}
 	s.state.NextAttemptAt = time.Time{}
@@ -336,14 +383,18 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 }
 
 func (s *Supervisor) recovered(reason RecoveredReason) {
-	from, err := s.m.fire(eventRecovered)
+	from, err := s.transition(eventRecovered)
 	if err != nil {
+		// A first record after the pipeline left recovering (stopped,
+		// degraded) has nothing to end.
 		return
 	}
 	s.stopWindow()
 	attempts := s.state.FailCount
-	s.state.Status = StatusRunning
 	s.state.FailCount = 0
+	// Remembered for flap detection: a failure within flap-window
+	// continues this episode's backoff.
+	s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = s.cfg.Clock.Now(), attempts
 	s.state.Probation = false
 	s.endEpisode("recovered (" + string(reason) + ")")
 	s.save()
@@ -363,6 +414,32 @@ func (s *Supervisor) stopWindow() {
 		s.window.Stop()
 		s.window = nil
 	}
+}
+
+// transition fires ev on the state machine, the single source of the
+// status: State.Status is copied from it and never set by hand.
+func (s *Supervisor) transition(ev event) (from Status, err error) {
+	from, err = s.m.fire(ev)
+	s.state.Status = s.m.current()
+	return from, err
+}
+
+// mustTransition is transition for an event the supervisor's own logic
+// chose for the current status; a refusal is a bug.
+func (s *Supervisor) mustTransition(ev event) Status {
+	from, err := s.transition(ev)
+	if err != nil {
+		s.bug(ev, err)
+	}
+	return from
+}
+
+// bug reports a transition the state machine refused although the
+// supervisor chose it: the status stays what the machine says. It panics
+// in development loggers and is logged otherwise; tests fail on it.
+func (s *Supervisor) bug(ev event, err error) {
+	s.log.DPanic("bug: the state machine refused a transition the supervisor chose",
+		zap.String("event", string(ev)), zap.Stringer("status", s.m.current()), zap.Error(err))
 }
 
 // save marks the state for persisting. With an EventRecorder it goes with

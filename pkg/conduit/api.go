@@ -186,10 +186,11 @@ func auditEvent(e lifecycle.Event) auditlog.Event {
 		StatusBefore: statusName(e.From), StatusAfter: statusName(e.To),
 		Message: e.Message, Actor: e.Actor,
 		Attempt: e.Attempt, Delay: e.Delay, NextAttemptAt: e.NextAttemptAt, Reason: e.Reason,
+		Action: e.Action, Strategy: e.Strategy,
 	}
 	if err := e.Error; err != nil {
 		out.ErrorCode, out.ErrorClass, out.ErrorSource, out.ErrorMessage = err.Code, err.Class, err.Source, err.Message
-		out.Component, out.ComponentKind = err.Component, err.ComponentKind
+		out.Component, out.ComponentKind, out.ErrorRule = err.Component, err.ComponentKind, err.Rule
 	}
 	return out
 }

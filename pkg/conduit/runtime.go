@@ -337,11 +337,16 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
+	policy, err := lifecycle.PolicyFrom(recovery)
+	if err != nil {
+		return nil, p.FieldError("error-recovery.rules", err)
+	}
 	initial, origin := r.initialState(ctx, p, hash)
 	m := &managedPipeline{cfg: p, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
-		Policy:         lifecycle.PolicyFrom(recovery),
+		Policy:         policy,
+		Plugins:        pluginsOf(p),
 		NewRun:         func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
 		States:         pipelineJournal{r: r, m: m},
 		Clock:          r.clock,
@@ -515,6 +520,22 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 	default:
 		return st, origin{persisted: true}
 	}
+}
+
+// pluginsOf maps the pipeline's connector and processor ids to their
+// plugins, for recovery rules that match plugins.
+func pluginsOf(p config.Pipeline) map[string]string {
+	m := make(map[string]string, len(p.Connectors)+len(p.Processors))
+	for _, c := range p.Connectors {
+		m[c.ID] = c.Plugin
+		for _, pr := range c.Processors {
+			m[pr.ID] = pr.Plugin
+		}
+	}
+	for _, pr := range p.Processors {
+		m[pr.ID] = pr.Plugin
+	}
+	return m
 }
 
 // configHash identifies a pipeline's configuration (what it runs, not

@@ -332,7 +332,11 @@ func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, err
 		}
 	}
 	r.Preset, r.Sources["preset"] = preset, presetFrom
-	r.Rules = append(append([]Rule(nil), o.Rules...), global.Rules...)
+	r.Rules = append([]Rule(nil), o.Rules...)
+	for _, g := range global.Rules {
+		g.Global = true
+		r.Rules = append(r.Rules, g)
+	}
 	if r.MinDelay > r.MaxDelay {
 		// Blame the value the pipeline set: that is the one its author can
 		// change, and the message says where the other one came from.

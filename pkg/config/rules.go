@@ -30,6 +30,9 @@ type Rule struct {
 	// File and Line say where the rule was written.
 	File string
 	Line int
+	// Global says the rule comes from conduit.yml: a pipeline's own rules
+	// are tried first (set by Resolve).
+	Global bool
 }
 
 // Rule actions.
