@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"path"
@@ -68,7 +67,6 @@ type Rule struct {
 	// message is lower-cased: it matches without regard to case.
 	message                        string
 	pipelines, components, plugins []string
-	global                         bool
 }
 
 // PolicyFrom converts a resolved configuration (see
@@ -76,30 +74,21 @@ type Rule struct {
 // clash with the pipeline's policy, which provisioning already refuses.
 func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 	p := policyFrom(c)
-	for _, r := range c.Rules {
+	rules := slices.Clone(c.Rules)
+	config.SortRules(rules)
+	for _, r := range rules {
 		rc, err := c.ForRule(r)
 		if err != nil {
 			return Policy{}, fmt.Errorf("rule %q: %w", r.Name, err)
 		}
 		rule := Rule{Name: r.Name, Priority: r.Priority, Action: r.Action, Policy: policyFrom(rc),
 			codes: r.Match.Codes, message: strings.ToLower(r.Match.Message),
-			pipelines: r.Match.Pipelines, components: r.Match.Components, plugins: r.Match.Plugins, global: r.Global}
+			pipelines: r.Match.Pipelines, components: r.Match.Components, plugins: r.Match.Plugins}
 		if r.Match.Class != "" {
 			rule.class, _ = cerrors.ParseClass(r.Match.Class)
 		}
 		p.Rules = append(p.Rules, rule)
 	}
-	// The pipeline's own rules first; within each list by priority, then
-	// in the order written (a stable sort keeps it).
-	slices.SortStableFunc(p.Rules, func(a, b Rule) int {
-		if a.global != b.global {
-			if a.global {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Compare(b.Priority, a.Priority)
-	})
 	return p, nil
 }
 

@@ -131,7 +131,10 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 		fmt.Fprintln(b, "\nLast error:")
 		field(2, "Code", codeText(e.GetCode()))
 		class := className(e.GetClass())
-		if e.GetClassifiedBy() != "" {
+		switch {
+		case e.GetRule() != "":
+			class += fmt.Sprintf(" (classified by rule %q)", e.GetRule())
+		case e.GetClassifiedBy() != "":
 			class += " (classified by " + e.GetClassifiedBy() + ")"
 		}
 		field(2, "Class", class)
@@ -145,6 +148,9 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 	if ep := p.GetEpisode(); ep != nil {
 		v.writeEpisode(b, ep, field)
 	}
+	if pol := p.GetPolicy(); pol != nil {
+		writePolicy(b, pol, p.GetFlaps(), field)
+	}
 
 	fmt.Fprintln(b, "\nRecent events:")
 	if len(events) == 0 {
@@ -155,6 +161,102 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// writePolicy shows the resolved recovery policy, each value with where
+// it came from, and the rules in the order they are tried.
+func writePolicy(b *bytes.Buffer, pol *conduitv1.RecoveryPolicy, flaps int32, field func(int, string, string)) {
+	fmt.Fprintln(b, "\nRecovery policy:")
+	src := func(key, value string) string {
+		if s := pol.GetSources()[key]; s != "" {
+			return fmt.Sprintf("%s (%s)", value, s)
+		}
+		return value
+	}
+	limit := func(n int32, none string) string {
+		if n < 0 {
+			return none
+		}
+		return fmt.Sprint(n)
+	}
+	field(2, "Preset", src("preset", pol.GetPreset()))
+	field(2, "Strategy", src("strategy", pol.GetStrategy()))
+	if len(pol.GetSchedule()) > 0 {
+		parts := make([]string, len(pol.GetSchedule()))
+		for i, d := range pol.GetSchedule() {
+			parts[i] = durationText(d)
+		}
+		field(2, "Schedule", src("schedule", strings.Join(parts, ", ")))
+	}
+	field(2, "Min delay", src("min-delay", durationText(pol.GetMinDelay())))
+	field(2, "Max delay", src("max-delay", durationText(pol.GetMaxDelay())))
+	field(2, "Backoff factor", src("backoff-factor", fmt.Sprint(pol.GetBackoffFactor())))
+	field(2, "Jitter", src("jitter", fmt.Sprint(pol.GetJitter())))
+	field(2, "Max retries", src("max-retries", limit(pol.GetMaxRetries(), "unlimited")))
+	field(2, "Max duration", src("max-duration", durationOrNone(pol.GetMaxDuration())))
+	field(2, "Healthy window", src("max-retries-window", durationText(pol.GetMaxRetriesWindow())))
+	field(2, "Max flaps", src("max-flaps", limit(pol.GetMaxFlaps(), "never degrade"))+fmt.Sprintf(", now %d in a row", flaps))
+	field(2, "Flap window", src("flap-window", durationText(pol.GetFlapWindow())))
+	field(2, "Quarantine", src("quarantine-after", limit(pol.GetQuarantineAfter(), "off")))
+	if len(pol.GetRules()) == 0 {
+		return
+	}
+	fmt.Fprintln(b, "  Rules, in the order they are tried:")
+	for _, r := range pol.GetRules() {
+		scope := "pipeline"
+		if r.GetGlobal() {
+			scope = "global"
+		}
+		fmt.Fprintf(b, "    %s  priority %d, %s, %s at %s\n", r.GetName(), r.GetPriority(), r.GetAction(), scope, r.GetDefinedAt())
+		fmt.Fprintf(b, "      match: %s\n", matchText(r))
+		if rp := r.GetPolicy(); rp != nil {
+			fmt.Fprintf(b, "      then:  %s\n", rulePolicyText(rp))
+		}
+	}
+}
+
+func durationOrNone(d *durationpb.Duration) string {
+	if d == nil {
+		return "no limit"
+	}
+	return durationText(d)
+}
+
+func matchText(r *conduitv1.RecoveryRule) string {
+	var parts []string
+	add := func(key string, values []string) {
+		if len(values) > 0 {
+			parts = append(parts, key+" "+strings.Join(values, ","))
+		}
+	}
+	add("codes", r.GetCodes())
+	if r.GetClass() != "" {
+		parts = append(parts, "class "+r.GetClass())
+	}
+	if r.GetMessage() != "" {
+		parts = append(parts, fmt.Sprintf("message %q", r.GetMessage()))
+	}
+	add("pipelines", r.GetPipelines())
+	add("components", r.GetComponents())
+	add("plugins", r.GetPlugins())
+	return strings.Join(parts, "; ")
+}
+
+func rulePolicyText(p *conduitv1.RecoveryPolicy) string {
+	s := "strategy " + p.GetStrategy()
+	if p.GetStrategy() == "schedule" {
+		parts := make([]string, len(p.GetSchedule()))
+		for i, d := range p.GetSchedule() {
+			parts[i] = durationText(d)
+		}
+		s += " [" + strings.Join(parts, ", ") + "]"
+	} else {
+		s += fmt.Sprintf(", %s x%v up to %s", durationText(p.GetMinDelay()), p.GetBackoffFactor(), durationText(p.GetMaxDelay()))
+	}
+	if p.GetMaxRetries() >= 0 {
+		s += fmt.Sprintf(", max-retries %d", p.GetMaxRetries())
+	}
+	return s
 }
 
 func (v view) writeEpisode(b *bytes.Buffer, ep *conduitv1.RecoveryEpisode, field func(int, string, string)) {

@@ -420,3 +420,42 @@ func TestEventPrinterWritesYAMLDocuments(t *testing.T) {
 		t.Fatalf("documents %v", kinds)
 	}
 }
+
+func TestDescribeTextShowsThePolicyWithSourcesAndRules(t *testing.T) {
+	t.Parallel()
+	p := recoveringPipeline()
+	p.LastError.ClassifiedBy, p.LastError.Rule = "rule", "rate-limits"
+	p.Flaps = 1
+	p.Policy = &conduitv1.RecoveryPolicy{
+		Preset: "aggressive", Strategy: "exponential", MinDelay: durationpb.New(100 * time.Millisecond),
+		MaxDelay: durationpb.New(10 * time.Second), BackoffFactor: 1.5, MaxRetries: 4, MaxRetriesWindow: durationpb.New(5 * time.Minute),
+		MaxFlaps: -1, FlapWindow: durationpb.New(5 * time.Minute),
+		Sources: map[string]string{"preset": "pipeline", "max-retries": "pipeline", "min-delay": "preset aggressive", "strategy": "default"},
+		Rules: []*conduitv1.RecoveryRule{{
+			Name: "rate-limits", Priority: 20, Action: "retry", Codes: []string{"429"}, DefinedAt: "pipelines/orders.yml:12",
+			Policy: &conduitv1.RecoveryPolicy{Strategy: "fixed", MinDelay: durationpb.New(2 * time.Second), MaxDelay: durationpb.New(10 * time.Second),
+				BackoffFactor: 1.5, MaxRetries: 10},
+		}, {
+			Name: "partner-feed", Priority: 5, Action: "retry", Pipelines: []string{"orders*"}, Global: true, DefinedAt: "conduit.yml:40",
+			Policy: &conduitv1.RecoveryPolicy{Strategy: "schedule", Schedule: []*durationpb.Duration{durationpb.New(24 * time.Hour), durationpb.New(168 * time.Hour)}, MaxRetries: -1},
+		}},
+	}
+	var b bytes.Buffer
+	if err := testView().writeDescription(&b, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`Class:           transient (classified by rule "rate-limits")`,
+		"Preset:          aggressive (pipeline)",
+		"Strategy:        exponential (default)",
+		"Min delay:       100ms (preset aggressive)",
+		"Max retries:     4 (pipeline)",
+		"Max flaps:       never degrade, now 1 in a row",
+		"    rate-limits  priority 20, retry, pipeline at pipelines/orders.yml:12\n      match: codes 429\n      then:  strategy fixed, 2s x1.5 up to 10s, max-retries 10",
+		"    partner-feed  priority 5, retry, global at conduit.yml:40\n      match: pipelines orders*\n      then:  strategy schedule [24h0m0s, 168h0m0s]",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("describe does not contain %q:\n%s", want, b.String())
+		}
+	}
+}

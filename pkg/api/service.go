@@ -22,6 +22,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
+	"github.com/conduitry/conduit/pkg/config"
 )
 
 // PipelineInfo is what the configuration says about a pipeline.
@@ -30,6 +31,8 @@ type PipelineInfo struct {
 	// File and Line locate its definition.
 	File string
 	Line int
+	// Recovery is its resolved error-recovery policy.
+	Recovery config.ErrorRecovery
 }
 
 // Supervised is one pipeline under its supervisor.
@@ -363,8 +366,38 @@ func errorToProto(e *lifecycle.ErrorInfo) *conduitv1.PipelineError {
 	}
 	return &conduitv1.PipelineError{
 		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: e.Source, Message: e.Message,
-		Component: e.Component, ComponentKind: e.ComponentKind, Time: timeToProto(e.At),
+		Component: e.Component, ComponentKind: e.ComponentKind, Time: timeToProto(e.At), Rule: e.Rule,
 	}
+}
+
+// policyToProto shows a resolved policy; sources is nil for a rule's.
+func policyToProto(r config.ErrorRecovery) *conduitv1.RecoveryPolicy {
+	pb := &conduitv1.RecoveryPolicy{
+		Preset: r.Preset, Strategy: r.Strategy, MinDelay: durationpb.New(r.MinDelay), MaxDelay: durationpb.New(r.MaxDelay),
+		BackoffFactor: r.BackoffFactor, MaxRetries: int32(r.MaxRetries), MaxRetriesWindow: durationpb.New(r.MaxRetriesWindow),
+		Jitter: r.Jitter, MaxDuration: durationToProto(r.MaxDuration), MaxFlaps: int32(r.MaxFlaps),
+		FlapWindow: durationpb.New(r.FlapWindow), QuarantineAfter: int32(r.QuarantineAfter), Sources: r.Sources,
+	}
+	for _, d := range r.Schedule {
+		pb.Schedule = append(pb.Schedule, durationpb.New(d))
+	}
+	rules := slices.Clone(r.Rules)
+	config.SortRules(rules)
+	for _, rule := range rules {
+		rp := &conduitv1.RecoveryRule{
+			Name: rule.Name, Priority: int32(rule.Priority), Action: rule.Action, Class: rule.Match.Class,
+			Message: rule.Match.Message, Pipelines: rule.Match.Pipelines, Components: rule.Match.Components,
+			Plugins: rule.Match.Plugins, Global: rule.Global, DefinedAt: fileLine(rule.File, rule.Line),
+		}
+		for _, c := range rule.Match.Codes {
+			rp.Codes = append(rp.Codes, c.String())
+		}
+		if own, err := r.ForRule(rule); err == nil && rule.Action == config.ActionRetry {
+			rp.Policy = policyToProto(own)
+		}
+		pb.Rules = append(pb.Rules, rp)
+	}
+	return pb
 }
 
 func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *conduitv1.Pipeline {
@@ -377,6 +410,10 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		DegradedReason: string(st.DegradedReason),
 		Probation:      st.Probation,
 		UpdatedAt:      timeToProto(st.UpdatedAt),
+		Flaps:          int32(st.Flaps),
+	}
+	if info.Recovery.Strategy != "" {
+		pb.Policy = policyToProto(info.Recovery)
 	}
 	pb.ConfigFile = fileLine(info.File, info.Line)
 	if ep := st.Episode; ep != nil {
@@ -387,7 +424,7 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		for _, a := range ep.Attempts {
 			e.Attempts = append(e.Attempts, &conduitv1.RecoveryAttempt{
 				Number: int32(a.Number), FailedAt: timeToProto(a.FailedAt), Error: errorToProto(&a.Error),
-				Delay: durationToProto(a.Delay), NextAttemptAt: timeToProto(a.NextAttemptAt),
+				Delay: durationToProto(a.Delay), NextAttemptAt: timeToProto(a.NextAttemptAt), Strategy: a.Strategy,
 			})
 		}
 		pb.Episode = e
@@ -401,11 +438,12 @@ func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
 		StatusBefore: statusNameToProto(e.StatusBefore), StatusAfter: statusNameToProto(e.StatusAfter),
 		Message: e.Message, Actor: e.Actor, Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
 		NextAttemptAt: timeToProto(e.NextAttemptAt), Reason: e.Reason, Count: e.Count,
+		Action: e.Action, Strategy: e.Strategy,
 	}
 	if e.ErrorClass != "" || e.ErrorMessage != "" {
 		pb.Error = &conduitv1.PipelineError{
 			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: e.ErrorSource,
-			Message: e.ErrorMessage, Component: e.Component, ComponentKind: e.ComponentKind,
+			Message: e.ErrorMessage, Component: e.Component, ComponentKind: e.ComponentKind, Rule: e.ErrorRule,
 		}
 	}
 	return pb

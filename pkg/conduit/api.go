@@ -19,6 +19,9 @@ import (
 // and its record counters across runs.
 type managedPipeline struct {
 	cfg config.Pipeline
+	// recovery is its resolved error-recovery policy, with the source of
+	// each value.
+	recovery config.ErrorRecovery
 	sup *lifecycle.Supervisor
 	// durable waits until the states and events handed over so far are
 	// written (Runtime.durable).
@@ -38,7 +41,8 @@ type managedPipeline struct {
 var _ api.Supervised = (*managedPipeline)(nil)
 
 func (m *managedPipeline) Info() api.PipelineInfo {
-	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: m.cfg.File, Line: m.cfg.Line}
+	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: m.cfg.File, Line: m.cfg.Line,
+		Recovery: m.recovery}
 }
 
 func (m *managedPipeline) State(ctx context.Context) (lifecycle.State, error) {

@@ -342,7 +342,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		return nil, p.FieldError("error-recovery.rules", err)
 	}
 	initial, origin := r.initialState(ctx, p, hash)
-	m := &managedPipeline{cfg: p, durable: r.durable}
+	m := &managedPipeline{cfg: p, recovery: recovery, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
 		Policy:         policy,

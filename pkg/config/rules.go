@@ -1,9 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +35,21 @@ type Rule struct {
 	// Global says the rule comes from conduit.yml: a pipeline's own rules
 	// are tried first (set by Resolve).
 	Global bool
+}
+
+// SortRules puts rules in the order they are tried (DESIGN 5.2): the
+// pipeline's own before the global ones, each by priority, higher first,
+// then as written.
+func SortRules(rules []Rule) {
+	slices.SortStableFunc(rules, func(a, b Rule) int {
+		if a.Global != b.Global {
+			if a.Global {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(b.Priority, a.Priority)
+	})
 }
 
 // Rule actions.

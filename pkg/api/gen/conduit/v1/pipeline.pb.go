@@ -151,6 +151,8 @@ type PipelineError struct {
 	// source, destination, processor or dead-letter-queue.
 	ComponentKind string                 `protobuf:"bytes,6,opt,name=component_kind,json=componentKind,proto3" json:"component_kind,omitempty"`
 	Time          *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=time,proto3" json:"time,omitempty"`
+	// The recovery rule that decided the class (classified_by rule).
+	Rule          string `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +236,13 @@ func (x *PipelineError) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PipelineError) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
 // RecoveryAttempt is one failure of a recovery episode and what followed.
 type RecoveryAttempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -244,6 +253,8 @@ type RecoveryAttempt struct {
 	// Set when a restart was scheduled.
 	Delay         *durationpb.Duration   `protobuf:"bytes,4,opt,name=delay,proto3" json:"delay,omitempty"`
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	// The strategy that gave the delay.
+	Strategy      string `protobuf:"bytes,6,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +322,13 @@ func (x *RecoveryAttempt) GetNextAttemptAt() *timestamppb.Timestamp {
 		return x.NextAttemptAt
 	}
 	return nil
+}
+
+func (x *RecoveryAttempt) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
 }
 
 // RecoveryEpisode is one stretch of recovery, from the first transient error
@@ -405,6 +423,310 @@ func (x *RecoveryEpisode) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+// RecoveryPolicy is a pipeline's resolved error-recovery policy: the
+// vocabulary of conduit.yml's pipelines.error-recovery.
+type RecoveryPolicy struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Preset string                 `protobuf:"bytes,1,opt,name=preset,proto3" json:"preset,omitempty"`
+	// exponential, fixed, linear, random or schedule.
+	Strategy      string                 `protobuf:"bytes,2,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Schedule      []*durationpb.Duration `protobuf:"bytes,3,rep,name=schedule,proto3" json:"schedule,omitempty"`
+	MinDelay      *durationpb.Duration   `protobuf:"bytes,4,opt,name=min_delay,json=minDelay,proto3" json:"min_delay,omitempty"`
+	MaxDelay      *durationpb.Duration   `protobuf:"bytes,5,opt,name=max_delay,json=maxDelay,proto3" json:"max_delay,omitempty"`
+	BackoffFactor float64                `protobuf:"fixed64,6,opt,name=backoff_factor,json=backoffFactor,proto3" json:"backoff_factor,omitempty"`
+	// -1: unlimited.
+	MaxRetries       int32                `protobuf:"varint,7,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
+	MaxRetriesWindow *durationpb.Duration `protobuf:"bytes,8,opt,name=max_retries_window,json=maxRetriesWindow,proto3" json:"max_retries_window,omitempty"`
+	Jitter           float64              `protobuf:"fixed64,9,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	// Unset: no limit.
+	MaxDuration *durationpb.Duration `protobuf:"bytes,10,opt,name=max_duration,json=maxDuration,proto3" json:"max_duration,omitempty"`
+	// -1: never degrade for flapping.
+	MaxFlaps   int32                `protobuf:"varint,11,opt,name=max_flaps,json=maxFlaps,proto3" json:"max_flaps,omitempty"`
+	FlapWindow *durationpb.Duration `protobuf:"bytes,12,opt,name=flap_window,json=flapWindow,proto3" json:"flap_window,omitempty"`
+	// 0: off.
+	QuarantineAfter int32 `protobuf:"varint,13,opt,name=quarantine_after,json=quarantineAfter,proto3" json:"quarantine_after,omitempty"`
+	// Where each key's value came from: pipeline, global, "preset <name>" or
+	// default.
+	Sources map[string]string `protobuf:"bytes,14,rep,name=sources,proto3" json:"sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// In the order they are tried.
+	Rules         []*RecoveryRule `protobuf:"bytes,15,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryPolicy) Reset() {
+	*x = RecoveryPolicy{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryPolicy) ProtoMessage() {}
+
+func (x *RecoveryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryPolicy.ProtoReflect.Descriptor instead.
+func (*RecoveryPolicy) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RecoveryPolicy) GetPreset() string {
+	if x != nil {
+		return x.Preset
+	}
+	return ""
+}
+
+func (x *RecoveryPolicy) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *RecoveryPolicy) GetSchedule() []*durationpb.Duration {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetMinDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MinDelay
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetMaxDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MaxDelay
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetBackoffFactor() float64 {
+	if x != nil {
+		return x.BackoffFactor
+	}
+	return 0
+}
+
+func (x *RecoveryPolicy) GetMaxRetries() int32 {
+	if x != nil {
+		return x.MaxRetries
+	}
+	return 0
+}
+
+func (x *RecoveryPolicy) GetMaxRetriesWindow() *durationpb.Duration {
+	if x != nil {
+		return x.MaxRetriesWindow
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetJitter() float64 {
+	if x != nil {
+		return x.Jitter
+	}
+	return 0
+}
+
+func (x *RecoveryPolicy) GetMaxDuration() *durationpb.Duration {
+	if x != nil {
+		return x.MaxDuration
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetMaxFlaps() int32 {
+	if x != nil {
+		return x.MaxFlaps
+	}
+	return 0
+}
+
+func (x *RecoveryPolicy) GetFlapWindow() *durationpb.Duration {
+	if x != nil {
+		return x.FlapWindow
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetQuarantineAfter() int32 {
+	if x != nil {
+		return x.QuarantineAfter
+	}
+	return 0
+}
+
+func (x *RecoveryPolicy) GetSources() map[string]string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetRules() []*RecoveryRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// RecoveryRule is a recovery rule as written, with its priority.
+type RecoveryRule struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Priority int32                  `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	// retry, degrade or dead-letter.
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// What it matches; every field given must match.
+	Codes      []string `protobuf:"bytes,4,rep,name=codes,proto3" json:"codes,omitempty"`
+	Class      string   `protobuf:"bytes,5,opt,name=class,proto3" json:"class,omitempty"`
+	Message    string   `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	Pipelines  []string `protobuf:"bytes,7,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	Components []string `protobuf:"bytes,8,rep,name=components,proto3" json:"components,omitempty"`
+	Plugins    []string `protobuf:"bytes,9,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	// True for a rule of conduit.yml, false for the pipeline's own.
+	Global bool `protobuf:"varint,10,opt,name=global,proto3" json:"global,omitempty"`
+	// Where it was written: file:line.
+	DefinedAt string `protobuf:"bytes,11,opt,name=defined_at,json=definedAt,proto3" json:"defined_at,omitempty"`
+	// The policy for the errors it matches (retry).
+	Policy        *RecoveryPolicy `protobuf:"bytes,12,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryRule) Reset() {
+	*x = RecoveryRule{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryRule) ProtoMessage() {}
+
+func (x *RecoveryRule) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryRule.ProtoReflect.Descriptor instead.
+func (*RecoveryRule) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RecoveryRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecoveryRule) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *RecoveryRule) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *RecoveryRule) GetCodes() []string {
+	if x != nil {
+		return x.Codes
+	}
+	return nil
+}
+
+func (x *RecoveryRule) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *RecoveryRule) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RecoveryRule) GetPipelines() []string {
+	if x != nil {
+		return x.Pipelines
+	}
+	return nil
+}
+
+func (x *RecoveryRule) GetComponents() []string {
+	if x != nil {
+		return x.Components
+	}
+	return nil
+}
+
+func (x *RecoveryRule) GetPlugins() []string {
+	if x != nil {
+		return x.Plugins
+	}
+	return nil
+}
+
+func (x *RecoveryRule) GetGlobal() bool {
+	if x != nil {
+		return x.Global
+	}
+	return false
+}
+
+func (x *RecoveryRule) GetDefinedAt() string {
+	if x != nil {
+		return x.DefinedAt
+	}
+	return ""
+}
+
+func (x *RecoveryRule) GetPolicy() *RecoveryPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 // Pipeline is a pipeline as the supervisor sees it.
 type Pipeline struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -426,15 +748,19 @@ type Pipeline struct {
 	// True while a restarted pipeline has not proved itself yet.
 	Probation bool `protobuf:"varint,10,opt,name=probation,proto3" json:"probation,omitempty"`
 	// The pipeline file and line it was defined at.
-	ConfigFile    string                 `protobuf:"bytes,11,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	ConfigFile string                 `protobuf:"bytes,11,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	UpdatedAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The resolved recovery policy.
+	Policy *RecoveryPolicy `protobuf:"bytes,13,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Episodes in a row that started within flap-window of a recovery.
+	Flaps         int32 `protobuf:"varint,14,opt,name=flaps,proto3" json:"flaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pipeline) Reset() {
 	*x = Pipeline{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[3]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +772,7 @@ func (x *Pipeline) String() string {
 func (*Pipeline) ProtoMessage() {}
 
 func (x *Pipeline) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[3]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +785,7 @@ func (x *Pipeline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pipeline.ProtoReflect.Descriptor instead.
 func (*Pipeline) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{3}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Pipeline) GetId() string {
@@ -546,6 +872,20 @@ func (x *Pipeline) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Pipeline) GetPolicy() *RecoveryPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *Pipeline) GetFlaps() int32 {
+	if x != nil {
+		return x.Flaps
+	}
+	return 0
+}
+
 // PipelineEvent is one entry of a pipeline's audit log.
 type PipelineEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -573,14 +913,18 @@ type PipelineEvent struct {
 	// Why it degraded or recovered (record or window).
 	Reason string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Records skipped (dedup-skipped).
-	Count         int64 `protobuf:"varint,14,opt,name=count,proto3" json:"count,omitempty"`
+	Count int64 `protobuf:"varint,14,opt,name=count,proto3" json:"count,omitempty"`
+	// What the policy decided about a fault: restart or degrade.
+	Action string `protobuf:"bytes,15,opt,name=action,proto3" json:"action,omitempty"`
+	// The strategy that gave the delay (fault, recovering).
+	Strategy      string `protobuf:"bytes,16,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PipelineEvent) Reset() {
 	*x = PipelineEvent{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[4]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +936,7 @@ func (x *PipelineEvent) String() string {
 func (*PipelineEvent) ProtoMessage() {}
 
 func (x *PipelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[4]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +949,7 @@ func (x *PipelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineEvent.ProtoReflect.Descriptor instead.
 func (*PipelineEvent) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{4}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PipelineEvent) GetSequence() uint64 {
@@ -706,6 +1050,20 @@ func (x *PipelineEvent) GetCount() int64 {
 	return 0
 }
 
+func (x *PipelineEvent) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PipelineEvent) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
 type ListPipelinesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only pipelines in one of these statuses; empty means all.
@@ -716,7 +1074,7 @@ type ListPipelinesRequest struct {
 
 func (x *ListPipelinesRequest) Reset() {
 	*x = ListPipelinesRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[5]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +1086,7 @@ func (x *ListPipelinesRequest) String() string {
 func (*ListPipelinesRequest) ProtoMessage() {}
 
 func (x *ListPipelinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[5]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +1099,7 @@ func (x *ListPipelinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelinesRequest.ProtoReflect.Descriptor instead.
 func (*ListPipelinesRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{5}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListPipelinesRequest) GetStatuses() []PipelineStatus {
@@ -763,7 +1121,7 @@ type ListPipelinesResponse struct {
 
 func (x *ListPipelinesResponse) Reset() {
 	*x = ListPipelinesResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[6]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +1133,7 @@ func (x *ListPipelinesResponse) String() string {
 func (*ListPipelinesResponse) ProtoMessage() {}
 
 func (x *ListPipelinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[6]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +1146,7 @@ func (x *ListPipelinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelinesResponse.ProtoReflect.Descriptor instead.
 func (*ListPipelinesResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{6}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListPipelinesResponse) GetPipelines() []*Pipeline {
@@ -820,7 +1178,7 @@ type ConfigError struct {
 
 func (x *ConfigError) Reset() {
 	*x = ConfigError{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1190,7 @@ func (x *ConfigError) String() string {
 func (*ConfigError) ProtoMessage() {}
 
 func (x *ConfigError) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[7]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1203,7 @@ func (x *ConfigError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigError.ProtoReflect.Descriptor instead.
 func (*ConfigError) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{7}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigError) GetPipelineId() string {
@@ -878,7 +1236,7 @@ type GetPipelineRequest struct {
 
 func (x *GetPipelineRequest) Reset() {
 	*x = GetPipelineRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1248,7 @@ func (x *GetPipelineRequest) String() string {
 func (*GetPipelineRequest) ProtoMessage() {}
 
 func (x *GetPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[8]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1261,7 @@ func (x *GetPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPipelineRequest.ProtoReflect.Descriptor instead.
 func (*GetPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{8}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetPipelineRequest) GetId() string {
@@ -922,7 +1280,7 @@ type GetPipelineResponse struct {
 
 func (x *GetPipelineResponse) Reset() {
 	*x = GetPipelineResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1292,7 @@ func (x *GetPipelineResponse) String() string {
 func (*GetPipelineResponse) ProtoMessage() {}
 
 func (x *GetPipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[9]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1305,7 @@ func (x *GetPipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPipelineResponse.ProtoReflect.Descriptor instead.
 func (*GetPipelineResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{9}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetPipelineResponse) GetPipeline() *Pipeline {
@@ -966,7 +1324,7 @@ type StartPipelineRequest struct {
 
 func (x *StartPipelineRequest) Reset() {
 	*x = StartPipelineRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1336,7 @@ func (x *StartPipelineRequest) String() string {
 func (*StartPipelineRequest) ProtoMessage() {}
 
 func (x *StartPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[10]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1349,7 @@ func (x *StartPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPipelineRequest.ProtoReflect.Descriptor instead.
 func (*StartPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{10}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StartPipelineRequest) GetId() string {
@@ -1010,7 +1368,7 @@ type StartPipelineResponse struct {
 
 func (x *StartPipelineResponse) Reset() {
 	*x = StartPipelineResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1380,7 @@ func (x *StartPipelineResponse) String() string {
 func (*StartPipelineResponse) ProtoMessage() {}
 
 func (x *StartPipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[11]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1393,7 @@ func (x *StartPipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPipelineResponse.ProtoReflect.Descriptor instead.
 func (*StartPipelineResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{11}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StartPipelineResponse) GetPipeline() *Pipeline {
@@ -1057,7 +1415,7 @@ type StopPipelineRequest struct {
 
 func (x *StopPipelineRequest) Reset() {
 	*x = StopPipelineRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1427,7 @@ func (x *StopPipelineRequest) String() string {
 func (*StopPipelineRequest) ProtoMessage() {}
 
 func (x *StopPipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[12]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1440,7 @@ func (x *StopPipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPipelineRequest.ProtoReflect.Descriptor instead.
 func (*StopPipelineRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{12}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StopPipelineRequest) GetId() string {
@@ -1108,7 +1466,7 @@ type StopPipelineResponse struct {
 
 func (x *StopPipelineResponse) Reset() {
 	*x = StopPipelineResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1478,7 @@ func (x *StopPipelineResponse) String() string {
 func (*StopPipelineResponse) ProtoMessage() {}
 
 func (x *StopPipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[13]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1491,7 @@ func (x *StopPipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPipelineResponse.ProtoReflect.Descriptor instead.
 func (*StopPipelineResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{13}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopPipelineResponse) GetPipeline() *Pipeline {
@@ -1161,7 +1519,7 @@ type ListPipelineEventsRequest struct {
 
 func (x *ListPipelineEventsRequest) Reset() {
 	*x = ListPipelineEventsRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1531,7 @@ func (x *ListPipelineEventsRequest) String() string {
 func (*ListPipelineEventsRequest) ProtoMessage() {}
 
 func (x *ListPipelineEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[14]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1544,7 @@ func (x *ListPipelineEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelineEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListPipelineEventsRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{14}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPipelineEventsRequest) GetPipelineId() string {
@@ -1233,7 +1591,7 @@ type ListPipelineEventsResponse struct {
 
 func (x *ListPipelineEventsResponse) Reset() {
 	*x = ListPipelineEventsResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1603,7 @@ func (x *ListPipelineEventsResponse) String() string {
 func (*ListPipelineEventsResponse) ProtoMessage() {}
 
 func (x *ListPipelineEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[15]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1616,7 @@ func (x *ListPipelineEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelineEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListPipelineEventsResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{15}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPipelineEventsResponse) GetEvents() []*PipelineEvent {
@@ -1282,7 +1640,7 @@ type WatchPipelineEventsRequest struct {
 
 func (x *WatchPipelineEventsRequest) Reset() {
 	*x = WatchPipelineEventsRequest{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1652,7 @@ func (x *WatchPipelineEventsRequest) String() string {
 func (*WatchPipelineEventsRequest) ProtoMessage() {}
 
 func (x *WatchPipelineEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[16]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1665,7 @@ func (x *WatchPipelineEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPipelineEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPipelineEventsRequest) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{16}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchPipelineEventsRequest) GetPipelineId() string {
@@ -1340,7 +1698,7 @@ type WatchPipelineEventsResponse struct {
 
 func (x *WatchPipelineEventsResponse) Reset() {
 	*x = WatchPipelineEventsResponse{}
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[17]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1710,7 @@ func (x *WatchPipelineEventsResponse) String() string {
 func (*WatchPipelineEventsResponse) ProtoMessage() {}
 
 func (x *WatchPipelineEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_conduit_v1_pipeline_proto_msgTypes[17]
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1723,7 @@ func (x *WatchPipelineEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPipelineEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchPipelineEventsResponse) Descriptor() ([]byte, []int) {
-	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{17}
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchPipelineEventsResponse) GetEvent() *PipelineEvent {
@@ -1380,7 +1738,7 @@ var File_conduit_v1_pipeline_proto protoreflect.FileDescriptor
 const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
 	"\x19conduit/v1/pipeline.proto\x12\n" +
-	"conduit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\x02\n" +
+	"conduit.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x02\n" +
 	"\rPipelineError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12,\n" +
 	"\x05class\x18\x02 \x01(\x0e2\x16.conduit.v1.ErrorClassR\x05class\x12#\n" +
@@ -1388,13 +1746,15 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1c\n" +
 	"\tcomponent\x18\x05 \x01(\tR\tcomponent\x12%\n" +
 	"\x0ecomponent_kind\x18\x06 \x01(\tR\rcomponentKind\x12.\n" +
-	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x88\x02\n" +
+	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04rule\x18\b \x01(\tR\x04rule\"\xa4\x02\n" +
 	"\x0fRecoveryAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x127\n" +
 	"\tfailed_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bfailedAt\x12/\n" +
 	"\x05error\x18\x03 \x01(\v2\x19.conduit.v1.PipelineErrorR\x05error\x12/\n" +
 	"\x05delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12B\n" +
-	"\x0fnext_attempt_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\"\xb8\x02\n" +
+	"\x0fnext_attempt_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12\x1a\n" +
+	"\bstrategy\x18\x06 \x01(\tR\bstrategy\"\xb8\x02\n" +
 	"\x0fRecoveryEpisode\x129\n" +
 	"\n" +
 	"started_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
@@ -1402,7 +1762,46 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x127\n" +
 	"\battempts\x18\x04 \x03(\v2\x1b.conduit.v1.RecoveryAttemptR\battempts\x12)\n" +
 	"\x10dropped_attempts\x18\x05 \x01(\x05R\x0fdroppedAttempts\x125\n" +
-	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xfb\x03\n" +
+	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x85\x06\n" +
+	"\x0eRecoveryPolicy\x12\x16\n" +
+	"\x06preset\x18\x01 \x01(\tR\x06preset\x12\x1a\n" +
+	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x125\n" +
+	"\bschedule\x18\x03 \x03(\v2\x19.google.protobuf.DurationR\bschedule\x126\n" +
+	"\tmin_delay\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bminDelay\x126\n" +
+	"\tmax_delay\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay\x12%\n" +
+	"\x0ebackoff_factor\x18\x06 \x01(\x01R\rbackoffFactor\x12\x1f\n" +
+	"\vmax_retries\x18\a \x01(\x05R\n" +
+	"maxRetries\x12G\n" +
+	"\x12max_retries_window\x18\b \x01(\v2\x19.google.protobuf.DurationR\x10maxRetriesWindow\x12\x16\n" +
+	"\x06jitter\x18\t \x01(\x01R\x06jitter\x12<\n" +
+	"\fmax_duration\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\vmaxDuration\x12\x1b\n" +
+	"\tmax_flaps\x18\v \x01(\x05R\bmaxFlaps\x12:\n" +
+	"\vflap_window\x18\f \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"flapWindow\x12)\n" +
+	"\x10quarantine_after\x18\r \x01(\x05R\x0fquarantineAfter\x12A\n" +
+	"\asources\x18\x0e \x03(\v2'.conduit.v1.RecoveryPolicy.SourcesEntryR\asources\x12.\n" +
+	"\x05rules\x18\x0f \x03(\v2\x18.conduit.v1.RecoveryRuleR\x05rules\x1a:\n" +
+	"\fSourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x02\n" +
+	"\fRecoveryRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
+	"\x05codes\x18\x04 \x03(\tR\x05codes\x12\x14\n" +
+	"\x05class\x18\x05 \x01(\tR\x05class\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x1c\n" +
+	"\tpipelines\x18\a \x03(\tR\tpipelines\x12\x1e\n" +
+	"\n" +
+	"components\x18\b \x03(\tR\n" +
+	"components\x12\x18\n" +
+	"\aplugins\x18\t \x03(\tR\aplugins\x12\x16\n" +
+	"\x06global\x18\n" +
+	" \x01(\bR\x06global\x12\x1d\n" +
+	"\n" +
+	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xc5\x04\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1420,7 +1819,9 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\vconfig_file\x18\v \x01(\tR\n" +
 	"configFile\x129\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xae\x04\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x122\n" +
+	"\x06policy\x18\r \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\x12\x14\n" +
+	"\x05flaps\x18\x0e \x01(\x05R\x05flaps\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
@@ -1437,7 +1838,9 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x05delay\x18\v \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12B\n" +
 	"\x0fnext_attempt_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12\x16\n" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12\x14\n" +
-	"\x05count\x18\x0e \x01(\x03R\x05count\"N\n" +
+	"\x05count\x18\x0e \x01(\x03R\x05count\x12\x16\n" +
+	"\x06action\x18\x0f \x01(\tR\x06action\x12\x1a\n" +
+	"\bstrategy\x18\x10 \x01(\tR\bstrategy\"N\n" +
 	"\x14ListPipelinesRequest\x126\n" +
 	"\bstatuses\x18\x01 \x03(\x0e2\x1a.conduit.v1.PipelineStatusR\bstatuses\"\x89\x01\n" +
 	"\x15ListPipelinesResponse\x122\n" +
@@ -1510,78 +1913,91 @@ func file_conduit_v1_pipeline_proto_rawDescGZIP() []byte {
 }
 
 var file_conduit_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(PipelineStatus)(0),                 // 0: conduit.v1.PipelineStatus
 	(ErrorClass)(0),                     // 1: conduit.v1.ErrorClass
 	(*PipelineError)(nil),               // 2: conduit.v1.PipelineError
 	(*RecoveryAttempt)(nil),             // 3: conduit.v1.RecoveryAttempt
 	(*RecoveryEpisode)(nil),             // 4: conduit.v1.RecoveryEpisode
-	(*Pipeline)(nil),                    // 5: conduit.v1.Pipeline
-	(*PipelineEvent)(nil),               // 6: conduit.v1.PipelineEvent
-	(*ListPipelinesRequest)(nil),        // 7: conduit.v1.ListPipelinesRequest
-	(*ListPipelinesResponse)(nil),       // 8: conduit.v1.ListPipelinesResponse
-	(*ConfigError)(nil),                 // 9: conduit.v1.ConfigError
-	(*GetPipelineRequest)(nil),          // 10: conduit.v1.GetPipelineRequest
-	(*GetPipelineResponse)(nil),         // 11: conduit.v1.GetPipelineResponse
-	(*StartPipelineRequest)(nil),        // 12: conduit.v1.StartPipelineRequest
-	(*StartPipelineResponse)(nil),       // 13: conduit.v1.StartPipelineResponse
-	(*StopPipelineRequest)(nil),         // 14: conduit.v1.StopPipelineRequest
-	(*StopPipelineResponse)(nil),        // 15: conduit.v1.StopPipelineResponse
-	(*ListPipelineEventsRequest)(nil),   // 16: conduit.v1.ListPipelineEventsRequest
-	(*ListPipelineEventsResponse)(nil),  // 17: conduit.v1.ListPipelineEventsResponse
-	(*WatchPipelineEventsRequest)(nil),  // 18: conduit.v1.WatchPipelineEventsRequest
-	(*WatchPipelineEventsResponse)(nil), // 19: conduit.v1.WatchPipelineEventsResponse
-	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 21: google.protobuf.Duration
+	(*RecoveryPolicy)(nil),              // 5: conduit.v1.RecoveryPolicy
+	(*RecoveryRule)(nil),                // 6: conduit.v1.RecoveryRule
+	(*Pipeline)(nil),                    // 7: conduit.v1.Pipeline
+	(*PipelineEvent)(nil),               // 8: conduit.v1.PipelineEvent
+	(*ListPipelinesRequest)(nil),        // 9: conduit.v1.ListPipelinesRequest
+	(*ListPipelinesResponse)(nil),       // 10: conduit.v1.ListPipelinesResponse
+	(*ConfigError)(nil),                 // 11: conduit.v1.ConfigError
+	(*GetPipelineRequest)(nil),          // 12: conduit.v1.GetPipelineRequest
+	(*GetPipelineResponse)(nil),         // 13: conduit.v1.GetPipelineResponse
+	(*StartPipelineRequest)(nil),        // 14: conduit.v1.StartPipelineRequest
+	(*StartPipelineResponse)(nil),       // 15: conduit.v1.StartPipelineResponse
+	(*StopPipelineRequest)(nil),         // 16: conduit.v1.StopPipelineRequest
+	(*StopPipelineResponse)(nil),        // 17: conduit.v1.StopPipelineResponse
+	(*ListPipelineEventsRequest)(nil),   // 18: conduit.v1.ListPipelineEventsRequest
+	(*ListPipelineEventsResponse)(nil),  // 19: conduit.v1.ListPipelineEventsResponse
+	(*WatchPipelineEventsRequest)(nil),  // 20: conduit.v1.WatchPipelineEventsRequest
+	(*WatchPipelineEventsResponse)(nil), // 21: conduit.v1.WatchPipelineEventsResponse
+	nil,                                 // 22: conduit.v1.RecoveryPolicy.SourcesEntry
+	(*timestamppb.Timestamp)(nil),       // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 24: google.protobuf.Duration
 }
 var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	1,  // 0: conduit.v1.PipelineError.class:type_name -> conduit.v1.ErrorClass
-	20, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
-	20, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
+	23, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
+	23, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: conduit.v1.RecoveryAttempt.error:type_name -> conduit.v1.PipelineError
-	21, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
-	20, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	20, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
-	20, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
+	24, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
+	23, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	23, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
+	23, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: conduit.v1.RecoveryEpisode.attempts:type_name -> conduit.v1.RecoveryAttempt
-	21, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
-	0,  // 10: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
-	20, // 11: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
-	2,  // 12: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
-	4,  // 13: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
-	20, // 14: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 15: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 16: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
-	0,  // 17: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
-	2,  // 18: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	21, // 19: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	20, // 20: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
-	0,  // 21: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
-	5,  // 22: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
-	9,  // 23: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
-	5,  // 24: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	5,  // 25: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	5,  // 26: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	6,  // 27: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
-	6,  // 28: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
-	7,  // 29: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	10, // 30: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	12, // 31: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	14, // 32: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	16, // 33: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	18, // 34: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	8,  // 35: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	11, // 36: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	13, // 37: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	15, // 38: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	17, // 39: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	19, // 40: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	35, // [35:41] is the sub-list for method output_type
-	29, // [29:35] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	24, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
+	24, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
+	24, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
+	24, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
+	24, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
+	24, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
+	24, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
+	22, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
+	6,  // 17: conduit.v1.RecoveryPolicy.rules:type_name -> conduit.v1.RecoveryRule
+	5,  // 18: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
+	0,  // 19: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
+	23, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
+	2,  // 21: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
+	4,  // 22: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
+	23, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 24: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
+	23, // 25: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 26: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
+	0,  // 27: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
+	2,  // 28: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
+	24, // 29: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	23, // 30: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	0,  // 31: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
+	7,  // 32: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
+	11, // 33: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
+	7,  // 34: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	7,  // 35: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	7,  // 36: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 37: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
+	8,  // 38: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
+	9,  // 39: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	12, // 40: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	14, // 41: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	16, // 42: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	18, // 43: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	20, // 44: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	10, // 45: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	13, // 46: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	15, // 47: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	17, // 48: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	19, // 49: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	21, // 50: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	45, // [45:51] is the sub-list for method output_type
+	39, // [39:45] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }
@@ -1595,7 +2011,7 @@ func file_conduit_v1_pipeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_pipeline_proto_rawDesc), len(file_conduit_v1_pipeline_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
