@@ -68,6 +68,17 @@ func NewRestartScheduler(clock Clock) *RestartScheduler {
 	return s
 }
 
+// Pending reports how many restarts wait and when the earliest is due
+// (zero when none waits).
+func (s *RestartScheduler) Pending() (n int, earliest time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return 0, time.Time{}
+	}
+	return len(s.queue), s.queue[0].due
+}
+
 // Help launches the restarts that are due, if any. Supervisors and runs
 // call it as they go; it costs an atomic load when nothing is due.
 func (s *RestartScheduler) Help() {

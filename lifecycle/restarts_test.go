@@ -127,8 +127,14 @@ func TestRestartSchedulerCancel(t *testing.T) {
 	if s.cancel(first) {
 		t.Fatal("cancelling twice reported success twice")
 	}
+	if n, earliest := s.Pending(); n != 1 || !earliest.Equal(clock.Now().Add(time.Second)) {
+		t.Fatalf("pending %d, earliest %s; want the kept one", n, earliest)
+	}
 	clock.Advance(time.Second)
 	s.Help()
+	if n, earliest := s.Pending(); n != 0 || !earliest.IsZero() {
+		t.Fatalf("pending %d, earliest %s after the launch; want none", n, earliest)
+	}
 	if got := log.names(); !equalNames(got, []string{"kept"}) {
 		t.Fatalf("launched %v, want [kept]", got)
 	}

@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
 	r.metrics = metrics.New(r.recordCounts)
+	r.metrics.WatchRestarts(r.restarts.Pending)
 	// One shutdown path: whatever the phases below opened, close releases.
 	defer func() {
 		if err != nil {

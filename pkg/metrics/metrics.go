@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -43,6 +44,9 @@ type Metrics struct {
 	// eventCounters are the events counter's series for the supervisor's
 	// event kinds, resolved once so that counting an event takes no lock.
 	eventCounters map[auditlog.Kind]prometheus.Counter
+	// decisions counts what the recovery policy decided about faults, by
+	// the rule that decided (none: the error's class) and the action.
+	decisions *prometheus.CounterVec
 
 	mu        sync.RWMutex
 	pipelines map[string]*Pipeline
@@ -75,6 +79,11 @@ func New(records RecordSource) *Metrics {
 		eventCounters: make(map[auditlog.Kind]prometheus.Counter, len(auditlog.SupervisorKinds())),
 		pipelines:     make(map[string]*Pipeline),
 	}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conduit_recovery_decisions_total",
+		Help: "Faults by the recovery rule that decided them (none: the error's class decided) and the action: restart or degrade.",
+	}, []string{"rule", "action"})
+	m.registry.MustRegister(m.decisions)
 	for _, k := range auditlog.SupervisorKinds() {
 		m.eventCounters[k] = m.events.WithLabelValues(string(k))
 	}
@@ -121,6 +130,13 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	case auditlog.KindRestarted:
 		p.restarts.Add(1)
 	case auditlog.KindFault:
+		if e.Action != "" {
+			rule := "none"
+			if e.Error != nil && e.Error.Rule != "" {
+				rule = e.Error.Rule
+			}
+			m.decisions.WithLabelValues(rule, e.Action).Inc()
+		}
 		if e.Error != nil {
 			if e.Error.Class == cerrors.ClassFatal.String() {
 				p.fatal.Add(1)
@@ -131,6 +147,36 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	}
 	if e.To != 0 {
 		p.status.Store(int32(e.To))
+	}
+}
+
+// WatchRestarts exports the restarts waiting in the scheduler: how many
+// pipelines wait and when the earliest one is due. pending is called on
+// each scrape.
+func (m *Metrics) WatchRestarts(pending func() (n int, earliest time.Time)) {
+	m.registry.MustRegister(&restartsCollector{pending: pending,
+		waiting: prometheus.NewDesc("conduit_pending_restarts",
+			"Pipelines waiting for a scheduled restart.", nil, nil),
+		next: prometheus.NewDesc("conduit_next_restart_timestamp_seconds",
+			"When the earliest scheduled restart is due, in Unix seconds; absent when none waits.", nil, nil),
+	})
+}
+
+type restartsCollector struct {
+	pending       func() (int, time.Time)
+	waiting, next *prometheus.Desc
+}
+
+func (c *restartsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.waiting
+	ch <- c.next
+}
+
+func (c *restartsCollector) Collect(ch chan<- prometheus.Metric) {
+	n, earliest := c.pending()
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n))
+	if n > 0 {
+		ch <- prometheus.MustNewConstMetric(c.next, prometheus.GaugeValue, float64(earliest.UnixNano())/1e9)
 	}
 }
 

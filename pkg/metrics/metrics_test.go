@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
@@ -24,14 +25,15 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 	m := New(func(emit func(string, RecordCounts)) {
 		emit("p1", RecordCounts{Read: 10, Written: 8, Filtered: 1, Nacked: 1})
 	})
+	m.WatchRestarts(func() (int, time.Time) { return 2, time.Unix(1_700_000_000, 0) })
 	p1 := m.Pipeline("p1", lifecycle.StatusRunning)
 	m.Pipeline("p2", lifecycle.StatusStopped)
 	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRunning,
-		To: lifecycle.StatusRunning, Error: &lifecycle.ErrorInfo{Class: "transient"}})
+		To: lifecycle.StatusRunning, Error: &lifecycle.ErrorInfo{Class: "transient", Rule: "rate-limits"}, Action: "restart"})
 	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindRecovering, From: lifecycle.StatusRunning, To: lifecycle.StatusRecovering})
 	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
 	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRecovering,
-		To: lifecycle.StatusRecovering, Error: &lifecycle.ErrorInfo{Class: "fatal"}})
+		To: lifecycle.StatusRecovering, Error: &lifecycle.ErrorInfo{Class: "fatal"}, Action: "degrade"})
 	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindDegraded, From: lifecycle.StatusRecovering, To: lifecycle.StatusDegraded})
 	m.CountEvent("dedup-skipped")
 	// A second registration returns the same series and keeps their state.
@@ -59,6 +61,10 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 		`conduit_pipeline_records_written_total{pipeline_id="p1"} 8`,
 		`conduit_pipeline_records_filtered_total{pipeline_id="p1"} 1`,
 		`conduit_pipeline_dlq_nacks_total{pipeline_id="p1"} 1`,
+		`conduit_recovery_decisions_total{action="restart",rule="rate-limits"} 1`,
+		`conduit_recovery_decisions_total{action="degrade",rule="none"} 1`,
+		`conduit_pending_restarts 2`,
+		`conduit_next_restart_timestamp_seconds 1.7e+09`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(out, want) {
