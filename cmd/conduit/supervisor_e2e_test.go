@@ -27,6 +27,9 @@ type logLine struct {
 	Error         string    `json:"error"`
 	Component     string    `json:"component"`
 	Level         string    `json:"level"`
+	Rule          string    `json:"rule"`
+	Strategy      string    `json:"strategy"`
+	ClassifiedBy  string    `json:"classified_by"`
 }
 
 // events returns the supervisor's event lines for pipeline id.

@@ -377,6 +377,15 @@ func (e ErrorRecovery) ForRule(rule Rule) (ErrorRecovery, error) {
 			f.set(&r, f.over(&rule.Policy))
 		}
 	}
+	// A rule that says "wait 30s" means 30s, also for a pipeline whose
+	// max-delay is 10s: a bound the rule sets moves the other one it does
+	// not set. Only bounds the rule sets itself can clash.
+	switch {
+	case rule.Policy.MinDelay != nil && rule.Policy.MaxDelay == nil && r.MinDelay > r.MaxDelay:
+		r.MaxDelay = r.MinDelay
+	case rule.Policy.MaxDelay != nil && rule.Policy.MinDelay == nil && r.MaxDelay < r.MinDelay:
+		r.MinDelay = r.MaxDelay
+	}
 	if err := r.Validate(); err != nil {
 		return ErrorRecovery{}, err
 	}

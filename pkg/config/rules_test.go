@@ -157,11 +157,22 @@ pipelines:
 		})
 	}
 
-	// A rule valid on its own can clash with the pipeline's policy.
+	// A rule's min-delay above the pipeline's max-delay moves it: the rule
+	// means what it says. Bounds the rule sets itself must agree.
 	dir := t.TempDir()
 	writeFile(t, dir, "p.yml", head+"        - name: slow\n          match: {codes: [503]}\n          min-delay: 5m\n")
 	ps := loadOK(t, dir)
-	_, err := ps[0].ResolveErrorRecovery(Default().Pipelines.ErrorRecovery)
+	r, err := ps[0].ResolveErrorRecovery(Default().Pipelines.ErrorRecovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slow, err := r.ForRule(r.Rules[0]); err != nil || slow.MinDelay != 5*time.Minute || slow.MaxDelay != 5*time.Minute {
+		t.Errorf("rule slow: %+v %v, want min-delay and max-delay 5m", slow, err)
+	}
+	dir = t.TempDir()
+	writeFile(t, dir, "p.yml", head+"        - name: slow\n          match: {codes: [503]}\n          min-delay: 5m\n          max-delay: 1m\n")
+	ps = loadOK(t, dir)
+	_, err = ps[0].ResolveErrorRecovery(Default().Pipelines.ErrorRecovery)
 	if err == nil || !strings.Contains(err.Error(), `p.yml:9: pipeline "p": error-recovery.rules[0].min-delay: 5m must not be greater than max-delay 1m`) {
 		t.Errorf("clashing rule: %v", err)
 	}
