@@ -2,8 +2,11 @@ package errors
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 )
@@ -217,11 +220,22 @@ func MarshalWire(err error) []byte {
 		return nil
 	}
 	c := Classify(err)
+	details := c.Details
+	var re *recordError
+	if errors.As(err, &re) {
+		// The record the error names travels as a detail; the caller's
+		// map is not changed.
+		details = maps.Clone(details)
+		if details == nil {
+			details = map[string]any{}
+		}
+		details[DetailPosition] = base64.StdEncoding.EncodeToString(re.position)
+	}
 	out := struct {
 		Code    int            `json:"code,omitempty"`
 		Message string         `json:"message"`
 		Details map[string]any `json:"details,omitempty"`
-	}{Code: c.Code, Message: c.Message, Details: c.Details}
+	}{Code: c.Code, Message: c.Message, Details: details}
 	b, mErr := json.Marshal(out)
 	if mErr != nil {
 		// Details that cannot be JSON are dropped rather than losing the

@@ -1,6 +1,7 @@
 package errors_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -838,5 +839,37 @@ func TestFromWire(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// An error names its record through any wrapping and across the wire.
+func TestForRecordSurvivesWrappingAndTheWire(t *testing.T) {
+	pos := []byte{0, 1, 2, 'k', 0xff}
+	err := fmt.Errorf("write batch: %w", cerrors.ForRecord(pos, cerrors.WithDetails(errors.New("row rejected"), 422, map[string]any{"table": "orders"})))
+	if got, ok := cerrors.RecordOf(err); !ok || !bytes.Equal(got, pos) {
+		t.Fatalf("RecordOf in process = %v %v, want %v", got, ok, pos)
+	}
+	wire := cerrors.MarshalWire(err)
+	back := cerrors.FromWire(string(wire))
+	if got, ok := cerrors.RecordOf(back); !ok || !bytes.Equal(got, pos) {
+		t.Fatalf("RecordOf after the wire (%s) = %v %v, want %v", wire, got, ok, pos)
+	}
+	c := cerrors.Classify(back)
+	if c.Code != 422 || c.Details["table"] != "orders" {
+		t.Errorf("after the wire: %+v, want code 422 and the table detail kept", c)
+	}
+	// The caller's details are not changed by marshalling.
+	details := map[string]any{"table": "orders"}
+	_ = cerrors.MarshalWire(cerrors.ForRecord(pos, cerrors.WithDetails(errors.New("x"), 503, details)))
+	if _, changed := details[cerrors.DetailPosition]; changed {
+		t.Error("MarshalWire added the position to the caller's details map")
+	}
+	for _, notNamed := range []error{errors.New("connection refused"), cerrors.FromWire(`{"code":503,"message":"x","details":{"position":"%%%"}}`), nil} {
+		if p, ok := cerrors.RecordOf(notNamed); ok {
+			t.Errorf("RecordOf(%v) = %v, want none", notNamed, p)
+		}
+	}
+	if cerrors.ForRecord(pos, nil) != nil {
+		t.Error("ForRecord(pos, nil) is not nil")
 	}
 }

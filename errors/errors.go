@@ -20,6 +20,8 @@
 package errors
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 )
@@ -248,4 +250,46 @@ func FromWire(text string) error {
 	default:
 		return &Error{Code: c.Code, Details: c.Details, Err: errors.New(c.Message), fromWire: true}
 	}
+}
+
+// DetailPosition is the detail that names the record an error is about:
+// the record's position, base64-encoded (standard encoding with padding) in
+// the wire JSON's details.
+const DetailPosition = "position"
+
+// recordError names the record an error is about.
+type recordError struct {
+	position []byte
+	err      error
+}
+
+func (e *recordError) Error() string { return e.err.Error() }
+func (e *recordError) Unwrap() error { return e.err }
+
+// ForRecord says that err is about the record at position: a recovery
+// rule with action dead-letter (DESIGN 5.2) can then send that record to
+// the dead-letter queue and let the pipeline go on, and a record that
+// fails the same way run after run can be quarantined. Across the process
+// boundary the position travels as details.position. A nil err stays nil.
+func ForRecord(position []byte, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &recordError{position: bytes.Clone(position), err: err}
+}
+
+// RecordOf returns the position of the record err is about: one ForRecord
+// named in this process, or the details.position of an error that came
+// over the wire. ok is false when err names no record.
+func RecordOf(err error) (position []byte, ok bool) {
+	var re *recordError
+	if errors.As(err, &re) {
+		return re.position, true
+	}
+	if s, isText := Classify(err).Details[DetailPosition].(string); isText {
+		if p, decErr := base64.StdEncoding.DecodeString(s); decErr == nil {
+			return p, true
+		}
+	}
+	return nil, false
 }

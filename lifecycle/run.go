@@ -29,6 +29,10 @@ type RunHooks struct {
 	// OnAck is called after records were acknowledged end to end. It is
 	// cheap: only the first call of a run sends anything.
 	OnAck func(records int)
+	// Quarantine is the record this run sends to the dead-letter queue
+	// instead of processing it (nil: none): runs failed on it the same way
+	// quarantine-after times in a row.
+	Quarantine *PoisonRecord
 }
 
 // RunFactory builds a new run. It is called for every start and restart,
@@ -94,7 +98,12 @@ func (s *Supervisor) newActiveRun() *activeRun {
 	s.runSeq++
 	ar := &activeRun{id: s.runSeq}
 	ar.ctx, ar.cancel = context.WithCancel(context.Background())
-	ar.hooks = RunHooks{OnAck: func(int) {
+	var quarantine *PoisonRecord
+	if p := s.state.Poison; p != nil && p.Quarantined {
+		c := *p
+		quarantine = &c
+	}
+	ar.hooks = RunHooks{Quarantine: quarantine, OnAck: func(int) {
 		if ar.acked.CompareAndSwap(false, true) {
 			select {
 			case s.inbox <- firstAckMsg{id: ar.id}:

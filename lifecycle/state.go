@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,9 @@ type ErrorInfo struct {
 	// Rule is the recovery rule that decided the error's class (Source
 	// rule), empty when none matched.
 	Rule string `json:"rule,omitempty"`
+	// Record is the position of the record the error is about, when it
+	// names one (see cerrors.ForRecord).
+	Record []byte `json:"record,omitempty"`
 }
 
 // Attempt is one failure of a recovery episode and what was decided.
@@ -262,8 +266,8 @@ func (e *Episode) UnmarshalJSON(raw []byte) error {
 // sameError reports whether a and b are the same error, whenever they
 // happened.
 func sameError(a, b ErrorInfo) bool {
-	a.At = b.At
-	return a == b
+	return a.Code == b.Code && a.Class == b.Class && a.Source == b.Source && a.Message == b.Message &&
+		a.Component == b.Component && a.ComponentKind == b.ComponentKind && a.Rule == b.Rule && bytes.Equal(a.Record, b.Record)
 }
 
 // upgradeFromV1 bounds an episode persisted in format 1, which kept up to
@@ -315,6 +319,29 @@ type State struct {
 	LastRecoveredAt     time.Time `json:"lastRecoveredAt,omitzero"`
 	LastEpisodeAttempts int       `json:"lastEpisodeAttempts,omitempty"`
 	Flaps               int       `json:"flaps,omitempty"`
+	// Poison is the record the latest runs failed on, the same way each
+	// time; nil when the last failure named no record.
+	Poison *PoisonRecord `json:"poison,omitempty"`
+}
+
+// PoisonRecord is a record runs of a pipeline keep failing on.
+type PoisonRecord struct {
+	Position []byte `json:"position"`
+	// Error is the latest failure on it; Runs counts the runs in a row
+	// that failed on it in the same component with the same class and
+	// code.
+	Error ErrorInfo `json:"error"`
+	Runs  int       `json:"runs"`
+	// Quarantined says Runs reached quarantine-after: the next runs send
+	// the record to the dead-letter queue as they read it.
+	Quarantined bool `json:"quarantined,omitempty"`
+}
+
+// sameFailure reports whether info is the poison record failing again the
+// same way. Messages may differ (they often carry counters or times).
+func (p *PoisonRecord) sameFailure(info ErrorInfo) bool {
+	return p != nil && bytes.Equal(p.Position, info.Record) && p.Error.Component == info.Component &&
+		p.Error.ComponentKind == info.ComponentKind && p.Error.Class == info.Class && p.Error.Code == info.Code
 }
 
 // Clone returns a deep copy, for handing state to other goroutines.
@@ -322,6 +349,10 @@ func (s State) Clone() State {
 	if s.LastError != nil {
 		e := *s.LastError
 		s.LastError = &e
+	}
+	if s.Poison != nil {
+		p := *s.Poison
+		s.Poison = &p
 	}
 	if s.Episode != nil {
 		ep := *s.Episode

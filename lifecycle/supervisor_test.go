@@ -631,3 +631,59 @@ func TestRunStoppedWhileBuildingIsDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A record that fails the same way on quarantine-after runs in a row is
+// handed to the next run to dead-letter; any other failure in between
+// starts the count over.
+func TestPoisonRecordIsQuarantinedAfterRunsInARow(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{QuarantineAfter: ptr(3), MinDelay: ptr(time.Second), BackoffFactor: ptr(1.0)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	onRecord := func(pos string, i int) error {
+		return &stageErr{kind: "destination", id: "pg", err: cerrors.ForRecord([]byte(pos),
+			cerrors.WithCode(fmt.Errorf("lock timeout (try %d)", i), 503))}
+	}
+	fail := func(err error) *fakeRun {
+		t.Helper()
+		run.fail(err)
+		h.expect(auditlog.KindRecovering)
+		h.advance(time.Second)
+		h.expect(auditlog.KindRestarted)
+		return h.nextRun()
+	}
+	run = fail(onRecord("42", 1))
+	run = fail(onRecord("42", 2))
+	if run.hooks.Quarantine != nil {
+		t.Fatal("quarantined after 2 runs; quarantine-after is 3")
+	}
+	// A failure elsewhere starts the count over.
+	run = fail(transientErr())
+	run = fail(onRecord("42", 3))
+	run = fail(onRecord("42", 4))
+	if run.hooks.Quarantine != nil {
+		t.Fatal("the count did not start over after a failure that named no record")
+	}
+	run.fail(onRecord("42", 5))
+	fault := h.expect(auditlog.KindFault)
+	if !strings.Contains(fault.Message, "record quarantined: 3 runs in a row") {
+		t.Fatalf("fault %q does not say the record was quarantined", fault.Message)
+	}
+	h.expect(auditlog.KindRecovering)
+	h.advance(time.Second)
+	h.expect(auditlog.KindRestarted)
+	run = h.nextRun()
+	q := run.hooks.Quarantine
+	if q == nil || string(q.Position) != "42" || q.Runs != 3 || q.Error.Component != "pg" || !strings.Contains(q.Error.Message, "lock timeout") {
+		t.Fatalf("the run after the third failure got quarantine %+v, want record 42", q)
+	}
+	if st := h.states.last("p1"); st.Poison == nil || !st.Poison.Quarantined {
+		t.Fatalf("persisted %+v, want the poison record quarantined (it must survive a crash)", st.Poison)
+	}
+	// Once records go through again, the poison is forgotten.
+	run.ack()
+	h.expect(auditlog.KindRecovered)
+	if st := h.state(); st.Poison != nil {
+		t.Fatalf("poison %+v kept after recovery", st.Poison)
+	}
+}

@@ -92,6 +92,7 @@ func (s *Supervisor) onStart(actor string) error {
 	s.state.FailCount = 0
 	// A human started it: what came before no longer counts as flapping.
 	s.state.Flaps, s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = 0, time.Time{}, 0
+	s.state.Poison = nil
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
 	s.state.DegradedReason = ""
@@ -228,6 +229,7 @@ func (s *Supervisor) onFault(err error) {
 		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
 	}
 	s.state.LastError = &info
+	quarantined := s.trackPoison(info, d)
 	if h.EpisodeStart.IsZero() {
 		s.state.Flaps = d.Flaps
 	}
@@ -238,6 +240,9 @@ func (s *Supervisor) onFault(err error) {
 		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}
 	if d.Action == ActionRestart {
 		fault.Delay, fault.NextAttemptAt = d.Delay, now.Add(d.Delay)
+		if quarantined {
+			fault.Message += fmt.Sprintf("; record quarantined: %d runs in a row failed on it this way, the next run sends it to the dead-letter queue", s.state.Poison.Runs)
+		}
 	}
 	s.stopWindow()
 
@@ -279,6 +284,32 @@ func (s *Supervisor) onFault(err error) {
 	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
 		Message: recoveringMessage(d)})
+}
+
+// trackPoison counts the runs in a row that failed on the same record the
+// same way, and quarantines it at the quarantine-after of the policy that
+// decided (the rule's, or the pipeline's). It reports whether the record
+// was quarantined by this failure.
+func (s *Supervisor) trackPoison(info ErrorInfo, d Decision) bool {
+	if info.Record == nil {
+		s.state.Poison = nil
+		return false
+	}
+	if s.state.Poison.sameFailure(info) {
+		s.state.Poison.Runs++
+		s.state.Poison.Error = info
+	} else {
+		s.state.Poison = &PoisonRecord{Position: info.Record, Error: info, Runs: 1}
+	}
+	limit := s.cfg.Policy.QuarantineAfter
+	if d.Rule != nil {
+		limit = d.Rule.Policy.QuarantineAfter
+	}
+	if p := s.state.Poison; limit > 0 && p.Runs >= limit && !p.Quarantined {
+		p.Quarantined = true
+		return true
+	}
+	return false
 }
 
 // faultMessage says what was decided about a failed run, and by what.
@@ -395,6 +426,8 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	// Remembered for flap detection: a failure within flap-window
 	// continues this episode's backoff.
 	s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = s.cfg.Clock.Now(), attempts
+	// Records go through again: whatever it failed on is behind it.
+	s.state.Poison = nil
 	s.state.Probation = false
 	s.endEpisode("recovered (" + string(reason) + ")")
 	s.save()
@@ -510,5 +543,8 @@ func describeError(err error, now time.Time) ErrorInfo {
 	info.Class = c.Class.String()
 	info.Source = c.Source.String()
 	info.Message = truncateMessage(c.Message, maxErrorMessage)
+	if pos, ok := cerrors.RecordOf(cause); ok {
+		info.Record = pos
+	}
 	return info
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +144,66 @@ func TestDayLongScheduleSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("describe does not show the next attempt %s a day ahead:\n%s", next, out)
 	}
 	stopProcess(t, again)
+}
+
+// A dead-letter rule sends the record a destination names to the
+// dead-letter queue, with the error and the rule's name, and the pipeline
+// goes on without a restart.
+func TestDeadLetterRuleOnTheRealBinary(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, `version: "2.2"
+pipelines:
+  - id: rows
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:chaos
+        settings:
+          format.options.id: int
+          rate: 500
+      - id: dst
+        type: destination
+        plugin: builtin:chaos
+        settings:
+          path: ./out.jsonl
+          fail.on: write
+          fail.after: 20
+          fail.count: 1
+          fail.code: 503
+          fail.message: deadlock detected on row
+          fail.record: true
+    dead-letter-queue:
+      plugin: builtin:file
+      settings: {path: ./dlq.jsonl}
+      window-size: 0
+    error-recovery:
+      rules:
+        - name: poison-rows
+          match: {codes: ["503"], message: "deadlock"}
+          action: dead-letter
+`)
+	p := w.start("run")
+	out := filepath.Join(w.dir, "out.jsonl")
+	waitForRecords(t, p, out, 60)
+	dlq := filepath.Join(w.dir, "dlq.jsonl")
+	var lines []string
+	eventually(t, pollInterval, func() bool {
+		b, _ := os.ReadFile(dlq)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(b) > 0
+	}, func() string { return "nothing in the dead-letter queue; output:\n" + p.stderr.String() })
+	if len(lines) != 1 || !strings.Contains(lines[0], `"conduit.dlq.rule":"poison-rows"`) ||
+		!strings.Contains(lines[0], "deadlock detected on row") || !strings.Contains(lines[0], `"conduit.dlq.nack.node.id":"dst"`) {
+		t.Fatalf("dead-letter queue %q, want one record with the rule, the error and the destination", lines)
+	}
+	for _, e := range events(t, p, "rows") {
+		if e.Event == "recovering" || e.Event == "fault" {
+			t.Fatalf("the pipeline restarted although the rule dead-lettered the record: %+v", e)
+		}
+	}
+	stopProcess(t, p)
+	got := ids(t, out)
+	if slices.Contains(got, 21) || !slices.Contains(got, 20) || !slices.Contains(got, 22) {
+		t.Errorf("destination holds %d records; want every one but the 21st", len(got))
+	}
 }

@@ -22,7 +22,11 @@ type managedPipeline struct {
 	// recovery is its resolved error-recovery policy, with the source of
 	// each value.
 	recovery config.ErrorRecovery
-	sup *lifecycle.Supervisor
+	// policy is the same, compiled: the engine asks it which records a
+	// dead-letter rule takes.
+	policy  lifecycle.Policy
+	plugins map[string]string
+	sup     *lifecycle.Supervisor
 	// durable waits until the states and events handed over so far are
 	// written (Runtime.durable).
 	durable func(context.Context) error

@@ -343,11 +343,11 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		return nil, p.FieldError("error-recovery.rules", err)
 	}
 	initial, origin := r.initialState(ctx, p, hash)
-	m := &managedPipeline{cfg: p, recovery: recovery, durable: r.durable}
+	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, plugins: pluginsOf(p), durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
 		Policy:         policy,
-		Plugins:        pluginsOf(p),
+		Plugins:        m.plugins,
 		NewRun:         func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
 		States:         pipelineJournal{r: r, m: m},
 		Clock:          r.clock,
@@ -523,6 +523,36 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 	}
 }
 
+// deadLetter answers the engine's question about a transient error that
+// names its record: the first recovery rule that matches it decides, and
+// only a dead-letter rule takes the record off the pipeline's hands.
+func (m *managedPipeline) deadLetter(err error, kind pipeline.Kind, id string) (string, bool) {
+	var c cerrors.Classification
+	if kind == pipeline.KindProcessor {
+		c = cerrors.ClassifyProcessor(err)
+	} else {
+		c = cerrors.Classify(err)
+	}
+	rule := m.policy.Match(lifecycle.Fault{Pipeline: m.cfg.ID, Class: c.Class, Code: c.Code, Message: c.Message,
+		Component: id, Plugin: m.plugins[id], NamesRecord: true})
+	if rule == nil || rule.Action != config.ActionDeadLetter {
+		return "", false
+	}
+	return rule.Name, true
+}
+
+// componentKind maps the kind an error info names to the engine's.
+func componentKind(kind string) pipeline.Kind {
+	switch kind {
+	case "source":
+		return pipeline.KindSource
+	case "destination":
+		return pipeline.KindDestination
+	default:
+		return pipeline.KindProcessor
+	}
+}
+
 // pluginsOf maps the pipeline's connector and processor ids to their
 // plugins, for recovery rules that match plugins.
 func pluginsOf(p config.Pipeline) map[string]string {
@@ -568,6 +598,13 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	}
 	cfg.OnOpen = release
 	cfg.OnAck = hooks.OnAck
+	cfg.DeadLetter = m.deadLetter
+	if q := hooks.Quarantine; q != nil {
+		cfg.Quarantine = map[string]pipeline.QuarantinedRecord{string(q.Position): {
+			Kind: componentKind(q.Error.ComponentKind), ID: q.Error.Component,
+			Err: fmt.Errorf("quarantined after %d runs in a row failed on this record: %s", q.Runs, q.Error.Message),
+		}}
+	}
 	if r.cfg.Dedup.Enabled {
 		cfg.Dedup = dedupStore{r.dedup}
 		cfg.OnDedupSkipped = func(destination string, skipped int64) { r.dedupSkipped(m, destination, skipped) }

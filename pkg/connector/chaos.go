@@ -57,6 +57,10 @@ type chaosPolicy struct {
 	format   string
 	message  string
 	partial  bool
+	// record makes a write failure name the record it stopped at
+	// (cerrors.ForRecord), as a connector does when one record is the
+	// trouble.
+	record bool
 }
 
 // parseChaosSettings splits m into the fail.* settings, which it parses,
@@ -112,8 +116,16 @@ func parseChaosSettings(m map[string]string, role connectorRole) (chaosPolicy, m
 		if p.partial && p.on != "" && p.on != chaosWrite {
 			s.Failf("fail.partial", "only applies to fail.on write")
 		}
-	} else if _, ok := s.Raw("fail.partial"); ok {
-		s.Failf("fail.partial", "only applies to a destination (fail.on write)")
+		p.record = s.Bool("fail.record", false)
+		if p.record && p.on != "" && p.on != chaosWrite {
+			s.Failf("fail.record", "only applies to fail.on write")
+		}
+	} else {
+		for _, k := range []string{"fail.partial", "fail.record"} {
+			if _, ok := s.Raw(k); ok {
+				s.Failf(k, "only applies to a destination (fail.on write)")
+			}
+		}
 	}
 	if err := s.Done(); err != nil {
 		return chaosPolicy{}, nil, err
@@ -131,7 +143,7 @@ func chaosRoleName(r connectorRole) string {
 // chaosSettingsHelp is appended to the "unknown setting" errors of the
 // wrapped connector, whose list of known settings lacks the fail.* ones.
 const chaosSettingsHelp = "; chaos settings: fail.on, fail.after, fail.every, fail.duration, " +
-	"fail.count, fail.code, fail.format, fail.message, fail.partial (destination)"
+	"fail.count, fail.code, fail.format, fail.message, fail.partial and fail.record (destination)"
 
 // chaosWrapSettingError adds the chaos settings to an "unknown setting"
 // error of the wrapped connector.

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -99,7 +100,11 @@ func (d *chaosDestination) Write(ctx context.Context, batch []record.Record) (in
 		_ = d.commit(chaosWrite, int64(n), false, now)
 		return n, err
 	}
-	return n, d.commit(chaosWrite, int64(n), fail, now)
+	err = d.commit(chaosWrite, int64(n), fail, now)
+	if err != nil && d.policy.record && n < len(batch) {
+		err = cerrors.ForRecord(batch[n].Position, err)
+	}
+	return n, err
 }
 
 func (d *chaosDestination) write(ctx context.Context, batch []record.Record) (int, error) {

@@ -178,6 +178,10 @@
 //	                                                  write still writes the first half of the
 //	                                                  batch and reports it, so only those
 //	                                                  records are acknowledged
+//	fail.record    bool      false                    destination, fail.on write: the error
+//	                                                  names the record the write stopped at
+//	                                                  (cerrors.ForRecord), so a dead-letter
+//	                                                  rule can take it
 //
 // The error names the connector, the operation and which failure it is, e.g.
 //

@@ -45,6 +45,9 @@ type nack struct {
 	kind  Kind
 	id    string
 	err   error
+	// rule is the recovery rule that sent the record to the queue
+	// (dead-letter, or "quarantine"), empty for a plain nack.
+	rule string
 }
 
 type writeResult struct {

@@ -12,6 +12,10 @@ import (
 const (
 	MetadataDLQNackError  = "conduit.dlq.nack.error"
 	MetadataDLQNackNodeID = "conduit.dlq.nack.node.id"
+	// MetadataDLQRule names the recovery rule that dead-lettered the
+	// record ("quarantine" for a record quarantined after failing run
+	// after run).
+	MetadataDLQRule = "conduit.dlq.rule"
 )
 
 func opOf(k Kind) string {
@@ -28,6 +32,9 @@ func dlqRecord(r record.Record, n nack) record.Record {
 	}
 	out.Metadata[MetadataDLQNackError] = n.err.Error()
 	out.Metadata[MetadataDLQNackNodeID] = n.id
+	if n.rule != "" {
+		out.Metadata[MetadataDLQRule] = n.rule
+	}
 	return out
 }
 

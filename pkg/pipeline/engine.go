@@ -104,6 +104,15 @@ type DeadLetterQueue struct {
 	WindowNackThreshold int
 }
 
+// QuarantinedRecord is a record a run sends to the dead-letter queue
+// without processing or writing it.
+type QuarantinedRecord struct {
+	// Kind and ID are the component it failed in; Err what it failed with.
+	Kind Kind
+	ID   string
+	Err  error
+}
+
 // Config is everything one run of a pipeline needs.
 type Config struct {
 	PipelineID   string
@@ -119,6 +128,16 @@ type Config struct {
 	// Dedup, when set, makes restarts skip records destinations already
 	// wrote (see Dedup).
 	Dedup Dedup
+	// DeadLetter, if set, is asked about a transient error that names the
+	// record it is about (every processor error does; a destination's
+	// through cerrors.ForRecord): ok sends that record to the dead-letter
+	// queue, with rule in its metadata, and the run goes on instead of
+	// ending. Recovery rules with action dead-letter answer it.
+	DeadLetter func(err error, kind Kind, componentID string) (rule string, ok bool)
+	// Quarantine holds the records (by position) that failed the same way
+	// run after run: they go to the dead-letter queue as they are read,
+	// with the error they kept failing with.
+	Quarantine map[string]QuarantinedRecord
 	// OnDedupSkipped, if set, is called once per destination and run when
 	// records were skipped: when the last pending position was skipped, or
 	// at the end of the run.

@@ -3,8 +3,10 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	cerrors "github.com/conduitry/conduit/errors"
@@ -316,4 +318,142 @@ func (d *dlqDestination) positions() []string {
 		out = append(out, string(r.Position))
 	}
 	return out
+}
+
+// claimAll is a DeadLetter hook whose rule takes every record it is asked
+// about, and remembers what it was asked.
+type claimAll struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (c *claimAll) hook(err error, kind Kind, id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, fmt.Sprintf("%s %s", kind, id))
+	return "poison-rows", true
+}
+
+func TestDeadLetterRuleTakesARecordADestinationNames(t *testing.T) {
+	src := &seqSource{limit: 30, perRead: 10}
+	// A transient error, but about record 12: the rule takes it.
+	dst := &memDestination{failAtPos: "12", failErr: cerrors.ForRecord(record.Position("12"), cerrors.WithCode(errors.New("lock timeout on row"), 503)), failOnce: true}
+	dlq := &dlqDestination{}
+	claim := &claimAll{}
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		DLQ:          DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		DeadLetter:   claim.hook,
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatalf("the run ended with %v; a dead-letter rule should have let it go on", err)
+	}
+	if got := dlq.positions(); !slices.Equal(got, []string{"12"}) {
+		t.Fatalf("DLQ got %v, want 12", got)
+	}
+	if md := dlq.recs[0].Metadata; md[MetadataDLQRule] != "poison-rows" || md[MetadataDLQNackNodeID] != "dst" || md[MetadataDLQNackError] != "lock timeout on row" {
+		t.Fatalf("DLQ metadata %v, want the rule, the destination and the error", md)
+	}
+	if !slices.Equal(claim.asked, []string{"destination dst"}) {
+		t.Fatalf("the hook was asked %v", claim.asked)
+	}
+}
+
+func TestTransientErrorThatNamesNoRecordIsNotDeadLettered(t *testing.T) {
+	src := &seqSource{limit: 30, perRead: 10}
+	dst := &memDestination{failAtPos: "12", failErr: cerrors.WithCode(errors.New("connection reset"), 503)}
+	claim := &claimAll{}
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		DLQ:          DeadLetterQueue{Connector: &dlqDestination{}, WindowSize: 0},
+		DeadLetter:   claim.hook,
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	if err := h.wait(); cerrors.Classify(err).Code != 503 {
+		t.Fatalf("got %v, want the 503 to end the run", err)
+	}
+	if len(claim.asked) != 0 {
+		t.Fatalf("the hook was asked about an error that names no record: %v", claim.asked)
+	}
+}
+
+func TestTransientProcessorErrorNamesItsRecordAndCanBeDeadLettered(t *testing.T) {
+	// Without a rule the run ends, and the error names the record.
+	src := &seqSource{limit: 30, perRead: 10}
+	lookup := rejectEvery(25, cerrors.WithCode(errors.New("cache unavailable"), 503))
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}},
+		Processors:   []Processor{{ID: "lookup", Processor: lookup}},
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	err := h.wait()
+	if pos, ok := cerrors.RecordOf(err); !ok || string(pos) != "25" {
+		t.Fatalf("the error %v names record %q (%v), want 25", err, pos, ok)
+	}
+
+	// With one, the record goes to the queue and the run goes on.
+	src = &seqSource{limit: 30, perRead: 10}
+	dlq := &dlqDestination{}
+	h = startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}},
+		Processors:   []Processor{{ID: "lookup", Processor: lookup}},
+		DLQ:          DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		DeadLetter:   (&claimAll{}).hook,
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dlq.positions(); !slices.Equal(got, []string{"25"}) || dlq.recs[0].Metadata[MetadataDLQRule] != "poison-rows" {
+		t.Fatalf("DLQ got %v %v, want 25 by the rule", got, dlq.recs)
+	}
+}
+
+func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
+	src := &seqSource{limit: 20, perRead: 10}
+	dst := &memDestination{}
+	dlq := &dlqDestination{}
+	processed := 0
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		Processors: []Processor{{ID: "count", Processor: procFunc(func(r *record.Record) error {
+			if string(r.Position) == "7" {
+				processed++
+			}
+			return nil
+		})}},
+		DLQ: DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		Quarantine: map[string]QuarantinedRecord{"7": {Kind: KindDestination, ID: "dst",
+			Err: errors.New("quarantined after 3 runs in a row failed on this record: lock timeout")}},
+		Positions: &memPositions{},
+		BatchSize: 10,
+	})
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dlq.positions(); !slices.Equal(got, []string{"7"}) {
+		t.Fatalf("DLQ got %v, want 7", got)
+	}
+	if md := dlq.recs[0].Metadata; md[MetadataDLQRule] != QuarantineRule || md[MetadataDLQNackNodeID] != "dst" {
+		t.Fatalf("DLQ metadata %v", md)
+	}
+	if processed != 0 || slices.Contains(dst.records(), "7") {
+		t.Fatal("the quarantined record was processed or written")
+	}
 }

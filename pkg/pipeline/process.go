@@ -19,7 +19,7 @@ func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- 
 		}
 		compacted := false
 		for i := range b.records {
-			kept, n, err := runProcessors(ctx, e.cfg.Processors, &b.records[i])
+			kept, n, err := e.processRecord(ctx, &b.records[i])
 			if err != nil {
 				return err
 			}
@@ -52,11 +52,22 @@ func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- 
 	}
 }
 
-// runProcessors runs procs over rec. It reports whether the record is kept;
-// a rejected record comes back as a nack (its index unset); a transient
-// error comes back as err and ends the run, so that the record is processed
-// again after the restart (see cerrors.ClassifyProcessor).
-func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (kept bool, n *nack, err error) {
+// processRecord runs the processors over rec. It reports whether the
+// record is kept; a rejected record comes back as a nack (its index
+// unset): a quarantined one, one a processor refuses (fatal), and one whose
+// transient error a dead-letter rule claims. Another transient error comes
+// back as err and ends the run, so that the record is processed again after
+// the restart (see cerrors.ClassifyProcessor); it names the record, for
+// quarantine.
+func (e *Engine) processRecord(ctx context.Context, rec *record.Record) (kept bool, n *nack, err error) {
+	if q, ok := e.cfg.Quarantine[string(rec.Position)]; ok {
+		return false, &nack{kind: q.Kind, id: q.ID, err: q.Err, rule: QuarantineRule}, nil
+	}
+	return e.runProcessors(ctx, e.cfg.Processors, rec)
+}
+
+// runProcessors runs procs over rec, as processRecord says.
+func (e *Engine) runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (kept bool, n *nack, err error) {
 	for _, p := range procs {
 		perr := p.Processor.Process(ctx, rec)
 		switch {
@@ -66,9 +77,24 @@ func runProcessors(ctx context.Context, procs []Processor, rec *record.Record) (
 			return false, nil, nil
 		}
 		if cerrors.ClassifyProcessor(perr).Class == cerrors.ClassTransient {
-			return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: perr}
+			if rule, ok := e.deadLetter(perr, KindProcessor, p.ID); ok {
+				return false, &nack{kind: KindProcessor, id: p.ID, err: perr, rule: rule}, nil
+			}
+			return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: cerrors.ForRecord(rec.Position, perr)}
 		}
 		return false, &nack{kind: KindProcessor, id: p.ID, err: perr}, nil
 	}
 	return true, nil, nil
+}
+
+// QuarantineRule is what a quarantined record's dead-letter metadata names
+// as the rule.
+const QuarantineRule = "quarantine"
+
+// deadLetter asks Config.DeadLetter about err.
+func (e *Engine) deadLetter(err error, kind Kind, id string) (string, bool) {
+	if e.cfg.DeadLetter == nil {
+		return "", false
+	}
+	return e.cfg.DeadLetter(err, kind, id)
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -168,7 +169,7 @@ func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDe
 	}
 	if len(d.Processors) > 0 {
 		var err error
-		if p.recs, err = bufs.own.prepare(ctx, b, d, idx); err != nil {
+		if p.recs, err = bufs.own.prepare(ctx, e, b, d, idx); err != nil {
 			return failed(writeResult{done: 0, err: err})
 		}
 		p.toRecord = bufs.own.recordIndex(len(b.records))
@@ -240,6 +241,15 @@ func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch,
 			done++
 			continue
 		}
+		if pos, named := cerrors.RecordOf(err); named && bytes.Equal(pos, recs[done].Position) {
+			// The connector says this record is the trouble: a dead-letter
+			// rule may take it off the pipeline's hands.
+			if rule, ok := e.deadLetter(err, KindDestination, d.ID); ok {
+				b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err, rule: rule})
+				done++
+				continue
+			}
+		}
 		return writeResult{done: toRecord(done), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: err}}, written
 	}
 	return writeResult{done: len(b.records)}, written
@@ -280,12 +290,12 @@ type destinationBuffer struct {
 	idx  []int
 }
 
-func (o *destinationBuffer) prepare(ctx context.Context, b *batch, d Destination, destIdx int) ([]record.Record, error) {
+func (o *destinationBuffer) prepare(ctx context.Context, e *Engine, b *batch, d Destination, destIdx int) ([]record.Record, error) {
 	o.recs, o.idx = o.recs[:0], o.idx[:0]
 	for j := range b.out {
 		rec := b.out[j].Clone()
 		i := b.recordIndex(j)
-		kept, n, err := runProcessors(ctx, d.Processors, &rec)
+		kept, n, err := e.runProcessors(ctx, d.Processors, &rec)
 		if err != nil {
 			return nil, err
 		}

@@ -65,3 +65,12 @@ func WithCode(err error, code int) error { return cerrors.WithCode(err, code) }
 func WithDetails(err error, code int, details map[string]any) error {
 	return cerrors.WithDetails(err, code, details)
 }
+
+// ForRecord says that err is about the record at position, typically the
+// one a destination's Write could not write: Write returns (n,
+// sdk.ForRecord(records[n].Position, err)). A recovery rule with action
+// dead-letter can then send that record to the pipeline's dead-letter
+// queue and let the pipeline go on instead of restarting it, and a record
+// that fails the same way run after run can be quarantined (see
+// docs/recovery.md). A nil err stays nil.
+func ForRecord(position Position, err error) error { return cerrors.ForRecord(position, err) }
