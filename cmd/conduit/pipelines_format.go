@@ -300,7 +300,14 @@ func (v view) eventLine(e *conduitv1.PipelineEvent) string {
 		details = append(details, fmt.Sprintf("attempt %d", e.GetAttempt()))
 	}
 	if e.GetDelay() != nil {
-		details = append(details, "delay "+durationText(e.GetDelay()))
+		delay := "delay " + durationText(e.GetDelay())
+		if e.GetStrategy() != "" && e.GetStrategy() != "exponential" {
+			delay += " (" + e.GetStrategy() + ")"
+		}
+		details = append(details, delay)
+	}
+	if rule := e.GetError().GetRule(); rule != "" {
+		details = append(details, fmt.Sprintf("rule %q", rule))
 	}
 	if e.GetNextAttemptAt() != nil {
 		next, at := e.GetNextAttemptAt().AsTime().In(v.loc), e.GetTime().AsTime().In(v.loc)

@@ -214,6 +214,13 @@ func TestEventLine(t *testing.T) {
 			want: "2024-05-01 12:00:00.000  #8     recovering     recovering -> recovering  attempt 4, delay 24h0m0s, next attempt 2024-05-02 12:00:00.000",
 		},
 		{
+			name: "a rule's decision names the rule and a strategy other than exponential",
+			event: &conduitv1.PipelineEvent{Sequence: 10, Time: at(0), Kind: "recovering", StatusBefore: running,
+				StatusAfter: recovering, Attempt: 2, Delay: durationpb.New(4 * time.Second), Strategy: "linear", NextAttemptAt: at(4 * time.Second),
+				Error: &conduitv1.PipelineError{Code: 429, Class: transient, ClassifiedBy: "rule", Rule: "rate-limited", Message: "slow down"}},
+			want: `2024-05-01 12:00:00.000  #10    recovering     running -> recovering     attempt 2, delay 4s (linear), rule "rate-limited", next attempt 12:00:04.000  429/transient: slow down`,
+		},
+		{
 			name: "dedup-skipped with a count",
 			event: &conduitv1.PipelineEvent{Sequence: 123456, Time: at(0), Kind: "dedup-skipped",
 				StatusBefore: running, StatusAfter: running, Count: 42, Message: "skipped records already written"},
