@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
@@ -47,9 +48,11 @@ type Policy struct {
 	// QuarantineAfter dead-letters a record that failed the same way on
 	// this many runs in a row; 0 is off.
 	QuarantineAfter int
-	// Rules in the order they are tried: the pipeline's own, then the
-	// global ones, each by priority (higher first), then as written.
-	Rules []Rule
+	// Rules are the pipeline's own rules and GlobalRules the global ones,
+	// each in the order they are tried: by priority (higher first), then
+	// as written; the pipeline's own first. GlobalRules may be shared by
+	// many pipelines (see Policies): not to be changed.
+	Rules, GlobalRules []Rule
 }
 
 // Rule is a recovery rule, compiled for matching.
@@ -70,16 +73,71 @@ type Rule struct {
 }
 
 // PolicyFrom converts a resolved configuration (see
-// config.ErrorRecoveryOverride.Resolve). It fails only when a rule's keys
-// clash with the pipeline's policy, which provisioning already refuses.
+// config.ErrorRecoveryOverride.Resolve). It fails when a rule's keys clash
+// with the pipeline's policy (a min-delay above its own max-delay).
 func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 	p := policyFrom(c)
-	rules := slices.Clone(c.Rules)
-	config.SortRules(rules)
-	for _, r := range rules {
+	var err error
+	if p.Rules, err = compileRules(c, c.Rules); err != nil {
+		return Policy{}, err
+	}
+	if p.GlobalRules, err = compileRules(c, c.GlobalRules); err != nil {
+		return Policy{}, fmt.Errorf("global %w", err)
+	}
+	return p, nil
+}
+
+// Policies converts resolved configurations like PolicyFrom, compiling
+// the global rules once for all the pipelines whose policies they apply
+// over are the same: ten thousand pipelines share one copy of a hundred
+// global rules instead of holding a million.
+type Policies struct {
+	mu     sync.Mutex
+	global map[string][]Rule
+}
+
+// NewPolicies returns an empty cache.
+func NewPolicies() *Policies { return &Policies{global: map[string][]Rule{}} }
+
+// From is PolicyFrom, sharing the compiled global rules.
+func (ps *Policies) From(c config.ErrorRecovery) (Policy, error) {
+	p := policyFrom(c)
+	// The global rules' policies depend on the pipeline's (their keys
+	// apply over it), so the key is the pipeline's policy without rules.
+	key := fmt.Sprintf("%v", p)
+	var err error
+	if p.Rules, err = compileRules(c, c.Rules); err != nil {
+		return Policy{}, err
+	}
+	if len(c.GlobalRules) == 0 {
+		return p, nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if rules, ok := ps.global[key]; ok {
+		p.GlobalRules = rules
+		return p, nil
+	}
+	if p.GlobalRules, err = compileRules(c, c.GlobalRules); err != nil {
+		return Policy{}, fmt.Errorf("global %w", err)
+	}
+	ps.global[key] = p.GlobalRules
+	return p, nil
+}
+
+// compileRules compiles rules over the policy c, in the order they are
+// tried.
+func compileRules(c config.ErrorRecovery, rules []config.Rule) ([]Rule, error) {
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	sorted := slices.Clone(rules)
+	config.SortRules(sorted)
+	out := make([]Rule, 0, len(sorted))
+	for _, r := range sorted {
 		rc, err := c.ForRule(r)
 		if err != nil {
-			return Policy{}, fmt.Errorf("rule %q: %w", r.Name, err)
+			return nil, fmt.Errorf("rule %q (%s:%d): %w", r.Name, r.File, r.Line, err)
 		}
 		rule := Rule{Name: r.Name, Priority: r.Priority, Action: r.Action, Policy: policyFrom(rc),
 			codes: r.Match.Codes, message: strings.ToLower(r.Match.Message),
@@ -87,9 +145,9 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 		if r.Match.Class != "" {
 			rule.class, _ = cerrors.ParseClass(r.Match.Class)
 		}
-		p.Rules = append(p.Rules, rule)
+		out = append(out, rule)
 	}
-	return p, nil
+	return out, nil
 }
 
 func policyFrom(c config.ErrorRecovery) Policy {
@@ -127,9 +185,11 @@ type Fault struct {
 // Match returns the first rule that matches f, or nil. Dead-letter rules
 // match only errors that name a record.
 func (p Policy) Match(f Fault) *Rule {
-	for i := range p.Rules {
-		if r := &p.Rules[i]; r.matches(f) {
-			return r
+	for _, rules := range [2][]Rule{p.Rules, p.GlobalRules} {
+		for i := range rules {
+			if r := &rules[i]; r.matches(f) {
+				return r
+			}
 		}
 	}
 	return nil
@@ -442,9 +502,11 @@ func longestDelay(p Policy, attempt int) time.Duration {
 // keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
 	longest := longestDelay(p, failCount)
-	for _, r := range p.Rules {
-		if r.Action == config.ActionRetry {
-			longest = max(longest, longestDelay(r.Policy, failCount))
+	for _, rules := range [2][]Rule{p.Rules, p.GlobalRules} {
+		for _, r := range rules {
+			if r.Action == config.ActionRetry {
+				longest = max(longest, longestDelay(r.Policy, failCount))
+			}
 		}
 	}
 	if latest := now.Add(longest); savedNext.After(latest) {

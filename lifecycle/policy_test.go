@@ -493,3 +493,42 @@ func TestCapResumeWait(t *testing.T) {
 		})
 	}
 }
+
+// Pipelines whose policies are the same share one compiled copy of the
+// global rules; a different policy gets its own, with the rules' keys over
+// it.
+func TestPoliciesShareTheGlobalRules(t *testing.T) {
+	global := config.Default().Pipelines.ErrorRecovery
+	global.Rules = []config.Rule{{Name: "rate-limits", Action: config.ActionRetry,
+		Match: config.RuleMatch{Codes: []config.CodeRange{{From: 429, To: 429}}}, Policy: config.ErrorRecoveryOverride{MaxRetries: ptr(10)}}}
+	resolve := func(o config.ErrorRecoveryOverride) config.ErrorRecovery {
+		r, err := o.Resolve(global)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ps := NewPolicies()
+	a, errA := ps.From(resolve(config.ErrorRecoveryOverride{}))
+	b, errB := ps.From(resolve(config.ErrorRecoveryOverride{}))
+	c, errC := ps.From(resolve(config.ErrorRecoveryOverride{Preset: ptr("aggressive")}))
+	if errA != nil || errB != nil || errC != nil {
+		t.Fatal(errA, errB, errC)
+	}
+	if &a.GlobalRules[0] != &b.GlobalRules[0] {
+		t.Error("two pipelines with the same policy hold two copies of the global rules")
+	}
+	if &a.GlobalRules[0] == &c.GlobalRules[0] {
+		t.Error("a pipeline with another policy shares rules compiled over the first one")
+	}
+	if a.GlobalRules[0].Policy.MinDelay != time.Second || c.GlobalRules[0].Policy.MinDelay != 100*time.Millisecond ||
+		c.GlobalRules[0].Policy.MaxRetries != 10 {
+		t.Errorf("rule policies: %+v and %+v, want the rule's max-retries over each pipeline's policy", a.GlobalRules[0].Policy, c.GlobalRules[0].Policy)
+	}
+	// The same decisions as an uncached policy.
+	plain, _ := PolicyFrom(resolve(config.ErrorRecoveryOverride{}))
+	f := Fault{Pipeline: "x", Class: cerrors.ClassTransient, Code: 429}
+	if got, want := Decide(a, History{}, f, time.Now(), 0.5), Decide(plain, History{}, f, time.Now(), 0.5); got.Rule.Name != want.Rule.Name || got.Delay != want.Delay {
+		t.Errorf("cached %+v, uncached %+v", got, want)
+	}
+}

@@ -62,6 +62,7 @@ func main() {
 	records := flag.Int64("records", 3_000_000, "records per run")
 	storm := flag.Int("storm", 10_000, "pipelines in the fault-storm benchmark (0 skips it)")
 	stormRuns := flag.Int("storm-runs", 5, "fault-storm runs, each in its own process")
+	stormRules := flag.Int("storm-rules", 100, "also run the fault storm with this many global recovery rules that do not match, alternating with runs without (0: only without)")
 	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measured phase to this file")
 	scenario := flag.String("scenario", "", "with -child: builtin, dedup or standalone (internal)")
 	pluginDir := flag.String("plugin-dir", "", "with -child: directory holding the flaky standalone connector (internal)")
@@ -81,7 +82,7 @@ func main() {
 		collector = applied.String()
 	}
 	if *child && *storm > 0 && *records == 0 {
-		res, err := measureStorm(*storm, *cpuProfile)
+		res, err := measureStorm(*storm, *stormRules, *cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
@@ -105,7 +106,7 @@ func main() {
 		}
 	}
 	if *storm > 0 && *stormRuns > 0 {
-		if err := stormParent(*stormRuns, *storm); err != nil {
+		if err := stormParent(*stormRuns, *storm, *stormRules); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
@@ -128,34 +129,47 @@ func runChild(args ...string) ([]byte, error) {
 	return out, nil
 }
 
-func stormParent(runs, pipelines int) error {
+func stormParent(runs, pipelines, rules int) error {
 	fmt.Printf("\nfault storm: %d pipelines (source -> discard) fail at the same moment with a transient 503\n", pipelines)
 	fmt.Printf("and recover (default policy: restart after 1s), Badger state on; %d runs, each in its own process\n", runs)
 	fmt.Printf("restart lateness: launch minus scheduled time; back: scheduled restart to the first record end to end\n")
-	var p50, p99, back, backP50, backP99, rss, cpu []float64
-	for i := range runs {
-		out, err := runChild("-records", "0", "-storm", strconv.Itoa(pipelines))
-		if err != nil {
-			return fmt.Errorf("storm run %d: %w", i+1, err)
-		}
-		var r stormResult
-		if err := json.Unmarshal(out, &r); err != nil {
-			return fmt.Errorf("storm run %d: %w", i+1, err)
-		}
-		if i == 0 {
-			fmt.Printf("go collector: %s\n", r.Collector)
-		}
-		fmt.Printf("run %d: restart lateness p50 %5.1f ms  p99 %5.1f ms  max %5.1f ms | back p50 %5.0f ms  p99 %5.0f ms | all %d running again after %.2fs | peak RSS %6.1f MiB | CPU %.1fs (storm %.1fs)\n",
-			i+1, r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.BackP50Ms, r.BackP99Ms, r.Recovered, r.AllRunningSecs, r.PeakRSSMiB, r.CPUSeconds, r.StormCPUSecs)
-		if r.Recovered != pipelines {
-			return fmt.Errorf("storm run %d: only %d of %d pipelines recovered", i+1, r.Recovered, pipelines)
-		}
-		p50, p99 = append(p50, r.LatenessP50Ms), append(p99, r.LatenessP99Ms)
-		backP50, backP99 = append(backP50, r.BackP50Ms), append(backP99, r.BackP99Ms)
-		back, rss, cpu = append(back, r.AllRunningSecs), append(rss, r.PeakRSSMiB), append(cpu, r.CPUSeconds)
+	variants := []int{0}
+	if rules > 0 {
+		// Alternated run by run, so that both see the same machine.
+		variants = append(variants, rules)
+		fmt.Printf("alternating runs without rules and with %d global recovery rules that the error does not match (each fault tries them all)\n", rules)
 	}
-	fmt.Printf("median: lateness p50 %.1f ms, p99 %.1f ms; back p50 %.0f ms, p99 %.0f ms; all running again after %.2fs; peak RSS %.1f MiB; CPU %.1fs\n",
-		median(p50), median(p99), median(backP50), median(backP99), median(back), median(rss), median(cpu))
+	type series struct{ p50, p99, back, backP50, backP99, rss, cpu []float64 }
+	all := make([]series, len(variants))
+	for i := range runs {
+		for v, n := range variants {
+			out, err := runChild("-records", "0", "-storm", strconv.Itoa(pipelines), "-storm-rules", strconv.Itoa(n))
+			if err != nil {
+				return fmt.Errorf("storm run %d: %w", i+1, err)
+			}
+			var r stormResult
+			if err := json.Unmarshal(out, &r); err != nil {
+				return fmt.Errorf("storm run %d: %w", i+1, err)
+			}
+			if i == 0 && v == 0 {
+				fmt.Printf("go collector: %s\n", r.Collector)
+			}
+			fmt.Printf("run %d, %3d rules: restart lateness p50 %5.1f ms  p99 %5.1f ms  max %5.1f ms | back p50 %5.0f ms  p99 %5.0f ms | all %d running again after %.2fs | peak RSS %6.1f MiB | CPU %.1fs (storm %.1fs)\n",
+				i+1, n, r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.BackP50Ms, r.BackP99Ms, r.Recovered, r.AllRunningSecs, r.PeakRSSMiB, r.CPUSeconds, r.StormCPUSecs)
+			if r.Recovered != pipelines {
+				return fmt.Errorf("storm run %d: only %d of %d pipelines recovered", i+1, r.Recovered, pipelines)
+			}
+			s := &all[v]
+			s.p50, s.p99 = append(s.p50, r.LatenessP50Ms), append(s.p99, r.LatenessP99Ms)
+			s.backP50, s.backP99 = append(s.backP50, r.BackP50Ms), append(s.backP99, r.BackP99Ms)
+			s.back, s.rss, s.cpu = append(s.back, r.AllRunningSecs), append(s.rss, r.PeakRSSMiB), append(s.cpu, r.StormCPUSecs)
+		}
+	}
+	for v, n := range variants {
+		s := all[v]
+		fmt.Printf("median, %3d rules: lateness p50 %.1f ms, p99 %.1f ms; back p50 %.0f ms, p99 %.0f ms; all running again after %.2fs; peak RSS %.1f MiB; storm CPU %.1fs\n",
+			n, median(s.p50), median(s.p99), median(s.backP50), median(s.backP99), median(s.back), median(s.rss), median(s.cpu))
+	}
 	return nil
 }
 

@@ -154,9 +154,10 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 	}
 }
 
-// measureStorm runs one storm; profile, when set, receives a CPU profile of
-// the storm phase.
-func measureStorm(n int, profile string) (stormResult, error) {
+// measureStorm runs one storm of n pipelines with rules global recovery
+// rules that the storm's error does not match; profile, when set,
+// receives a CPU profile of the storm phase.
+func measureStorm(n, rules int, profile string) (stormResult, error) {
 	dir, err := os.MkdirTemp("", "conduit-storm-")
 	if err != nil {
 		return stormResult{}, err
@@ -169,6 +170,7 @@ func measureStorm(n int, profile string) (stormResult, error) {
 	cfg.API.Enabled = false
 	cfg.DB.Badger.Path = filepath.Join(dir, "db")
 	cfg.Pipelines.Path = filepath.Join(dir, "pipelines")
+	cfg.Pipelines.ErrorRecovery.Rules = nonMatchingRules(rules)
 
 	plugins := &stormPlugins{trigger: make(chan struct{}), failed: make(map[string]bool, n), want: n, ready: make(chan struct{})}
 	obs := &stormObserver{want: n, allBack: make(chan time.Time, 1), allFailed: make(chan struct{}),
@@ -248,6 +250,28 @@ func measureStorm(n int, profile string) (stormResult, error) {
 		StormCPUSecs:   stormCPU,
 		Collector:      collector,
 	}, nil
+}
+
+// nonMatchingRules are n rules of the kinds operators write (a code and a
+// message, a component, a plugin) that the storm's 503 "upstream
+// unavailable" from source src does not match: every fault tries them all
+// before the code decides.
+func nonMatchingRules(n int) []config.Rule {
+	rules := make([]config.Rule, n)
+	for i := range rules {
+		m := config.RuleMatch{Message: fmt.Sprintf("no such failure %d", i)}
+		switch i % 3 {
+		case 0:
+			m.Codes = []config.CodeRange{{From: 400 + i%100, To: 400 + i%100}}
+		case 1:
+			m.Components = []string{fmt.Sprintf("pg-%d-*", i)}
+		default:
+			m.Plugins = []string{fmt.Sprintf("standalone:partner-%d", i)}
+		}
+		rules[i] = config.Rule{Name: fmt.Sprintf("rule-%03d", i), Match: m, Action: config.ActionRetry,
+			Priority: m.Specificity()}
+	}
+	return rules
 }
 
 func writeStormPipelines(path string, n int) error {

@@ -381,21 +381,26 @@ func policyToProto(r config.ErrorRecovery) *conduitv1.RecoveryPolicy {
 	for _, d := range r.Schedule {
 		pb.Schedule = append(pb.Schedule, durationpb.New(d))
 	}
-	rules := slices.Clone(r.Rules)
-	config.SortRules(rules)
-	for _, rule := range rules {
-		rp := &conduitv1.RecoveryRule{
-			Name: rule.Name, Priority: int32(rule.Priority), Action: rule.Action, Class: rule.Match.Class,
-			Message: rule.Match.Message, Pipelines: rule.Match.Pipelines, Components: rule.Match.Components,
-			Plugins: rule.Match.Plugins, Global: rule.Global, DefinedAt: fileLine(rule.File, rule.Line),
+	for _, list := range []struct {
+		rules  []config.Rule
+		global bool
+	}{{r.Rules, false}, {r.GlobalRules, true}} {
+		rules := slices.Clone(list.rules)
+		config.SortRules(rules)
+		for _, rule := range rules {
+			rp := &conduitv1.RecoveryRule{
+				Name: rule.Name, Priority: int32(rule.Priority), Action: rule.Action, Class: rule.Match.Class,
+				Message: rule.Match.Message, Pipelines: rule.Match.Pipelines, Components: rule.Match.Components,
+				Plugins: rule.Match.Plugins, Global: list.global, DefinedAt: fileLine(rule.File, rule.Line),
+			}
+			for _, c := range rule.Match.Codes {
+				rp.Codes = append(rp.Codes, c.String())
+			}
+			if own, err := r.ForRule(rule); err == nil && rule.Action == config.ActionRetry {
+				rp.Policy = policyToProto(own)
+			}
+			pb.Rules = append(pb.Rules, rp)
 		}
-		for _, c := range rule.Match.Codes {
-			rp.Codes = append(rp.Codes, c.String())
-		}
-		if own, err := r.ForRule(rule); err == nil && rule.Action == config.ActionRetry {
-			rp.Policy = policyToProto(own)
-		}
-		pb.Rules = append(pb.Rules, rp)
 	}
 	return pb
 }

@@ -49,7 +49,10 @@ type Runtime struct {
 	clock      lifecycle.Clock
 	// restarts launches every pipeline's restarts on time, even when
 	// thousands fall due at once (see lifecycle.RestartScheduler).
-	restarts  *lifecycle.RestartScheduler
+	restarts *lifecycle.RestartScheduler
+	// policies compiles the pipelines' recovery policies, sharing the
+	// global rules among them.
+	policies  *lifecycle.Policies
 	audit     *auditlog.Log
 	dedup     *dedup.Store
 	metrics   *metrics.Metrics
@@ -117,6 +120,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		processors: opts.Processors,
 		clock:      opts.Clock,
 		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
+		policies:   lifecycle.NewPolicies(),
 		observer:   opts.Observer,
 		byID:       map[string]*managedPipeline{},
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
@@ -338,9 +342,9 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
-	policy, err := lifecycle.PolicyFrom(recovery)
+	policy, err := r.policies.From(recovery)
 	if err != nil {
-		return nil, p.FieldError("error-recovery.rules", err)
+		return nil, p.FieldError("error-recovery", err)
 	}
 	initial, origin := r.initialState(ctx, p, hash)
 	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, plugins: pluginsOf(p), durable: r.durable}

@@ -48,9 +48,13 @@ type ErrorRecovery struct {
 	// QuarantineAfter dead-letters a record that failed the same way on
 	// this many runs in a row; 0 is off.
 	QuarantineAfter int
-	// Rules decide for the errors they match, tried in order: a
-	// pipeline's own rules before the global ones (see Rule).
+	// Rules decide for the errors they match (see Rule): in the global
+	// configuration the global rules, after Resolve the pipeline's own.
 	Rules []Rule
+	// GlobalRules are, after Resolve, the global rules, tried after the
+	// pipeline's own. The slice is shared by every pipeline: not to be
+	// changed.
+	GlobalRules []Rule
 	// Sources says, after Resolve, where each key's value came from:
 	// "pipeline", "global", "preset <name>" or "default".
 	Sources map[string]string
@@ -332,11 +336,7 @@ func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, err
 		}
 	}
 	r.Preset, r.Sources["preset"] = preset, presetFrom
-	r.Rules = append([]Rule(nil), o.Rules...)
-	for _, g := range global.Rules {
-		g.Global = true
-		r.Rules = append(r.Rules, g)
-	}
+	r.Rules, r.GlobalRules = o.Rules, global.Rules
 	if r.MinDelay > r.MaxDelay {
 		// Blame the value the pipeline set: that is the one its author can
 		// change, and the message says where the other one came from.
@@ -359,7 +359,7 @@ func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, err
 // the rule's preset, then the rule's own keys, on top.
 func (e ErrorRecovery) ForRule(rule Rule) (ErrorRecovery, error) {
 	r := e
-	r.Rules, r.Sources = nil, nil
+	r.Rules, r.GlobalRules, r.Sources = nil, nil, nil
 	if rule.Policy.Preset != nil {
 		presetValues, ok := Presets()[*rule.Policy.Preset]
 		if !ok {

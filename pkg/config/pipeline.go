@@ -178,7 +178,8 @@ func (p Pipeline) ResolveErrorRecovery(global ErrorRecovery) (ErrorRecovery, err
 		return ErrorRecovery{}, p.FieldError("error-recovery", err)
 	}
 	// A rule's keys apply over the pipeline's policy, so a rule that is
-	// fine on its own can clash with it (min-delay 2m against max-delay 1m).
+	// fine on its own can clash with it. The global rules are checked
+	// where they are compiled, once per distinct policy (lifecycle).
 	for i, rule := range r.Rules {
 		if _, err := r.ForRule(rule); err != nil {
 			var fe *FieldError
@@ -186,12 +187,8 @@ func (p Pipeline) ResolveErrorRecovery(global ErrorRecovery) (ErrorRecovery, err
 			if errors.As(err, &fe) {
 				field, err = fe.Field, fe.Err
 			}
-			if i < len(p.ErrorRecovery.Rules) {
-				return ErrorRecovery{}, &PipelineError{File: rule.File, Line: rule.Line, PipelineID: p.ID,
-					Field: joinField(fmt.Sprintf("error-recovery.rules[%d]", i), field), Err: err}
-			}
-			return ErrorRecovery{}, p.FieldError("error-recovery",
-				fmt.Errorf("global rule %q (%s:%d) applied to this pipeline: %s: %w", rule.Name, rule.File, rule.Line, field, err))
+			return ErrorRecovery{}, &PipelineError{File: rule.File, Line: rule.Line, PipelineID: p.ID,
+				Field: joinField(fmt.Sprintf("error-recovery.rules[%d]", i), field), Err: err}
 		}
 	}
 	return r, nil

@@ -32,24 +32,13 @@ type Rule struct {
 	// File and Line say where the rule was written.
 	File string
 	Line int
-	// Global says the rule comes from conduit.yml: a pipeline's own rules
-	// are tried first (set by Resolve).
-	Global bool
 }
 
-// SortRules puts rules in the order they are tried (DESIGN 5.2): the
-// pipeline's own before the global ones, each by priority, higher first,
-// then as written.
+// SortRules puts the rules of one list in the order they are tried
+// (DESIGN 5.2): by priority, higher first, then as written. A pipeline's
+// own list is tried before the global one.
 func SortRules(rules []Rule) {
-	slices.SortStableFunc(rules, func(a, b Rule) int {
-		if a.Global != b.Global {
-			if a.Global {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Compare(b.Priority, a.Priority)
-	})
+	slices.SortStableFunc(rules, func(a, b Rule) int { return cmp.Compare(b.Priority, a.Priority) })
 }
 
 // Rule actions.
