@@ -58,9 +58,9 @@ type Config struct {
 	// ProcessCrashed says that the earlier process did not shut down
 	// cleanly (a crash, a kill, a power loss); the resumed events say so.
 	ProcessCrashed bool
-	// Plugins maps the pipeline's connector and processor ids to their
-	// plugins, which recovery rules may match.
-	Plugins map[string]string
+	// PluginOf returns the plugin of the pipeline's connector or processor
+	// id, which recovery rules may match; nil: none known.
+	PluginOf func(componentID string) string
 }
 
 // Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;

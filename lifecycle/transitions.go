@@ -223,7 +223,7 @@ func (s *Supervisor) onFault(err error) {
 		h.EpisodeStart, h.RuleCounts = s.state.Episode.StartedAt, s.state.Episode.RuleCounts
 	}
 	d := Decide(s.cfg.Policy, h, Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
-		Component: info.Component, Plugin: s.cfg.Plugins[info.Component]}, now, s.cfg.Random())
+		Component: info.Component, Plugin: s.pluginOf(info.Component)}, now, s.cfg.Random())
 	if d.Rule != nil {
 		// The rule decided the class; what the code said is in the message.
 		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
@@ -284,6 +284,13 @@ func (s *Supervisor) onFault(err error) {
 	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
 		Message: recoveringMessage(d)})
+}
+
+func (s *Supervisor) pluginOf(component string) string {
+	if s.cfg.PluginOf == nil || component == "" {
+		return ""
+	}
+	return s.cfg.PluginOf(component)
 }
 
 // trackPoison counts the runs in a row that failed on the same record the

@@ -28,7 +28,7 @@ pipelines:
         match: {message: "password authentication failed"}
         action: degrade
       - name: partner-404
-        match: {codes: ["404"], pipelines: ["partner-*"]}
+        match: {codes: ["404"], pipelines: ["partner-*"], plugins: ["builtin:chaos"]}
         action: retry
         min-delay: 100ms
 `)

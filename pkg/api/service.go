@@ -371,12 +371,15 @@ func errorToProto(e *lifecycle.ErrorInfo) *conduitv1.PipelineError {
 }
 
 // policyToProto shows a resolved policy; sources is nil for a rule's.
-func policyToProto(r config.ErrorRecovery) *conduitv1.RecoveryPolicy {
+func policyToProto(r config.ErrorRecovery, withSources bool) *conduitv1.RecoveryPolicy {
 	pb := &conduitv1.RecoveryPolicy{
 		Preset: r.Preset, Strategy: r.Strategy, MinDelay: durationpb.New(r.MinDelay), MaxDelay: durationpb.New(r.MaxDelay),
 		BackoffFactor: r.BackoffFactor, MaxRetries: int32(r.MaxRetries), MaxRetriesWindow: durationpb.New(r.MaxRetriesWindow),
 		Jitter: r.Jitter, MaxDuration: durationToProto(r.MaxDuration), MaxFlaps: int32(r.MaxFlaps),
-		FlapWindow: durationpb.New(r.FlapWindow), QuarantineAfter: int32(r.QuarantineAfter), Sources: r.Sources,
+		FlapWindow: durationpb.New(r.FlapWindow), QuarantineAfter: int32(r.QuarantineAfter),
+	}
+	if withSources {
+		pb.Sources = r.Sources()
 	}
 	for _, d := range r.Schedule {
 		pb.Schedule = append(pb.Schedule, durationpb.New(d))
@@ -397,7 +400,7 @@ func policyToProto(r config.ErrorRecovery) *conduitv1.RecoveryPolicy {
 				rp.Codes = append(rp.Codes, c.String())
 			}
 			if own, err := r.ForRule(rule); err == nil && rule.Action == config.ActionRetry {
-				rp.Policy = policyToProto(own)
+				rp.Policy = policyToProto(own, false)
 			}
 			pb.Rules = append(pb.Rules, rp)
 		}
@@ -418,7 +421,7 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		Flaps:          int32(st.Flaps),
 	}
 	if info.Recovery.Strategy != "" {
-		pb.Policy = policyToProto(info.Recovery)
+		pb.Policy = policyToProto(info.Recovery, true)
 	}
 	pb.ConfigFile = fileLine(info.File, info.Line)
 	if ep := st.Episode; ep != nil {

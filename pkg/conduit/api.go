@@ -24,9 +24,8 @@ type managedPipeline struct {
 	recovery config.ErrorRecovery
 	// policy is the same, compiled: the engine asks it which records a
 	// dead-letter rule takes.
-	policy  lifecycle.Policy
-	plugins map[string]string
-	sup     *lifecycle.Supervisor
+	policy lifecycle.Policy
+	sup    *lifecycle.Supervisor
 	// durable waits until the states and events handed over so far are
 	// written (Runtime.durable).
 	durable func(context.Context) error

@@ -347,11 +347,11 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		return nil, p.FieldError("error-recovery", err)
 	}
 	initial, origin := r.initialState(ctx, p, hash)
-	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, plugins: pluginsOf(p), durable: r.durable}
+	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, durable: r.durable}
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
 		Policy:         policy,
-		Plugins:        m.plugins,
+		PluginOf:       m.pluginOf,
 		NewRun:         func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
 		States:         pipelineJournal{r: r, m: m},
 		Clock:          r.clock,
@@ -538,7 +538,7 @@ func (m *managedPipeline) deadLetter(err error, kind pipeline.Kind, id string) (
 		c = cerrors.Classify(err)
 	}
 	rule := m.policy.Match(lifecycle.Fault{Pipeline: m.cfg.ID, Class: c.Class, Code: c.Code, Message: c.Message,
-		Component: id, Plugin: m.plugins[id], NamesRecord: true})
+		Component: id, Plugin: m.pluginOf(id), NamesRecord: true})
 	if rule == nil || rule.Action != config.ActionDeadLetter {
 		return "", false
 	}
@@ -557,20 +557,27 @@ func componentKind(kind string) pipeline.Kind {
 	}
 }
 
-// pluginsOf maps the pipeline's connector and processor ids to their
-// plugins, for recovery rules that match plugins.
-func pluginsOf(p config.Pipeline) map[string]string {
-	m := make(map[string]string, len(p.Connectors)+len(p.Processors))
-	for _, c := range p.Connectors {
-		m[c.ID] = c.Plugin
+// pluginOf returns the plugin of the pipeline's connector or processor
+// id, for recovery rules that match plugins. Looked up when a rule asks:
+// a pipeline has a few components, and ten thousand pipelines need no map
+// each.
+func (m *managedPipeline) pluginOf(id string) string {
+	for _, c := range m.cfg.Connectors {
+		if c.ID == id {
+			return c.Plugin
+		}
 		for _, pr := range c.Processors {
-			m[pr.ID] = pr.Plugin
+			if pr.ID == id {
+				return pr.Plugin
+			}
 		}
 	}
-	for _, pr := range p.Processors {
-		m[pr.ID] = pr.Plugin
+	for _, pr := range m.cfg.Processors {
+		if pr.ID == id {
+			return pr.Plugin
+		}
 	}
-	return m
+	return ""
 }
 
 // configHash identifies a pipeline's configuration (what it runs, not

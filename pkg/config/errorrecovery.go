@@ -55,9 +55,52 @@ type ErrorRecovery struct {
 	// pipeline's own. The slice is shared by every pipeline: not to be
 	// changed.
 	GlobalRules []Rule
-	// Sources says, after Resolve, where each key's value came from:
-	// "pipeline", "global", "preset <name>" or "default".
-	Sources map[string]string
+	// sources says, after Resolve, where each key's value came from, by
+	// the key's index in errorRecoveryFields (see Source). An array, not a
+	// map: every pipeline keeps its resolved policy.
+	sources [maxERFields]valueSource
+}
+
+// valueSource is where a resolved value came from.
+type valueSource uint8
+
+const (
+	fromDefault valueSource = iota
+	fromPreset
+	fromGlobal
+	fromPipeline
+)
+
+// maxERFields bounds the number of error-recovery keys (a test checks it).
+const maxERFields = 16
+
+// Source says where the resolved value of key came from: "pipeline",
+// "global", "preset <name>" or "default".
+func (e ErrorRecovery) Source(key string) string {
+	for i, f := range errorRecoveryFields {
+		if f.name != key {
+			continue
+		}
+		switch e.sources[i] {
+		case fromPipeline:
+			return "pipeline"
+		case fromGlobal:
+			return "global"
+		case fromPreset:
+			return "preset " + e.Preset
+		}
+		return "default"
+	}
+	return ""
+}
+
+// Sources is Source for every key.
+func (e ErrorRecovery) Sources() map[string]string {
+	m := make(map[string]string, len(errorRecoveryFields))
+	for _, f := range errorRecoveryFields {
+		m[f.name] = e.Source(f.name)
+	}
+	return m
 }
 
 // Strategies of the delay between restarts.
@@ -303,48 +346,47 @@ func delayOrderErrorOnMax(minDelay, maxDelay time.Duration, minFrom string) erro
 // max-delay of 1m). The error is a *FieldError naming the pipeline's field;
 // Pipeline.ResolveErrorRecovery turns it into a *PipelineError with a line.
 func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, error) {
-	preset, presetFrom := PresetConduit, "default"
+	preset, presetFrom := PresetConduit, fromDefault
 	if global.Preset != "" && global.Preset != PresetConduit {
-		preset, presetFrom = global.Preset, "global"
+		preset, presetFrom = global.Preset, fromGlobal
 	}
 	if o.Preset != nil {
-		preset, presetFrom = *o.Preset, "pipeline"
+		preset, presetFrom = *o.Preset, fromPipeline
 	}
 	presetValues, ok := Presets()[preset]
 	if !ok {
 		return ErrorRecovery{}, &FieldError{Field: "preset", Err: oneOf(PresetNames()...)(preset)}
 	}
 	r := defaultErrorRecovery()
-	r.Sources = make(map[string]string, len(errorRecoveryFields))
-	for _, f := range errorRecoveryFields {
-		r.Sources[f.name] = "default"
+	for i, f := range errorRecoveryFields {
 		switch {
+		case f.name == "preset":
+			r.sources[i] = presetFrom
 		case f.isSet(&o):
 			v := f.over(&o)
 			if err := f.check(v); err != nil {
 				return ErrorRecovery{}, &FieldError{Field: f.name, Err: err}
 			}
 			f.set(&r, v)
-			r.Sources[f.name] = "pipeline"
-		case f.name == "preset":
+			r.sources[i] = fromPipeline
 		case !sameValue(f.get(&global), f.def):
 			f.set(&r, f.get(&global))
-			r.Sources[f.name] = "global"
+			r.sources[i] = fromGlobal
 		case f.isSet(&presetValues):
 			f.set(&r, f.over(&presetValues))
-			r.Sources[f.name] = "preset " + preset
+			r.sources[i] = fromPreset
 		}
 	}
-	r.Preset, r.Sources["preset"] = preset, presetFrom
+	r.Preset = preset
 	r.Rules, r.GlobalRules = o.Rules, global.Rules
 	if r.MinDelay > r.MaxDelay {
 		// Blame the value the pipeline set: that is the one its author can
 		// change, and the message says where the other one came from.
 		switch {
 		case o.MinDelay != nil && o.MaxDelay == nil:
-			return ErrorRecovery{}, &FieldError{Field: "min-delay", Err: delayOrderError(r.MinDelay, r.MaxDelay, "comes from "+sourceText(r.Sources["max-delay"]))}
+			return ErrorRecovery{}, &FieldError{Field: "min-delay", Err: delayOrderError(r.MinDelay, r.MaxDelay, "comes from "+sourceText(r.Source("max-delay")))}
 		case o.MaxDelay != nil && o.MinDelay == nil:
-			return ErrorRecovery{}, &FieldError{Field: "max-delay", Err: delayOrderErrorOnMax(r.MinDelay, r.MaxDelay, "comes from "+sourceText(r.Sources["min-delay"]))}
+			return ErrorRecovery{}, &FieldError{Field: "max-delay", Err: delayOrderErrorOnMax(r.MinDelay, r.MaxDelay, "comes from "+sourceText(r.Source("min-delay")))}
 		default:
 			return ErrorRecovery{}, &FieldError{Field: "min-delay", Err: delayOrderError(r.MinDelay, r.MaxDelay, "")}
 		}
@@ -359,7 +401,7 @@ func (o ErrorRecoveryOverride) Resolve(global ErrorRecovery) (ErrorRecovery, err
 // the rule's preset, then the rule's own keys, on top.
 func (e ErrorRecovery) ForRule(rule Rule) (ErrorRecovery, error) {
 	r := e
-	r.Rules, r.GlobalRules, r.Sources = nil, nil, nil
+	r.Rules, r.GlobalRules, r.sources = nil, nil, [maxERFields]valueSource{}
 	if rule.Policy.Preset != nil {
 		presetValues, ok := Presets()[*rule.Policy.Preset]
 		if !ok {

@@ -84,7 +84,7 @@ pipelines:
 			if err != nil {
 				t.Fatal(err)
 			}
-			got.Sources = nil
+			got.sources = [maxERFields]valueSource{}
 			if want := withNewDefaults(tc.want); !reflect.DeepEqual(got, want) {
 				t.Errorf("Resolve:\n got %+v\nwant %+v", got, want)
 			}

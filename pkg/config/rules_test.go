@@ -76,7 +76,7 @@ func TestRulesInAPipelineFile(t *testing.T) {
 		"max-delay": "preset aggressive", "backoff-factor": "preset aggressive", "max-duration": "preset aggressive",
 		"jitter": "default", "strategy": "default"}
 	for k, want := range wantSources {
-		if got := r.Sources[k]; got != want {
+		if got := r.Source(k); got != want {
 			t.Errorf("source of %s = %q, want %q", k, got, want)
 		}
 	}
@@ -105,7 +105,7 @@ func TestPresetResolution(t *testing.T) {
 	}
 	for k, want := range map[string]string{"preset": "global", "max-retries": "global", "min-delay": "preset conservative",
 		"max-delay": "pipeline", "max-duration": "preset conservative", "flap-window": "default"} {
-		if got := r.Sources[k]; got != want {
+		if got := r.Source(k); got != want {
 			t.Errorf("source of %s = %q, want %q", k, got, want)
 		}
 	}
@@ -240,5 +240,11 @@ func TestSpecificityOrdersPreciseRulesFirst(t *testing.T) {
 		if tc.higher.Specificity() <= tc.lower.Specificity() {
 			t.Errorf("%s: %d <= %d", tc.name, tc.higher.Specificity(), tc.lower.Specificity())
 		}
+	}
+}
+
+func TestThereIsRoomForTheSourceOfEveryKey(t *testing.T) {
+	if len(errorRecoveryFields) > maxERFields {
+		t.Fatalf("%d error-recovery keys, room for the sources of %d: raise maxERFields", len(errorRecoveryFields), maxERFields)
 	}
 }
