@@ -207,3 +207,58 @@ pipelines:
 		t.Errorf("destination holds %d records; want every one but the 21st", len(got))
 	}
 }
+
+// A record that fails the same way on quarantine-after runs in a row is
+// sent to the dead-letter queue by the next run, which then goes on.
+func TestPoisonRecordIsQuarantinedOnTheRealBinary(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, `version: "2.2"
+pipelines:
+  - id: poison
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:chaos
+        settings:
+          format.options.id: int
+          rate: 500
+      - id: dst
+        type: destination
+        plugin: builtin:chaos
+        settings:
+          path: ./out.jsonl
+          fail.on: write
+          fail.after: 20
+          fail.count: 2
+          fail.code: 503
+          fail.message: row is locked
+          fail.record: true
+    dead-letter-queue:
+      plugin: builtin:file
+      settings: {path: ./dlq.jsonl}
+      window-size: 0
+    error-recovery:
+      min-delay: 50ms
+      quarantine-after: 2
+`)
+	p := w.start("run")
+	dlq := filepath.Join(w.dir, "dlq.jsonl")
+	var lines []string
+	eventually(t, pollInterval, func() bool {
+		b, _ := os.ReadFile(dlq)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(b) > 0
+	}, func() string { return "nothing in the dead-letter queue; output:\n" + p.stderr.String() })
+	if len(lines) != 1 || !strings.Contains(lines[0], `"conduit.dlq.rule":"quarantine"`) || !strings.Contains(lines[0], "row is locked") ||
+		!strings.Contains(lines[0], `"id":21`) {
+		t.Fatalf("dead-letter queue %q, want record 21 quarantined with its error", lines)
+	}
+	// The audit log's fault event says what happened.
+	faults := w.mustPipelines(apiAddress(t, p), "events", "poison", "--kind", "fault", "-o", "json")
+	if n := strings.Count(faults, `"kind":"fault"`); n != 2 || !strings.Contains(faults, "record quarantined: 2 runs in a row failed on it") {
+		t.Fatalf("%d fault events, want 2, the second quarantining the record:\n%s", n, faults)
+	}
+	waitForEvent(t, p, "poison", "recovered", 1)
+	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 60)
+	stopProcess(t, p)
+}

@@ -363,8 +363,9 @@ func (e *Engine) run(ctx context.Context) error {
 	read := make(chan *batch, n)
 	p := newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats)
 
-	if len(e.cfg.Processors) == 0 {
-		// Without processors the reader hands batches straight out.
+	if len(e.cfg.Processors) == 0 && len(e.cfg.Quarantine) == 0 {
+		// Without processors (or a record to quarantine) the reader hands
+		// batches straight out.
 		g.Go(func() error {
 			defer closeOutputs(inflight, toDest)
 			return e.read(readCtx, gctx, free, func(b *batch) bool { return dispatch(gctx, b, inflight, toDest) })

@@ -456,4 +456,23 @@ func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
 	if processed != 0 || slices.Contains(dst.records(), "7") {
 		t.Fatal("the quarantined record was processed or written")
 	}
+
+	// Without processors too.
+	src, dst, dlq = &seqSource{limit: 20, perRead: 10}, &memDestination{}, &dlqDestination{}
+	h = startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		DLQ:          DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		Quarantine:   map[string]QuarantinedRecord{"7": {Kind: KindDestination, ID: "dst", Err: errors.New("quarantined")}},
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dlq.positions(); !slices.Equal(got, []string{"7"}) || slices.Contains(dst.records(), "7") {
+		t.Fatalf("without processors: DLQ got %v, destination %v; want 7 quarantined", got, dst.records())
+	}
 }
