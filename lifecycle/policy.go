@@ -184,7 +184,7 @@ type Fault struct {
 
 // Match returns the first rule that matches f, or nil. Dead-letter rules
 // match only errors that name a record.
-func (p Policy) Match(f Fault) *Rule {
+func (p *Policy) Match(f Fault) *Rule {
 	for _, rules := range [2][]Rule{p.Rules, p.GlobalRules} {
 		for i := range rules {
 			if r := &rules[i]; r.matches(f) {
@@ -312,7 +312,7 @@ type Decision struct {
 //   - otherwise it restarts after the delay of the attempt.
 func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decision {
 	d := Decision{Attempt: h.FailCount + 1, Class: f.Class, Flaps: h.Flaps}
-	policy, retries := p, d.Attempt
+	policy, retries := &p, d.Attempt
 	if r := p.Match(f); r != nil {
 		d.Rule, d.RuleAttempt = r, h.RuleCounts[r.Name]+1
 		switch r.Action {
@@ -320,7 +320,7 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 			d.Class = cerrors.ClassFatal
 		default:
 			d.Class = cerrors.ClassTransient
-			policy, retries = r.Policy, d.RuleAttempt
+			policy, retries = &r.Policy, d.RuleAttempt
 		}
 	}
 	if d.Class != cerrors.ClassTransient {
@@ -357,7 +357,7 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 		return d
 	}
 	d.Strategy = policy.Strategy
-	d.Delay = Delay(policy, n, random)
+	d.Delay = policy.delay(n, random)
 	if policy.MaxDuration > 0 {
 		start := h.EpisodeStart
 		if start.IsZero() {
@@ -389,20 +389,24 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 // [d - jitter*d, d + jitter*d] but never past the cap: near the cap the
 // upper end is cut, so the spread stays uniform below the cap instead of
 // piling restarts up at it.
-func Delay(p Policy, attempt int, random float64) time.Duration {
+func Delay(p Policy, attempt int, random float64) time.Duration { return p.delay(attempt, random) }
+
+// delay is Delay on a pointer: the fault path is deep, and a copy of the
+// policy at every level made each supervisor's stack twice as large.
+func (p *Policy) delay(attempt int, random float64) time.Duration {
 	if p.Strategy == config.StrategyRandom {
 		if p.MaxDelay <= p.MinDelay {
 			return max(p.MaxDelay, 0)
 		}
 		return p.MinDelay + time.Duration(random*float64(p.MaxDelay-p.MinDelay))
 	}
-	d := baseDelay(p, attempt)
+	d := p.baseDelay(attempt)
 	if p.Jitter <= 0 || d <= 0 {
 		return d
 	}
-	lo, width := jitterRange(p, d)
+	lo, width := p.jitterRange(d)
 	x := lo + width*random
-	if c := delayCap(p); x >= float64(c) {
+	if c := p.delayCap(); x >= float64(c) {
 		return c
 	}
 	return max(time.Duration(x), 0)
@@ -410,7 +414,7 @@ func Delay(p Policy, attempt int, random float64) time.Duration {
 
 // delayCap is the longest delay the strategy allows: max-delay, or for a
 // schedule, none.
-func delayCap(p Policy) time.Duration {
+func (p *Policy) delayCap() time.Duration {
 	if p.Strategy == config.StrategySchedule {
 		return math.MaxInt64
 	}
@@ -419,17 +423,17 @@ func delayCap(p Policy) time.Duration {
 
 // jitterRange is where jitter may move delay d: from lo, width wide
 // (2*spread, centred on d), cut at the cap.
-func jitterRange(p Policy, d time.Duration) (lo, width float64) {
+func (p *Policy) jitterRange(d time.Duration) (lo, width float64) {
 	spread := p.Jitter * float64(d)
 	lo, width = float64(d)-spread, 2*spread
-	if c := float64(delayCap(p)); lo+width > c {
+	if c := float64(p.delayCap()); lo+width > c {
 		width = max(c-lo, 0)
 	}
 	return lo, width
 }
 
 // baseDelay is the un-jittered delay of an attempt in closed form.
-func baseDelay(p Policy, attempt int) time.Duration {
+func (p *Policy) baseDelay(attempt int) time.Duration {
 	attempt = max(attempt, 1)
 	switch p.Strategy {
 	case config.StrategySchedule:
@@ -440,14 +444,14 @@ func baseDelay(p Policy, attempt int) time.Duration {
 	case config.StrategyFixed:
 		return min(max(p.MinDelay, 0), max(p.MaxDelay, 0))
 	case config.StrategyLinear:
-		return capped(p, float64(p.MinDelay)*max(p.BackoffFactor, 1)*float64(attempt))
+		return p.capped(float64(p.MinDelay) * max(p.BackoffFactor, 1) * float64(attempt))
 	}
-	return exponentialDelay(p, attempt)
+	return p.exponentialDelay(attempt)
 }
 
 // capped converts x to a delay no longer than max-delay; a NaN or +Inf x
 // fails the comparison and lands on the cap too.
-func capped(p Policy, x float64) time.Duration {
+func (p *Policy) capped(x float64) time.Duration {
 	if p.MinDelay <= 0 || p.MaxDelay <= 0 {
 		return 0
 	}
@@ -458,7 +462,7 @@ func capped(p Policy, x float64) time.Duration {
 }
 
 // exponentialDelay is min-delay x backoff-factor^(attempt-1), capped.
-func exponentialDelay(p Policy, attempt int) time.Duration {
+func (p *Policy) exponentialDelay(attempt int) time.Duration {
 	switch {
 	case p.MinDelay <= 0 || p.MaxDelay <= 0:
 		return 0
@@ -471,21 +475,21 @@ func exponentialDelay(p Policy, attempt int) time.Duration {
 	}
 	// math.Pow is +Inf for huge attempts: capped lands that on the cap
 	// before any conversion to Duration could overflow.
-	return capped(p, float64(p.MinDelay)*math.Pow(p.BackoffFactor, float64(attempt-1)))
+	return p.capped(float64(p.MinDelay) * math.Pow(p.BackoffFactor, float64(attempt-1)))
 }
 
 // longestDelay is the longest wait the policy can give restart number
 // attempt: its delay with the most jitter can add, or max-delay for the
 // random strategy.
-func longestDelay(p Policy, attempt int) time.Duration {
+func (p *Policy) longestDelay(attempt int) time.Duration {
 	if p.Strategy == config.StrategyRandom {
 		return max(p.MaxDelay, p.MinDelay)
 	}
-	longest := baseDelay(p, attempt)
+	longest := p.baseDelay(attempt)
 	if p.Jitter > 0 && longest > 0 {
-		lo, width := jitterRange(p, longest)
-		if x := lo + width; x >= float64(delayCap(p)) {
-			longest = delayCap(p)
+		lo, width := p.jitterRange(longest)
+		if x := lo + width; x >= float64(p.delayCap()) {
+			longest = p.delayCap()
 		} else {
 			longest = max(longest, time.Duration(x))
 		}
@@ -501,11 +505,11 @@ func longestDelay(p Policy, attempt int) time.Duration {
 // fast, is cut to that wait; a zero or past one is now. A day-long schedule
 // keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
-	longest := longestDelay(p, failCount)
+	longest := p.longestDelay(failCount)
 	for _, rules := range [2][]Rule{p.Rules, p.GlobalRules} {
-		for _, r := range rules {
-			if r.Action == config.ActionRetry {
-				longest = max(longest, longestDelay(r.Policy, failCount))
+		for i := range rules {
+			if r := &rules[i]; r.Action == config.ActionRetry {
+				longest = max(longest, r.Policy.longestDelay(failCount))
 			}
 		}
 	}
