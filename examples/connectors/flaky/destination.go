@@ -28,10 +28,10 @@ func newDestination(proc process) *destination { return &destination{proc: proc}
 // Configure reads path and the fail.* settings and, with fail.state, the
 // failures of earlier runs.
 func (d *destination) Configure(_ context.Context, cfg sdk.Config) error {
-	set := newSettings(cfg.Settings)
-	d.path = set.str("path", "")
+	set := sdk.NewSettings(cfg.Settings)
+	d.path = set.String("path", "")
 	p := parsePolicy(set, roleDestination)
-	if err := set.done(); err != nil {
+	if err := set.Err(); err != nil {
 		return sdk.Fatal(err)
 	}
 	in, err := newInjector(p, d.proc, cfg, roleDestination)

@@ -63,47 +63,47 @@ type policy struct {
 }
 
 // parsePolicy reads the fail.* settings of a source or destination.
-func parsePolicy(s *settings, role string) policy {
+func parsePolicy(s *sdk.Settings, role string) policy {
 	ops := []string{opOpen, opRead, opAck}
 	if role == roleDestination {
 		ops = []string{opOpen, opWrite}
 	}
-	p := policy{on: strings.ToLower(s.str("fail.on", ""))}
+	p := policy{on: strings.ToLower(s.String("fail.on", ""))}
 	if p.on != "" && !slices.Contains(ops, p.on) {
-		s.failf("fail.on", "%q is not an operation a %s can fail (want %s)", p.on, role, strings.Join(ops, ", "))
+		s.Failf("fail.on", "%q is not an operation a %s can fail (want %s)", p.on, role, strings.Join(ops, ", "))
 	}
-	p.after = s.int("fail.after", 0, 0, 1<<62)
-	p.count = s.int("fail.count", 0, 0, 1<<62)
-	p.code = int(s.int("fail.code", defaultCode, 100, 599))
-	p.format = strings.ToLower(s.str("fail.format", formatTyped))
-	p.message = s.str("fail.message", defaultMessage)
-	p.crash = s.bool("fail.crash", false)
-	p.state = s.str("fail.state", "")
+	p.after = s.Int("fail.after", 0, 0, 1<<62)
+	p.count = s.Int("fail.count", 0, 0, 1<<62)
+	p.code = int(s.Int("fail.code", defaultCode, 100, 599))
+	p.format = strings.ToLower(s.String("fail.format", formatTyped))
+	p.message = s.String("fail.message", defaultMessage)
+	p.crash = s.Bool("fail.crash", false)
+	p.state = s.String("fail.state", "")
 
 	switch p.format {
 	case formatTyped, formatJSON:
 	case formatText:
-		if s.has("fail.code") {
-			s.failf("fail.code", "does not apply to fail.format text (a text error carries no code; use typed or json)")
+		if s.Has("fail.code") {
+			s.Failf("fail.code", "does not apply to fail.format text (a text error carries no code; use typed or json)")
 		}
 	default:
-		s.failf("fail.format", "%q is not an error format (want typed, json or text)", p.format)
+		s.Failf("fail.format", "%q is not an error format (want typed, json or text)", p.format)
 	}
 	if p.crash {
 		for _, k := range []string{"fail.code", "fail.format"} {
-			if s.has(k) {
-				s.failf(k, "does not apply to fail.crash (the process exits instead of returning an error)")
+			if s.Has(k) {
+				s.Failf(k, "does not apply to fail.crash (the process exits instead of returning an error)")
 			}
 		}
 	}
 	// Each run is a new process: a count kept in memory starts at zero
 	// every time, so these two could never take effect without the file.
 	if p.count > 0 && p.state == "" {
-		s.failf("fail.count", "needs fail.state: the runtime starts a new process for every run, "+
+		s.Failf("fail.count", "needs fail.state: the runtime starts a new process for every run, "+
 			"so the failures so far must be counted in a file")
 	}
 	if p.on == opOpen && p.after > 0 && p.state == "" {
-		s.failf("fail.after", "with fail.on open needs fail.state: every run opens once, in a new process, "+
+		s.Failf("fail.after", "with fail.on open needs fail.state: every run opens once, in a new process, "+
 			"so the successful opens must be counted in a file")
 	}
 	return p

@@ -30,9 +30,9 @@ func cfg(settings map[string]string) sdk.Config {
 
 // policyOf parses settings for role the way Configure does.
 func policyOf(role string, m map[string]string) (policy, error) {
-	s := newSettings(m)
+	s := sdk.NewSettings(m)
 	p := parsePolicy(s, role)
-	return p, s.done()
+	return p, s.Err()
 }
 
 func TestParsePolicy(t *testing.T) {

@@ -55,20 +55,20 @@ func newSource(proc process, clk clock) *source { return &source{proc: proc, clo
 // Configure reads rate, recordCount and the fail.* settings and, with
 // fail.state, the failures of earlier runs.
 func (s *source) Configure(_ context.Context, cfg sdk.Config) error {
-	set := newSettings(cfg.Settings)
-	if rate := set.float("rate", 0); rate > 0 {
+	set := sdk.NewSettings(cfg.Settings)
+	if rate := set.Float("rate", 0, 0, math.MaxFloat64); rate > 0 {
 		iv := float64(time.Second) / rate
 		if iv >= math.MaxInt64 {
-			set.failf("rate", "%v is too small", rate)
+			set.Failf("rate", "%v is too small", rate)
 		}
 		s.interval = time.Duration(iv) // above 1e9/s this is 0: no limit, as meant
 	}
 	// -1 was Conduit's older spelling of "unlimited".
-	if n := set.int("recordCount", 0, -1, math.MaxInt64); n > 0 {
+	if n := set.Int("recordCount", 0, -1, math.MaxInt64); n > 0 {
 		s.recordCount = uint64(n)
 	}
 	p := parsePolicy(set, roleSource)
-	if err := set.done(); err != nil {
+	if err := set.Err(); err != nil {
 		// Fatal: a restart would read the same settings. (The SDK would
 		// make an uncoded Configure error fatal anyway; saying it is
 		// clearer.)
