@@ -12,7 +12,9 @@ import (
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/sdk"
+	"github.com/conduitry/conduit/pkg/sdk/sdktest"
 )
 
 // fakeClock is a clock whose after fires at once and moves the time on.
@@ -288,4 +290,43 @@ func TestDestinationOpenFailure(t *testing.T) {
 	if c := cerrors.Classify(err); c.Class != cerrors.ClassTransient || c.Code != 0 {
 		t.Errorf("classified %+v, want transient without code", c)
 	}
+}
+
+// The SDK's acceptance suite: the contract the runtime relies on.
+func TestSourceAcceptance(t *testing.T) {
+	sdktest.Source(t, sdktest.SourceConfig{
+		New:          func() sdk.Source { return newSource((&fakeProcess{}).process(), testClock(nil)) },
+		Settings:     map[string]string{},
+		BadSettings:  map[string]string{"rate": "fast"},
+		FailSettings: map[string]string{"fail.on": "read", "fail.after": "3", "fail.code": "503"},
+	})
+}
+
+func TestDestinationAcceptance(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	sdktest.Destination(t, sdktest.DestinationConfig{
+		New:          func() sdk.Destination { return newDestination((&fakeProcess{}).process()) },
+		Settings:     map[string]string{"path": out},
+		BadSettings:  map[string]string{"path": "x", "fail.on": "sometimes"},
+		FailSettings: map[string]string{"fail.on": "write", "fail.after": "2", "fail.code": "507"},
+		ReadBack: func(tb testing.TB) []sdk.Record {
+			b, err := os.ReadFile(out)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			// The next check starts from an empty file.
+			if err := os.Remove(out); err != nil {
+				tb.Fatal(err)
+			}
+			var recs []sdk.Record
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				r, err := record.ParseJSON([]byte(line))
+				if err != nil {
+					tb.Fatalf("line %q: %v", line, err)
+				}
+				recs = append(recs, r)
+			}
+			return recs
+		},
+	})
 }
