@@ -285,7 +285,7 @@ func (l *Log) Append(ctx context.Context, e Event, extra ...store.Op) (Event, er
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
 	}
-	e, p, pending, err := l.submit(e, extra, false)
+	p, pending, err := l.submit(&e, extra, false)
 	if err != nil {
 		return Event{}, err
 	}
@@ -302,7 +302,7 @@ func (l *Log) Append(ctx context.Context, e Event, extra ...store.Op) (Event, er
 // caller that must not wait for the disk (a pipeline's supervisor, whose
 // restarts keep a schedule) records events. A write that fails is logged.
 func (l *Log) Record(e Event, extra ...store.Op) error {
-	_, _, _, err := l.submit(e, extra, true)
+	_, _, err := l.submit(&e, extra, true)
 	return err
 }
 
@@ -323,18 +323,20 @@ func validate(e Event) error {
 	return nil
 }
 
-// submit numbers e, encodes it and submits its write with extra. Once the
-// write is committed, the writer's goroutine settles the event (publishes
-// it in sequence order). recorded says nobody waits for the write: its
-// failure is logged, and a retention pass the pipeline then needs is
-// started from there (Append runs it itself).
-func (l *Log) submit(e Event, extra []store.Op, recorded bool) (Event, *pipelineLog, store.Pending, error) {
-	if err := validate(e); err != nil {
-		return Event{}, nil, store.Pending{}, err
+// submit numbers e (in place), encodes it and submits its write with
+// extra. Once the write is committed, the writer's goroutine settles the
+// event (publishes it in sequence order). recorded says nobody waits for
+// the write: its failure is logged, and a retention pass the pipeline then
+// needs is started from there (Append runs it itself). e is a pointer, and
+// nothing returns an Event: a supervisor records its events through here,
+// deep in its goroutine, and every copy of an event costs stack there.
+func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, store.Pending, error) {
+	if err := validate(*e); err != nil {
+		return nil, store.Pending{}, err
 	}
 	p, err := l.pipeline(e.PipelineID, true)
 	if err != nil {
-		return Event{}, nil, store.Pending{}, err
+		return nil, store.Pending{}, err
 	}
 	if !e.NextAttemptAt.IsZero() {
 		e.NextAttemptAt = e.NextAttemptAt.UTC()
@@ -350,40 +352,42 @@ func (l *Log) submit(e Event, extra []store.Op, recorded bool) (Event, *pipeline
 		e.Time = l.now()
 	}
 	e.Time = e.Time.UTC() // also drops the monotonic reading, as a read would
+	// event is the copy the writer's goroutine encodes and settles; nothing
+	// changes it any more.
+	event := *e
 	op := store.Op{Key: eventKey(p.prefix, e.Sequence)}
 	if recorded {
 		// Encoded by the writer, off the caller's goroutine (a supervisor
-		// keeps its schedule): event is a copy that nothing changes any more.
-		event := e
+		// keeps its schedule).
 		op.Encode = func() ([]byte, error) { return encodeEvent(event) }
 	} else {
 		// The caller waits for the commit anyway: encoding here, in
 		// parallel with the commit under way, keeps it off the writer's
 		// goroutine, whose time every caller of the next round waits for.
-		v, err := encodeEvent(e)
+		v, err := encodeEvent(event)
 		if err != nil {
-			return Event{}, nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+			return nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
 		}
 		op.Value = v
 	}
 	ops := make([]store.Op, 0, 1+len(extra))
 	ops = append(append(ops, op), extra...)
 	pending, err := l.w.SubmitFunc(func(err error) {
-		l.settle(p, e, err == nil)
+		l.settle(p, event, err == nil)
 		switch {
 		case !recorded:
 		case err != nil:
-			l.log.Error("could not write an audit event", zap.String("pipeline_id", e.PipelineID),
-				zap.String("event", string(e.Kind)), zap.Uint64("sequence", e.Sequence), zap.Error(err))
+			l.log.Error("could not write an audit event", zap.String("pipeline_id", event.PipelineID),
+				zap.String("event", string(event.Kind)), zap.Uint64("sequence", event.Sequence), zap.Error(err))
 		default:
 			l.trimLater(p)
 		}
 	}, ops...)
 	if err != nil {
-		return Event{}, nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
+		return nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
 	}
 	p.last = e.Sequence
-	return e, p, pending, nil
+	return p, pending, nil
 }
 
 // trimLater starts a retention pass for p on a goroutine of its own when p

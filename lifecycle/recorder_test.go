@@ -32,7 +32,8 @@ func (j *journal) SaveLater(_ string, st State) error {
 	return nil
 }
 
-func (j *journal) RecordLater(_ string, st *State, e Event) error {
+func (j *journal) RecordLater(_ string, st *State, ev *Event) error {
+	e := *ev
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.records = append(j.records, recorded{e: e, st: st})

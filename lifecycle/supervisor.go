@@ -28,7 +28,10 @@ type StateSaver interface {
 // otherwise); a state changed without an event is saved with SaveLater.
 // RecordLater must not wait for the disk either.
 type EventRecorder interface {
-	RecordLater(pipelineID string, st *State, e Event) error
+	// e is the supervisor's: read it, do not keep it. (A pointer: the
+	// supervisor's goroutine is deep here, at every transition of ten
+	// thousand pipelines, and every copy of an event costs stack.)
+	RecordLater(pipelineID string, st *State, e *Event) error
 }
 
 // Config is what a Supervisor is built from.

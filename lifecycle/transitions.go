@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -320,22 +321,25 @@ func (s *Supervisor) trackPoison(info ErrorInfo, d Decision) bool {
 }
 
 // faultMessage says what was decided about a failed run, and by what.
+// The messages of the fault path are put together without fmt: they are
+// built on the supervisor's goroutine at every fault, and fmt's deep
+// frames doubled the stack each of ten thousand supervisors needs.
 func faultMessage(d Decision) string {
 	by := "its error's class"
 	if d.Rule != nil {
-		by = fmt.Sprintf("rule %q (action %s)", d.Rule.Name, d.Rule.Action)
+		by = "rule " + strconv.Quote(d.Rule.Name) + " (action " + d.Rule.Action + ")"
 	}
-	msg := fmt.Sprintf("pipeline run failed; %s decided: %s", by, d.Action)
+	msg := "pipeline run failed; " + by + " decided: " + d.Action.String()
 	if d.Flapping {
-		msg += fmt.Sprintf("; it failed again within flap-window of recovering (flap %d in a row)", d.Flaps)
+		msg += "; it failed again within flap-window of recovering (flap " + strconv.Itoa(d.Flaps) + " in a row)"
 	}
 	return msg
 }
 
 func recoveringMessage(d Decision) string {
-	msg := fmt.Sprintf("pipeline recovering: restart %d scheduled in %s (strategy %s)", d.Attempt, d.Delay, d.Strategy)
+	msg := "pipeline recovering: restart " + strconv.Itoa(d.Attempt) + " scheduled in " + d.Delay.String() + " (strategy " + d.Strategy + ")"
 	if d.Rule != nil {
-		msg += fmt.Sprintf(", by rule %q (its failure %d)", d.Rule.Name, d.RuleAttempt)
+		msg += ", by rule " + strconv.Quote(d.Rule.Name) + " (its failure " + strconv.Itoa(d.RuleAttempt) + ")"
 	}
 	if d.Flapping {
 		msg += "; flapping: the backoff continues where the last episode ended"
@@ -519,7 +523,7 @@ func (s *Supervisor) emit(e Event) {
 			c := s.state.Clone()
 			st, s.unsaved = &c, false
 		}
-		if err := rec.RecordLater(s.cfg.PipelineID, st, e); err != nil {
+		if err := rec.RecordLater(s.cfg.PipelineID, st, &e); err != nil {
 			s.log.Error("could not record pipeline event", zap.String("event", string(e.Kind)), zap.Error(err))
 		}
 	}

@@ -130,19 +130,27 @@ func addCounts(sum metrics.RecordCounts, s *pipeline.Stats) metrics.RecordCounts
 // recordEvent hands e, and extra to commit with it, to the audit log
 // without waiting. to is the status e leaves the pipeline in; 0 means e
 // changes nothing, and it gets the current status as before and after.
-func (m *managedPipeline) recordEvent(r *Runtime, e auditlog.Event, to lifecycle.Status, extra ...store.Op) {
+func (m *managedPipeline) recordEvent(r *Runtime, e *auditlog.Event, to lifecycle.Status, extra ...store.Op) {
 	m.events.Lock()
 	defer m.events.Unlock()
 	if to == 0 && m.status != 0 {
 		e.StatusBefore, e.StatusAfter = m.status.String(), m.status.String()
 	}
-	if err := r.audit.Record(e, extra...); err != nil {
-		r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
-			zap.String("event", string(e.Kind)), zap.Error(err))
+	if err := r.audit.Record(*e, extra...); err != nil {
+		r.auditFailed(e, err)
 	}
 	if to != 0 {
 		m.status = to
 	}
+}
+
+// auditFailed logs an event the audit log refused. Out of recordEvent's
+// way: it runs deep in a supervisor's goroutine at every transition.
+//
+//go:noinline
+func (r *Runtime) auditFailed(e *auditlog.Event, err error) {
+	r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
+		zap.String("event", string(e.Kind)), zap.Error(err))
 }
 
 // trackedRun is an engine whose counters are folded into its pipeline's
@@ -187,7 +195,7 @@ func (a apiPipelines) Get(id string) (api.Supervised, bool) {
 }
 
 // auditEvent turns a supervisor event into an audit log entry.
-func auditEvent(e lifecycle.Event) auditlog.Event {
+func auditEvent(e *lifecycle.Event) auditlog.Event {
 	out := auditlog.Event{
 		Time: e.At, PipelineID: e.PipelineID, Kind: auditlog.Kind(e.Kind),
 		StatusBefore: statusName(e.From), StatusAfter: statusName(e.To),

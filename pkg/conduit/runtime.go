@@ -727,7 +727,7 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
 		Component: destination, ComponentKind: "destination", Count: skipped,
 		Message: fmt.Sprintf("%d records destination %s already accepted in an earlier run were acknowledged without being written again", skipped, destination)}
-	m.recordEvent(r, e, 0)
+	m.recordEvent(r, &e, 0)
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
 }
 
@@ -754,13 +754,14 @@ func (j pipelineJournal) SaveLater(pipelineID string, st lifecycle.State) error 
 	return j.r.states.SaveLater(pipelineID, st)
 }
 
-func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e lifecycle.Event) error {
+func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e *lifecycle.Event) error {
 	var extra []store.Op
 	if st != nil {
 		// st is the supervisor's copy for this event: nothing changes it.
 		extra = append(extra, lifecycle.StateOp(pipelineID, *st))
 	}
-	j.m.recordEvent(j.r, auditEvent(e), e.To, extra...)
+	ev := auditEvent(e)
+	j.m.recordEvent(j.r, &ev, e.To, extra...)
 	return nil
 }
 
