@@ -262,3 +262,61 @@ pipelines:
 	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 60)
 	stopProcess(t, p)
 }
+
+// The record a standalone destination names (sdk.ForRecord, carried as
+// details.position across the process boundary) is what a dead-letter
+// rule sends to the queue.
+func TestDeadLetterRuleTakesTheRecordAStandaloneDestinationNames(t *testing.T) {
+	t.Parallel()
+	w := standaloneWorkspace(t, `version: "2.2"
+pipelines:
+  - id: remote
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:chaos
+        settings:
+          format.options.id: int
+          rate: 500
+      - id: dst
+        type: destination
+        plugin: standalone:flaky
+        settings:
+          path: ./out.jsonl
+          fail.on: write
+          fail.after: 20
+          fail.count: 1
+          fail.state: ./flaky.state.json
+          fail.code: 409
+          fail.message: row version conflict
+          fail.record: true
+    dead-letter-queue:
+      plugin: builtin:file
+      settings: {path: ./dlq.jsonl}
+      window-size: 0
+    error-recovery:
+      rules:
+        - name: conflicts
+          match: {codes: ["409"], plugins: ["standalone:flaky"]}
+          action: dead-letter
+`)
+	p := w.start("run")
+	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 60)
+	dlq := filepath.Join(w.dir, "dlq.jsonl")
+	var lines []string
+	eventually(t, pollInterval, func() bool {
+		b, _ := os.ReadFile(dlq)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(b) > 0
+	}, func() string { return "nothing in the dead-letter queue; output:\n" + p.stderr.String() })
+	if len(lines) != 1 || !strings.Contains(lines[0], `"conduit.dlq.rule":"conflicts"`) || !strings.Contains(lines[0], "row version conflict") ||
+		!strings.Contains(lines[0], `"id":21`) {
+		t.Fatalf("dead-letter queue %q, want record 21 dead-lettered by the rule", lines)
+	}
+	for _, e := range events(t, p, "remote") {
+		if e.Event == "recovering" || e.Event == "degraded" {
+			t.Fatalf("the pipeline restarted or degraded although the rule dead-lettered the record: %+v", e)
+		}
+	}
+	stopProcess(t, p)
+}

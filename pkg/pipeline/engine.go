@@ -128,11 +128,12 @@ type Config struct {
 	// Dedup, when set, makes restarts skip records destinations already
 	// wrote (see Dedup).
 	Dedup Dedup
-	// DeadLetter, if set, is asked about a transient error that names the
-	// record it is about (every processor error does; a destination's
-	// through cerrors.ForRecord): ok sends that record to the dead-letter
-	// queue, with rule in its metadata, and the run goes on instead of
-	// ending. Recovery rules with action dead-letter answer it.
+	// DeadLetter, if set, is asked about an error that names the record it
+	// is about (every processor error does; a destination's through
+	// cerrors.ForRecord): ok sends that record to the dead-letter queue,
+	// with rule in its metadata, and the run goes on - for a transient
+	// error instead of ending. Recovery rules with action dead-letter
+	// answer it.
 	DeadLetter func(err error, kind Kind, componentID string) (rule string, ok bool)
 	// Quarantine holds the records (by position) that failed the same way
 	// run after run: they go to the dead-letter queue as they are read,

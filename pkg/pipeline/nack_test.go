@@ -362,6 +362,28 @@ func TestDeadLetterRuleTakesARecordADestinationNames(t *testing.T) {
 	if !slices.Equal(claim.asked, []string{"destination dst"}) {
 		t.Fatalf("the hook was asked %v", claim.asked)
 	}
+
+	// A fatal error that names its record is nacked anyway; the rule that
+	// claims it is named too.
+	src = &seqSource{limit: 30, perRead: 10}
+	dst = &memDestination{failAtPos: "7", failErr: cerrors.ForRecord(record.Position("7"), cerrors.WithCode(errors.New("row conflict"), 409)), failOnce: true}
+	dlq = &dlqDestination{}
+	h = startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		DLQ:          DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		DeadLetter:   (&claimAll{}).hook,
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dlq.positions(); !slices.Equal(got, []string{"7"}) || dlq.recs[0].Metadata[MetadataDLQRule] != "poison-rows" {
+		t.Fatalf("DLQ got %v, metadata %v; want 7 with the rule", got, dlq.recs)
+	}
 }
 
 func TestTransientErrorThatNamesNoRecordIsNotDeadLettered(t *testing.T) {

@@ -76,10 +76,12 @@ func (e *Engine) runProcessors(ctx context.Context, procs []Processor, rec *reco
 		case errors.Is(perr, processor.ErrFiltered):
 			return false, nil, nil
 		}
+		// A processor's error is about this record: a dead-letter rule may
+		// take it, whatever its class.
+		if rule, ok := e.deadLetter(perr, KindProcessor, p.ID); ok {
+			return false, &nack{kind: KindProcessor, id: p.ID, err: perr, rule: rule}, nil
+		}
 		if cerrors.ClassifyProcessor(perr).Class == cerrors.ClassTransient {
-			if rule, ok := e.deadLetter(perr, KindProcessor, p.ID); ok {
-				return false, &nack{kind: KindProcessor, id: p.ID, err: perr, rule: rule}, nil
-			}
 			return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: cerrors.ForRecord(rec.Position, perr)}
 		}
 		return false, &nack{kind: KindProcessor, id: p.ID, err: perr}, nil

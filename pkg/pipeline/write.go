@@ -235,20 +235,17 @@ func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch,
 			}
 			err = fmt.Errorf("connector wrote %d of %d records and returned no error", n, len(recs)-done+n)
 		}
-		if cerrors.Classify(err).Class == cerrors.ClassFatal {
-			// This record can never be written here: nack it and go on.
-			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err})
-			done++
-			continue
-		}
+		rule := ""
 		if pos, named := cerrors.RecordOf(err); named && bytes.Equal(pos, recs[done].Position) {
 			// The connector says this record is the trouble: a dead-letter
-			// rule may take it off the pipeline's hands.
-			if rule, ok := e.deadLetter(err, KindDestination, d.ID); ok {
-				b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err, rule: rule})
-				done++
-				continue
-			}
+			// rule may take it off the pipeline's hands, whatever its class.
+			rule, _ = e.deadLetter(err, KindDestination, d.ID)
+		}
+		if rule != "" || cerrors.Classify(err).Class == cerrors.ClassFatal {
+			// This record can never be written here: nack it and go on.
+			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err, rule: rule})
+			done++
+			continue
 		}
 		return writeResult{done: toRecord(done), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: err}}, written
 	}

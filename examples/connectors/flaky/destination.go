@@ -102,7 +102,11 @@ func (d *destination) Write(_ context.Context, recs []sdk.Record) (int, error) {
 		_ = d.in.pass(int64(n)) // counts in memory for write; nothing to save
 	}
 	if failing {
-		return n, d.in.fail(opWrite, fmt.Sprintf("position %s", recs[n].Position))
+		err := d.in.fail(opWrite, fmt.Sprintf("position %s", recs[n].Position))
+		if d.in.p.record {
+			err = sdk.ForRecord(recs[n].Position, err)
+		}
+		return n, err
 	}
 	return n, nil
 }

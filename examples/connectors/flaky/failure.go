@@ -60,6 +60,9 @@ type policy struct {
 	message string
 	crash   bool
 	state   string // the state file, "" = none
+	// record makes a write failure name the record it stopped at
+	// (sdk.ForRecord), so that a dead-letter rule can take it.
+	record bool
 }
 
 // parsePolicy reads the fail.* settings of a source or destination.
@@ -79,6 +82,10 @@ func parsePolicy(s *sdk.Settings, role string) policy {
 	p.message = s.String("fail.message", defaultMessage)
 	p.crash = s.Bool("fail.crash", false)
 	p.state = s.String("fail.state", "")
+	p.record = s.Bool("fail.record", false)
+	if p.record && (role != roleDestination || (p.on != "" && p.on != opWrite)) {
+		s.Failf("fail.record", "only applies to a destination with fail.on write")
+	}
 
 	switch p.format {
 	case formatTyped, formatJSON:
