@@ -391,8 +391,8 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 // piling restarts up at it.
 func Delay(p Policy, attempt int, random float64) time.Duration { return p.delay(attempt, random) }
 
-// delay is Delay on a pointer: the fault path is deep, and a copy of the
-// policy at every level made each supervisor's stack twice as large.
+// delay is Delay on a pointer: it runs on a supervisor's goroutine, deep
+// in its fault path, where a copy of the policy at every level costs stack.
 func (p *Policy) delay(attempt int, random float64) time.Duration {
 	if p.Strategy == config.StrategyRandom {
 		if p.MaxDelay <= p.MinDelay {

@@ -322,8 +322,8 @@ func (s *Supervisor) trackPoison(info ErrorInfo, d Decision) bool {
 
 // faultMessage says what was decided about a failed run, and by what.
 // The messages of the fault path are put together without fmt: they are
-// built on the supervisor's goroutine at every fault, and fmt's deep
-// frames doubled the stack each of ten thousand supervisors needs.
+// built on the supervisor's goroutine at every fault, whose stack ten
+// thousand supervisors each need.
 func faultMessage(d Decision) string {
 	by := "its error's class"
 	if d.Rule != nil {
