@@ -24,7 +24,7 @@
 // standalone:<name> runs the executable <name> in connectors.path (a
 // conduit.yml key, ./connectors by default) as a separate process, started
 // anew for every run of the pipeline and spoken to over a unix socket in a
-// private directory (see proto/connector/v1 and pkg/sdk, with which such
+// private directory (see proto/conduitry/connector/v1 and pkg/sdk, with which such
 // connectors are written). A missing or non-executable file, or one that
 // does not answer the handshake within connectors.start-timeout, degrades
 // the pipeline with a message saying which; a plugin that dies mid-run is a

@@ -21,13 +21,15 @@ type Plugin struct {
 }
 
 // Builtin returns the built-in plugins: generator (source), file (source and
-// destination) and log (destination).
+// destination), log (destination), chaos, and Conduit's PostgreSQL connector
+// (source and destination).
 func Builtin() []Plugin {
 	return []Plugin{
 		{Name: "file", NewSource: NewFileSource, NewDestination: NewFileDestination},
 		{Name: "generator", NewSource: NewGeneratorSource},
 		{Name: "log", NewDestination: NewLogDestination},
 		NewChaosPlugin(nil), // nil: time.Now
+		postgresPlugin(),
 	}
 }
 
@@ -74,7 +76,15 @@ func (r *Registry) Lookup(ref string) (Plugin, error) {
 			return p, nil
 		}
 	}
-	return r.set.Lookup(ref)
+	p, err := r.set.Lookup(ref)
+	if err != nil {
+		if parsed, perr := plugin.ParseRef(ref); perr == nil && parsed.Type == plugin.TypeBuiltin {
+			if cerr := conduitOnlyError(parsed.Name); cerr != nil {
+				return Plugin{}, cerr
+			}
+		}
+	}
+	return p, err
 }
 
 // NewSource builds a source from a plugin reference (see Lookup) and its

@@ -9,7 +9,7 @@ import (
 // Standalone connectors are executables in connectors.path that a pipeline
 // names as standalone:<file name>. Every run of a pipeline starts a fresh
 // process per connector and talks to it with the plugin protocol of
-// proto/connector/v1 (Connect over a unix socket in a directory only this
+// proto/conduitry/connector/v1 (Connect over a unix socket in a directory only this
 // process's user can open). The process lives from Open to Teardown.
 //
 // What can go wrong, and what the supervisor is told:

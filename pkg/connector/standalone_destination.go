@@ -8,8 +8,8 @@ import (
 	"connectrpc.com/connect"
 
 	cerrors "github.com/conduitry/conduit/errors"
-	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
-	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
 	"github.com/conduitry/conduit/pkg/record"
 )
 

@@ -19,11 +19,11 @@ import (
 	"go.uber.org/zap"
 
 	cerrors "github.com/conduitry/conduit/errors"
-	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
-	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
 )
 
-// The plugin protocol's environment (proto/connector/v1/connector.proto).
+// The plugin protocol's environment (proto/conduitry/connector/v1/connector.proto).
 const (
 	envPluginSocket   = "CONDUIT_PLUGIN_SOCKET"
 	envPluginProtocol = "CONDUIT_PLUGIN_PROTOCOL"

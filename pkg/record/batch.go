@@ -9,7 +9,7 @@ import (
 )
 
 // The batch encoding carries records between the runtime and standalone
-// connectors (RecordBatch.data in proto/connector/v1). It is compact and
+// connectors (RecordBatch.data in proto/conduitry/connector/v1). It is compact and
 // decodes without a message per record:
 //
 //	batch    = version:byte(1) record*

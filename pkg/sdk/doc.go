@@ -5,7 +5,7 @@
 //
 // It is not the engine's internal connector contract (pkg/connector) and it
 // does not run pipelines: it only adapts a Source or a Destination to the
-// plugin protocol of proto/connector/v1. Everything a connector needs -
+// plugin protocol of proto/conduitry/connector/v1. Everything a connector needs -
 // the record types, the error helpers and code constants - is re-exported
 // here, so a connector imports this package and nothing else of conduit.
 //

@@ -13,7 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	cerrors "github.com/conduitry/conduit/errors"
-	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
 )
 
 // TestLargeBatchesAreSplitToFitAMessage: a batch whose records do not fit

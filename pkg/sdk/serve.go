@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// The plugin protocol's environment (see proto/connector/v1). The runtime
+// The plugin protocol's environment (see proto/conduitry/connector/v1). The runtime
 // sets both when it starts a connector executable.
 const (
 	// EnvSocket names the unix socket the plugin listens on. The runtime
@@ -74,7 +74,7 @@ const (
 //
 // While running, it listens on the unix socket CONDUIT_PLUGIN_SOCKET (a
 // stale socket file is removed first; the socket gets mode 0600) and serves
-// PluginService, SourceService and DestinationService of proto/connector/v1
+// PluginService, SourceService and DestinationService of proto/conduitry/connector/v1
 // with Connect, gRPC and gRPC-Web over HTTP/1.1 and cleartext HTTP/2. It
 // runs one connector instance, built by Configure; any other call before a
 // successful Configure gets a fatal error. Every error is sent as the wire

@@ -16,8 +16,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
-	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's goroutines.

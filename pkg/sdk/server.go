@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 
 	cerrors "github.com/conduitry/conduit/errors"
-	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
-	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -47,7 +47,7 @@ const (
 )
 
 // server adapts the one connector instance of a plugin process to the
-// services of proto/connector/v1. It is the bridge between the stable
+// services of proto/conduitry/connector/v1. It is the bridge between the stable
 // Source/Destination surface and the wire; nothing about the wire leaks
 // into those interfaces.
 type server struct {
@@ -221,7 +221,7 @@ func (s *server) configure(ctx context.Context, r role, pc *connectorv1.Connecto
 	}
 	if err != nil {
 		// Settings do not heal on a restart: without a code of its own, a
-		// Configure error is fatal (as proto/connector/v1 says).
+		// Configure error is fatal (as proto/conduitry/connector/v1 says).
 		if cerrors.Classify(err).Source == cerrors.SourceDefault {
 			err = cerrors.Fatal(err)
 		}

@@ -51,8 +51,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/connector/v1"
-	"github.com/conduitry/conduit/pkg/api/gen/connector/v1/connectorv1connect"
+	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -316,5 +316,5 @@ func (d destination) Teardown(context.Context, *connect.Request[connectorv1.Dest
 
 // LastPosition answers as a plugin built before the call existed does.
 func (d destination) LastPosition(context.Context, *connect.Request[connectorv1.LastPositionRequest]) (*connect.Response[connectorv1.LastPositionResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.connector.v1.DestinationService.LastPosition is not implemented"))
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduitry.connector.v1.DestinationService.LastPosition is not implemented"))
 }

@@ -2,7 +2,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: connector/v1/connector.proto
+// source: conduitry/connector/v1/connector.proto
 
 package connectorv1
 
@@ -29,7 +29,7 @@ type LastPositionRequest struct {
 
 func (x *LastPositionRequest) Reset() {
 	*x = LastPositionRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[0]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +41,7 @@ func (x *LastPositionRequest) String() string {
 func (*LastPositionRequest) ProtoMessage() {}
 
 func (x *LastPositionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[0]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +54,7 @@ func (x *LastPositionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastPositionRequest.ProtoReflect.Descriptor instead.
 func (*LastPositionRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{0}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{0}
 }
 
 type LastPositionResponse struct {
@@ -69,7 +69,7 @@ type LastPositionResponse struct {
 
 func (x *LastPositionResponse) Reset() {
 	*x = LastPositionResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[1]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -81,7 +81,7 @@ func (x *LastPositionResponse) String() string {
 func (*LastPositionResponse) ProtoMessage() {}
 
 func (x *LastPositionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[1]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -94,7 +94,7 @@ func (x *LastPositionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastPositionResponse.ProtoReflect.Descriptor instead.
 func (*LastPositionResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{1}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *LastPositionResponse) GetKnown() bool {
@@ -119,7 +119,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[2]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +131,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[2]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +144,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{2}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{2}
 }
 
 type InfoResponse struct {
@@ -162,7 +162,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[3]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -174,7 +174,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[3]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -187,7 +187,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{3}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -238,7 +238,7 @@ type ConnectorConfig struct {
 
 func (x *ConnectorConfig) Reset() {
 	*x = ConnectorConfig{}
-	mi := &file_connector_v1_connector_proto_msgTypes[4]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +250,7 @@ func (x *ConnectorConfig) String() string {
 func (*ConnectorConfig) ProtoMessage() {}
 
 func (x *ConnectorConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[4]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +263,7 @@ func (x *ConnectorConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectorConfig.ProtoReflect.Descriptor instead.
 func (*ConnectorConfig) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{4}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConnectorConfig) GetPipelineId() string {
@@ -296,7 +296,7 @@ type SourceServiceConfigureRequest struct {
 
 func (x *SourceServiceConfigureRequest) Reset() {
 	*x = SourceServiceConfigureRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[5]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +308,7 @@ func (x *SourceServiceConfigureRequest) String() string {
 func (*SourceServiceConfigureRequest) ProtoMessage() {}
 
 func (x *SourceServiceConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[5]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +321,7 @@ func (x *SourceServiceConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceConfigureRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{5}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SourceServiceConfigureRequest) GetConfig() *ConnectorConfig {
@@ -339,7 +339,7 @@ type SourceServiceConfigureResponse struct {
 
 func (x *SourceServiceConfigureResponse) Reset() {
 	*x = SourceServiceConfigureResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[6]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +351,7 @@ func (x *SourceServiceConfigureResponse) String() string {
 func (*SourceServiceConfigureResponse) ProtoMessage() {}
 
 func (x *SourceServiceConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[6]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +364,7 @@ func (x *SourceServiceConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceConfigureResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{6}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{6}
 }
 
 type DestinationServiceConfigureRequest struct {
@@ -376,7 +376,7 @@ type DestinationServiceConfigureRequest struct {
 
 func (x *DestinationServiceConfigureRequest) Reset() {
 	*x = DestinationServiceConfigureRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[7]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +388,7 @@ func (x *DestinationServiceConfigureRequest) String() string {
 func (*DestinationServiceConfigureRequest) ProtoMessage() {}
 
 func (x *DestinationServiceConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[7]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +401,7 @@ func (x *DestinationServiceConfigureRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DestinationServiceConfigureRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{7}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DestinationServiceConfigureRequest) GetConfig() *ConnectorConfig {
@@ -419,7 +419,7 @@ type DestinationServiceConfigureResponse struct {
 
 func (x *DestinationServiceConfigureResponse) Reset() {
 	*x = DestinationServiceConfigureResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[8]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +431,7 @@ func (x *DestinationServiceConfigureResponse) String() string {
 func (*DestinationServiceConfigureResponse) ProtoMessage() {}
 
 func (x *DestinationServiceConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[8]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +444,7 @@ func (x *DestinationServiceConfigureResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DestinationServiceConfigureResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{8}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{8}
 }
 
 type SourceServiceOpenRequest struct {
@@ -457,7 +457,7 @@ type SourceServiceOpenRequest struct {
 
 func (x *SourceServiceOpenRequest) Reset() {
 	*x = SourceServiceOpenRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[9]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +469,7 @@ func (x *SourceServiceOpenRequest) String() string {
 func (*SourceServiceOpenRequest) ProtoMessage() {}
 
 func (x *SourceServiceOpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[9]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +482,7 @@ func (x *SourceServiceOpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceOpenRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceOpenRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{9}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SourceServiceOpenRequest) GetPosition() []byte {
@@ -500,7 +500,7 @@ type SourceServiceOpenResponse struct {
 
 func (x *SourceServiceOpenResponse) Reset() {
 	*x = SourceServiceOpenResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[10]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +512,7 @@ func (x *SourceServiceOpenResponse) String() string {
 func (*SourceServiceOpenResponse) ProtoMessage() {}
 
 func (x *SourceServiceOpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[10]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +525,7 @@ func (x *SourceServiceOpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceOpenResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceOpenResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{10}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{10}
 }
 
 type DestinationServiceOpenRequest struct {
@@ -536,7 +536,7 @@ type DestinationServiceOpenRequest struct {
 
 func (x *DestinationServiceOpenRequest) Reset() {
 	*x = DestinationServiceOpenRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[11]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +548,7 @@ func (x *DestinationServiceOpenRequest) String() string {
 func (*DestinationServiceOpenRequest) ProtoMessage() {}
 
 func (x *DestinationServiceOpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[11]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +561,7 @@ func (x *DestinationServiceOpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationServiceOpenRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceOpenRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{11}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{11}
 }
 
 type DestinationServiceOpenResponse struct {
@@ -572,7 +572,7 @@ type DestinationServiceOpenResponse struct {
 
 func (x *DestinationServiceOpenResponse) Reset() {
 	*x = DestinationServiceOpenResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[12]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +584,7 @@ func (x *DestinationServiceOpenResponse) String() string {
 func (*DestinationServiceOpenResponse) ProtoMessage() {}
 
 func (x *DestinationServiceOpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[12]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +597,7 @@ func (x *DestinationServiceOpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationServiceOpenResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceOpenResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{12}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{12}
 }
 
 type ReadRequest struct {
@@ -610,7 +610,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +622,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[13]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +635,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{13}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadRequest) GetMaxRecords() int32 {
@@ -654,7 +654,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +666,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[14]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +679,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{14}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadResponse) GetBatch() *RecordBatch {
@@ -699,7 +699,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[15]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +711,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[15]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +724,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{15}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadStreamRequest) GetMaxRecords() int32 {
@@ -743,7 +743,7 @@ type ReadStreamResponse struct {
 
 func (x *ReadStreamResponse) Reset() {
 	*x = ReadStreamResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[16]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +755,7 @@ func (x *ReadStreamResponse) String() string {
 func (*ReadStreamResponse) ProtoMessage() {}
 
 func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[16]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +768,7 @@ func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{16}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadStreamResponse) GetBatch() *RecordBatch {
@@ -788,7 +788,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[17]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +800,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[17]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +813,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{17}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckRequest) GetPositions() [][]byte {
@@ -831,7 +831,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[18]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +843,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[18]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +856,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{18}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{18}
 }
 
 type WriteRequest struct {
@@ -868,7 +868,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[19]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +880,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[19]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +893,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{19}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WriteRequest) GetBatch() *RecordBatch {
@@ -917,7 +917,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[20]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +929,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[20]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +942,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{20}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteResponse) GetWritten() int32 {
@@ -967,7 +967,7 @@ type SourceServiceTeardownRequest struct {
 
 func (x *SourceServiceTeardownRequest) Reset() {
 	*x = SourceServiceTeardownRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[21]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +979,7 @@ func (x *SourceServiceTeardownRequest) String() string {
 func (*SourceServiceTeardownRequest) ProtoMessage() {}
 
 func (x *SourceServiceTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[21]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +992,7 @@ func (x *SourceServiceTeardownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceTeardownRequest.ProtoReflect.Descriptor instead.
 func (*SourceServiceTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{21}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{21}
 }
 
 type SourceServiceTeardownResponse struct {
@@ -1003,7 +1003,7 @@ type SourceServiceTeardownResponse struct {
 
 func (x *SourceServiceTeardownResponse) Reset() {
 	*x = SourceServiceTeardownResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[22]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1015,7 @@ func (x *SourceServiceTeardownResponse) String() string {
 func (*SourceServiceTeardownResponse) ProtoMessage() {}
 
 func (x *SourceServiceTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[22]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1028,7 @@ func (x *SourceServiceTeardownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceServiceTeardownResponse.ProtoReflect.Descriptor instead.
 func (*SourceServiceTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{22}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{22}
 }
 
 type DestinationServiceTeardownRequest struct {
@@ -1039,7 +1039,7 @@ type DestinationServiceTeardownRequest struct {
 
 func (x *DestinationServiceTeardownRequest) Reset() {
 	*x = DestinationServiceTeardownRequest{}
-	mi := &file_connector_v1_connector_proto_msgTypes[23]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1051,7 @@ func (x *DestinationServiceTeardownRequest) String() string {
 func (*DestinationServiceTeardownRequest) ProtoMessage() {}
 
 func (x *DestinationServiceTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[23]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1064,7 @@ func (x *DestinationServiceTeardownRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use DestinationServiceTeardownRequest.ProtoReflect.Descriptor instead.
 func (*DestinationServiceTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{23}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{23}
 }
 
 type DestinationServiceTeardownResponse struct {
@@ -1075,7 +1075,7 @@ type DestinationServiceTeardownResponse struct {
 
 func (x *DestinationServiceTeardownResponse) Reset() {
 	*x = DestinationServiceTeardownResponse{}
-	mi := &file_connector_v1_connector_proto_msgTypes[24]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1087,7 @@ func (x *DestinationServiceTeardownResponse) String() string {
 func (*DestinationServiceTeardownResponse) ProtoMessage() {}
 
 func (x *DestinationServiceTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[24]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1100,7 @@ func (x *DestinationServiceTeardownResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DestinationServiceTeardownResponse.ProtoReflect.Descriptor instead.
 func (*DestinationServiceTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{24}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{24}
 }
 
 // RecordBatch carries records in the OpenCDC batch encoding of pkg/record
@@ -1118,7 +1118,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_connector_v1_connector_proto_msgTypes[25]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1130,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_connector_v1_connector_proto_msgTypes[25]
+	mi := &file_conduitry_connector_v1_connector_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1143,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_connector_v1_connector_proto_rawDescGZIP(), []int{25}
+	return file_conduitry_connector_v1_connector_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecordBatch) GetCount() int32 {
@@ -1160,11 +1160,11 @@ func (x *RecordBatch) GetData() []byte {
 	return nil
 }
 
-var File_connector_v1_connector_proto protoreflect.FileDescriptor
+var File_conduitry_connector_v1_connector_proto protoreflect.FileDescriptor
 
-const file_connector_v1_connector_proto_rawDesc = "" +
+const file_conduitry_connector_v1_connector_proto_rawDesc = "" +
 	"\n" +
-	"\x1cconnector/v1/connector.proto\x12\fconnector.v1\"\x15\n" +
+	"&conduitry/connector/v1/connector.proto\x12\x16conduitry.connector.v1\"\x15\n" +
 	"\x13LastPositionRequest\"Z\n" +
 	"\x14LastPositionResponse\x12\x14\n" +
 	"\x05known\x18\x01 \x01(\bR\x05known\x12\x1f\n" +
@@ -1176,20 +1176,20 @@ const file_connector_v1_connector_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
 	"\x10protocol_version\x18\x03 \x01(\x05R\x0fprotocolVersion\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\bR\x06source\x12 \n" +
-	"\vdestination\x18\x05 \x01(\bR\vdestination\"\xdb\x01\n" +
+	"\vdestination\x18\x05 \x01(\bR\vdestination\"\xe5\x01\n" +
 	"\x0fConnectorConfig\x12\x1f\n" +
 	"\vpipeline_id\x18\x01 \x01(\tR\n" +
 	"pipelineId\x12!\n" +
-	"\fconnector_id\x18\x02 \x01(\tR\vconnectorId\x12G\n" +
-	"\bsettings\x18\x03 \x03(\v2+.connector.v1.ConnectorConfig.SettingsEntryR\bsettings\x1a;\n" +
+	"\fconnector_id\x18\x02 \x01(\tR\vconnectorId\x12Q\n" +
+	"\bsettings\x18\x03 \x03(\v25.conduitry.connector.v1.ConnectorConfig.SettingsEntryR\bsettings\x1a;\n" +
 	"\rSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
-	"\x1dSourceServiceConfigureRequest\x125\n" +
-	"\x06config\x18\x01 \x01(\v2\x1d.connector.v1.ConnectorConfigR\x06config\" \n" +
-	"\x1eSourceServiceConfigureResponse\"[\n" +
-	"\"DestinationServiceConfigureRequest\x125\n" +
-	"\x06config\x18\x01 \x01(\v2\x1d.connector.v1.ConnectorConfigR\x06config\"%\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x1dSourceServiceConfigureRequest\x12?\n" +
+	"\x06config\x18\x01 \x01(\v2'.conduitry.connector.v1.ConnectorConfigR\x06config\" \n" +
+	"\x1eSourceServiceConfigureResponse\"e\n" +
+	"\"DestinationServiceConfigureRequest\x12?\n" +
+	"\x06config\x18\x01 \x01(\v2'.conduitry.connector.v1.ConnectorConfigR\x06config\"%\n" +
 	"#DestinationServiceConfigureResponse\"6\n" +
 	"\x18SourceServiceOpenRequest\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\fR\bposition\"\x1b\n" +
@@ -1198,20 +1198,20 @@ const file_connector_v1_connector_proto_rawDesc = "" +
 	"\x1eDestinationServiceOpenResponse\".\n" +
 	"\vReadRequest\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\x05R\n" +
-	"maxRecords\"?\n" +
-	"\fReadResponse\x12/\n" +
-	"\x05batch\x18\x01 \x01(\v2\x19.connector.v1.RecordBatchR\x05batch\"4\n" +
+	"maxRecords\"I\n" +
+	"\fReadResponse\x129\n" +
+	"\x05batch\x18\x01 \x01(\v2#.conduitry.connector.v1.RecordBatchR\x05batch\"4\n" +
 	"\x11ReadStreamRequest\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\x05R\n" +
-	"maxRecords\"E\n" +
-	"\x12ReadStreamResponse\x12/\n" +
-	"\x05batch\x18\x01 \x01(\v2\x19.connector.v1.RecordBatchR\x05batch\"*\n" +
+	"maxRecords\"O\n" +
+	"\x12ReadStreamResponse\x129\n" +
+	"\x05batch\x18\x01 \x01(\v2#.conduitry.connector.v1.RecordBatchR\x05batch\"*\n" +
 	"\n" +
 	"AckRequest\x12\x1c\n" +
 	"\tpositions\x18\x01 \x03(\fR\tpositions\"\r\n" +
-	"\vAckResponse\"?\n" +
-	"\fWriteRequest\x12/\n" +
-	"\x05batch\x18\x01 \x01(\v2\x19.connector.v1.RecordBatchR\x05batch\"?\n" +
+	"\vAckResponse\"I\n" +
+	"\fWriteRequest\x129\n" +
+	"\x05batch\x18\x01 \x01(\v2#.conduitry.connector.v1.RecordBatchR\x05batch\"?\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x1e\n" +
@@ -1221,97 +1221,97 @@ const file_connector_v1_connector_proto_rawDesc = "" +
 	"\"DestinationServiceTeardownResponse\"7\n" +
 	"\vRecordBatch\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data2S\n" +
-	"\rPluginService\x12B\n" +
-	"\x04Info\x12\x19.connector.v1.InfoRequest\x1a\x1a.connector.v1.InfoResponse\"\x03\x90\x02\x012\x83\x04\n" +
-	"\rSourceService\x12f\n" +
-	"\tConfigure\x12+.connector.v1.SourceServiceConfigureRequest\x1a,.connector.v1.SourceServiceConfigureResponse\x12W\n" +
-	"\x04Open\x12&.connector.v1.SourceServiceOpenRequest\x1a'.connector.v1.SourceServiceOpenResponse\x12=\n" +
-	"\x04Read\x12\x19.connector.v1.ReadRequest\x1a\x1a.connector.v1.ReadResponse\x12Q\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data2g\n" +
+	"\rPluginService\x12V\n" +
+	"\x04Info\x12#.conduitry.connector.v1.InfoRequest\x1a$.conduitry.connector.v1.InfoResponse\"\x03\x90\x02\x012\xfb\x04\n" +
+	"\rSourceService\x12z\n" +
+	"\tConfigure\x125.conduitry.connector.v1.SourceServiceConfigureRequest\x1a6.conduitry.connector.v1.SourceServiceConfigureResponse\x12k\n" +
+	"\x04Open\x120.conduitry.connector.v1.SourceServiceOpenRequest\x1a1.conduitry.connector.v1.SourceServiceOpenResponse\x12Q\n" +
+	"\x04Read\x12#.conduitry.connector.v1.ReadRequest\x1a$.conduitry.connector.v1.ReadResponse\x12e\n" +
 	"\n" +
-	"ReadStream\x12\x1f.connector.v1.ReadStreamRequest\x1a .connector.v1.ReadStreamResponse0\x01\x12:\n" +
-	"\x03Ack\x12\x18.connector.v1.AckRequest\x1a\x19.connector.v1.AckResponse\x12c\n" +
-	"\bTeardown\x12*.connector.v1.SourceServiceTeardownRequest\x1a+.connector.v1.SourceServiceTeardownResponse2\xf1\x03\n" +
-	"\x12DestinationService\x12p\n" +
-	"\tConfigure\x120.connector.v1.DestinationServiceConfigureRequest\x1a1.connector.v1.DestinationServiceConfigureResponse\x12a\n" +
-	"\x04Open\x12+.connector.v1.DestinationServiceOpenRequest\x1a,.connector.v1.DestinationServiceOpenResponse\x12@\n" +
-	"\x05Write\x12\x1a.connector.v1.WriteRequest\x1a\x1b.connector.v1.WriteResponse\x12U\n" +
-	"\fLastPosition\x12!.connector.v1.LastPositionRequest\x1a\".connector.v1.LastPositionResponse\x12m\n" +
-	"\bTeardown\x12/.connector.v1.DestinationServiceTeardownRequest\x1a0.connector.v1.DestinationServiceTeardownResponseBCZAgithub.com/conduitry/conduit/pkg/api/gen/connector/v1;connectorv1b\x06proto3"
+	"ReadStream\x12).conduitry.connector.v1.ReadStreamRequest\x1a*.conduitry.connector.v1.ReadStreamResponse0\x01\x12N\n" +
+	"\x03Ack\x12\".conduitry.connector.v1.AckRequest\x1a#.conduitry.connector.v1.AckResponse\x12w\n" +
+	"\bTeardown\x124.conduitry.connector.v1.SourceServiceTeardownRequest\x1a5.conduitry.connector.v1.SourceServiceTeardownResponse2\xd7\x04\n" +
+	"\x12DestinationService\x12\x84\x01\n" +
+	"\tConfigure\x12:.conduitry.connector.v1.DestinationServiceConfigureRequest\x1a;.conduitry.connector.v1.DestinationServiceConfigureResponse\x12u\n" +
+	"\x04Open\x125.conduitry.connector.v1.DestinationServiceOpenRequest\x1a6.conduitry.connector.v1.DestinationServiceOpenResponse\x12T\n" +
+	"\x05Write\x12$.conduitry.connector.v1.WriteRequest\x1a%.conduitry.connector.v1.WriteResponse\x12i\n" +
+	"\fLastPosition\x12+.conduitry.connector.v1.LastPositionRequest\x1a,.conduitry.connector.v1.LastPositionResponse\x12\x81\x01\n" +
+	"\bTeardown\x129.conduitry.connector.v1.DestinationServiceTeardownRequest\x1a:.conduitry.connector.v1.DestinationServiceTeardownResponseBMZKgithub.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1;connectorv1b\x06proto3"
 
 var (
-	file_connector_v1_connector_proto_rawDescOnce sync.Once
-	file_connector_v1_connector_proto_rawDescData []byte
+	file_conduitry_connector_v1_connector_proto_rawDescOnce sync.Once
+	file_conduitry_connector_v1_connector_proto_rawDescData []byte
 )
 
-func file_connector_v1_connector_proto_rawDescGZIP() []byte {
-	file_connector_v1_connector_proto_rawDescOnce.Do(func() {
-		file_connector_v1_connector_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_connector_v1_connector_proto_rawDesc), len(file_connector_v1_connector_proto_rawDesc)))
+func file_conduitry_connector_v1_connector_proto_rawDescGZIP() []byte {
+	file_conduitry_connector_v1_connector_proto_rawDescOnce.Do(func() {
+		file_conduitry_connector_v1_connector_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_conduitry_connector_v1_connector_proto_rawDesc), len(file_conduitry_connector_v1_connector_proto_rawDesc)))
 	})
-	return file_connector_v1_connector_proto_rawDescData
+	return file_conduitry_connector_v1_connector_proto_rawDescData
 }
 
-var file_connector_v1_connector_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
-var file_connector_v1_connector_proto_goTypes = []any{
-	(*LastPositionRequest)(nil),                 // 0: connector.v1.LastPositionRequest
-	(*LastPositionResponse)(nil),                // 1: connector.v1.LastPositionResponse
-	(*InfoRequest)(nil),                         // 2: connector.v1.InfoRequest
-	(*InfoResponse)(nil),                        // 3: connector.v1.InfoResponse
-	(*ConnectorConfig)(nil),                     // 4: connector.v1.ConnectorConfig
-	(*SourceServiceConfigureRequest)(nil),       // 5: connector.v1.SourceServiceConfigureRequest
-	(*SourceServiceConfigureResponse)(nil),      // 6: connector.v1.SourceServiceConfigureResponse
-	(*DestinationServiceConfigureRequest)(nil),  // 7: connector.v1.DestinationServiceConfigureRequest
-	(*DestinationServiceConfigureResponse)(nil), // 8: connector.v1.DestinationServiceConfigureResponse
-	(*SourceServiceOpenRequest)(nil),            // 9: connector.v1.SourceServiceOpenRequest
-	(*SourceServiceOpenResponse)(nil),           // 10: connector.v1.SourceServiceOpenResponse
-	(*DestinationServiceOpenRequest)(nil),       // 11: connector.v1.DestinationServiceOpenRequest
-	(*DestinationServiceOpenResponse)(nil),      // 12: connector.v1.DestinationServiceOpenResponse
-	(*ReadRequest)(nil),                         // 13: connector.v1.ReadRequest
-	(*ReadResponse)(nil),                        // 14: connector.v1.ReadResponse
-	(*ReadStreamRequest)(nil),                   // 15: connector.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),                  // 16: connector.v1.ReadStreamResponse
-	(*AckRequest)(nil),                          // 17: connector.v1.AckRequest
-	(*AckResponse)(nil),                         // 18: connector.v1.AckResponse
-	(*WriteRequest)(nil),                        // 19: connector.v1.WriteRequest
-	(*WriteResponse)(nil),                       // 20: connector.v1.WriteResponse
-	(*SourceServiceTeardownRequest)(nil),        // 21: connector.v1.SourceServiceTeardownRequest
-	(*SourceServiceTeardownResponse)(nil),       // 22: connector.v1.SourceServiceTeardownResponse
-	(*DestinationServiceTeardownRequest)(nil),   // 23: connector.v1.DestinationServiceTeardownRequest
-	(*DestinationServiceTeardownResponse)(nil),  // 24: connector.v1.DestinationServiceTeardownResponse
-	(*RecordBatch)(nil),                         // 25: connector.v1.RecordBatch
-	nil,                                         // 26: connector.v1.ConnectorConfig.SettingsEntry
+var file_conduitry_connector_v1_connector_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_conduitry_connector_v1_connector_proto_goTypes = []any{
+	(*LastPositionRequest)(nil),                 // 0: conduitry.connector.v1.LastPositionRequest
+	(*LastPositionResponse)(nil),                // 1: conduitry.connector.v1.LastPositionResponse
+	(*InfoRequest)(nil),                         // 2: conduitry.connector.v1.InfoRequest
+	(*InfoResponse)(nil),                        // 3: conduitry.connector.v1.InfoResponse
+	(*ConnectorConfig)(nil),                     // 4: conduitry.connector.v1.ConnectorConfig
+	(*SourceServiceConfigureRequest)(nil),       // 5: conduitry.connector.v1.SourceServiceConfigureRequest
+	(*SourceServiceConfigureResponse)(nil),      // 6: conduitry.connector.v1.SourceServiceConfigureResponse
+	(*DestinationServiceConfigureRequest)(nil),  // 7: conduitry.connector.v1.DestinationServiceConfigureRequest
+	(*DestinationServiceConfigureResponse)(nil), // 8: conduitry.connector.v1.DestinationServiceConfigureResponse
+	(*SourceServiceOpenRequest)(nil),            // 9: conduitry.connector.v1.SourceServiceOpenRequest
+	(*SourceServiceOpenResponse)(nil),           // 10: conduitry.connector.v1.SourceServiceOpenResponse
+	(*DestinationServiceOpenRequest)(nil),       // 11: conduitry.connector.v1.DestinationServiceOpenRequest
+	(*DestinationServiceOpenResponse)(nil),      // 12: conduitry.connector.v1.DestinationServiceOpenResponse
+	(*ReadRequest)(nil),                         // 13: conduitry.connector.v1.ReadRequest
+	(*ReadResponse)(nil),                        // 14: conduitry.connector.v1.ReadResponse
+	(*ReadStreamRequest)(nil),                   // 15: conduitry.connector.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),                  // 16: conduitry.connector.v1.ReadStreamResponse
+	(*AckRequest)(nil),                          // 17: conduitry.connector.v1.AckRequest
+	(*AckResponse)(nil),                         // 18: conduitry.connector.v1.AckResponse
+	(*WriteRequest)(nil),                        // 19: conduitry.connector.v1.WriteRequest
+	(*WriteResponse)(nil),                       // 20: conduitry.connector.v1.WriteResponse
+	(*SourceServiceTeardownRequest)(nil),        // 21: conduitry.connector.v1.SourceServiceTeardownRequest
+	(*SourceServiceTeardownResponse)(nil),       // 22: conduitry.connector.v1.SourceServiceTeardownResponse
+	(*DestinationServiceTeardownRequest)(nil),   // 23: conduitry.connector.v1.DestinationServiceTeardownRequest
+	(*DestinationServiceTeardownResponse)(nil),  // 24: conduitry.connector.v1.DestinationServiceTeardownResponse
+	(*RecordBatch)(nil),                         // 25: conduitry.connector.v1.RecordBatch
+	nil,                                         // 26: conduitry.connector.v1.ConnectorConfig.SettingsEntry
 }
-var file_connector_v1_connector_proto_depIdxs = []int32{
-	26, // 0: connector.v1.ConnectorConfig.settings:type_name -> connector.v1.ConnectorConfig.SettingsEntry
-	4,  // 1: connector.v1.SourceServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
-	4,  // 2: connector.v1.DestinationServiceConfigureRequest.config:type_name -> connector.v1.ConnectorConfig
-	25, // 3: connector.v1.ReadResponse.batch:type_name -> connector.v1.RecordBatch
-	25, // 4: connector.v1.ReadStreamResponse.batch:type_name -> connector.v1.RecordBatch
-	25, // 5: connector.v1.WriteRequest.batch:type_name -> connector.v1.RecordBatch
-	2,  // 6: connector.v1.PluginService.Info:input_type -> connector.v1.InfoRequest
-	5,  // 7: connector.v1.SourceService.Configure:input_type -> connector.v1.SourceServiceConfigureRequest
-	9,  // 8: connector.v1.SourceService.Open:input_type -> connector.v1.SourceServiceOpenRequest
-	13, // 9: connector.v1.SourceService.Read:input_type -> connector.v1.ReadRequest
-	15, // 10: connector.v1.SourceService.ReadStream:input_type -> connector.v1.ReadStreamRequest
-	17, // 11: connector.v1.SourceService.Ack:input_type -> connector.v1.AckRequest
-	21, // 12: connector.v1.SourceService.Teardown:input_type -> connector.v1.SourceServiceTeardownRequest
-	7,  // 13: connector.v1.DestinationService.Configure:input_type -> connector.v1.DestinationServiceConfigureRequest
-	11, // 14: connector.v1.DestinationService.Open:input_type -> connector.v1.DestinationServiceOpenRequest
-	19, // 15: connector.v1.DestinationService.Write:input_type -> connector.v1.WriteRequest
-	0,  // 16: connector.v1.DestinationService.LastPosition:input_type -> connector.v1.LastPositionRequest
-	23, // 17: connector.v1.DestinationService.Teardown:input_type -> connector.v1.DestinationServiceTeardownRequest
-	3,  // 18: connector.v1.PluginService.Info:output_type -> connector.v1.InfoResponse
-	6,  // 19: connector.v1.SourceService.Configure:output_type -> connector.v1.SourceServiceConfigureResponse
-	10, // 20: connector.v1.SourceService.Open:output_type -> connector.v1.SourceServiceOpenResponse
-	14, // 21: connector.v1.SourceService.Read:output_type -> connector.v1.ReadResponse
-	16, // 22: connector.v1.SourceService.ReadStream:output_type -> connector.v1.ReadStreamResponse
-	18, // 23: connector.v1.SourceService.Ack:output_type -> connector.v1.AckResponse
-	22, // 24: connector.v1.SourceService.Teardown:output_type -> connector.v1.SourceServiceTeardownResponse
-	8,  // 25: connector.v1.DestinationService.Configure:output_type -> connector.v1.DestinationServiceConfigureResponse
-	12, // 26: connector.v1.DestinationService.Open:output_type -> connector.v1.DestinationServiceOpenResponse
-	20, // 27: connector.v1.DestinationService.Write:output_type -> connector.v1.WriteResponse
-	1,  // 28: connector.v1.DestinationService.LastPosition:output_type -> connector.v1.LastPositionResponse
-	24, // 29: connector.v1.DestinationService.Teardown:output_type -> connector.v1.DestinationServiceTeardownResponse
+var file_conduitry_connector_v1_connector_proto_depIdxs = []int32{
+	26, // 0: conduitry.connector.v1.ConnectorConfig.settings:type_name -> conduitry.connector.v1.ConnectorConfig.SettingsEntry
+	4,  // 1: conduitry.connector.v1.SourceServiceConfigureRequest.config:type_name -> conduitry.connector.v1.ConnectorConfig
+	4,  // 2: conduitry.connector.v1.DestinationServiceConfigureRequest.config:type_name -> conduitry.connector.v1.ConnectorConfig
+	25, // 3: conduitry.connector.v1.ReadResponse.batch:type_name -> conduitry.connector.v1.RecordBatch
+	25, // 4: conduitry.connector.v1.ReadStreamResponse.batch:type_name -> conduitry.connector.v1.RecordBatch
+	25, // 5: conduitry.connector.v1.WriteRequest.batch:type_name -> conduitry.connector.v1.RecordBatch
+	2,  // 6: conduitry.connector.v1.PluginService.Info:input_type -> conduitry.connector.v1.InfoRequest
+	5,  // 7: conduitry.connector.v1.SourceService.Configure:input_type -> conduitry.connector.v1.SourceServiceConfigureRequest
+	9,  // 8: conduitry.connector.v1.SourceService.Open:input_type -> conduitry.connector.v1.SourceServiceOpenRequest
+	13, // 9: conduitry.connector.v1.SourceService.Read:input_type -> conduitry.connector.v1.ReadRequest
+	15, // 10: conduitry.connector.v1.SourceService.ReadStream:input_type -> conduitry.connector.v1.ReadStreamRequest
+	17, // 11: conduitry.connector.v1.SourceService.Ack:input_type -> conduitry.connector.v1.AckRequest
+	21, // 12: conduitry.connector.v1.SourceService.Teardown:input_type -> conduitry.connector.v1.SourceServiceTeardownRequest
+	7,  // 13: conduitry.connector.v1.DestinationService.Configure:input_type -> conduitry.connector.v1.DestinationServiceConfigureRequest
+	11, // 14: conduitry.connector.v1.DestinationService.Open:input_type -> conduitry.connector.v1.DestinationServiceOpenRequest
+	19, // 15: conduitry.connector.v1.DestinationService.Write:input_type -> conduitry.connector.v1.WriteRequest
+	0,  // 16: conduitry.connector.v1.DestinationService.LastPosition:input_type -> conduitry.connector.v1.LastPositionRequest
+	23, // 17: conduitry.connector.v1.DestinationService.Teardown:input_type -> conduitry.connector.v1.DestinationServiceTeardownRequest
+	3,  // 18: conduitry.connector.v1.PluginService.Info:output_type -> conduitry.connector.v1.InfoResponse
+	6,  // 19: conduitry.connector.v1.SourceService.Configure:output_type -> conduitry.connector.v1.SourceServiceConfigureResponse
+	10, // 20: conduitry.connector.v1.SourceService.Open:output_type -> conduitry.connector.v1.SourceServiceOpenResponse
+	14, // 21: conduitry.connector.v1.SourceService.Read:output_type -> conduitry.connector.v1.ReadResponse
+	16, // 22: conduitry.connector.v1.SourceService.ReadStream:output_type -> conduitry.connector.v1.ReadStreamResponse
+	18, // 23: conduitry.connector.v1.SourceService.Ack:output_type -> conduitry.connector.v1.AckResponse
+	22, // 24: conduitry.connector.v1.SourceService.Teardown:output_type -> conduitry.connector.v1.SourceServiceTeardownResponse
+	8,  // 25: conduitry.connector.v1.DestinationService.Configure:output_type -> conduitry.connector.v1.DestinationServiceConfigureResponse
+	12, // 26: conduitry.connector.v1.DestinationService.Open:output_type -> conduitry.connector.v1.DestinationServiceOpenResponse
+	20, // 27: conduitry.connector.v1.DestinationService.Write:output_type -> conduitry.connector.v1.WriteResponse
+	1,  // 28: conduitry.connector.v1.DestinationService.LastPosition:output_type -> conduitry.connector.v1.LastPositionResponse
+	24, // 29: conduitry.connector.v1.DestinationService.Teardown:output_type -> conduitry.connector.v1.DestinationServiceTeardownResponse
 	18, // [18:30] is the sub-list for method output_type
 	6,  // [6:18] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
@@ -1319,27 +1319,27 @@ var file_connector_v1_connector_proto_depIdxs = []int32{
 	0,  // [0:6] is the sub-list for field type_name
 }
 
-func init() { file_connector_v1_connector_proto_init() }
-func file_connector_v1_connector_proto_init() {
-	if File_connector_v1_connector_proto != nil {
+func init() { file_conduitry_connector_v1_connector_proto_init() }
+func file_conduitry_connector_v1_connector_proto_init() {
+	if File_conduitry_connector_v1_connector_proto != nil {
 		return
 	}
-	file_connector_v1_connector_proto_msgTypes[1].OneofWrappers = []any{}
+	file_conduitry_connector_v1_connector_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_connector_v1_connector_proto_rawDesc), len(file_connector_v1_connector_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduitry_connector_v1_connector_proto_rawDesc), len(file_conduitry_connector_v1_connector_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   3,
 		},
-		GoTypes:           file_connector_v1_connector_proto_goTypes,
-		DependencyIndexes: file_connector_v1_connector_proto_depIdxs,
-		MessageInfos:      file_connector_v1_connector_proto_msgTypes,
+		GoTypes:           file_conduitry_connector_v1_connector_proto_goTypes,
+		DependencyIndexes: file_conduitry_connector_v1_connector_proto_depIdxs,
+		MessageInfos:      file_conduitry_connector_v1_connector_proto_msgTypes,
 	}.Build()
-	File_connector_v1_connector_proto = out.File
-	file_connector_v1_connector_proto_goTypes = nil
-	file_connector_v1_connector_proto_depIdxs = nil
+	File_conduitry_connector_v1_connector_proto = out.File
+	file_conduitry_connector_v1_connector_proto_goTypes = nil
+	file_conduitry_connector_v1_connector_proto_depIdxs = nil
 }

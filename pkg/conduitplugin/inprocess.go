@@ -1,0 +1,241 @@
+package conduitplugin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/conduitio/conduit-connector-protocol/pconnector"
+)
+
+// SourcePlugin is a source of Conduit's protocol as the adapter drives it:
+// Run only starts the stream and returns; the stream's client side then
+// carries records and acks, and Recv reports the end of the run. That is
+// how the protocol's gRPC client behaves; InProcessSource gives a plugin
+// compiled in the same shape.
+type SourcePlugin interface {
+	pconnector.SourcePlugin
+	NewStream() pconnector.SourceRunStream
+}
+
+// DestinationPlugin is the destination counterpart of SourcePlugin.
+type DestinationPlugin interface {
+	pconnector.DestinationPlugin
+	NewStream() pconnector.DestinationRunStream
+}
+
+// errStreamClosed is what the plugin's side of an in-process stream gets
+// once the host closed it.
+var errStreamClosed = errors.New("stream closed by the host")
+
+// pipe is an in-process stream: messages up (plugin to host) and down
+// (host to plugin), the end of the plugin's run, and the host's close.
+type pipe[Up, Down any] struct {
+	up   chan Up
+	down chan Down
+
+	endOnce sync.Once
+	ended   chan struct{} // closed when the plugin's Run returned
+	runErr  error         // set before ended is closed
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed when the host is done with the stream
+}
+
+func newPipe[Up, Down any]() *pipe[Up, Down] {
+	return &pipe[Up, Down]{
+		// One message of read-ahead each way: the plugin prepares the next
+		// batch while the engine works on the last one.
+		up:     make(chan Up, 1),
+		down:   make(chan Down, 1),
+		ended:  make(chan struct{}),
+		closed: make(chan struct{}),
+	}
+}
+
+func (p *pipe[Up, Down]) end(err error) {
+	p.endOnce.Do(func() {
+		p.runErr = err
+		close(p.ended)
+	})
+}
+
+func (p *pipe[Up, Down]) close() { p.closeOnce.Do(func() { close(p.closed) }) }
+
+// hostSend sends a message to the plugin.
+func (p *pipe[Up, Down]) hostSend(m Down) error {
+	select {
+	case p.down <- m:
+		return nil
+	case <-p.ended:
+		return p.endErr()
+	case <-p.closed:
+		return p.closedErr()
+	}
+}
+
+// closedErr is the error for a stream the host closed, or the run's error
+// when the run ended first (its end closes the stream too).
+func (p *pipe[Up, Down]) closedErr() error {
+	select {
+	case <-p.ended:
+		return p.endErr()
+	default:
+		return errStreamClosed
+	}
+}
+
+// hostRecv receives a message from the plugin; once the run ended and its
+// messages are drained it returns the run's error, or io.EOF.
+func (p *pipe[Up, Down]) hostRecv() (Up, error) {
+	select {
+	case m := <-p.up:
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-p.up:
+		return m, nil
+	case <-p.ended:
+		select {
+		case m := <-p.up:
+			return m, nil
+		default:
+		}
+		var zero Up
+		return zero, p.endErr()
+	case <-p.closed:
+		var zero Up
+		return zero, p.closedErr()
+	}
+}
+
+func (p *pipe[Up, Down]) endErr() error {
+	if p.runErr != nil {
+		return p.runErr
+	}
+	return io.EOF
+}
+
+// pluginSend sends a message to the host.
+func (p *pipe[Up, Down]) pluginSend(m Up) error {
+	select {
+	case p.up <- m:
+		return nil
+	case <-p.closed:
+		return errStreamClosed
+	}
+}
+
+// pluginRecv receives a message from the host; io.EOF once the host closed
+// the stream, which is how the SDK's plugins learn that the run is over.
+func (p *pipe[Up, Down]) pluginRecv() (Down, error) {
+	select {
+	case m := <-p.down:
+		return m, nil
+	case <-p.closed:
+		var zero Down
+		return zero, io.EOF
+	}
+}
+
+// InProcessSource gives a source plugin compiled into this process (one
+// made by sdk.NewSourcePlugin) the shape of SourcePlugin: its Run goes on
+// in a goroutine until it returns, which it does once the stream is
+// closed or the context given to Run is done.
+func InProcessSource(p pconnector.SourcePlugin) SourcePlugin {
+	return &inProcessSource{SourcePlugin: p}
+}
+
+type inProcessSource struct {
+	pconnector.SourcePlugin
+}
+
+type sourcePipe struct {
+	*pipe[pconnector.SourceRunResponse, pconnector.SourceRunRequest]
+}
+
+func (s sourcePipe) Client() pconnector.SourceRunStreamClient { return sourceClient(s) }
+func (s sourcePipe) Server() pconnector.SourceRunStreamServer { return sourceServer(s) }
+
+type sourceClient sourcePipe
+
+func (c sourceClient) Send(m pconnector.SourceRunRequest) error    { return c.hostSend(m) }
+func (c sourceClient) Recv() (pconnector.SourceRunResponse, error) { return c.hostRecv() }
+
+type sourceServer sourcePipe
+
+func (s sourceServer) Send(m pconnector.SourceRunResponse) error  { return s.pluginSend(m) }
+func (s sourceServer) Recv() (pconnector.SourceRunRequest, error) { return s.pluginRecv() }
+
+func (s *inProcessSource) NewStream() pconnector.SourceRunStream {
+	return sourcePipe{newPipe[pconnector.SourceRunResponse, pconnector.SourceRunRequest]()}
+}
+
+// Run starts the plugin's run. The goroutine it starts is owned by the
+// stream: it ends when the plugin's Run returns, which closing the stream
+// or ending ctx brings about.
+func (s *inProcessSource) Run(ctx context.Context, stream pconnector.SourceRunStream) error {
+	sp, ok := stream.(sourcePipe)
+	if !ok {
+		return errors.New("in-process source: stream not made by NewStream")
+	}
+	go func() {
+		defer sp.close()
+		sp.end(s.SourcePlugin.Run(ctx, stream))
+	}()
+	return nil
+}
+
+// InProcessDestination is InProcessSource for destinations.
+func InProcessDestination(p pconnector.DestinationPlugin) DestinationPlugin {
+	return &inProcessDestination{DestinationPlugin: p}
+}
+
+type inProcessDestination struct {
+	pconnector.DestinationPlugin
+}
+
+type destinationPipe struct {
+	*pipe[pconnector.DestinationRunResponse, pconnector.DestinationRunRequest]
+}
+
+func (d destinationPipe) Client() pconnector.DestinationRunStreamClient {
+	return destinationClient(d)
+}
+
+func (d destinationPipe) Server() pconnector.DestinationRunStreamServer {
+	return destinationServer(d)
+}
+
+type destinationClient destinationPipe
+
+func (c destinationClient) Send(m pconnector.DestinationRunRequest) error { return c.hostSend(m) }
+func (c destinationClient) Recv() (pconnector.DestinationRunResponse, error) {
+	return c.hostRecv()
+}
+
+type destinationServer destinationPipe
+
+func (s destinationServer) Send(m pconnector.DestinationRunResponse) error { return s.pluginSend(m) }
+func (s destinationServer) Recv() (pconnector.DestinationRunRequest, error) {
+	return s.pluginRecv()
+}
+
+func (d *inProcessDestination) NewStream() pconnector.DestinationRunStream {
+	return destinationPipe{newPipe[pconnector.DestinationRunResponse, pconnector.DestinationRunRequest]()}
+}
+
+// Run is InProcessSource's Run for the destination.
+func (d *inProcessDestination) Run(ctx context.Context, stream pconnector.DestinationRunStream) error {
+	dp, ok := stream.(destinationPipe)
+	if !ok {
+		return errors.New("in-process destination: stream not made by NewStream")
+	}
+	go func() {
+		defer dp.close()
+		dp.end(d.DestinationPlugin.Run(ctx, stream))
+	}()
+	return nil
+}

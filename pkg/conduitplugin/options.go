@@ -1,0 +1,128 @@
+package conduitplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/conduitio/conduit-commons/config"
+	"go.uber.org/zap"
+)
+
+// Options describe one connector of one pipeline.
+type Options struct {
+	PipelineID  string
+	ConnectorID string
+	// Plugin is the reference the pipeline file wrote (builtin:postgres,
+	// standalone:kafka), for messages.
+	Plugin string
+	// Settings are the connector's settings as the pipeline file has them.
+	Settings map[string]string
+	// Logger already carries pipeline_id and connector_id; nil: no logs.
+	Logger *zap.Logger
+	// Params are the connector's parameters from its specification (for
+	// its role); nil when unknown.
+	Params config.Parameters
+	// SourceDefaults are settings a source gets when the file does not
+	// set them, beyond the schema settings every source gets (see
+	// sourceSettings); only keys of Params apply.
+	SourceDefaults map[string]string
+	// State is where the runtime keeps the connector's settings between
+	// runs, to tell which lifecycle event a run sends; nil: none is sent.
+	State State
+}
+
+// State is the connector's durable memory (connector.State).
+type State interface {
+	Load(ctx context.Context) ([]byte, error)
+	Save(ctx context.Context, value []byte) error
+}
+
+func (o Options) logger() *zap.Logger {
+	if o.Logger == nil {
+		return zap.NewNop()
+	}
+	return o.Logger
+}
+
+// connectorID is the id the SDK's connectors log and scope their schemas
+// with; Conduit forms it the same way.
+func (o Options) connectorID() string { return o.PipelineID + ":" + o.ConnectorID }
+
+// savedState is what the adapter keeps in State.
+type savedState struct {
+	Settings map[string]string `json:"settings"`
+}
+
+// lifecycleEvent sends LifecycleOnCreated on the connector's first run and
+// LifecycleOnUpdated when its settings changed since the last run, as
+// Conduit does, and then remembers the settings.
+func lifecycleEvent(ctx context.Context, o Options,
+	created func(context.Context, config.Config) error,
+	updated func(ctx context.Context, before, after config.Config) error,
+) error {
+	if o.State == nil {
+		return nil
+	}
+	raw, err := o.State.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("loading the connector's state: %w", err)
+	}
+	var saved savedState
+	if raw != nil {
+		if err := json.Unmarshal(raw, &saved); err != nil {
+			// Written by this adapter only; unreadable means damaged, and a
+			// created event is what a connector without history gets.
+			raw = nil
+		}
+	}
+	switch {
+	case raw == nil:
+		if err := created(ctx, o.Settings); err != nil {
+			return fmt.Errorf("lifecycle event created: %w", err)
+		}
+	case !maps.Equal(saved.Settings, o.Settings):
+		if err := updated(ctx, saved.Settings, o.Settings); err != nil {
+			return fmt.Errorf("lifecycle event updated: %w", err)
+		}
+	default:
+		return nil
+	}
+	value, err := json.Marshal(savedState{Settings: o.Settings})
+	if err != nil {
+		return err
+	}
+	if err := o.State.Save(ctx, value); err != nil {
+		return fmt.Errorf("saving the connector's state: %w", err)
+	}
+	return nil
+}
+
+// schemaExtractSettings turn on, in Conduit's SDK, the encoding of a
+// source's records with a schema it derives (Avro, registered in a schema
+// registry). This runtime keeps records structured, as its processors and
+// destinations read them, so they are off unless the file turns them on.
+var schemaExtractSettings = []string{"sdk.schema.extract.payload.enabled", "sdk.schema.extract.key.enabled"}
+
+// sourceSettings are the settings a source plugin is configured with: the
+// file's, with schema extraction off where the file does not set it.
+func (o Options) sourceSettings() config.Config {
+	out := make(config.Config, len(o.Settings)+len(schemaExtractSettings))
+	maps.Copy(out, o.Settings)
+	setDefault := func(k, v string) {
+		if _, set := out[k]; set {
+			return
+		}
+		if _, known := o.Params[k]; known {
+			out[k] = v
+		}
+	}
+	for _, k := range schemaExtractSettings {
+		setDefault(k, "false")
+	}
+	for k, v := range o.SourceDefaults {
+		setDefault(k, v)
+	}
+	return out
+}

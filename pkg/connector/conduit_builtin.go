@@ -1,0 +1,90 @@
+package connector
+
+import (
+	"fmt"
+
+	"github.com/conduitio/conduit-commons/config"
+	postgres "github.com/conduitio/conduit-connector-postgres"
+	"github.com/conduitio/conduit-connector-protocol/pconnector"
+	sdk "github.com/conduitio/conduit-connector-sdk"
+
+	"github.com/conduitry/conduit/pkg/conduitplugin"
+)
+
+// conduitBuiltin is a connector written with Conduit's connector SDK and
+// compiled in, run through the adapter of pkg/conduitplugin. Its settings
+// are checked against its own specification when the pipeline file is
+// loaded, so a wrong one is an error naming the setting before anything
+// runs.
+func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]string) Plugin {
+	spec := c.NewSpecification()
+	ref := "builtin:" + name
+	p := Plugin{Name: name}
+	if c.NewSource != nil {
+		p.NewSource = func(cfg Config) (Source, error) {
+			if err := conduitplugin.ValidateSettings(spec.SourceParams, cfg.Settings); err != nil {
+				return nil, err
+			}
+			plug := sdk.NewSourcePlugin(c.NewSource(), conduitPluginConfig(cfg), spec.SourceParams)
+			return conduitplugin.NewSource(conduitplugin.InProcessSource(plug), conduitOptions(cfg, ref, spec.SourceParams, sourceDefaults)), nil
+		}
+	}
+	if c.NewDestination != nil {
+		p.NewDestination = func(cfg Config) (Destination, error) {
+			if err := conduitplugin.ValidateSettings(spec.DestinationParams, cfg.Settings); err != nil {
+				return nil, err
+			}
+			plug := sdk.NewDestinationPlugin(c.NewDestination(), conduitPluginConfig(cfg), spec.DestinationParams)
+			return conduitplugin.NewDestination(conduitplugin.InProcessDestination(plug), conduitOptions(cfg, ref, spec.DestinationParams, nil)), nil
+		}
+	}
+	return p
+}
+
+func conduitPluginConfig(cfg Config) pconnector.PluginConfig {
+	return pconnector.PluginConfig{ConnectorID: cfg.PipelineID + ":" + cfg.ConnectorID}
+}
+
+func conduitOptions(cfg Config, ref string, params config.Parameters, sourceDefaults map[string]string) conduitplugin.Options {
+	o := conduitplugin.Options{
+		PipelineID:     cfg.PipelineID,
+		ConnectorID:    cfg.ConnectorID,
+		Plugin:         ref,
+		Settings:       cfg.Settings,
+		Logger:         loggerOf(cfg),
+		Params:         params,
+		SourceDefaults: sourceDefaults,
+	}
+	if cfg.State != nil {
+		o.State = cfg.State
+	}
+	return o
+}
+
+// postgresPlugin is Conduit's PostgreSQL connector. Its source attaches an
+// Avro schema to the records of logical replication unless told not to;
+// the runtime keeps records structured, and the schema fails on a row
+// whose before image has NULLs, so it is off unless the file turns it on.
+func postgresPlugin() Plugin {
+	return conduitBuiltin("postgres", postgres.Connector, map[string]string{"logrepl.withAvroSchema": "false"})
+}
+
+// conduitOnlyBuiltins are connectors Conduit compiles in and this runtime
+// does not; a pipeline file naming them gets an error saying how to run
+// them instead.
+var conduitOnlyBuiltins = map[string]string{
+	"kafka": "github.com/conduitio/conduit-connector-kafka",
+	"s3":    "github.com/conduitio/conduit-connector-s3",
+}
+
+// conduitOnlyError explains a reference to one of conduitOnlyBuiltins, or
+// returns nil.
+func conduitOnlyError(name string) error {
+	module, ok := conduitOnlyBuiltins[name]
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w %q: Conduit's %s connector is not built in here; build it (go build %s/cmd/connector), "+
+		"put the executable in connectors.path, and name it standalone:%s (see docs/connectors.md)",
+		ErrUnknownPlugin, "builtin:"+name, name, module, name)
+}

@@ -1,0 +1,171 @@
+// Package pgtest starts a private PostgreSQL cluster for tests: logical
+// replication needs wal_level=logical, which a shared server may not have,
+// and tests that stop and start the server must own it.
+//
+// The cluster lives in a new directory under the system's temporary
+// directory, listens on 127.0.0.1 on a free port and on a unix socket in
+// its own directory, trusts local connections, and is stopped and removed
+// when the test ends. The server binaries are PostgreSQL's initdb and
+// pg_ctl, found on PATH or in /usr/lib/postgresql/*/bin. Run as root, the
+// server runs as the postgres user (PostgreSQL refuses to run as root).
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cluster is a running private PostgreSQL cluster.
+type Cluster struct {
+	tb      testing.TB
+	bin     string // directory of initdb and pg_ctl
+	dir     string // data directory
+	port    int
+	runAs   *user.User // nil: the current user
+	logFile string
+}
+
+// Start creates and starts a cluster; it fails tb when PostgreSQL's
+// server binaries are missing or the cluster does not start.
+func Start(tb testing.TB) *Cluster {
+	tb.Helper()
+	bin, err := serverBin()
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	c := &Cluster{tb: tb, bin: bin}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			tb.Fatalf("pgtest: running as root needs a postgres user to run the server as: %v", err)
+		}
+		c.runAs = u
+	}
+	dir, err := os.MkdirTemp("", "conduit-pg-")
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if c.runAs != nil {
+		uid, _ := strconv.Atoi(c.runAs.Uid)
+		gid, _ := strconv.Atoi(c.runAs.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			tb.Fatalf("pgtest: %v", err)
+		}
+	}
+	c.dir = filepath.Join(dir, "data")
+	c.logFile = filepath.Join(dir, "server.log")
+	if out, err := c.command("initdb", "-D", c.dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8").CombinedOutput(); err != nil {
+		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	}
+	c.port = freePort(tb)
+	conf := fmt.Sprintf(`
+listen_addresses = '127.0.0.1'
+port = %d
+unix_socket_directories = '%s'
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+`, c.port, dir)
+	f, err := os.OpenFile(filepath.Join(c.dir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(conf)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		tb.Fatalf("pgtest: writing postgresql.conf: %v", err)
+	}
+	c.Start()
+	tb.Cleanup(func() { _ = c.command("pg_ctl", "-D", c.dir, "-m", "immediate", "-w", "stop").Run() })
+	return c
+}
+
+// serverBin finds the directory of initdb and pg_ctl.
+func serverBin() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) == 0 {
+		return "", fmt.Errorf("PostgreSQL's initdb is neither on PATH nor in /usr/lib/postgresql/*/bin (install the postgresql package)")
+	}
+	slices.Sort(matches)
+	return filepath.Dir(matches[len(matches)-1]), nil
+}
+
+func (c *Cluster) command(name string, args ...string) *exec.Cmd {
+	path := filepath.Join(c.bin, name)
+	if c.runAs == nil {
+		return exec.Command(path, args...)
+	}
+	return exec.Command("runuser", append([]string{"-u", c.runAs.Username, "--", path}, args...)...)
+}
+
+func freePort(tb testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return port
+}
+
+// Start starts the server (again) and waits until it accepts connections.
+func (c *Cluster) Start() {
+	c.tb.Helper()
+	if out, err := c.command("pg_ctl", "-D", c.dir, "-l", c.logFile, "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(c.logFile)
+		c.tb.Fatalf("pgtest: starting the server: %v\n%s\n%s", err, out, log)
+	}
+}
+
+// Stop stops the server, cutting every connection (fast shutdown).
+func (c *Cluster) Stop() {
+	c.tb.Helper()
+	if out, err := c.command("pg_ctl", "-D", c.dir, "-m", "fast", "-w", "stop").CombinedOutput(); err != nil {
+		c.tb.Fatalf("pgtest: stopping the server: %v\n%s", err, out)
+	}
+}
+
+// Port is the server's TCP port on 127.0.0.1.
+func (c *Cluster) Port() int { return c.port }
+
+// URL is the connection URL of database db as the postgres superuser.
+func (c *Cluster) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
+}
+
+// Exec runs SQL statements in database postgres and fails the test when
+// one fails.
+func (c *Cluster) Exec(sql ...string) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		c.tb.Fatalf("pgtest: connecting: %v", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	for _, s := range sql {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			c.tb.Fatalf("pgtest: %s: %v", s, err)
+		}
+	}
+}
