@@ -25,8 +25,7 @@ type Options struct {
 	// its role); nil when unknown.
 	Params config.Parameters
 	// SourceDefaults are settings a source gets when the file does not
-	// set them, beyond the schema settings every source gets (see
-	// sourceSettings); only keys of Params apply.
+	// set them; only keys of Params apply.
 	SourceDefaults map[string]string
 	// State is where the runtime keeps the connector's settings between
 	// runs, to tell which lifecycle event a run sends; nil: none is sent.
@@ -99,30 +98,18 @@ func lifecycleEvent(ctx context.Context, o Options,
 	return nil
 }
 
-// schemaExtractSettings turn on, in Conduit's SDK, the encoding of a
-// source's records with a schema it derives (Avro, registered in a schema
-// registry). This runtime keeps records structured, as its processors and
-// destinations read them, so they are off unless the file turns them on.
-var schemaExtractSettings = []string{"sdk.schema.extract.payload.enabled", "sdk.schema.extract.key.enabled"}
-
 // sourceSettings are the settings a source plugin is configured with: the
-// file's, with schema extraction off where the file does not set it.
+// file's, plus SourceDefaults where the file does not set them.
 func (o Options) sourceSettings() config.Config {
-	out := make(config.Config, len(o.Settings)+len(schemaExtractSettings))
+	out := make(config.Config, len(o.Settings)+len(o.SourceDefaults))
 	maps.Copy(out, o.Settings)
-	setDefault := func(k, v string) {
+	for k, v := range o.SourceDefaults {
 		if _, set := out[k]; set {
-			return
+			continue
 		}
 		if _, known := o.Params[k]; known {
 			out[k] = v
 		}
-	}
-	for _, k := range schemaExtractSettings {
-		setDefault(k, "false")
-	}
-	for k, v := range o.SourceDefaults {
-		setDefault(k, v)
 	}
 	return out
 }

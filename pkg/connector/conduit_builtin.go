@@ -2,6 +2,7 @@ package connector
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/conduitio/conduit-commons/config"
 	postgres "github.com/conduitio/conduit-connector-postgres"
@@ -16,8 +17,20 @@ import (
 // are checked against its own specification when the pipeline file is
 // loaded, so a wrong one is an error naming the setting before anything
 // runs.
+//
+// Records of a connector in this process reach the engine as the connector
+// made them, so the SDK's schema extraction, which encodes them with Avro
+// to keep their types across a process boundary, only costs time here: it
+// is off unless the file turns it on. sourceDefaults are the connector's
+// own such defaults.
 func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]string) Plugin {
 	spec := c.NewSpecification()
+	sourceDefaults = maps.Clone(sourceDefaults)
+	if sourceDefaults == nil {
+		sourceDefaults = map[string]string{}
+	}
+	sourceDefaults["sdk.schema.extract.payload.enabled"] = "false"
+	sourceDefaults["sdk.schema.extract.key.enabled"] = "false"
 	ref := "builtin:" + name
 	p := Plugin{Name: name}
 	if c.NewSource != nil {

@@ -3,7 +3,6 @@ package connector
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -76,5 +75,4 @@ func TestPostgresSourceSnapshotThenCDC(t *testing.T) {
 	if err := json.Unmarshal(cdc[1].Payload.After.Bytes(), &payload); err != nil || payload["name"] != "uno" {
 		t.Errorf("update payload = %s (%v), want name uno", cdc[1].Payload.After.Bytes(), err)
 	}
-	fmt.Println(string(cdc[0].Position))
 }

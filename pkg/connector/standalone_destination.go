@@ -10,6 +10,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
+	"github.com/conduitry/conduit/pkg/conduitplugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -23,6 +24,9 @@ type standaloneDestination struct {
 	client connectorv1connect.DestinationServiceClient // nil until the handshake succeeded
 	// buf is the reused encoding buffer (Write calls do not overlap).
 	buf []byte
+	// conduit runs a plugin of Conduit's connector protocol; nil for one
+	// of pkg/sdk.
+	conduit *conduitplugin.Destination
 }
 
 // Open starts the process, completes the handshake, and configures and
@@ -30,6 +34,14 @@ type standaloneDestination struct {
 func (d *standaloneDestination) Open(ctx context.Context) error {
 	if err := d.p.start(ctx); err != nil {
 		return err
+	}
+	if d.p.conduit != nil {
+		plug, opts, err := d.p.conduitDestination(ctx)
+		if err != nil {
+			return err
+		}
+		d.conduit = conduitplugin.NewDestination(plug, opts)
+		return d.p.conduitError(ctx, d.conduit.Open(ctx))
 	}
 	d.client = connectorv1connect.NewDestinationServiceClient(d.p.client, baseURL, d.p.clientOptions()...)
 	if _, err := d.client.Configure(ctx, connect.NewRequest(&connectorv1.DestinationServiceConfigureRequest{
@@ -46,6 +58,9 @@ func (d *standaloneDestination) Open(ctx context.Context) error {
 // LastPosition implements PositionReporter by asking the plugin; a plugin
 // that cannot tell, or was built before the call existed, does not report.
 func (d *standaloneDestination) LastPosition(ctx context.Context) (record.Position, bool, error) {
+	if d.conduit != nil {
+		return nil, false, nil // Conduit's protocol cannot tell
+	}
 	if d.client == nil {
 		return nil, false, errWriteBeforeOpen
 	}
@@ -65,6 +80,10 @@ func (d *standaloneDestination) LastPosition(ctx context.Context) (record.Positi
 // Write sends the batch to the plugin. When the plugin wrote only some
 // records, its error (the error JSON) is returned with their count.
 func (d *standaloneDestination) Write(ctx context.Context, batch []record.Record) (int, error) {
+	if d.conduit != nil {
+		n, err := d.conduit.Write(ctx, batch)
+		return n, d.p.conduitError(ctx, err)
+	}
 	if d.client == nil {
 		return 0, errWriteBeforeOpen
 	}
@@ -120,6 +139,12 @@ func (d *standaloneDestination) writeUnencodable(ctx context.Context, batch []re
 // Teardown calls the plugin's Teardown and stops the process.
 func (d *standaloneDestination) Teardown(ctx context.Context) error {
 	return d.p.close(ctx, func(ctx context.Context) error {
+		if d.conduit != nil {
+			return d.conduit.Teardown(ctx)
+		}
+		if d.client == nil {
+			return nil
+		}
 		_, err := d.client.Teardown(ctx, connect.NewRequest(&connectorv1.DestinationServiceTeardownRequest{}))
 		return err
 	})

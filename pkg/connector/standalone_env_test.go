@@ -71,7 +71,12 @@ func TestStandalonePluginDoesNotInheritTheToken(t *testing.T) {
 		conduitVars = append(conduitVars, strings.TrimPrefix(e.Message, "env conduit "))
 	}
 	slices.Sort(conduitVars)
-	if want := []string{"CONDUIT_PLUGIN_PROTOCOL", "CONDUIT_PLUGIN_SOCKET"}; !reflect.DeepEqual(conduitVars, want) {
+	// Its own protocol's and Conduit's connector protocol's, nothing of
+	// the runtime's.
+	want := []string{"CONDUIT_CONNECTOR_ID", "CONDUIT_CONNECTOR_LOG_LEVEL", "CONDUIT_CONNECTOR_MAX_RECEIVE_RECORD_SIZE",
+		"CONDUIT_CONNECTOR_TOKEN", "CONDUIT_CONNECTOR_UTILITIES_GRPC_TARGET", "CONDUIT_PLUGIN_MAGIC_COOKIE",
+		"CONDUIT_PLUGIN_PROTOCOL", "CONDUIT_PLUGIN_SOCKET"}
+	if !reflect.DeepEqual(conduitVars, want) {
 		t.Errorf("the plugin's CONDUIT_ variables are %q, want only %q", conduitVars, want)
 	}
 	if strings.Contains(h.dump(), token) {

@@ -21,6 +21,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
+	"github.com/conduitry/conduit/pkg/conduitplugin"
 )
 
 // The plugin protocol's environment (proto/conduitry/connector/v1/connector.proto).
@@ -72,6 +73,15 @@ type pluginProcess struct {
 	stderr    lineRing
 	transport *http.Transport
 	client    *http.Client
+	// token is the connector token of Conduit's protocol, utilities
+	// stops the connector utilities service.
+	token     string
+	utilities func()
+	// conduitLine carries the handshake line of Conduit's protocol from
+	// the stdout reader to the handshake; conduit is the client attached
+	// to such a plugin (nil for a plugin of pkg/sdk).
+	conduitLine chan string
+	conduit     *conduitPlugin
 	// ready: the handshake succeeded, so the plugin may get calls.
 	ready bool
 	// stopped: the process was stopped and everything cleaned up.
@@ -109,6 +119,10 @@ func (p *pluginProcess) start(ctx context.Context) (err error) {
 			p.stop(0)
 		}
 	}()
+	p.token = newToken()
+	if err := p.serveUtilities(); err != nil {
+		return err
+	}
 	socket := filepath.Join(p.dir, "plugin.sock")
 	if err := p.launch(path, socket); err != nil {
 		return err
@@ -125,9 +139,17 @@ func (p *pluginProcess) start(ctx context.Context) (err error) {
 		IdleConnTimeout:     time.Minute,
 	}
 	p.client = &http.Client{Transport: p.transport}
-	info, err := p.handshake(ctx)
+	info, conduitLine, err := p.handshake(ctx)
 	if err != nil {
 		return err
+	}
+	if conduitLine != "" {
+		if err := p.attachConduit(conduitLine); err != nil {
+			return err
+		}
+		p.ready = true
+		p.log.Info("standalone connector ready (Conduit's connector protocol)", zap.Int("pid", p.cmd.Process.Pid))
+		return nil
 	}
 	if err := p.checkInfo(info); err != nil {
 		return err
@@ -202,7 +224,7 @@ func (p *pluginProcess) launch(path, socket string) error {
 	// Not exec.CommandContext: the process lives until Teardown, not until
 	// the end of Open's context.
 	cmd := exec.Command(path)
-	cmd.Env = pluginEnv(os.Environ(), socket)
+	cmd.Env = append(pluginEnv(os.Environ(), socket), p.conduitEnv()...)
 	cmd.Stdout, cmd.Stderr = parentEnds[0], parentEnds[1]
 	setProcessGroup(cmd)
 	err := cmd.Start()
@@ -222,6 +244,7 @@ func (p *pluginProcess) launch(path, socket string) error {
 		close(p.exited)
 	}()
 	p.outputs = readEnds
+	p.conduitLine = make(chan string, 1)
 	for i, stream := range []string{"stdout", "stderr"} {
 		done := make(chan struct{})
 		p.outDone = append(p.outDone, done)
@@ -263,10 +286,18 @@ func (p *pluginProcess) pump(r *os.File, stream string, ring *lineRing, done cha
 	defer close(done)
 	log := p.log.With(zap.String("stream", stream))
 	br := bufio.NewReaderSize(r, 16<<10)
+	first := stream == "stdout"
 	for {
 		line, err := br.ReadSlice('\n')
 		if s := strings.TrimRight(string(line), "\r\n"); s != "" {
-			log.Info(s)
+			if first {
+				first = false
+				if _, _, ok := conduitHandshake(s); ok {
+					p.conduitLine <- s // the only send; the channel has room
+					continue
+				}
+			}
+			conduitplugin.LogLine(log, []byte(s))
 			if ring != nil {
 				ring.add(s)
 			}
@@ -279,7 +310,10 @@ func (p *pluginProcess) pump(r *os.File, stream string, ring *lineRing, done cha
 
 // handshake calls PluginService.Info until it answers, the process exits,
 // or the start timeout passes.
-func (p *pluginProcess) handshake(ctx context.Context) (*connectorv1.InfoResponse, error) {
+//
+// A plugin of Conduit's protocol answers with a line on stdout instead;
+// that line is returned, and info is nil.
+func (p *pluginProcess) handshake(ctx context.Context) (info *connectorv1.InfoResponse, conduitLine string, err error) {
 	timeout := p.host.cfg.StartTimeout
 	deadline := time.Now().Add(timeout)
 	expired := time.NewTimer(timeout)
@@ -292,15 +326,20 @@ func (p *pluginProcess) handshake(ctx context.Context) (*connectorv1.InfoRespons
 		callCtx, cancel := context.WithDeadline(ctx, deadline)
 		resp, err := client.Info(callCtx, connect.NewRequest(&connectorv1.InfoRequest{}))
 		cancel()
+		select {
+		case line := <-p.conduitLine:
+			return nil, line, nil
+		default:
+		}
 		if err == nil {
-			return resp.Msg, nil
+			return resp.Msg, "", nil
 		}
 		if connect.IsWireError(err) {
-			return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: handshake failed: %s", p.name, wireMessage(err)))
+			return nil, "", cerrors.Fatal(fmt.Errorf("standalone connector %q: handshake failed: %s", p.name, wireMessage(err)))
 		}
 		select {
 		case <-p.exited:
-			return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s exited before the handshake: %s%s",
+			return nil, "", cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s exited before the handshake: %s%s",
 				p.name, p.executable(), p.exitStatus(), p.stderrTail()))
 		default:
 		}
@@ -308,11 +347,13 @@ func (p *pluginProcess) handshake(ctx context.Context) (*connectorv1.InfoRespons
 		interval = min(2*interval, 100*time.Millisecond)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("standalone connector %q: handshake: %w", p.name, ctx.Err())
+			return nil, "", fmt.Errorf("standalone connector %q: handshake: %w", p.name, ctx.Err())
+		case line := <-p.conduitLine:
+			return nil, line, nil
 		case <-p.exited:
 			// Checked first thing in the next round.
 		case <-expired.C:
-			return nil, cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s did not answer the handshake within %s (connectors.start-timeout)%s",
+			return nil, "", cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s did not answer the handshake within %s (connectors.start-timeout)%s",
 				p.name, p.executable(), timeout, p.stderrTail()))
 		case <-poll.C:
 		}
@@ -493,6 +534,11 @@ func (p *pluginProcess) stop(grace time.Duration) {
 		return
 	}
 	p.stopped = true
+	if p.conduit != nil {
+		// Asks the plugin to shut down; the signals below are for one
+		// that does not.
+		p.conduit.close()
+	}
 	if p.cmd != nil {
 		if !p.hasExited() {
 			if grace > 0 {
@@ -532,6 +578,9 @@ func (p *pluginProcess) stop(grace time.Duration) {
 	}
 	if p.transport != nil {
 		p.transport.CloseIdleConnections()
+	}
+	if p.utilities != nil {
+		p.utilities()
 	}
 	if p.dir != "" {
 		if err := os.RemoveAll(p.dir); err != nil {

@@ -11,6 +11,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	connectorv1 "github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
+	"github.com/conduitry/conduit/pkg/conduitplugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -39,6 +40,10 @@ type standaloneSource struct {
 	pending     []record.Record
 	stopFetch   context.CancelFunc
 	fetcherDone chan struct{}
+
+	// conduit runs a plugin of Conduit's connector protocol; nil for one
+	// of pkg/sdk.
+	conduit *conduitplugin.Source
 }
 
 // readAhead is how many encoded batches the fetcher may hold.
@@ -62,6 +67,14 @@ func (s *standaloneSource) Open(ctx context.Context, pos record.Position) error 
 	if err := s.p.start(ctx); err != nil {
 		return err
 	}
+	if s.p.conduit != nil {
+		plug, opts, err := s.p.conduitSource(ctx)
+		if err != nil {
+			return err
+		}
+		s.conduit = conduitplugin.NewSource(plug, opts)
+		return s.p.conduitError(ctx, s.conduit.Open(ctx, pos))
+	}
 	s.client = connectorv1connect.NewSourceServiceClient(s.p.client, baseURL, s.p.clientOptions()...)
 	if _, err := s.client.Configure(ctx, connect.NewRequest(&connectorv1.SourceServiceConfigureRequest{
 		Config: s.p.connectorConfig(),
@@ -76,6 +89,10 @@ func (s *standaloneSource) Open(ctx context.Context, pos record.Position) error 
 
 // Read hands out up to len(batch) records the fetcher got from the plugin.
 func (s *standaloneSource) Read(ctx context.Context, batch []record.Record) (int, error) {
+	if s.conduit != nil {
+		n, err := s.conduit.Read(ctx, batch)
+		return n, s.p.conduitError(ctx, err)
+	}
 	if s.client == nil {
 		return 0, errReadBeforeOpen
 	}
@@ -252,6 +269,9 @@ func (s *standaloneSource) decode(b *connectorv1.RecordBatch, maxRecords int) ([
 
 // Ack sends the positions to the plugin.
 func (s *standaloneSource) Ack(ctx context.Context, positions []record.Position) error {
+	if s.conduit != nil {
+		return s.p.conduitError(ctx, s.conduit.Ack(ctx, positions))
+	}
 	if s.client == nil {
 		return errReadBeforeOpen
 	}
@@ -275,6 +295,12 @@ func (s *standaloneSource) Teardown(ctx context.Context) error {
 		<-s.fetcherDone
 	}
 	return s.p.close(ctx, func(ctx context.Context) error {
+		if s.conduit != nil {
+			return s.conduit.Teardown(ctx)
+		}
+		if s.client == nil {
+			return nil
+		}
 		_, err := s.client.Teardown(ctx, connect.NewRequest(&connectorv1.SourceServiceTeardownRequest{}))
 		return err
 	})
