@@ -137,8 +137,9 @@ func (s *Source) Read(ctx context.Context, batch []record.Record) (int, error) {
 			return 0, cerrors.Fatal(s.errorf("record at position %q: %w", s.pending[i].Position, err))
 		}
 		toRecord(&s.pending[i], &batch[i])
-		s.pending[i] = opencdc.Record{} // the engine owns it now
 	}
+	// The slice is the plugin's message: its elements are not cleared,
+	// as the SDK still reads the last one's position after sending it.
 	s.pending = s.pending[n:]
 	return n, nil
 }

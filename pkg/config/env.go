@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -28,11 +29,18 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 
 // otherEnvVars are the CONDUIT_ variables that are not configuration keys
 // but that conduit reads: the runtime sets them for the standalone
-// connectors it starts (pkg/sdk reads them), and a conduit started by a
-// connector's tests may inherit them.
+// connectors it starts (pkg/sdk reads the first two, Conduit's connector
+// SDK the others), and a conduit started by a connector's tests may
+// inherit them.
 var otherEnvVars = []string{
 	"CONDUIT_PLUGIN_SOCKET",
 	"CONDUIT_PLUGIN_PROTOCOL",
+	"CONDUIT_PLUGIN_MAGIC_COOKIE",
+	"CONDUIT_CONNECTOR_ID",
+	"CONDUIT_CONNECTOR_LOG_LEVEL",
+	"CONDUIT_CONNECTOR_MAX_RECEIVE_RECORD_SIZE",
+	"CONDUIT_CONNECTOR_TOKEN",
+	"CONDUIT_CONNECTOR_UTILITIES_GRPC_TARGET",
 }
 
 // otherEnvPrefixes start variables that conduit's own tests read, such as
@@ -74,10 +82,13 @@ func unknownEnv(environ []string) []Warning {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// Suggestions are configuration keys only: nobody means to set a
+	// plugin's variable on the runtime.
+	keys := slices.DeleteFunc(slices.Clone(known), func(n string) bool { return slices.Contains(otherEnvVars, n) })
 	out := make([]Warning, 0, len(names))
 	for _, name := range names {
 		msg := "unknown conduit environment variable, ignored"
-		if s := suggestEnv(name, known); s != "" {
+		if s := suggestEnv(name, keys); s != "" {
 			msg += fmt.Sprintf("; did you mean %s?", s)
 		}
 		out = append(out, Warning{Source: "env " + name, Message: msg})

@@ -96,7 +96,7 @@ func buildKeyTable() []key {
 			"How long a dedup entry nobody uses is kept before it expires.",
 			func(c *Config) *time.Duration { return &c.Dedup.TTL }, positiveDuration),
 		newKey("connectors.path", "./connectors",
-			"Directory with standalone connector executables; a pipeline names one as standalone:<file name>.",
+			"Directory with standalone connector executables; a pipeline names one as standalone:<file name>, or by its Conduit specification name.",
 			func(c *Config) *string { return &c.Connectors.Path }, notEmpty),
 		newKey("connectors.start-timeout", 10*time.Second,
 			"How long a standalone connector may take from its start to answering the handshake.",

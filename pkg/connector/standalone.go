@@ -7,7 +7,8 @@ import (
 )
 
 // Standalone connectors are executables in connectors.path that a pipeline
-// names as standalone:<file name>. Every run of a pipeline starts a fresh
+// names as standalone:<file name> (or, for a connector of Conduit's SDK,
+// by its specification's name: see standalone_lookup.go). Every run of a pipeline starts a fresh
 // process per connector and talks to it with the plugin protocol of
 // proto/conduitry/connector/v1 (Connect over a unix socket in a directory only this
 // process's user can open). The process lives from Open to Teardown.
@@ -62,10 +63,13 @@ type StandaloneConfig struct {
 	MaxMessageBytes int
 }
 
-// StandaloneHost runs standalone connectors. It holds configuration only;
-// each connector it builds owns its process. Safe for concurrent use.
+// StandaloneHost runs standalone connectors. It holds configuration and a
+// cache of the connectors directory; each connector it builds owns its
+// process. Safe for concurrent use.
 type StandaloneHost struct {
 	cfg StandaloneConfig
+	// specs caches which executables are Conduit connectors of which name.
+	specs specCache
 }
 
 // NewStandaloneHost returns a host with cfg's zero durations set to their

@@ -65,6 +65,7 @@ type pluginProcess struct {
 	log  *zap.Logger
 
 	// Set by start, read-only afterwards until close.
+	path      string // the executable, when found by its Conduit name
 	dir       string // private directory holding the socket; "" when none
 	cmd       *exec.Cmd
 	exited    chan struct{} // closed once cmd.Wait returned
@@ -92,13 +93,41 @@ func newPluginProcess(h *StandaloneHost, name string, role connectorRole, cfg Co
 	return &pluginProcess{host: h, name: name, role: role, cfg: cfg, log: loggerOf(cfg)}
 }
 
-// executable is the absolute path of the plugin's file.
+// executable is the absolute path of the plugin's file: the one resolve
+// found, else the file of the plugin's name.
 func (p *pluginProcess) executable() string {
+	if p.path != "" {
+		return p.path
+	}
 	path := filepath.Join(p.host.cfg.Dir, p.name)
 	if abs, err := filepath.Abs(path); err == nil {
 		return abs
 	}
 	return path
+}
+
+// resolve finds the plugin's executable: the file of its name in
+// connectors.path, else the executable there whose Conduit specification
+// has its name.
+func (p *pluginProcess) resolve(ctx context.Context) (string, error) {
+	path := p.executable()
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return path, p.checkExecutable(path)
+	}
+	found, ferr := p.host.findByConduitName(ctx, p.name)
+	if ferr != nil {
+		return "", cerrors.Fatal(fmt.Errorf("standalone connector %q: %w", p.name, ferr))
+	}
+	if found == "" {
+		return "", cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s not found, and no executable in connectors.path (%s) is a Conduit connector named %q",
+			p.name, path, p.host.cfg.Dir, p.name))
+	}
+	if err := p.checkExecutable(found); err != nil {
+		return "", err
+	}
+	p.path = found
+	p.log.Info("standalone connector found by its Conduit specification name", zap.String("executable", found))
+	return found, nil
 }
 
 // start starts the process and completes the handshake. On failure nothing
@@ -107,8 +136,8 @@ func (p *pluginProcess) start(ctx context.Context) (err error) {
 	if p.cmd != nil || p.stopped {
 		return fmt.Errorf("standalone connector %q: open called twice or after teardown", p.name)
 	}
-	path := p.executable()
-	if err := p.checkExecutable(path); err != nil {
+	path, err := p.resolve(ctx)
+	if err != nil {
 		return err
 	}
 	if err := p.makeDir(); err != nil {

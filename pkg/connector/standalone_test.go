@@ -336,7 +336,7 @@ func TestStandaloneStartFailures(t *testing.T) {
 		wantPrefix  bool
 	}{
 		{name: "missing", cfg: StandaloneConfig{Dir: "./connectors"}, plugin: "flaky",
-			want: fmt.Sprintf(`standalone connector "flaky": executable %s not found (connectors.path is ./connectors)`,
+			want: fmt.Sprintf(`standalone connector "flaky": executable %s not found, and no executable in connectors.path (./connectors) is a Conduit connector named "flaky"`,
 				filepath.Join(local, "flaky"))},
 		{name: "not executable", cfg: StandaloneConfig{Dir: "./connectors"}, plugin: "notexec",
 			want: fmt.Sprintf(`standalone connector "notexec": executable %s is not executable (connectors.path is ./connectors)`,

@@ -36,6 +36,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -337,7 +338,7 @@ func checkCoded(tb testing.TB, err error) {
 
 func checkSourceTeardown(tb testing.TB, cfg SourceConfig) {
 	tb.Helper()
-	before := runtime.NumGoroutine()
+	before := goroutines()
 	src := configured(tb, cfg, cfg.Settings)
 	if err := call(tb, cfg.Timeout, "Open", func(ctx context.Context) error { return src.Open(ctx, nil) }); err != nil {
 		tb.Fatalf("Open: %v", err)
@@ -363,15 +364,48 @@ func checkSourceTeardown(tb testing.TB, cfg SourceConfig) {
 	}
 }
 
-// checkGoroutines waits until no more goroutines run than before.
-func checkGoroutines(tb testing.TB, before int, timeout time.Duration) {
+// goroutines returns the ids of the goroutines that run now, with their
+// stacks.
+func goroutines() map[string]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	out := map[string]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// "goroutine 42 [running]:"
+		if rest, ok := strings.CutPrefix(g, "goroutine "); ok {
+			id, _, _ := strings.Cut(rest, " ")
+			out[id] = g
+		}
+	}
+	return out
+}
+
+// checkGoroutines waits until every goroutine that started since before
+// has ended. It compares goroutines, not their number: other tests of the
+// process start and end theirs meanwhile.
+func checkGoroutines(tb testing.TB, before map[string]string, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
-	for runtime.NumGoroutine() > before {
+	for {
+		var leaked []string
+		for id, stack := range goroutines() {
+			if _, old := before[id]; !old {
+				leaked = append(leaked, stack)
+			}
+		}
+		if len(leaked) == 0 {
+			return
+		}
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			tb.Errorf("%d goroutines still run after Teardown, %d before the connector started:\n%s",
-				runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			tb.Errorf("%d goroutines still run after Teardown that started with the connector:\n%s",
+				len(leaked), strings.Join(leaked, "\n\n"))
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -530,7 +564,7 @@ func checkDestinationErrorCodes(tb testing.TB, cfg DestinationConfig) {
 
 func checkDestinationTeardown(tb testing.TB, cfg DestinationConfig) {
 	tb.Helper()
-	before := runtime.NumGoroutine()
+	before := goroutines()
 	d := openedDestination(tb, cfg)
 	writeAll(tb, cfg, d, Records(cfg.Records))
 	if err := call(tb, cfg.Timeout, "Teardown", d.Teardown); err != nil {
