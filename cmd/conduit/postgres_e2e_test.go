@@ -45,9 +45,9 @@ pipelines:
 
 // change is one line of the destination file, as far as these tests look.
 type change struct {
-	Operation string `json:"operation"`
+	Operation string        `json:"operation"`
 	Key       structuredKey `json:"key"`
-	Payload struct {
+	Payload   struct {
 		After *struct {
 			ID   int    `json:"id"`
 			Name string `json:"name"`
