@@ -113,20 +113,25 @@ func (d *Destination) Open(ctx context.Context) error {
 	return nil
 }
 
+// receive moves the acks the run sends to Write; once Teardown began it
+// drops what still comes, until the run ends.
 func (d *Destination) receive() {
 	defer close(d.recvDone)
 	for {
 		resp, err := d.stream.Recv()
-		if err == nil && len(resp.Acks) == 0 {
+		if err != nil {
+			select {
+			case d.acks <- destinationMessage{err: err}:
+			case <-d.stop:
+			}
+			return
+		}
+		if len(resp.Acks) == 0 {
 			continue
 		}
 		select {
-		case d.acks <- destinationMessage{acks: resp.Acks, err: err}:
+		case d.acks <- destinationMessage{acks: resp.Acks}:
 		case <-d.stop:
-			return
-		}
-		if err != nil {
-			return
 		}
 	}
 }
@@ -211,13 +216,13 @@ func (d *Destination) Teardown(ctx context.Context) error {
 	d.torn = true
 	ctx = withLogger(ctx, d.log)
 	if d.stream != nil {
+		close(d.stop)
 		if d.broken == nil {
 			if _, err := d.plugin.Stop(ctx, pconnector.DestinationStopRequest{LastPosition: d.lastPosition}); err != nil {
 				d.log.Warn("stopping the connector failed", zap.Error(err))
 			}
 		}
 		d.runCancel()
-		close(d.stop)
 		<-d.recvDone
 	}
 	if _, err := d.plugin.Teardown(ctx, pconnector.DestinationTeardownRequest{}); err != nil {

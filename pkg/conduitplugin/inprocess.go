@@ -63,6 +63,18 @@ func (p *pipe[Up, Down]) end(err error) {
 
 func (p *pipe[Up, Down]) close() { p.closeOnce.Do(func() { close(p.closed) }) }
 
+// closeWhenDone closes the stream when the run's context ends, as a gRPC
+// stream ends with its context: a plugin waiting to receive then sees the
+// end of the stream even if its Run does not watch the context. It
+// returns when either happened.
+func (p *pipe[Up, Down]) closeWhenDone(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		p.close()
+	case <-p.ended:
+	}
+}
+
 // hostSend sends a message to the plugin.
 func (p *pipe[Up, Down]) hostSend(m Down) error {
 	select {
@@ -173,9 +185,9 @@ func (s *inProcessSource) NewStream() pconnector.SourceRunStream {
 	return sourcePipe{newPipe[pconnector.SourceRunResponse, pconnector.SourceRunRequest]()}
 }
 
-// Run starts the plugin's run. The goroutine it starts is owned by the
-// stream: it ends when the plugin's Run returns, which closing the stream
-// or ending ctx brings about.
+// Run starts the plugin's run. The goroutines it starts are owned by the
+// stream: they end when the plugin's Run returns, which ending ctx brings
+// about.
 func (s *inProcessSource) Run(ctx context.Context, stream pconnector.SourceRunStream) error {
 	sp, ok := stream.(sourcePipe)
 	if !ok {
@@ -185,6 +197,7 @@ func (s *inProcessSource) Run(ctx context.Context, stream pconnector.SourceRunSt
 		defer sp.close()
 		sp.end(s.SourcePlugin.Run(ctx, stream))
 	}()
+	go sp.closeWhenDone(ctx)
 	return nil
 }
 
@@ -237,5 +250,6 @@ func (d *inProcessDestination) Run(ctx context.Context, stream pconnector.Destin
 		defer dp.close()
 		dp.end(d.DestinationPlugin.Run(ctx, stream))
 	}()
+	go dp.closeWhenDone(ctx)
 	return nil
 }

@@ -91,21 +91,26 @@ func (s *Source) Open(ctx context.Context, pos record.Position) error {
 }
 
 // receive moves what the run sends to Read, so that Read can give up when
-// its context ends while the stream's Recv cannot.
+// its context ends while the stream's Recv cannot. Once Teardown began it
+// drops what still comes, so that a plugin blocked in sending can see its
+// Stop, until the run ends.
 func (s *Source) receive() {
 	defer close(s.recvDone)
 	for {
 		resp, err := s.stream.Recv()
-		if err == nil && len(resp.Records) == 0 {
+		if err != nil {
+			select {
+			case s.received <- sourceMessage{err: err}:
+			case <-s.stop:
+			}
+			return
+		}
+		if len(resp.Records) == 0 {
 			continue
 		}
 		select {
-		case s.received <- sourceMessage{records: resp.Records, err: err}:
+		case s.received <- sourceMessage{records: resp.Records}:
 		case <-s.stop:
-			return
-		}
-		if err != nil {
-			return
 		}
 	}
 }
@@ -180,13 +185,13 @@ func (s *Source) Teardown(ctx context.Context) error {
 	s.torn = true
 	ctx = withLogger(ctx, s.log)
 	if s.stream != nil {
+		close(s.stop)
 		if resp, err := s.plugin.Stop(ctx, pconnector.SourceStopRequest{}); err != nil {
 			s.log.Warn("stopping the connector failed", zap.Error(err))
 		} else {
 			s.log.Debug("connector stopped", zap.String("last_position", string(resp.LastPosition)))
 		}
 		s.runCancel()
-		close(s.stop)
 		<-s.recvDone
 	}
 	if _, err := s.plugin.Teardown(ctx, pconnector.SourceTeardownRequest{}); err != nil {
