@@ -175,10 +175,46 @@ func stormParent(runs, pipelines, rules int) error {
 
 // scenarios are measured round by round, interleaved, so that their
 // ratios compare runs made under the same conditions.
-var scenarios = []struct{ name, what string }{
-	{"builtin", "generator -> file"},
-	{"dedup", "generator -> file with the dedup store on"},
-	{"standalone", "standalone source (examples/connectors/flaky, its own process) -> file"},
+//
+// The plugins of Conduit's SDK send every record through Avro and gRPC and
+// are an order of magnitude slower; they run a tenth of the records
+// (their rate is what is compared).
+var scenarios = []struct {
+	name, what string
+	fraction   int64 // runs records/fraction records
+}{
+	{"builtin", "generator -> file", 1},
+	{"dedup", "generator -> file with the dedup store on", 1},
+	{"standalone", "standalone source (examples/connectors/flaky, its own process) -> file", 1},
+	{"conduit", "standalone source of Conduit's SDK (Conduit's generator " + conduitGeneratorVersion + ", its own process), the SDK's defaults -> file", 10},
+	{"conduit-batched", "the same with sdk.batch.size 1000, sdk.batch.delay 10ms -> file", 10},
+}
+
+// conduitGeneratorVersion is the version of Conduit's generator connector
+// the bench builds, the one Conduit ships.
+const conduitGeneratorVersion = "v0.10.4"
+
+// buildConduitGenerator builds Conduit's generator connector from its
+// module into dir, in a module of its own so the runtime's go.mod stays
+// out of it.
+func buildConduitGenerator(dir string) error {
+	mod, err := os.MkdirTemp("", "conduit-bench-conduit-generator-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(mod)
+	goMod := "module benchgenerator\n\ngo 1.24\n\nrequire github.com/conduitio/conduit-connector-generator " + conduitGeneratorVersion + "\n"
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(goMod), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "conduit-connector-generator"),
+		"github.com/conduitio/conduit-connector-generator/cmd/connector")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GONOSUMDB=github.com/conduitio", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build Conduit's generator connector: %v\n%s", err, out)
+	}
+	return nil
 }
 
 func parent(runs int, records int64) error {
@@ -190,6 +226,9 @@ func parent(runs int, records int64) error {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "flaky"), "./examples/connectors/flaky").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the example connector (run from the repository root): %v\n%s", err, out)
 	}
+	if err := buildConduitGenerator(pluginDir); err != nil {
+		return err
+	}
 	fmt.Printf("throughput: structured records (id int, name string) written as OpenCDC JSON lines, Badger positions\n")
 	fmt.Printf("%d rounds x %d records per scenario, each run in its own process, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
 	rates := map[string][]float64{}
@@ -197,7 +236,7 @@ func parent(runs int, records int64) error {
 	cpus := map[string][]float64{}
 	for i := range runs {
 		for _, sc := range scenarios {
-			out, err := runChild("-records", strconv.FormatInt(records, 10), "-scenario", sc.name, "-plugin-dir", pluginDir)
+			out, err := runChild("-records", strconv.FormatInt(max(records/sc.fraction, 1), 10), "-scenario", sc.name, "-plugin-dir", pluginDir)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
 			}
@@ -208,7 +247,7 @@ func parent(runs int, records int64) error {
 			if i == 0 && sc.name == scenarios[0].name {
 				fmt.Printf("go collector: %s\n", r.Collector)
 			}
-			fmt.Printf("round %d %-10s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d\n",
+			fmt.Printf("round %d %-15s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d\n",
 				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.CPUSeconds, r.PeakRSSMiB, r.PositionSaves)
 			rates[sc.name] = append(rates[sc.name], r.RecordsPerSec)
 			cpus[sc.name] = append(cpus[sc.name], r.CPUSeconds)
@@ -217,7 +256,7 @@ func parent(runs int, records int64) error {
 	}
 	fmt.Println()
 	for _, sc := range scenarios {
-		fmt.Printf("median %-10s %10.0f records/s, CPU %.2fs, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
+		fmt.Printf("median %-15s %10.0f records/s, CPU %.2fs, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
 			sc.name, median(rates[sc.name]), median(cpus[sc.name]), median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
 	}
 	base := median(rates["builtin"])
@@ -225,11 +264,25 @@ func parent(runs int, records int64) error {
 		median(rates["dedup"])/base, roundRatios(rates["dedup"], rates["builtin"]))
 	fmt.Printf("ratio standalone / builtin:    %.2f (target >= 0.50); per round %s\n",
 		median(rates["standalone"])/base, roundRatios(rates["standalone"], rates["builtin"]))
+	fmt.Printf("ratio conduit / builtin:       %.3f (Conduit's protocol, its SDK's defaults); per round %s\n",
+		median(rates["conduit"])/base, roundRatios(rates["conduit"], rates["builtin"]))
+	fmt.Printf("ratio conduit-batched / builtin: %.3f (Conduit's protocol, batched); per round %s\n",
+		median(rates["conduit-batched"])/base, roundRatios(rates["conduit-batched"], rates["builtin"]))
+	// The host's CPU per record shows where a Conduit plugin's time goes:
+	// the runtime's side is a fraction of it; the rest is the plugin.
+	fmt.Printf("runtime CPU per record:        builtin %.2f us, standalone %.2f us, conduit %.2f us, conduit-batched %.2f us\n",
+		perRecordMicros(cpus["builtin"], records), perRecordMicros(cpus["standalone"], records),
+		perRecordMicros(cpus["conduit"], records/10), perRecordMicros(cpus["conduit-batched"], records/10))
 	// CPU per record is the cost without the machine's noise: records/s of
 	// one scenario swings by a third between rounds on a shared machine.
 	fmt.Printf("CPU builtin / dedup:           %.2f (the share of dedup's CPU a dedup-off run needs)\n",
 		median(cpus["builtin"])/median(cpus["dedup"]))
 	return nil
+}
+
+// perRecordMicros is the median CPU per record, in microseconds.
+func perRecordMicros(cpu []float64, records int64) float64 {
+	return median(cpu) / float64(max(records, 1)) * 1e6
 }
 
 // roundRatios lists a/b of each round and their median: rounds run
@@ -280,8 +333,20 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		"rate":                "0",
 		"recordCount":         strconv.FormatInt(records, 10),
 	}
-	if scenario == "standalone" {
+	switch scenario {
+	case "standalone":
 		plugin, settings = "standalone:flaky", map[string]string{"rate": "0", "recordCount": strconv.FormatInt(records, 10)}
+	case "conduit", "conduit-batched":
+		// Found by the name in its specification, as Conduit finds it;
+		// the same settings as the built-in generator's, which are
+		// Conduit's.
+		plugin = "standalone:generator"
+		delete(settings, "operations")
+		if scenario == "conduit-batched" {
+			// What a Conduit user sets for throughput: the SDK sends
+			// records in batches instead of one by one.
+			settings["sdk.batch.size"], settings["sdk.batch.delay"] = "1000", "10ms"
+		}
 	}
 	src, err := reg.NewSource(plugin, connector.Config{PipelineID: "bench", ConnectorID: "gen", Logger: log, Settings: settings})
 	if err != nil {

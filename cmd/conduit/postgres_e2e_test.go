@@ -247,3 +247,53 @@ pipelines:
 	}
 	stopProcess(t, p)
 }
+
+// builtin:postgres as a destination: a table copied into another by
+// snapshot and logical replication, as a Conduit user replicates one.
+func TestPostgresDestinationCopiesATable(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	pg.Exec(`CREATE TABLE users (id bigint PRIMARY KEY, name text NOT NULL)`,
+		`CREATE TABLE users_copy (id bigint PRIMARY KEY, name text NOT NULL)`,
+		`INSERT INTO users SELECT i, 'user' || i FROM generate_series(1, 100) i`)
+	w := newWorkspace(t, fmt.Sprintf(`version: "2.2"
+pipelines:
+  - id: copy
+    connectors:
+      - id: in
+        type: source
+        plugin: builtin:postgres
+        settings:
+          url: %[1]s
+          tables: users
+          logrepl.slotName: copy_slot
+          logrepl.publicationName: copy_pub
+      - id: out
+        type: destination
+        plugin: builtin:postgres
+        settings:
+          url: %[1]s
+          table: users_copy
+`, pg.URL("postgres")))
+	p := w.start("run")
+	var rows, sum int
+	wait := func(wantRows, wantSum int) {
+		t.Helper()
+		eventually(t, pollInterval, func() bool {
+			pg.Query(`SELECT count(*), coalesce(sum(id), 0) FROM users_copy`, &rows, &sum)
+			return rows == wantRows && sum == wantSum
+		}, func() string {
+			return fmt.Sprintf("users_copy has %d rows (ids summing to %d), want %d (%d); conduit output:\n%s",
+				rows, sum, wantRows, wantSum, p.stderr.String())
+		})
+	}
+	wait(100, 5050)
+	pg.Exec(`INSERT INTO users VALUES (101, 'new')`, `UPDATE users SET name = 'renamed' WHERE id = 7`, `DELETE FROM users WHERE id = 8`)
+	wait(100, 5050+101-8)
+	var name string
+	pg.Query(`SELECT name FROM users_copy WHERE id = 7`, &name)
+	if name != "renamed" {
+		t.Errorf("row 7 in the copy is named %q, want renamed", name)
+	}
+	stopProcess(t, p)
+}

@@ -36,6 +36,10 @@ type Source struct {
 	torn    bool
 }
 
+// receiveAhead is how many messages the receiver holds for Read: enough
+// for an engine batch of a plugin that sends one record a message.
+const receiveAhead = 256
+
 type sourceMessage struct {
 	records []opencdc.Record
 	err     error
@@ -83,7 +87,7 @@ func (s *Source) Open(ctx context.Context, pos record.Position) error {
 		return s.errorf("starting its run: %w", err)
 	}
 	s.stream, s.runCancel = stream.Client(), cancel
-	s.received = make(chan sourceMessage, 1)
+	s.received = make(chan sourceMessage, receiveAhead)
 	s.stop = make(chan struct{})
 	s.recvDone = make(chan struct{})
 	go s.receive()
@@ -135,11 +139,30 @@ func (s *Source) Read(ctx context.Context, batch []record.Record) (int, error) {
 			return 0, ctx.Err()
 		}
 	}
+	n := 0
+	for n < len(batch) {
+		k, err := s.take(ctx, batch[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		// A plugin without batching sends one record a message; the
+		// messages already here fill the batch, so that acks and position
+		// saves go by batch, not by record.
+		if n == len(batch) || !s.more() {
+			break
+		}
+	}
+	return n, nil
+}
+
+// take converts pending records into batch.
+func (s *Source) take(ctx context.Context, batch []record.Record) (int, error) {
 	n := min(len(batch), len(s.pending))
 	for i := range n {
 		if err := decodeRecord(ctx, &s.pending[i]); err != nil {
 			// The same bytes would fail again after a restart.
-			return 0, cerrors.Fatal(s.errorf("record at position %q: %w", s.pending[i].Position, err))
+			return i, cerrors.Fatal(s.errorf("record at position %q: %w", s.pending[i].Position, err))
 		}
 		toRecord(&s.pending[i], &batch[i])
 	}
@@ -147,6 +170,25 @@ func (s *Source) Read(ctx context.Context, batch []record.Record) (int, error) {
 	// as the SDK still reads the last one's position after sending it.
 	s.pending = s.pending[n:]
 	return n, nil
+}
+
+// more moves the next message into pending if one is already here; an
+// error stays for the next Read.
+func (s *Source) more() bool {
+	if len(s.pending) > 0 {
+		return true
+	}
+	select {
+	case m := <-s.received:
+		if m.err != nil {
+			s.runErr = s.runEnded(m.err)
+			return false
+		}
+		s.pending = m.records
+		return true
+	default:
+		return false
+	}
 }
 
 // runEnded is the error for the end of the plugin's run while the engine

@@ -169,3 +169,19 @@ func (c *Cluster) Exec(sql ...string) {
 		}
 	}
 }
+
+// Query runs a query in database postgres and scans its one row into
+// dest; it fails the test when the query fails.
+func (c *Cluster) Query(sql string, dest ...any) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		c.tb.Fatalf("pgtest: connecting: %v", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
+		c.tb.Fatalf("pgtest: %s: %v", sql, err)
+	}
+}
