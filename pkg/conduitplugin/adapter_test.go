@@ -107,8 +107,11 @@ func (s *countingSource) LifecycleOnUpdated(_ context.Context, before, after con
 
 type memState struct{ v []byte }
 
-func (m *memState) Load(context.Context) ([]byte, error)  { return m.v, nil }
-func (m *memState) Save(_ context.Context, v []byte) error { m.v = append([]byte(nil), v...); return nil }
+func (m *memState) Load(context.Context) ([]byte, error) { return m.v, nil }
+func (m *memState) Save(_ context.Context, v []byte) error {
+	m.v = append([]byte(nil), v...)
+	return nil
+}
 
 func newCountingSource(impl *countingSource, settings map[string]string, state State) *Source {
 	plug := sdk.NewSourcePlugin(impl, pconnector.PluginConfig{ConnectorID: "p:src"}, countingParams)
@@ -248,7 +251,7 @@ type memoryDestinationConfig struct {
 	sdk.UnimplementedDestinationConfig
 }
 
-func (d *memoryDestination) Config() sdk.DestinationConfig { return &d.cfg }
+func (d *memoryDestination) Config() sdk.DestinationConfig  { return &d.cfg }
 func (d *memoryDestination) Open(context.Context) error     { return nil }
 func (d *memoryDestination) Teardown(context.Context) error { return nil }
 
