@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,7 @@ func main() {
 	scenario := flag.String("scenario", "", "with -child: builtin, dedup or standalone (internal)")
 	pluginDir := flag.String("plugin-dir", "", "with -child: directory holding the flaky standalone connector (internal)")
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
+	only := flag.String("scenarios", "", "comma-separated throughput scenarios to run (default: all; builtin always runs, ratios need it)")
 	flag.Parse()
 
 	if *child {
@@ -100,7 +102,12 @@ func main() {
 		return
 	}
 	if *runs > 0 {
-		if err := parent(*runs, *records); err != nil {
+		selected, err := selectScenarios(*only)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(2)
+		}
+		if err := parent(*runs, *records, selected); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
@@ -179,15 +186,47 @@ func stormParent(runs, pipelines, rules int) error {
 // The plugins of Conduit's SDK send every record through Avro and gRPC and
 // are an order of magnitude slower; they run a tenth of the records
 // (their rate is what is compared).
-var scenarios = []struct {
+type scenario struct {
 	name, what string
 	fraction   int64 // runs records/fraction records
-}{
+}
+
+var scenarios = []scenario{
 	{"builtin", "generator -> file", 1},
 	{"dedup", "generator -> file with the dedup store on", 1},
 	{"standalone", "standalone source (examples/connectors/flaky, its own process) -> file", 1},
 	{"conduit", "standalone source of Conduit's SDK (Conduit's generator " + conduitGeneratorVersion + ", its own process), the SDK's defaults -> file", 10},
-	{"conduit-batched", "the same with sdk.batch.size 1000, sdk.batch.delay 10ms -> file", 10},
+	{"conduit-batched", "the same with sdk.batch.size 1000, sdk.batch.delay 100ms -> file", 10},
+}
+
+// stallTimeout is how long a run may go without acknowledging a record.
+const stallTimeout = 30 * time.Second
+
+// selectScenarios picks the scenarios named in list (all when empty), in
+// their usual order, with builtin always first: every ratio is against it.
+func selectScenarios(list string) ([]scenario, error) {
+	if strings.TrimSpace(list) == "" {
+		return scenarios, nil
+	}
+	want := map[string]bool{"builtin": true}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.ContainsFunc(scenarios, func(sc scenario) bool { return sc.name == name }) {
+			var known []string
+			for _, sc := range scenarios {
+				known = append(known, sc.name)
+			}
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q (known: %s)", name, strings.Join(known, ", "))
+		}
+		want[name] = true
+	}
+	var out []scenario
+	for _, sc := range scenarios {
+		if want[sc.name] {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
 }
 
 // conduitGeneratorVersion is the version of Conduit's generator connector
@@ -217,7 +256,10 @@ func buildConduitGenerator(dir string) error {
 	return nil
 }
 
-func parent(runs int, records int64) error {
+func parent(runs int, records int64, selected []scenario) error {
+	has := func(name string) bool {
+		return slices.ContainsFunc(selected, func(sc scenario) bool { return sc.name == name })
+	}
 	pluginDir, err := os.MkdirTemp("", "conduit-bench-plugin-")
 	if err != nil {
 		return err
@@ -226,16 +268,18 @@ func parent(runs int, records int64) error {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "flaky"), "./examples/connectors/flaky").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the example connector (run from the repository root): %v\n%s", err, out)
 	}
-	if err := buildConduitGenerator(pluginDir); err != nil {
-		return err
+	if has("conduit") || has("conduit-batched") {
+		if err := buildConduitGenerator(pluginDir); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("throughput: structured records (id int, name string) written as OpenCDC JSON lines, Badger positions\n")
-	fmt.Printf("%d rounds x %d records per scenario, each run in its own process, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Printf("%d rounds x %d records per scenario (Conduit's plugins: a tenth), each run in its own process, GOMAXPROCS=%d, %s\n", runs, records, runtime.GOMAXPROCS(0), runtime.Version())
 	rates := map[string][]float64{}
 	rss := map[string][]float64{}
 	cpus := map[string][]float64{}
 	for i := range runs {
-		for _, sc := range scenarios {
+		for _, sc := range selected {
 			out, err := runChild("-records", strconv.FormatInt(max(records/sc.fraction, 1), 10), "-scenario", sc.name, "-plugin-dir", pluginDir)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
@@ -244,7 +288,7 @@ func parent(runs int, records int64) error {
 			if err := json.Unmarshal(out, &r); err != nil {
 				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
 			}
-			if i == 0 && sc.name == scenarios[0].name {
+			if i == 0 && sc.name == selected[0].name {
 				fmt.Printf("go collector: %s\n", r.Collector)
 			}
 			fmt.Printf("round %d %-15s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d\n",
@@ -255,28 +299,37 @@ func parent(runs int, records int64) error {
 		}
 	}
 	fmt.Println()
-	for _, sc := range scenarios {
+	for _, sc := range selected {
 		fmt.Printf("median %-15s %10.0f records/s, CPU %.2fs, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
 			sc.name, median(rates[sc.name]), median(cpus[sc.name]), median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
 	}
 	base := median(rates["builtin"])
-	fmt.Printf("ratio dedup on / off:          %.2f (target >= 0.90); per round %s\n",
-		median(rates["dedup"])/base, roundRatios(rates["dedup"], rates["builtin"]))
-	fmt.Printf("ratio standalone / builtin:    %.2f (target >= 0.50); per round %s\n",
-		median(rates["standalone"])/base, roundRatios(rates["standalone"], rates["builtin"]))
-	fmt.Printf("ratio conduit / builtin:       %.3f (Conduit's protocol, its SDK's defaults); per round %s\n",
-		median(rates["conduit"])/base, roundRatios(rates["conduit"], rates["builtin"]))
-	fmt.Printf("ratio conduit-batched / builtin: %.3f (Conduit's protocol, batched); per round %s\n",
-		median(rates["conduit-batched"])/base, roundRatios(rates["conduit-batched"], rates["builtin"]))
-	// The host's CPU per record shows where a Conduit plugin's time goes:
-	// the runtime's side is a fraction of it; the rest is the plugin.
-	fmt.Printf("runtime CPU per record:        builtin %.2f us, standalone %.2f us, conduit %.2f us, conduit-batched %.2f us\n",
-		perRecordMicros(cpus["builtin"], records), perRecordMicros(cpus["standalone"], records),
-		perRecordMicros(cpus["conduit"], records/10), perRecordMicros(cpus["conduit-batched"], records/10))
-	// CPU per record is the cost without the machine's noise: records/s of
-	// one scenario swings by a third between rounds on a shared machine.
-	fmt.Printf("CPU builtin / dedup:           %.2f (the share of dedup's CPU a dedup-off run needs)\n",
-		median(cpus["builtin"])/median(cpus["dedup"]))
+	ratios := []struct{ name, label, note string }{
+		{"dedup", "dedup on / off", "(target >= 0.90)"},
+		{"standalone", "standalone / builtin", "(our SDK's protocol; target >= 0.50)"},
+		{"conduit", "conduit / builtin", "(Conduit's protocol, its SDK's defaults)"},
+		{"conduit-batched", "conduit-batched / builtin", "(Conduit's protocol, batched)"},
+	}
+	for _, r := range ratios {
+		if has(r.name) {
+			fmt.Printf("ratio %-26s %.3f %s; per round %s\n",
+				r.label+":", median(rates[r.name])/base, r.note, roundRatios(rates[r.name], rates["builtin"]))
+		}
+	}
+	// The host's CPU per record shows where a standalone plugin's time
+	// goes: the runtime's side is a fraction of it; the rest is the plugin.
+	var perRecord []string
+	for _, sc := range selected {
+		perRecord = append(perRecord, fmt.Sprintf("%s %.2f us", sc.name, perRecordMicros(cpus[sc.name], max(records/sc.fraction, 1))))
+	}
+	fmt.Printf("runtime CPU per record: %s\n", strings.Join(perRecord, ", "))
+	if has("dedup") {
+		// CPU per record is the cost without the machine's noise: records/s
+		// of one scenario swings by a third between rounds on a shared
+		// machine.
+		fmt.Printf("CPU builtin / dedup:           %.2f (the share of dedup's CPU a dedup-off run needs)\n",
+			median(cpus["builtin"])/median(cpus["dedup"]))
+	}
 	return nil
 }
 
@@ -345,7 +398,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		if scenario == "conduit-batched" {
 			// What a Conduit user sets for throughput: the SDK sends
 			// records in batches instead of one by one.
-			settings["sdk.batch.size"], settings["sdk.batch.delay"] = "1000", "10ms"
+			settings["sdk.batch.size"], settings["sdk.batch.delay"] = "1000", "100ms"
 		}
 	}
 	src, err := reg.NewSource(plugin, connector.Config{PipelineID: "bench", ConnectorID: "gen", Logger: log, Settings: settings})
@@ -363,6 +416,7 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 
 	done := make(chan struct{})
 	var acked int64
+	var progress atomic.Int64
 	var dd pipeline.Dedup
 	if scenario == "dedup" {
 		dd = dedupStore{dedup.New(db, writer, dedup.Options{})}
@@ -375,8 +429,10 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 		Dedup:        dd,
 		Logger:       log,
 		OnAck: func(n int) {
-			// Only the acker goroutine calls OnAck, so no atomics needed.
+			// Only the acker goroutine calls OnAck; the watchdog reads
+			// progress through the atomic.
 			acked += int64(n)
+			progress.Store(acked)
 			if acked == records {
 				close(done)
 			}
@@ -400,10 +456,25 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 	cpuBefore := cpuSeconds()
 	start := time.Now()
 	go func() { runErr <- engine.Run(ctx) }()
-	select {
-	case <-done:
-	case err := <-runErr:
-		return result{}, fmt.Errorf("pipeline ended early: %v", err)
+	// A run that stops making progress (a plugin that stopped sending)
+	// fails instead of hanging make bench.
+	watchdog := time.NewTicker(stallTimeout)
+	defer watchdog.Stop()
+	last := int64(-1)
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case err := <-runErr:
+			return result{}, fmt.Errorf("pipeline ended early: %v", err)
+		case <-watchdog.C:
+			now := progress.Load()
+			if now == last {
+				return result{}, fmt.Errorf("no record acknowledged for %s after %d of %d", stallTimeout, now, records)
+			}
+			last = now
+		}
 	}
 	elapsed := time.Since(start)
 	cpu := cpuSeconds() - cpuBefore
