@@ -195,8 +195,7 @@ var scenarios = []scenario{
 	{"builtin", "generator -> file", 1},
 	{"dedup", "generator -> file with the dedup store on", 1},
 	{"standalone", "standalone source (examples/connectors/flaky, its own process) -> file", 1},
-	{"conduit", "standalone source of Conduit's SDK (Conduit's generator " + conduitGeneratorVersion + ", its own process), the SDK's defaults -> file", 10},
-	{"conduit-batched", "the same with sdk.batch.size 1000, sdk.batch.delay 100ms -> file", 10},
+	{"conduit", "standalone source of Conduit's SDK (Conduit's generator " + conduitGeneratorVersion + ", its own process) -> file", 10},
 }
 
 // stallTimeout is how long a run may go without acknowledging a record.
@@ -268,7 +267,7 @@ func parent(runs int, records int64, selected []scenario) error {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "flaky"), "./examples/connectors/flaky").CombinedOutput(); err != nil {
 		return fmt.Errorf("build the example connector (run from the repository root): %v\n%s", err, out)
 	}
-	if has("conduit") || has("conduit-batched") {
+	if has("conduit") {
 		if err := buildConduitGenerator(pluginDir); err != nil {
 			return err
 		}
@@ -307,8 +306,7 @@ func parent(runs int, records int64, selected []scenario) error {
 	ratios := []struct{ name, label, note string }{
 		{"dedup", "dedup on / off", "(target >= 0.90)"},
 		{"standalone", "standalone / builtin", "(our SDK's protocol; target >= 0.50)"},
-		{"conduit", "conduit / builtin", "(Conduit's protocol, its SDK's defaults)"},
-		{"conduit-batched", "conduit-batched / builtin", "(Conduit's protocol, batched)"},
+		{"conduit", "conduit / builtin", "(Conduit's protocol)"},
 	}
 	for _, r := range ratios {
 		if has(r.name) {
@@ -389,17 +387,12 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 	switch scenario {
 	case "standalone":
 		plugin, settings = "standalone:flaky", map[string]string{"rate": "0", "recordCount": strconv.FormatInt(records, 10)}
-	case "conduit", "conduit-batched":
+	case "conduit":
 		// Found by the name in its specification, as Conduit finds it;
 		// the same settings as the built-in generator's, which are
 		// Conduit's.
 		plugin = "standalone:generator"
 		delete(settings, "operations")
-		if scenario == "conduit-batched" {
-			// What a Conduit user sets for throughput: the SDK sends
-			// records in batches instead of one by one.
-			settings["sdk.batch.size"], settings["sdk.batch.delay"] = "1000", "100ms"
-		}
 	}
 	src, err := reg.NewSource(plugin, connector.Config{PipelineID: "bench", ConnectorID: "gen", Logger: log, Settings: settings})
 	if err != nil {
@@ -460,6 +453,16 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 	// fails instead of hanging make bench.
 	watchdog := time.NewTicker(stallTimeout)
 	defer watchdog.Stop()
+	// stalled stops the pipeline, so that its plugin process is stopped
+	// too rather than left running beside the next measurement.
+	stalled := func(err error) (result, error) {
+		engine.Stop()
+		select {
+		case <-runErr:
+		case <-time.After(stallTimeout):
+		}
+		return result{}, err
+	}
 	last := int64(-1)
 wait:
 	for {
@@ -471,7 +474,7 @@ wait:
 		case <-watchdog.C:
 			now := progress.Load()
 			if now == last {
-				return result{}, fmt.Errorf("no record acknowledged for %s after %d of %d", stallTimeout, now, records)
+				return stalled(fmt.Errorf("no record acknowledged for %s after %d of %d", stallTimeout, now, records))
 			}
 			last = now
 		}

@@ -423,3 +423,30 @@ func TestLogLine(t *testing.T) {
 		t.Errorf("third entry %+v", all[2])
 	}
 }
+
+func TestSourceSettingsKeepBatchingInProcessOnly(t *testing.T) {
+	settings := map[string]string{"prefix": "x", "sdk.batch.size": "1000", "sdk.batch.delay": "10ms"}
+	core, logs := observer.New(zap.WarnLevel)
+	for _, tc := range []struct {
+		remote bool
+		want   config.Config
+	}{
+		{false, config.Config{"prefix": "x", "sdk.batch.size": "1000", "sdk.batch.delay": "10ms"}},
+		{true, config.Config{"prefix": "x"}},
+	} {
+		got := Options{Settings: settings, Remote: tc.remote, Logger: zap.New(core)}.sourceSettings()
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("remote %v: configured with %v, want %v", tc.remote, got, tc.want)
+		}
+	}
+	var named []string
+	for _, e := range logs.All() {
+		named = append(named, e.ContextMap()["setting"].(string))
+	}
+	if fmt.Sprint(named) != "[sdk.batch.size sdk.batch.delay]" {
+		t.Errorf("warnings name %v, want each batching setting once", named)
+	}
+	if settings["sdk.batch.size"] != "1000" {
+		t.Errorf("the file's settings were changed: %v", settings)
+	}
+}

@@ -30,6 +30,9 @@ type Options struct {
 	// State is where the runtime keeps the connector's settings between
 	// runs, to tell which lifecycle event a run sends; nil: none is sent.
 	State State
+	// Remote says the plugin runs in its own process behind gRPC, where
+	// the context of its Open call ends when the call returns.
+	Remote bool
 }
 
 // State is the connector's durable memory (connector.State).
@@ -98,8 +101,20 @@ func lifecycleEvent(ctx context.Context, o Options,
 	return nil
 }
 
+// remoteBatchSettings are the SDK's source batching settings, which a
+// remote source does not get. The SDK (v0.14) starts the goroutine that
+// fills a source's batches with a context that its Open call cancels when
+// it sees the call's own context end first - and gRPC ends it as the call
+// returns. That race, lost in 2 starts of 8 on a busy 2-core machine,
+// leaves the plugin either failing its first read with "context canceled"
+// or, worse, silently sending nothing while the pipeline reads as
+// running. Unbatched, the plugin sends a message per record and Read
+// still fills the engine's batches from the messages already received.
+var remoteBatchSettings = []string{"sdk.batch.size", "sdk.batch.delay"}
+
 // sourceSettings are the settings a source plugin is configured with: the
-// file's, plus SourceDefaults where the file does not set them.
+// file's, plus SourceDefaults where the file does not set them, without
+// remoteBatchSettings for a remote plugin.
 func (o Options) sourceSettings() config.Config {
 	out := make(config.Config, len(o.Settings)+len(o.SourceDefaults))
 	maps.Copy(out, o.Settings)
@@ -109,6 +124,15 @@ func (o Options) sourceSettings() config.Config {
 		}
 		if _, known := o.Params[k]; known {
 			out[k] = v
+		}
+	}
+	if o.Remote {
+		for _, k := range remoteBatchSettings {
+			if v, ok := out[k]; ok {
+				delete(out, k)
+				o.logger().Warn("setting not passed to the standalone connector: batching in its SDK can stop the source when it starts; the runtime batches what it sends",
+					zap.String("setting", k), zap.String("value", v))
+			}
 		}
 	}
 	return out

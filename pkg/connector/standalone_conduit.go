@@ -338,6 +338,7 @@ func (p *pluginProcess) conduitOptions(params config.Parameters) conduitplugin.O
 		Settings:    p.cfg.Settings,
 		Logger:      p.log,
 		Params:      params,
+		Remote:      true,
 	}
 	if p.cfg.State != nil {
 		o.State = p.cfg.State
