@@ -48,10 +48,6 @@ func (o Options) logger() *zap.Logger {
 	return o.Logger
 }
 
-// connectorID is the id the SDK's connectors log and scope their schemas
-// with; Conduit forms it the same way.
-func (o Options) connectorID() string { return o.PipelineID + ":" + o.ConnectorID }
-
 // savedState is what the adapter keeps in State.
 type savedState struct {
 	Settings map[string]string `json:"settings"`
