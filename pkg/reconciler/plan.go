@@ -1,0 +1,250 @@
+// Package reconciler decides how the set of running pipelines changes to
+// match the desired one: the pipelines of the files under pipelines.path
+// and those created through the API. Plan is pure (a table of what runs and
+// what is wanted in, the changes out); the runtime carries the changes out.
+package reconciler
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/conduitry/conduit/pkg/config"
+)
+
+// Origin says where a pipeline's desired state comes from.
+type Origin struct {
+	// File is the pipeline file and Line the line of its `- id:` entry;
+	// File is empty for a pipeline created through the API.
+	File string
+	Line int
+}
+
+// API reports whether the pipeline was created through the API.
+func (o Origin) API() bool { return o.File == "" }
+
+func (o Origin) String() string {
+	if o.API() {
+		return "api"
+	}
+	return o.File + ":" + strconv.Itoa(o.Line)
+}
+
+// Desired is a valid pipeline as it should run.
+type Desired struct {
+	Pipeline config.Pipeline
+	Origin   Origin
+}
+
+// Problem is what kept an entry from being a valid pipeline.
+type Problem struct {
+	// PipelineID is the id of the entry, "" when the problem names none
+	// (a file that cannot be read or parsed).
+	PipelineID string
+	File       string
+	Line       int
+	Err        error
+}
+
+func (p Problem) Error() string { return p.Err.Error() }
+
+// Running is a pipeline the runtime runs now.
+type Running struct {
+	Pipeline    config.Pipeline
+	Origin      Origin
+	Fingerprint string
+}
+
+// Action is what a change does to one pipeline.
+type Action int
+
+const (
+	Unchanged Action = iota
+	Create
+	Update
+	Delete
+	// Invalid: the desired entry is not a valid pipeline. Kept says
+	// whether a running version stays as it was.
+	Invalid
+)
+
+func (a Action) String() string {
+	switch a {
+	case Create:
+		return "create"
+	case Update:
+		return "update"
+	case Delete:
+		return "delete"
+	case Invalid:
+		return "invalid"
+	default:
+		return "unchanged"
+	}
+}
+
+// Change is the plan for one pipeline id.
+type Change struct {
+	Action Action
+	ID     string
+	// Desired is the pipeline as it will run (create, update, unchanged
+	// with a desired entry).
+	Desired *Desired
+	// Before is the running pipeline (update, delete, unchanged, invalid
+	// with Kept).
+	Before *Running
+	// Fingerprint is Desired's.
+	Fingerprint string
+	// Fields are the fields an update changes, named as in a file.
+	Fields []string
+	// Problems are why an entry is invalid, or, for a pipeline kept as it
+	// runs, why it could not be read again.
+	Problems []Problem
+	// Kept: the running version stays although its entry is invalid or
+	// its file could not be read.
+	Kept bool
+}
+
+// Plan is every change, deletes first, then updates, creates, invalid and
+// unchanged entries, each group by id; and the problems that name no
+// pipeline.
+type Plan struct {
+	Changes  []Change
+	Problems []Problem
+}
+
+// Count returns how many changes have action a.
+func (p Plan) Count(a Action) int {
+	n := 0
+	for _, c := range p.Changes {
+		if c.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Empty reports whether the plan changes nothing that runs.
+func (p Plan) Empty() bool {
+	return p.Count(Create)+p.Count(Update)+p.Count(Delete) == 0
+}
+
+// Make computes the plan that turns running into desired. problems are the
+// entries that did not load. A problem naming no pipeline (an unreadable
+// file, a missing directory) protects the running pipelines of that file
+// or directory that are not desired any more: which of them were deleted
+// cannot be told, so none is.
+func Make(running []Running, desired []Desired, problems []Problem) (Plan, error) {
+	var plan Plan
+	runningByID := make(map[string]*Running, len(running))
+	for i := range running {
+		runningByID[running[i].Pipeline.ID] = &running[i]
+	}
+	// The first definition of an id wins, as LoadPipelines does within
+	// the files; a second (a file and the API) is a problem of its own.
+	desiredByID := make(map[string]*Desired, len(desired))
+	for i := range desired {
+		d := &desired[i]
+		if first, dup := desiredByID[d.Pipeline.ID]; dup {
+			problems = append(problems, Problem{PipelineID: d.Pipeline.ID, File: d.Origin.File, Line: d.Origin.Line,
+				Err: fmt.Errorf("pipeline %s: id already defined at %s (that definition is used)", d.Pipeline.ID, first.Origin)})
+			continue
+		}
+		desiredByID[d.Pipeline.ID] = d
+	}
+	problemsByID := map[string][]Problem{}
+	for _, p := range problems {
+		if p.PipelineID == "" {
+			plan.Problems = append(plan.Problems, p)
+			continue
+		}
+		problemsByID[p.PipelineID] = append(problemsByID[p.PipelineID], p)
+	}
+
+	for id, d := range desiredByID {
+		fp, err := Fingerprint(d.Pipeline)
+		if err != nil {
+			return Plan{}, err
+		}
+		c := Change{ID: id, Desired: d, Fingerprint: fp, Problems: problemsByID[id]}
+		r := runningByID[id]
+		switch {
+		case r == nil:
+			c.Action = Create
+		case r.Fingerprint == fp:
+			c.Action, c.Before = Unchanged, r
+		default:
+			fields, err := Diff(r.Pipeline, d.Pipeline)
+			if err != nil {
+				return Plan{}, err
+			}
+			c.Action, c.Before, c.Fields = Update, r, fields
+		}
+		plan.Changes = append(plan.Changes, c)
+	}
+	for id, ps := range problemsByID {
+		if desiredByID[id] != nil {
+			continue // a duplicate of a valid definition: reported with it
+		}
+		c := Change{Action: Invalid, ID: id, Problems: ps}
+		if r := runningByID[id]; r != nil {
+			c.Before, c.Kept = r, true
+		}
+		plan.Changes = append(plan.Changes, c)
+	}
+	for id, r := range runningByID {
+		if desiredByID[id] != nil || problemsByID[id] != nil {
+			continue
+		}
+		if p, ok := protectedBy(r.Origin, plan.Problems); ok {
+			plan.Changes = append(plan.Changes, Change{Action: Unchanged, ID: id, Before: r, Kept: true, Problems: []Problem{p}})
+			continue
+		}
+		plan.Changes = append(plan.Changes, Change{Action: Delete, ID: id, Before: r})
+	}
+	order := map[Action]int{Delete: 0, Update: 1, Create: 2, Invalid: 3, Unchanged: 4}
+	slices.SortFunc(plan.Changes, func(a, b Change) int {
+		return cmp.Or(cmp.Compare(order[a.Action], order[b.Action]), strings.Compare(a.ID, b.ID))
+	})
+	return plan, nil
+}
+
+// protectedBy returns the problem of the file or directory that origin is
+// in, if one could not be read.
+func protectedBy(origin Origin, problems []Problem) (Problem, bool) {
+	if origin.API() {
+		return Problem{}, false
+	}
+	for _, p := range problems {
+		if p.File == "" {
+			continue
+		}
+		if origin.File == p.File || strings.HasPrefix(origin.File, strings.TrimSuffix(p.File, string(filepath.Separator))+string(filepath.Separator)) {
+			return p, true
+		}
+	}
+	return Problem{}, false
+}
+
+// FromFiles turns what config.LoadPipelines returned into desired
+// pipelines and problems.
+func FromFiles(loaded []config.Pipeline, errs []error) ([]Desired, []Problem) {
+	desired := make([]Desired, len(loaded))
+	for i, p := range loaded {
+		desired[i] = Desired{Pipeline: p, Origin: Origin{File: p.File, Line: p.Line}}
+	}
+	problems := make([]Problem, 0, len(errs))
+	for _, err := range errs {
+		pr := Problem{Err: err}
+		var pe *config.PipelineError
+		if errors.As(err, &pe) {
+			pr.PipelineID, pr.File, pr.Line = pe.PipelineID, pe.File, pe.Line
+		}
+		problems = append(problems, pr)
+	}
+	return desired, problems
+}

@@ -1,0 +1,217 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/conduitry/conduit/pkg/config"
+)
+
+func pipe(id, file string, line int, rate string) config.Pipeline {
+	return config.Pipeline{ID: id, Status: config.StatusRunning, File: file, Line: line,
+		Connectors: []config.Connector{
+			{ID: "src", Type: config.TypeSource, Plugin: "builtin:generator", Settings: map[string]string{"rate": rate},
+				Path: "connectors[src]", Line: line + 3, SettingLines: map[string]int{"rate": line + 6}},
+			{ID: "dst", Type: config.TypeDestination, Plugin: "builtin:log", Path: "connectors[dst]", Line: line + 7},
+		}}
+}
+
+func running(p config.Pipeline) Running {
+	fp, err := Fingerprint(p)
+	if err != nil {
+		panic(err)
+	}
+	o := Origin{File: p.File, Line: p.Line}
+	return Running{Pipeline: p, Origin: o, Fingerprint: fp}
+}
+
+func want(p config.Pipeline) Desired {
+	return Desired{Pipeline: p, Origin: Origin{File: p.File, Line: p.Line}}
+}
+
+func api(p config.Pipeline) Desired {
+	p.File, p.Line = "", 0
+	return Desired{Pipeline: p}
+}
+
+// summary is a plan in one line per change: "action id [fields] (kept)".
+func summary(p Plan) string {
+	var lines []string
+	for _, c := range p.Changes {
+		s := c.Action.String() + " " + c.ID
+		if len(c.Fields) > 0 {
+			s += " " + fmt.Sprint(c.Fields)
+		}
+		if c.Kept {
+			s += " (kept)"
+		}
+		for _, pr := range c.Problems {
+			s += " !" + pr.Err.Error()
+		}
+		lines = append(lines, s)
+	}
+	for _, pr := range p.Problems {
+		lines = append(lines, "problem "+pr.File+": "+pr.Err.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestMake(t *testing.T) {
+	a, b, c := pipe("a", "/p/a.yml", 3, "10"), pipe("b", "/p/b.yml", 3, "10"), pipe("c", "/p/c.yml", 3, "10")
+	for _, tc := range []struct {
+		name     string
+		running  []Running
+		desired  []Desired
+		problems []Problem
+		want     string
+	}{
+		{
+			name:    "first load creates everything",
+			desired: []Desired{want(b), want(a)},
+			want:    "create a\ncreate b",
+		},
+		{
+			name:    "nothing changed",
+			running: []Running{running(a)},
+			desired: []Desired{want(a)},
+			want:    "unchanged a",
+		},
+		{
+			name:    "moved within its file or to another file: not a change",
+			running: []Running{running(a)},
+			desired: []Desired{want(pipe("a", "/p/other.yml", 40, "10"))},
+			want:    "unchanged a",
+		},
+		{
+			name:    "a setting changed",
+			running: []Running{running(a)},
+			desired: []Desired{want(pipe("a", "/p/a.yml", 3, "20"))},
+			want:    "update a [connectors[src].settings.rate]",
+		},
+		{
+			name:    "removed from the files",
+			running: []Running{running(a), running(b)},
+			desired: []Desired{want(a)},
+			want:    "delete b\nunchanged a",
+		},
+		{
+			name:    "renamed in place: delete and create",
+			running: []Running{running(a)},
+			desired: []Desired{want(pipe("a2", "/p/a.yml", 3, "10"))},
+			want:    "delete a\ncreate a2",
+		},
+		{
+			name:     "an entry became invalid: the running version stays",
+			running:  []Running{running(a), running(b)},
+			desired:  []Desired{want(b)},
+			problems: []Problem{{PipelineID: "a", File: "/p/a.yml", Line: 9, Err: errors.New("connectors[src].plugin: unknown")}},
+			want:     "invalid a (kept) !connectors[src].plugin: unknown\nunchanged b",
+		},
+		{
+			name:     "a new invalid entry",
+			desired:  []Desired{want(b)},
+			problems: []Problem{{PipelineID: "c", File: "/p/c.yml", Err: errors.New("no source")}},
+			want:     "create b\ninvalid c !no source",
+		},
+		{
+			name:     "a file that cannot be parsed keeps its pipelines",
+			running:  []Running{running(a), running(b)},
+			desired:  []Desired{want(b)},
+			problems: []Problem{{File: "/p/a.yml", Err: errors.New("yaml: line 4: did not find expected key")}},
+			want:     "unchanged a (kept) !yaml: line 4: did not find expected key\nunchanged b\nproblem /p/a.yml: yaml: line 4: did not find expected key",
+		},
+		{
+			name:     "a missing directory keeps every file pipeline, not the API's",
+			running:  []Running{running(a), running(b), {Pipeline: c, Fingerprint: "x"}},
+			problems: []Problem{{File: "/p", Err: errors.New("pipelines directory does not exist")}},
+			want:     "delete c\nunchanged a (kept) !pipelines directory does not exist\nunchanged b (kept) !pipelines directory does not exist\nproblem /p: pipelines directory does not exist",
+		},
+		{
+			name:    "an id from a file and from the API: the first wins",
+			desired: []Desired{want(a), api(pipe("a", "", 0, "99"))},
+			want:    "create a !pipeline a: id already defined at /p/a.yml:3 (that definition is used)",
+		},
+		{
+			name:    "API pipelines are deleted only when not desired",
+			running: []Running{{Pipeline: c, Fingerprint: mustFingerprint(c)}},
+			desired: []Desired{api(c)},
+			want:    "unchanged c",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := Make(tc.running, tc.desired, tc.problems)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summary(plan); got != tc.want {
+				t.Errorf("plan:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+func mustFingerprint(p config.Pipeline) string {
+	fp, err := Fingerprint(p)
+	if err != nil {
+		panic(err)
+	}
+	return fp
+}
+
+func TestDiffNamesFieldsAsAFileDoes(t *testing.T) {
+	before := pipe("a", "/p/a.yml", 3, "10")
+	after := pipe("a", "/p/a.yml", 3, "10")
+	after.Name = "renamed"
+	after.Connectors[1].Settings = map[string]string{"level": "warn"}
+	after.Processors = []config.Processor{{ID: "p1", Plugin: "field.set", Workers: 1}}
+	retries := 5
+	after.ErrorRecovery.MaxRetries = &retries
+	after.DLQ.WindowSize = 3
+	got, err := Diff(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[connectors[dst].settings.level dead-letter-queue.window-size error-recovery.max-retries name processors (order) processors[p1]]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("changed fields %v\nwant %s", got, want)
+	}
+
+	reordered := pipe("a", "/p/a.yml", 3, "10")
+	reordered.Processors = []config.Processor{{ID: "p2", Plugin: "b"}, {ID: "p1", Plugin: "a"}}
+	ordered := reordered
+	ordered.Processors = []config.Processor{{ID: "p1", Plugin: "a"}, {ID: "p2", Plugin: "b"}}
+	got, _ = Diff(ordered, reordered)
+	if fmt.Sprint(got) != "[processors (order)]" {
+		t.Errorf("reordered processors: %v", got)
+	}
+	if mustFingerprint(ordered) == mustFingerprint(reordered) {
+		t.Error("processors run in order: reordering them must change the fingerprint")
+	}
+}
+
+func TestFingerprintIgnoresWhereAPipelineIsWritten(t *testing.T) {
+	a := pipe("a", "/p/a.yml", 3, "10")
+	moved := pipe("a", "/q/b.yml", 77, "10")
+	if mustFingerprint(a) != mustFingerprint(moved) {
+		t.Error("the same pipeline at another place has another fingerprint")
+	}
+	if mustFingerprint(a) == mustFingerprint(pipe("a", "/p/a.yml", 3, "11")) {
+		t.Error("a changed setting kept the fingerprint")
+	}
+}
+
+func TestFromFiles(t *testing.T) {
+	p := pipe("a", "/p/a.yml", 3, "10")
+	desired, problems := FromFiles([]config.Pipeline{p}, []error{
+		&config.PipelineError{File: "/p/b.yml", Line: 7, PipelineID: "b", Err: errors.New("bad")},
+		errors.New("plain"),
+	})
+	if len(desired) != 1 || desired[0].Origin.String() != "/p/a.yml:3" {
+		t.Errorf("desired %+v", desired)
+	}
+	if len(problems) != 2 || problems[0].PipelineID != "b" || problems[0].Line != 7 || problems[1].PipelineID != "" {
+		t.Errorf("problems %+v", problems)
+	}
+}
