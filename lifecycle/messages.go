@@ -39,6 +39,8 @@ type syncMsg struct{ reply chan struct{} }
 
 type killMsg struct{}
 
+type retireMsg struct{ why Retirement }
+
 func (startMsg) isMessage() {}
 
 func (stopMsg) isMessage() {}
@@ -54,6 +56,8 @@ func (stateMsg) isMessage() {}
 func (syncMsg) isMessage() {}
 
 func (killMsg) isMessage() {}
+
+func (retireMsg) isMessage() {}
 
 // sync returns once every message sent before it was handled (tests).
 func (s *Supervisor) sync(ctx context.Context) error {
@@ -107,6 +111,8 @@ func (s *Supervisor) handle(msg message) {
 		m.reply <- s.state.Clone()
 	case syncMsg:
 		close(m.reply)
+	case retireMsg:
+		s.retire(m.why)
 	case killMsg:
 		if s.run != nil && !s.run.forced {
 			s.run.forced = true

@@ -92,4 +92,9 @@ const (
 	StopReasonShutdown StopReason = "shutdown"
 	// StopReasonFinished: the source has no more records.
 	StopReasonFinished StopReason = "finished"
+	// StopReasonUpdated: the pipeline's configuration changed while the
+	// process ran; the new configuration's supervisor takes over.
+	StopReasonUpdated StopReason = "updated"
+	// StopReasonDeleted: the pipeline was deleted while the process ran.
+	StopReasonDeleted StopReason = "deleted"
 )

@@ -95,6 +95,8 @@ type Supervisor struct {
 	window       Timer
 	waiters      []chan error // stop requests waiting for the run to end
 	shuttingDown bool
+	// retirement is why the supervisor ends, once it does.
+	retirement *Retirement
 }
 
 type pendingRestart struct {
@@ -202,7 +204,38 @@ func (s *Supervisor) Run(ctx context.Context) {
 // again (a recovering pipeline keeps its fail count and next attempt).
 // Degraded and stopped pipelines have nothing to stop.
 func (s *Supervisor) shutdown() {
-	s.shuttingDown = true
+	s.retire(Retirement{Reason: StopReasonShutdown, Actor: ActorSystem,
+		Stopping: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain",
+		Stopped:  "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
+}
+
+// Retirement says why a supervisor ends for good: the process shuts down,
+// or the pipeline's configuration was updated or deleted while it runs.
+type Retirement struct {
+	Reason StopReason
+	Actor  string
+	// Stopping and Stopped are the messages of the stopping and stopped
+	// events.
+	Stopping, Stopped string
+}
+
+// Retire ends the supervisor as a shutdown does, for another reason: the
+// run drains gracefully and the pipeline is recorded as stopped with
+// why's reason and the status it had. Run returns once the run has ended
+// (Done). A supervisor that already ended is left as it is.
+func (s *Supervisor) Retire(ctx context.Context, why Retirement) error {
+	err := s.send(ctx, retireMsg{why: why})
+	if errors.Is(err, ErrSupervisorDone) {
+		return nil
+	}
+	return err
+}
+
+func (s *Supervisor) retire(why Retirement) {
+	if s.shuttingDown {
+		return
+	}
+	s.shuttingDown, s.retirement = true, &why
 	s.stopWindow()
 	s.takeOverRestart()
 	if cur := s.m.current(); cur == StatusRunning || cur == StatusRecovering {
@@ -211,12 +244,14 @@ func (s *Supervisor) shutdown() {
 		if from, err := s.transition(eventStop); err != nil {
 			s.bug(eventStop, err)
 		} else {
-			s.recordShutdown(from)
+			s.state.StopReason = why.Reason
+			s.state.ResumeStatus = from
+			s.state.Probation = false
+			s.save()
 			if s.run == nil || s.run.stopping {
-				s.emitShutdownStopped(from)
+				s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
 			} else {
-				s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
-					Message: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain"})
+				s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
 			}
 		}
 	}
@@ -224,20 +259,6 @@ func (s *Supervisor) shutdown() {
 		s.run.stopping = true
 		s.run.stop()
 	}
-}
-
-// recordShutdown persists a pipeline stopped by the shutdown, with the
-// status the next process takes up.
-func (s *Supervisor) recordShutdown(from Status) {
-	s.state.StopReason = StopReasonShutdown
-	s.state.ResumeStatus = from
-	s.state.Probation = false
-	s.save()
-}
-
-func (s *Supervisor) emitShutdownStopped(from Status) {
-	s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonShutdown),
-		Message: "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
 }
 
 // Start starts a stopped or degraded pipeline (resetting its fail count).

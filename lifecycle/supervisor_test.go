@@ -687,3 +687,36 @@ func TestPoisonRecordIsQuarantinedAfterRunsInARow(t *testing.T) {
 		t.Fatalf("poison %+v kept after recovery", st.Poison)
 	}
 }
+
+// A pipeline whose configuration changed is retired: its run drains as in
+// a shutdown, and the events say why and who.
+func TestRetireDrainsAndSaysWhy(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	why := Retirement{Reason: StopReasonUpdated, Actor: ActorConfig, Stopping: "draining for the update", Stopped: "stopped for the update"}
+	if err := h.sup.Retire(context.Background(), why); err != nil {
+		t.Fatal(err)
+	}
+	<-h.sup.Done()
+	select {
+	case <-run.stopped:
+	default:
+		t.Fatal("retire did not stop the run gracefully")
+	}
+	if st := h.states.last("p1"); st.Status != StatusStopped || st.StopReason != StopReasonUpdated {
+		t.Fatalf("persisted %+v, want stopped for the update", st)
+	}
+	for _, want := range []struct {
+		kind auditlog.Kind
+		msg  string
+	}{{auditlog.KindStopping, why.Stopping}, {auditlog.KindStopped, why.Stopped}} {
+		if e := h.next(); e.Kind != want.kind || e.Actor != ActorConfig || e.Reason != "updated" || e.Message != want.msg {
+			t.Fatalf("event %s by %s reason %q %q, want %s by config, updated, %q", e.Kind, e.Actor, e.Reason, e.Message, want.kind, want.msg)
+		}
+	}
+	// Retiring an ended supervisor is not an error.
+	if err := h.sup.Retire(context.Background(), why); err != nil {
+		t.Fatalf("retire after the end: %v", err)
+	}
+}

@@ -187,8 +187,9 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		switch {
 		case s.m.current() != StatusStopped:
 			// Force-stopped: the degraded event was written then.
-		case s.state.StopReason == StopReasonShutdown:
-			s.emitShutdownStopped(StatusStopped)
+		case s.retirement != nil && s.state.StopReason == s.retirement.Reason:
+			why := s.retirement
+			s.emit(Event{Kind: auditlog.KindStopped, From: StatusStopped, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
 		default:
 			s.emit(Event{Kind: auditlog.KindStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		}
