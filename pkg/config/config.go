@@ -73,6 +73,9 @@ type Config struct {
 		// Path is the directory (searched recursively) or single file that
 		// holds the pipeline configuration files.
 		Path string
+		// Watch applies changes to the pipeline files while the process
+		// runs.
+		Watch bool
 		// ExitOnDegraded makes the process exit non-zero when a pipeline
 		// becomes degraded.
 		ExitOnDegraded bool
