@@ -24,7 +24,10 @@ func newRunCommand() *cobra.Command {
 
 The first SIGINT or SIGTERM (Ctrl-C) stops them gracefully: sources stop
 reading, in-flight records are written and acknowledged, positions are saved.
-A second signal, or pipelines.graceful-stop-timeout, forces the stop.`,
+A second signal, or pipelines.graceful-stop-timeout, forces the stop.
+
+Changes to the pipeline files take effect while it runs (pipelines.watch);
+SIGHUP reads them again at once.`,
 		Args: cobra.NoArgs,
 		RunE: runCommand,
 	}
@@ -63,21 +66,12 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 	defer signal.Stop(signals)
 	runDone := make(chan struct{})
 	defer close(runDone)
-	// SIGHUP would end the process by default; a terminal that closes or
-	// an operator used to "HUP reloads" must not stop the pipelines.
+	// SIGHUP would end the process by default; it reads the pipeline files
+	// again instead, once the runtime is up (one received while starting
+	// waits in the channel).
 	hangups := make(chan os.Signal, 1)
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
-	go func() {
-		for {
-			select {
-			case <-hangups:
-				log.Warn("SIGHUP received and ignored: conduit does not reload its configuration; restart it to apply changes")
-			case <-runDone:
-				return
-			}
-		}
-	}()
 	go func() {
 		// The first signal asks for a graceful stop, the second forces it.
 		select {
@@ -102,6 +96,17 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 		}
 		return err
 	}
+	go func() {
+		for {
+			select {
+			case <-hangups:
+				log.Info("SIGHUP received: reading the pipeline files again")
+				rt.Reload()
+			case <-runDone:
+				return
+			}
+		}
+	}()
 	if err := rt.Run(ctx, force); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

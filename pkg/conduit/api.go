@@ -3,6 +3,7 @@ package conduit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -26,6 +28,11 @@ type managedPipeline struct {
 	// dead-letter rule takes.
 	policy lifecycle.Policy
 	sup    *lifecycle.Supervisor
+	// fingerprint identifies cfg (reconciler.Fingerprint).
+	fingerprint string
+	// origin is where the pipeline is defined; a pipeline moved within
+	// its file or to another one keeps running with a new origin.
+	origin atomic.Pointer[reconciler.Origin]
 	// durable waits until the states and events handed over so far are
 	// written (Runtime.durable).
 	durable func(context.Context) error
@@ -44,7 +51,8 @@ type managedPipeline struct {
 var _ api.Supervised = (*managedPipeline)(nil)
 
 func (m *managedPipeline) Info() api.PipelineInfo {
-	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: m.cfg.File, Line: m.cfg.Line,
+	o := m.origin.Load()
+	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: o.File, Line: o.Line,
 		Recovery: m.recovery}
 }
 
@@ -177,6 +185,8 @@ func (t trackedRun) Run(ctx context.Context) error {
 type apiPipelines struct{ r *Runtime }
 
 func (a apiPipelines) List() []api.Supervised {
+	a.r.mu.RLock()
+	defer a.r.mu.RUnlock()
 	out := make([]api.Supervised, len(a.r.pipelines))
 	for i, m := range a.r.pipelines {
 		out[i] = m
@@ -184,10 +194,16 @@ func (a apiPipelines) List() []api.Supervised {
 	return out
 }
 
-func (a apiPipelines) Invalid() []api.ConfigError { return a.r.invalid }
+func (a apiPipelines) Invalid() []api.ConfigError {
+	a.r.mu.RLock()
+	defer a.r.mu.RUnlock()
+	return a.r.invalid
+}
 
 func (a apiPipelines) Get(id string) (api.Supervised, bool) {
+	a.r.mu.RLock()
 	m := a.r.byID[id]
+	a.r.mu.RUnlock()
 	if m == nil {
 		return nil, false
 	}

@@ -7,8 +7,6 @@ package conduit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +29,7 @@ import (
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
+	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -52,20 +51,32 @@ type Runtime struct {
 	restarts *lifecycle.RestartScheduler
 	// policies compiles the pipelines' recovery policies, sharing the
 	// global rules among them.
-	policies  *lifecycle.Policies
-	audit     *auditlog.Log
-	dedup     *dedup.Store
-	metrics   *metrics.Metrics
-	server    *api.Server
+	policies *lifecycle.Policies
+	audit    *auditlog.Log
+	dedup    *dedup.Store
+	metrics  *metrics.Metrics
+	server   *api.Server
+
+	// mu guards the set of pipelines, which the reconciler changes while
+	// the API, the metrics and shutdown read it.
+	mu        sync.RWMutex
 	pipelines []*managedPipeline
 	byID      map[string]*managedPipeline
+	// invalid are the configurations that did not make a pipeline, for
+	// the API.
+	invalid []api.ConfigError
+	// supCtx is the supervisors' context once Run started them (nil
+	// before); supervisors is their group, which Run waits for.
+	supCtx      context.Context
+	supervisors sync.WaitGroup
+	// reconciling serializes reconciliations; reload asks for one.
+	reconciling sync.Mutex
+	reload      chan struct{}
+
 	// degraded receives the id of every pipeline that becomes degraded
 	// while pipelines.exit-on-degraded is on.
 	degraded chan string
 	observer lifecycle.Observer
-	// invalid are the configurations that did not make a pipeline, for
-	// the API.
-	invalid []api.ConfigError
 	// fds counts the descriptors left before a run opens its connectors.
 	fds *fdlimit.Gauge
 	// crashed says the last process on this store did not shut down
@@ -123,6 +134,8 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		policies:   lifecycle.NewPolicies(),
 		observer:   opts.Observer,
 		byID:       map[string]*managedPipeline{},
+		reload:     make(chan struct{}, 1),
+		degraded:   make(chan string, 1),
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
 	r.metrics = metrics.New(r.recordCounts)
@@ -230,24 +243,13 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
 		return err
 	}
-	for _, err := range errs {
-		r.log.Error("invalid pipeline configuration; it will not run", zap.Error(err))
-		r.invalid = append(r.invalid, configError(config.Pipeline{}, err))
-	}
-	for _, p := range loaded {
-		m, err := r.provision(ctx, p)
-		if err != nil {
-			r.log.Error("invalid pipeline configuration; it will not run", zap.String("pipeline_id", p.ID), zap.Error(err))
-			r.invalid = append(r.invalid, configError(p, err))
-			continue
-		}
-		r.pipelines = append(r.pipelines, m)
-		r.byID[p.ID] = m
+	desired, problems := reconciler.FromFiles(loaded, errs)
+	if _, err := r.apply(ctx, desired, problems, lifecycle.ActorConfig); err != nil {
+		return err
 	}
 	if err := r.audit.Flush(ctx); err != nil {
 		return err
 	}
-	r.degraded = make(chan string, len(r.pipelines))
 	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
 		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", len(r.invalid)))
 	r.forgetDeleted(ctx, loaded, errs)
@@ -297,6 +299,8 @@ func (r *Runtime) APIAddress() string {
 }
 
 func (r *Runtime) recordCounts(emit func(string, metrics.RecordCounts)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	for _, m := range r.pipelines {
 		emit(m.cfg.ID, m.counts())
 	}
@@ -319,17 +323,31 @@ func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.S
 	}
 }
 
-// provision validates p by building everything a run needs once (no I/O),
-// and creates its supervisor from the persisted state.
-func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPipeline, error) {
+// validate builds everything a run of p needs once (no I/O) and compiles
+// its recovery policy.
+func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.Policy, error) {
 	recovery, err := p.ResolveErrorRecovery(r.cfg.Pipelines.ErrorRecovery)
+	if err != nil {
+		return config.ErrorRecovery{}, lifecycle.Policy{}, err
+	}
+	if _, err := r.buildEngineConfig(p); err != nil {
+		return config.ErrorRecovery{}, lifecycle.Policy{}, err
+	}
+	policy, err := r.policies.From(recovery)
+	if err != nil {
+		return config.ErrorRecovery{}, lifecycle.Policy{}, p.FieldError("error-recovery", err)
+	}
+	return recovery, policy, nil
+}
+
+// provision validates p and creates its supervisor from the persisted
+// state; Run, or the reconciler once Run started, starts it.
+func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin) (*managedPipeline, error) {
+	recovery, policy, err := r.validate(p)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.buildEngineConfig(p); err != nil {
-		return nil, err
-	}
-	hash, err := configHash(p)
+	hash, err := reconciler.Fingerprint(p)
 	if err != nil {
 		return nil, err
 	}
@@ -342,12 +360,9 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
-	policy, err := r.policies.From(recovery)
-	if err != nil {
-		return nil, p.FieldError("error-recovery", err)
-	}
-	initial, origin := r.initialState(ctx, p, hash)
-	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, durable: r.durable}
+	initial, from := r.initialState(ctx, p, hash)
+	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, durable: r.durable, fingerprint: hash}
+	m.origin.Store(&origin)
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
 		Policy:         policy,
@@ -359,7 +374,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 		Logger:         r.log,
 		Observer:       lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
 		ConfigHash:     hash,
-		Persisted:      origin.persisted,
+		Persisted:      from.persisted,
 		ProcessCrashed: r.crashed,
 	}, initial)
 	if err != nil {
@@ -369,8 +384,8 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline) (*managedPip
 	// reports to it once Run starts.
 	m.metrics = r.metrics.Pipeline(p.ID, initial.Status)
 	m.status = initial.Status
-	if !origin.persisted {
-		m.status = r.record(p.ID, origin, hash)
+	if !from.persisted {
+		m.status = r.record(p.ID, from, hash)
 	}
 	return m, nil
 }
@@ -427,17 +442,7 @@ func (r *Runtime) forgetDeleted(ctx context.Context, loaded []config.Pipeline, e
 			before = st.Status.String()
 		}
 		r.log.Info("pipeline is in no pipeline file any more: deleted", zap.String("pipeline_id", id))
-		if _, err := r.audit.Append(ctx, auditlog.Event{PipelineID: id, Kind: auditlog.KindDeleted, Actor: lifecycle.ActorConfig,
-			StatusBefore: before, Message: "pipeline removed from the pipeline files; its state is forgotten, its position kept"}); err != nil {
-			r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
-		}
-		r.metrics.CountEvent(string(auditlog.KindDeleted))
-		if err := r.states.Delete(ctx, id); err != nil {
-			r.log.Error("could not forget the state of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
-		}
-		if _, err := r.dedup.Forget(ctx, id); err != nil {
-			r.log.Error("could not delete the dedup entries of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
-		}
+		r.forget(ctx, id, before, lifecycle.ActorConfig, "pipeline removed from the pipeline files; its state is forgotten, its position kept")
 	}
 }
 
@@ -578,18 +583,6 @@ func (m *managedPipeline) pluginOf(id string) string {
 		}
 	}
 	return ""
-}
-
-// configHash identifies a pipeline's configuration (what it runs, not
-// where the file is).
-func configHash(p config.Pipeline) (string, error) {
-	p.File, p.Line = "", 0
-	b, err := json.Marshal(p)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:8]), nil
 }
 
 // newRun builds one run of p with fresh connectors and processors; a
@@ -788,6 +781,8 @@ func (r *Runtime) durable(ctx context.Context) error {
 
 // Pipelines returns the ids of the valid pipelines, in load order.
 func (r *Runtime) Pipelines() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	ids := make([]string, len(r.pipelines))
 	for i, m := range r.pipelines {
 		ids[i] = m.cfg.ID
@@ -813,7 +808,6 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	// exit-on-degraded ends the run the same way a signal does.
 	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
 	defer shutdown()
-	var wg sync.WaitGroup
 	serverDone := make(chan error, 1)
 	if r.server != nil {
 		r.log.Info("API listening", zap.String("address", r.server.Addr()),
@@ -823,9 +817,16 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	// The scheduler outlives the supervisors: a restart launched while one
 	// shuts down is stopped by that supervisor, so none is left behind.
 	defer r.restarts.Start()()
+	r.mu.Lock()
+	r.supCtx = supCtx
 	for _, m := range r.pipelines {
-		wg.Go(func() { m.sup.Run(supCtx) })
+		r.supervisors.Go(func() { m.sup.Run(supCtx) })
 	}
+	r.mu.Unlock()
+	// The reconciler and the watcher are in the supervisors' group: a
+	// pipeline they start while the process shuts down is waited for.
+	r.supervisors.Go(func() { r.reconcileLoop(supCtx) })
+	r.watchFiles(supCtx)
 
 	var result error
 	select {
@@ -842,7 +843,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	shutdown()
 	stopped := make(chan struct{})
 	go func() {
-		wg.Wait()
+		r.supervisors.Wait()
 		close(stopped)
 	}()
 	timeout := time.NewTimer(r.cfg.Pipelines.GracefulStopTimeout)
@@ -855,9 +856,11 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	case <-timeout.C:
 		r.log.Warn("graceful stop timed out: force-stopping pipelines")
 	}
+	r.mu.RLock()
 	for _, m := range r.pipelines {
 		m.sup.Kill()
 	}
+	r.mu.RUnlock()
 	<-stopped
 	return result
 }
@@ -878,7 +881,7 @@ func (r *Runtime) degradedAtStartup(ctx context.Context, loaded []config.Pipelin
 		if err != nil || !ok || st.Status != lifecycle.StatusDegraded || st.DegradedReason == lifecycle.ReasonForceStop {
 			continue
 		}
-		if hash, err := configHash(p); err == nil && hash == st.ConfigHash {
+		if hash, err := reconciler.Fingerprint(p); err == nil && hash == st.ConfigHash {
 			ids = append(ids, p.ID)
 		}
 	}

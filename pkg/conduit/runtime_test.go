@@ -18,6 +18,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -339,7 +340,7 @@ func TestRefusedStartReleasesWhatItOpened(t *testing.T) {
 	if len(errs) != 0 || len(loaded) != 1 {
 		t.Fatalf("loading the pipeline: %v %v", loaded, errs)
 	}
-	hash, err := configHash(loaded[0])
+	hash, err := reconciler.Fingerprint(loaded[0])
 	if err != nil {
 		t.Fatal(err)
 	}

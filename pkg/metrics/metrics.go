@@ -118,6 +118,13 @@ func (m *Metrics) Pipeline(id string, initial lifecycle.Status) *Pipeline {
 	return p
 }
 
+// ForgetPipeline removes a deleted pipeline's series.
+func (m *Metrics) ForgetPipeline(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.pipelines, id)
+}
+
 // PipelineEvent counts a supervisor's event and updates its pipeline's
 // series through p, the handle Pipeline returned for it.
 func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {

@@ -1,0 +1,281 @@
+package conduit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/reconciler"
+)
+
+// Reload asks the runtime to read the pipeline files again and apply what
+// changed (SIGHUP). It does not wait; requests made while one is pending
+// are one.
+func (r *Runtime) Reload() {
+	select {
+	case r.reload <- struct{}{}:
+	default:
+	}
+}
+
+// watchFiles starts watching pipelines.path when pipelines.watch is on; a
+// path that cannot be watched leaves SIGHUP.
+func (r *Runtime) watchFiles(ctx context.Context) {
+	if !r.cfg.Pipelines.Watch {
+		return
+	}
+	w, err := reconciler.NewWatcher(r.cfg.Pipelines.Path, r.log)
+	if err != nil {
+		r.log.Warn("not watching the pipeline files; send SIGHUP to apply changes", zap.String("path", r.cfg.Pipelines.Path), zap.Error(err))
+		return
+	}
+	r.log.Info("watching the pipeline files for changes", zap.String("path", r.cfg.Pipelines.Path))
+	r.supervisors.Go(func() { w.Run(ctx, r.Reload) })
+}
+
+// reconcileLoop applies the pipeline files each time a reload is asked
+// for, until ctx is done.
+func (r *Runtime) reconcileLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.reload:
+			r.reconcileFiles(ctx)
+		}
+	}
+}
+
+// reconcileFiles reads the pipeline files and applies the plan.
+func (r *Runtime) reconcileFiles(ctx context.Context) {
+	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
+	desired, problems := reconciler.FromFiles(loaded, errs)
+	plan, err := r.apply(ctx, desired, problems, lifecycle.ActorConfig)
+	if err != nil {
+		r.log.Error("applying the pipeline files", zap.Error(err))
+		return
+	}
+	if err := r.audit.Flush(ctx); err != nil && ctx.Err() == nil {
+		r.log.Error("could not write to the audit log", zap.Error(err))
+	}
+	r.log.Info("pipeline files applied", zap.String("path", r.cfg.Pipelines.Path),
+		zap.Int("created", plan.Count(reconciler.Create)), zap.Int("updated", plan.Count(reconciler.Update)),
+		zap.Int("deleted", plan.Count(reconciler.Delete)), zap.Int("unchanged", plan.Count(reconciler.Unchanged)),
+		zap.Int("invalid", plan.Count(reconciler.Invalid)+len(plan.Problems)))
+}
+
+// running is what the reconciler compares the desired pipelines with.
+func (r *Runtime) running() []reconciler.Running {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]reconciler.Running, len(r.pipelines))
+	for i, m := range r.pipelines {
+		out[i] = reconciler.Running{Pipeline: m.cfg, Origin: *m.origin.Load(), Fingerprint: m.fingerprint}
+	}
+	return out
+}
+
+// apply makes the running pipelines what desired says, one change after
+// the other: deletes first, then updates and creates. An entry that is
+// not valid leaves a running pipeline of its id as it is and is listed
+// with its errors until it is fixed. actor is who asked, for the audit log.
+func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, problems []reconciler.Problem, actor string) (reconciler.Plan, error) {
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	plan, err := reconciler.Make(r.running(), desired, problems)
+	if err != nil {
+		return plan, err
+	}
+	var invalid []api.ConfigError
+	invalidate := func(p config.Pipeline, err error, kept bool) {
+		msg := "invalid pipeline configuration; it will not run"
+		if kept {
+			msg = "invalid pipeline configuration; the pipeline keeps running as it was until it is fixed"
+		}
+		r.log.Error(msg, zap.String("pipeline_id", p.ID), zap.Error(err))
+		invalid = append(invalid, configError(p, err))
+	}
+	for _, c := range plan.Changes {
+		if ctx.Err() != nil {
+			return plan, ctx.Err()
+		}
+		switch c.Action {
+		case reconciler.Delete:
+			r.deletePipeline(ctx, c.ID, actor)
+		case reconciler.Update:
+			if _, _, err := r.validate(c.Desired.Pipeline); err != nil {
+				invalidate(c.Desired.Pipeline, err, true)
+				continue
+			}
+			if err := r.updatePipeline(ctx, c, actor); err != nil {
+				invalidate(c.Desired.Pipeline, err, false)
+			}
+		case reconciler.Create:
+			m, err := r.provision(ctx, c.Desired.Pipeline, c.Desired.Origin)
+			if err != nil {
+				invalidate(c.Desired.Pipeline, err, false)
+				continue
+			}
+			r.add(m, -1)
+		case reconciler.Invalid:
+			for _, p := range c.Problems {
+				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, c.Kept)
+			}
+		case reconciler.Unchanged:
+			if c.Desired != nil {
+				if m := r.get(c.ID); m != nil {
+					origin := c.Desired.Origin
+					m.origin.Store(&origin)
+				}
+			}
+			for _, p := range c.Problems {
+				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, c.Kept)
+			}
+		}
+		// A duplicate id beside a valid definition.
+		if c.Action == reconciler.Create || c.Action == reconciler.Update {
+			for _, p := range c.Problems {
+				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, false)
+			}
+		}
+	}
+	for _, p := range plan.Problems {
+		invalidate(config.Pipeline{File: p.File, Line: p.Line}, p.Err, false)
+	}
+	r.mu.Lock()
+	r.invalid = invalid
+	r.mu.Unlock()
+	return plan, nil
+}
+
+func (r *Runtime) get(id string) *managedPipeline {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byID[id]
+}
+
+// add lists m, at index i of the pipelines (-1: at the end), and starts
+// its supervisor when Run already started the others.
+func (r *Runtime) add(m *managedPipeline, i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i < 0 || i > len(r.pipelines) {
+		i = len(r.pipelines)
+	}
+	r.pipelines = slices.Insert(r.pipelines, i, m)
+	r.byID[m.cfg.ID] = m
+	if ctx := r.supCtx; ctx != nil {
+		r.supervisors.Go(func() { m.sup.Run(ctx) })
+	}
+}
+
+// remove unlists m and returns where it was.
+func (r *Runtime) remove(m *managedPipeline) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := slices.Index(r.pipelines, m)
+	if i >= 0 {
+		r.pipelines = slices.Delete(r.pipelines, i, i+1)
+	}
+	if r.byID[m.cfg.ID] == m {
+		delete(r.byID, m.cfg.ID)
+	}
+	return i
+}
+
+// retire ends m's supervisor for why and waits for it: its run drains
+// gracefully, for at most pipelines.graceful-stop-timeout, then it is
+// forced. What it handed over is on disk when retire returns.
+func (r *Runtime) retire(ctx context.Context, m *managedPipeline, why lifecycle.Retirement) {
+	r.mu.RLock()
+	started := r.supCtx != nil
+	r.mu.RUnlock()
+	if started {
+		if err := m.sup.Retire(ctx, why); err != nil {
+			r.log.Warn("could not ask the pipeline to stop", zap.String("pipeline_id", m.cfg.ID), zap.Error(err))
+		}
+		timeout := time.NewTimer(r.cfg.Pipelines.GracefulStopTimeout)
+		select {
+		case <-m.sup.Done():
+		case <-timeout.C:
+			r.log.Warn("graceful stop timed out: force-stopping the pipeline", zap.String("pipeline_id", m.cfg.ID),
+				zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
+			m.sup.Kill()
+			<-m.sup.Done()
+		}
+		timeout.Stop()
+	}
+	if err := r.durable(context.WithoutCancel(ctx)); err != nil {
+		r.log.Error("could not write the pipeline's last state", zap.String("pipeline_id", m.cfg.ID), zap.Error(err))
+	}
+}
+
+// deletePipeline stops a pipeline that is no longer desired and forgets
+// it: its state, its dedup entries and its metrics go, its positions stay
+// (a pipeline of the same id resumes where it was, as after a restart).
+func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
+	m := r.get(id)
+	if m == nil {
+		return
+	}
+	r.log.Info("pipeline deleted: stopping it", zap.String("pipeline_id", id), zap.Stringer("from", *m.origin.Load()))
+	r.retire(ctx, m, lifecycle.Retirement{Reason: lifecycle.StopReasonDeleted, Actor: actor,
+		Stopping: "pipeline stopping: it was deleted; source stops reading, in-flight records drain",
+		Stopped:  "pipeline stopped: it was deleted"})
+	r.remove(m)
+	r.forget(context.WithoutCancel(ctx), id, lifecycle.StatusStopped.String(), actor,
+		"pipeline deleted; its state is forgotten, its position kept")
+	r.metrics.ForgetPipeline(id)
+}
+
+// forget writes a deleted pipeline's event and removes its state and dedup
+// entries.
+func (r *Runtime) forget(ctx context.Context, id, before, actor, message string) {
+	if _, err := r.audit.Append(ctx, auditlog.Event{PipelineID: id, Kind: auditlog.KindDeleted, Actor: actor,
+		StatusBefore: before, Message: message}); err != nil {
+		r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
+	}
+	r.metrics.CountEvent(string(auditlog.KindDeleted))
+	if err := r.states.Delete(ctx, id); err != nil {
+		r.log.Error("could not forget the state of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
+	}
+	if _, err := r.dedup.Forget(ctx, id); err != nil {
+		r.log.Error("could not delete the dedup entries of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
+	}
+}
+
+// updatePipeline drains the running version of a changed pipeline and
+// starts the new one in its place, from the same position and with its
+// dedup entries: the new run continues where the old one stopped.
+func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor string) error {
+	old := r.get(c.ID)
+	if old == nil {
+		return fmt.Errorf("pipeline %s: not running any more", c.ID)
+	}
+	fields := strings.Join(c.Fields, ", ")
+	r.log.Info("pipeline configuration changed: draining it to start it again with the new one",
+		zap.String("pipeline_id", c.ID), zap.Strings("fields", c.Fields))
+	r.retire(ctx, old, lifecycle.Retirement{Reason: lifecycle.StopReasonUpdated, Actor: actor,
+		Stopping: "pipeline stopping: its configuration changed (" + fields + "); in-flight records drain, then it starts again from the same position",
+		Stopped:  "pipeline stopped for its update (" + fields + ")"})
+	at := r.remove(old)
+	m, err := r.provision(context.WithoutCancel(ctx), c.Desired.Pipeline, c.Desired.Origin)
+	if err != nil {
+		// Validated before the old version was stopped; what fails here
+		// is the store. The pipeline is down until the next reload.
+		return errors.Join(fmt.Errorf("pipeline %s: the new configuration could not be started", c.ID), err)
+	}
+	// Prometheus counters must not go down across the update.
+	m.records.ended = old.records.read()
+	r.add(m, at)
+	return nil
+}
