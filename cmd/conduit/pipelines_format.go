@@ -59,7 +59,7 @@ type view struct {
 func newView() view { return view{now: time.Now(), loc: time.Local} }
 
 // writePipelineTable writes one row per pipeline, then the invalid
-// configurations, which do not run until their file is fixed.
+// configurations, which are not applied until their file is fixed.
 func (v view) writePipelineTable(w io.Writer, pipelines []*conduitv1.Pipeline, invalid []*conduitv1.ConfigError) error {
 	if err := v.writeValidTable(w, pipelines); err != nil {
 		return err
@@ -67,7 +67,7 @@ func (v view) writePipelineTable(w io.Writer, pipelines []*conduitv1.Pipeline, i
 	if len(invalid) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nINVALID (%d, not running until the file is fixed)\n", len(invalid))
+	fmt.Fprintf(w, "\nINVALID (%d, not applied until the file is fixed; a pipeline listed above keeps running as it was)\n", len(invalid))
 	for _, ce := range invalid {
 		id := ce.GetPipelineId()
 		if id == "" {

@@ -104,7 +104,7 @@ idle    stopped     0      -             -
 	want = `ID   STATUS   FAILS  NEXT ATTEMPT  LAST ERROR
 seq  running  0      -             -
 
-INVALID (2, not running until the file is fixed)
+INVALID (2, not applied until the file is fixed; a pipeline listed above keeps running as it was)
 broken  pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: "fast" is not a number
 -  pipelines/worse.yml:2: yaml: did not find expected key
 `

@@ -91,7 +91,7 @@ func (r *Runtime) running() []reconciler.Running {
 func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, problems []reconciler.Problem, actor string) (reconciler.Plan, error) {
 	r.reconciling.Lock()
 	defer r.reconciling.Unlock()
-	plan, err := reconciler.Make(r.running(), desired, problems)
+	plan, err := r.plan(desired, problems)
 	if err != nil {
 		return plan, err
 	}
@@ -112,10 +112,6 @@ func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, probl
 		case reconciler.Delete:
 			r.deletePipeline(ctx, c.ID, actor)
 		case reconciler.Update:
-			if _, _, err := r.validate(c.Desired.Pipeline); err != nil {
-				invalidate(c.Desired.Pipeline, err, true)
-				continue
-			}
 			if err := r.updatePipeline(ctx, c, actor); err != nil {
 				invalidate(c.Desired.Pipeline, err, false)
 			}
@@ -137,9 +133,8 @@ func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, probl
 					m.origin.Store(&origin)
 				}
 			}
-			for _, p := range c.Problems {
-				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, c.Kept)
-			}
+			// A pipeline kept because its file could not be read: the
+			// file's problem is listed once, below.
 		}
 		// A duplicate id beside a valid definition.
 		if c.Action == reconciler.Create || c.Action == reconciler.Update {
@@ -155,6 +150,22 @@ func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, probl
 	r.invalid = invalid
 	r.mu.Unlock()
 	return plan, nil
+}
+
+// plan validates the desired pipelines - an entry that parses but names
+// an unknown plugin or a bad setting is a problem like one that does not
+// parse - and computes the plan against what runs.
+func (r *Runtime) plan(desired []reconciler.Desired, problems []reconciler.Problem) (reconciler.Plan, error) {
+	valid := make([]reconciler.Desired, 0, len(desired))
+	for _, d := range desired {
+		if _, _, err := r.validate(d.Pipeline); err != nil {
+			ce := configError(d.Pipeline, err)
+			problems = append(problems, reconciler.Problem{PipelineID: d.Pipeline.ID, File: ce.File, Line: ce.Line, Err: err})
+			continue
+		}
+		valid = append(valid, d)
+	}
+	return reconciler.Make(r.running(), valid, problems)
 }
 
 func (r *Runtime) get(id string) *managedPipeline {
