@@ -67,7 +67,7 @@ func (v view) writePipelineTable(w io.Writer, pipelines []*conduitv1.Pipeline, i
 	if len(invalid) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nINVALID (%d, not applied until the file is fixed; a pipeline listed above keeps running as it was)\n", len(invalid))
+	fmt.Fprintf(w, "\nCONFIGURATION ERRORS (%d, not applied until fixed; a pipeline above that runs keeps running as it was)\n", len(invalid))
 	for _, ce := range invalid {
 		id := ce.GetPipelineId()
 		if id == "" {
@@ -86,14 +86,20 @@ func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) erro
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tFAILS\tNEXT ATTEMPT\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tSTATUS\tFAILS\tNEXT ATTEMPT\tSOURCE\tLAST ERROR")
 	for _, p := range pipelines {
 		next := "-"
 		if p.GetNextAttemptAt() != nil {
 			next = v.relative(p.GetNextAttemptAt().AsTime())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", oneLine(p.GetId()), statusName(p.GetStatus()), p.GetFailCount(),
-			next, errorSummary(p.GetLastError(), lastErrorWidth))
+		last := errorSummary(p.GetLastError(), lastErrorWidth)
+		if p.GetStatus() == conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID && len(p.GetConfigErrors()) > 0 {
+			// SOURCE says where already.
+			ce := p.GetConfigErrors()[0]
+			last = truncate(oneLine(strings.TrimPrefix(ce.GetMessage(), ce.GetConfigFile()+": ")), lastErrorWidth)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(p.GetId()), statusName(p.GetStatus()), p.GetFailCount(),
+			next, oneLine(source(p)), last)
 	}
 	return tw.Flush()
 }
@@ -113,10 +119,18 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 	if p.GetDescription() != "" {
 		field(0, "Description", p.GetDescription())
 	}
-	if p.GetConfigFile() != "" {
-		field(0, "Config file", p.GetConfigFile())
-	}
+	field(0, "Source", source(p))
 	field(0, "Status", statusName(p.GetStatus()))
+	if ces := p.GetConfigErrors(); len(ces) > 0 {
+		title := "Configuration errors (a newer version of its file is not applied; this version runs on):"
+		if p.GetStatus() == conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID {
+			title = "Configuration errors (it does not run until they are fixed):"
+		}
+		fmt.Fprintln(b, title)
+		for _, ce := range ces {
+			fmt.Fprintf(b, "  %s\n", oneLine(ce.GetMessage()))
+		}
+	}
 	if p.GetDegradedReason() != "" {
 		field(0, "Degraded reason", p.GetDegradedReason())
 	}
@@ -414,6 +428,14 @@ func durationText(d *durationpb.Duration) string {
 	return dd.Round(time.Millisecond).String()
 }
 
+// source says where a pipeline is defined: file:line, or api.
+func source(p *conduitv1.Pipeline) string {
+	if p.GetOrigin() == "api" || p.GetConfigFile() == "" {
+		return "api"
+	}
+	return p.GetConfigFile()
+}
+
 // statusName is the status as people and the config files say it.
 func statusName(s conduitv1.PipelineStatus) string {
 	switch s {
@@ -425,6 +447,8 @@ func statusName(s conduitv1.PipelineStatus) string {
 		return "degraded"
 	case conduitv1.PipelineStatus_PIPELINE_STATUS_STOPPED:
 		return "stopped"
+	case conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID:
+		return "invalid"
 	case conduitv1.PipelineStatus_PIPELINE_STATUS_UNSPECIFIED:
 		return "unknown"
 	}
@@ -437,6 +461,7 @@ var statusNames = map[string]conduitv1.PipelineStatus{
 	"recovering": conduitv1.PipelineStatus_PIPELINE_STATUS_RECOVERING,
 	"degraded":   conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED,
 	"stopped":    conduitv1.PipelineStatus_PIPELINE_STATUS_STOPPED,
+	"invalid":    conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID,
 }
 
 func className(c conduitv1.ErrorClass) string {
@@ -478,11 +503,15 @@ func errorSummary(e *conduitv1.PipelineError, width int) string {
 	if e.GetCode() != 0 {
 		head = fmt.Sprintf("%d/%s", e.GetCode(), head)
 	}
-	msg := oneLine(e.GetMessage())
-	if r := []rune(msg); width > 0 && len(r) > width {
-		msg = string(r[:width-3]) + "..."
+	return head + ": " + truncate(oneLine(e.GetMessage()), width)
+}
+
+// truncate cuts s to width runes, with "..." (0: not cut).
+func truncate(s string, width int) string {
+	if r := []rune(s); width > 0 && len(r) > width {
+		return string(r[:width-3]) + "..."
 	}
-	return head + ": " + msg
+	return s
 }
 
 // oneLine keeps a value from breaking a table row or line.

@@ -28,6 +28,7 @@ const (
 	recovering = conduitv1.PipelineStatus_PIPELINE_STATUS_RECOVERING
 	degraded   = conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED
 	stopped    = conduitv1.PipelineStatus_PIPELINE_STATUS_STOPPED
+	invalid    = conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID
 	transient  = conduitv1.ErrorClass_ERROR_CLASS_TRANSIENT
 	fatal      = conduitv1.ErrorClass_ERROR_CLASS_FATAL
 )
@@ -55,13 +56,15 @@ func recoveringPipeline() *conduitv1.Pipeline {
 
 func testPipelines() []*conduitv1.Pipeline {
 	return []*conduitv1.Pipeline{
-		{Id: "seq", Name: "seq", Status: running, UpdatedAt: at(-time.Hour)},
+		{Id: "seq", Name: "seq", Status: running, UpdatedAt: at(-time.Hour), Origin: "api"},
 		recoveringPipeline(),
 		{Id: "picky", Status: degraded, DegradedReason: "fatal error", LastError: &conduitv1.PipelineError{
 			Code: 422, Class: fatal, ClassifiedBy: "typed", Component: "dst", ComponentKind: "destination",
 			Message: `chaos destination "dst": write: column price does not exist in table public.orders_archive_2023`,
 		}},
-		{Id: "idle", Status: stopped},
+		{Id: "idle", Status: stopped, ConfigFile: "pipelines/idle.yml:2", Origin: "file"},
+		{Id: "broken", Status: invalid, ConfigFile: "pipelines/bad.yml:10", Origin: "file", ConfigErrors: []*conduitv1.ConfigError{
+			{PipelineId: "broken", ConfigFile: "pipelines/bad.yml:10", Message: `pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: "fast" is not a number`}}},
 	}
 }
 
@@ -84,11 +87,12 @@ func TestPipelineTable(t *testing.T) {
 	if err := testView().writePipelineTable(&b, testPipelines(), nil); err != nil {
 		t.Fatal(err)
 	}
-	want := `ID      STATUS      FAILS  NEXT ATTEMPT  LAST ERROR
-seq     running     0      -             -
-orders  recovering  2      in 4s         503/transient: connection refused again
-picky   degraded    0      -             422/fatal: chaos destination "dst": write: column price does not exi...
-idle    stopped     0      -             -
+	want := `ID      STATUS      FAILS  NEXT ATTEMPT  SOURCE                  LAST ERROR
+seq     running     0      -             api                     -
+orders  recovering  2      in 4s         pipelines/orders.yml:3  503/transient: connection refused again
+picky   degraded    0      -             api                     422/fatal: chaos destination "dst": write: column price does not exi...
+idle    stopped     0      -             pipelines/idle.yml:2    -
+broken  invalid     0      -             pipelines/bad.yml:10    pipeline "broken": connectors[gen].settings.rate: "fast" ...
 `
 	if got := b.String(); got != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
@@ -101,10 +105,10 @@ idle    stopped     0      -             -
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want = `ID   STATUS   FAILS  NEXT ATTEMPT  LAST ERROR
-seq  running  0      -             -
+	want = `ID   STATUS   FAILS  NEXT ATTEMPT  SOURCE  LAST ERROR
+seq  running  0      -             api     -
 
-INVALID (2, not applied until the file is fixed; a pipeline listed above keeps running as it was)
+CONFIGURATION ERRORS (2, not applied until fixed; a pipeline above that runs keeps running as it was)
 broken  pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: "fast" is not a number
 -  pipelines/worse.yml:2: yaml: did not find expected key
 `
@@ -130,7 +134,7 @@ func TestDescribeText(t *testing.T) {
 	want := `Pipeline:          orders
 Name:              Orders
 Description:       orders to the warehouse
-Config file:       pipelines/orders.yml:3
+Source:            pipelines/orders.yml:3
 Status:            recovering
 Probation:         yes (restarted, not yet proved healthy)
 Fail count:        2

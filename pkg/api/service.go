@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -28,7 +29,8 @@ import (
 // PipelineInfo is what the configuration says about a pipeline.
 type PipelineInfo struct {
 	ID, Name, Description string
-	// File and Line locate its definition.
+	// File and Line locate its definition; File is empty for a pipeline
+	// created through the API.
 	File string
 	Line int
 	// Recovery is its resolved error-recovery policy.
@@ -77,6 +79,7 @@ const (
 type PipelineService struct {
 	pipelines Pipelines
 	events    Events
+	changes   Changes // nil: the set of pipelines cannot be changed
 	now       func() time.Time
 }
 
@@ -94,34 +97,81 @@ func NewPipelineService(p Pipelines, e Events, now func() time.Time) *PipelineSe
 // ListPipelines implements the RPC.
 func (s *PipelineService) ListPipelines(ctx context.Context, req *connect.Request[conduitv1.ListPipelinesRequest]) (*connect.Response[conduitv1.ListPipelinesResponse], error) {
 	for i, st := range req.Msg.GetStatuses() {
-		if _, ok := statusFromProto(st); !ok {
+		if _, ok := statusFromProto(st); !ok && st != conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("statuses[%d]: unknown status %v", i, st))
 		}
 	}
+	wanted := func(st conduitv1.PipelineStatus) bool {
+		return len(req.Msg.GetStatuses()) == 0 || slices.Contains(req.Msg.GetStatuses(), st)
+	}
+	invalid := s.pipelines.Invalid()
 	out := &conduitv1.ListPipelinesResponse{}
+	running := map[string]bool{}
 	for _, p := range s.pipelines.List() {
-		pb, err := s.describe(ctx, p)
+		pb, err := s.describe(ctx, p, invalid)
 		if err != nil {
 			return nil, err
 		}
-		if len(req.Msg.GetStatuses()) == 0 || slices.Contains(req.Msg.GetStatuses(), pb.GetStatus()) {
+		running[pb.GetId()] = true
+		if wanted(pb.GetStatus()) {
 			out.Pipelines = append(out.Pipelines, pb)
 		}
 	}
-	for _, ce := range s.pipelines.Invalid() {
-		out.ConfigErrors = append(out.ConfigErrors, &conduitv1.ConfigError{
-			PipelineId: ce.PipelineID, ConfigFile: fileLine(ce.File, ce.Line), Message: ce.Err.Error()})
+	listed := map[string]bool{}
+	for _, ce := range invalid {
+		out.ConfigErrors = append(out.ConfigErrors, configErrorToProto(ce))
+		id := ce.PipelineID
+		if id == "" || running[id] || listed[id] || !wanted(conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID) {
+			continue
+		}
+		listed[id] = true
+		out.Pipelines = append(out.Pipelines, invalidToProto(id, invalid))
 	}
 	return connect.NewResponse(out), nil
 }
 
-// GetPipeline implements the RPC.
+// invalidToProto is an invalid pipeline that does not run.
+func invalidToProto(id string, invalid []ConfigError) *conduitv1.Pipeline {
+	pb := &conduitv1.Pipeline{Id: id, Name: id, Status: conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID,
+		ConfigErrors: configErrorsOf(id, invalid)}
+	if len(pb.ConfigErrors) > 0 {
+		pb.ConfigFile = pb.ConfigErrors[0].GetConfigFile()
+		pb.Origin = originOf(pb.ConfigFile)
+	}
+	return pb
+}
+
+// originOf tells a file's pipeline from one created through the API,
+// whose errors name the client's file as "api:<name>".
+func originOf(file string) string {
+	if file == "" || strings.HasPrefix(file, "api:") {
+		return "api"
+	}
+	return "file"
+}
+
+func configErrorsOf(id string, invalid []ConfigError) []*conduitv1.ConfigError {
+	var out []*conduitv1.ConfigError
+	for _, ce := range invalid {
+		if ce.PipelineID == id {
+			out = append(out, configErrorToProto(ce))
+		}
+	}
+	return out
+}
+
+// GetPipeline implements the RPC. An invalid pipeline that does not run
+// is returned with status invalid and its errors.
 func (s *PipelineService) GetPipeline(ctx context.Context, req *connect.Request[conduitv1.GetPipelineRequest]) (*connect.Response[conduitv1.GetPipelineResponse], error) {
-	p, err := s.find(req.Msg.GetId())
+	id := req.Msg.GetId()
+	p, err := s.find(id)
+	if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		return connect.NewResponse(&conduitv1.GetPipelineResponse{Pipeline: invalidToProto(id, s.pipelines.Invalid())}), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	pb, err := s.describe(ctx, p)
+	pb, err := s.describe(ctx, p, s.pipelines.Invalid())
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +187,7 @@ func (s *PipelineService) StartPipeline(ctx context.Context, req *connect.Reques
 	if err := p.Start(ctx); err != nil {
 		return nil, transitionError(err)
 	}
-	pb, err := s.describe(ctx, p)
+	pb, err := s.describe(ctx, p, s.pipelines.Invalid())
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +203,7 @@ func (s *PipelineService) StopPipeline(ctx context.Context, req *connect.Request
 	if err := p.Stop(ctx, req.Msg.GetForce()); err != nil {
 		return nil, transitionError(err)
 	}
-	pb, err := s.describe(ctx, p)
+	pb, err := s.describe(ctx, p, s.pipelines.Invalid())
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +315,21 @@ func fileLine(file string, line int) string {
 	return fmt.Sprintf("%s:%d", file, line)
 }
 
-func (s *PipelineService) describe(ctx context.Context, p Supervised) (*conduitv1.Pipeline, error) {
+// describe is p as the API shows it, with the errors of a newer version of
+// its configuration that is not applied (from invalid, when given).
+func (s *PipelineService) describe(ctx context.Context, p Supervised, invalid []ConfigError) (*conduitv1.Pipeline, error) {
 	st, err := p.State(ctx)
 	if err != nil {
 		return nil, internalError(ctx, err)
 	}
-	return pipelineToProto(p.Info(), st, s.now()), nil
+	info := p.Info()
+	pb := pipelineToProto(info, st, s.now())
+	pb.Origin = "file"
+	if info.File == "" {
+		pb.Origin = "api"
+	}
+	pb.ConfigErrors = configErrorsOf(info.ID, invalid)
+	return pb, nil
 }
 
 // transitionError maps the supervisor's refusals to Connect codes.

@@ -176,8 +176,9 @@ func TestPipelinesOverEveryProtocol(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := len(list.Msg.GetPipelines()); n != 3 {
-				t.Fatalf("listed %d pipelines, want 3", n)
+			// Three supervised pipelines and the invalid one.
+			if n := len(list.Msg.GetPipelines()); n != 4 {
+				t.Fatalf("listed %d pipelines, want 4", n)
 			}
 			degraded, err := c.ListPipelines(ctx, connect.NewRequest(&conduitv1.ListPipelinesRequest{
 				Statuses: []conduitv1.PipelineStatus{conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED}}))
@@ -571,9 +572,21 @@ func TestInvalidPipelinesAreVisible(t *testing.T) {
 		!strings.Contains(ces[0].GetMessage(), `"fast" is not a number`) || ces[1].GetPipelineId() != "" {
 		t.Fatalf("config errors %v", ces)
 	}
-	_, err = c.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: "bad"}))
-	if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), `"fast" is not a number`) {
+	got, err := c.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: "bad"}))
+	if err != nil {
 		t.Fatalf("GetPipeline of an invalid pipeline: %v", err)
+	}
+	if p := got.Msg.GetPipeline(); p.GetStatus() != conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID || len(p.GetConfigErrors()) != 1 ||
+		!strings.Contains(p.GetConfigErrors()[0].GetMessage(), `"fast" is not a number`) || p.GetConfigFile() != "pipelines/bad.yml:10" || p.GetOrigin() != "file" {
+		t.Fatalf("GetPipeline of an invalid pipeline: %v", p)
+	}
+	all, err := c.ListPipelines(ctx, connect.NewRequest(&conduitv1.ListPipelinesRequest{
+		Statuses: []conduitv1.PipelineStatus{conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := all.Msg.GetPipelines(); len(ps) != 1 || ps[0].GetId() != "bad" {
+		t.Fatalf("listing invalid pipelines: %v", ps)
 	}
 	_, err = c.StartPipeline(ctx, connect.NewRequest(&conduitv1.StartPipelineRequest{Id: "bad"}))
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition {

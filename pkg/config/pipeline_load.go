@@ -37,7 +37,7 @@ func LoadPipelines(dir string) ([]Pipeline, []error) {
 	files, errs := pipelineFiles(dir)
 	var (
 		valid []Pipeline
-		first = map[string]string{} // pipeline id -> "file:line" of its first definition
+		ids   = pipelineIDs{}
 	)
 	for _, file := range files {
 		data, err := readYAMLFile(file)
@@ -45,20 +45,53 @@ func LoadPipelines(dir string) ([]Pipeline, []error) {
 			errs = append(errs, &PipelineError{File: file, Err: err})
 			continue
 		}
-		for _, r := range parsePipelineFile(file, data) {
-			id := r.p.ID
-			prev, dup := first[id]
-			if id != "" && !dup {
-				first[id] = fmt.Sprintf("%s:%d", r.p.File, r.p.Line)
-			}
-			switch {
-			case r.err != nil:
-				errs = append(errs, r.err)
-			case dup:
-				errs = append(errs, r.p.FieldError("id", fmt.Errorf("duplicate pipeline id, already defined at %s (that definition is used)", prev)))
-			default:
-				valid = append(valid, r.p)
-			}
+		v, e := ids.parse(file, data)
+		valid, errs = append(valid, v...), append(errs, e...)
+	}
+	return valid, errs
+}
+
+// FileContent is the content of a pipeline file that was not read from
+// pipelines.path (sent through the API); Name stands for it in errors.
+type FileContent struct {
+	Name string
+	Data []byte
+}
+
+// ParsePipelines reads the pipelines of files as LoadPipelines reads the
+// files of a directory, ids unique across them. Content larger than a
+// pipeline file may be is refused.
+func ParsePipelines(files ...FileContent) (valid []Pipeline, errs []error) {
+	ids := pipelineIDs{}
+	for _, f := range files {
+		if len(f.Data) > maxFileBytes {
+			errs = append(errs, &PipelineError{File: f.Name, Err: fileTooLarge(int64(len(f.Data)))})
+			continue
+		}
+		v, e := ids.parse(f.Name, f.Data)
+		valid, errs = append(valid, v...), append(errs, e...)
+	}
+	return valid, errs
+}
+
+// pipelineIDs maps each pipeline id to the "file:line" of its first
+// definition, across the files read together.
+type pipelineIDs map[string]string
+
+func (first pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs []error) {
+	for _, r := range parsePipelineFile(file, data) {
+		id := r.p.ID
+		prev, dup := first[id]
+		if id != "" && !dup {
+			first[id] = fmt.Sprintf("%s:%d", r.p.File, r.p.Line)
+		}
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case dup:
+			errs = append(errs, r.p.FieldError("id", fmt.Errorf("duplicate pipeline id, already defined at %s (that definition is used)", prev)))
+		default:
+			valid = append(valid, r.p)
 		}
 	}
 	return valid, errs

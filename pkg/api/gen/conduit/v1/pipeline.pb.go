@@ -37,6 +37,8 @@ const (
 	PipelineStatus_PIPELINE_STATUS_DEGRADED PipelineStatus = 3
 	// Stopped by its file or by a user.
 	PipelineStatus_PIPELINE_STATUS_STOPPED PipelineStatus = 4
+	// Its configuration is invalid and it does not run; see config_errors.
+	PipelineStatus_PIPELINE_STATUS_INVALID PipelineStatus = 5
 )
 
 // Enum value maps for PipelineStatus.
@@ -47,6 +49,7 @@ var (
 		2: "PIPELINE_STATUS_RECOVERING",
 		3: "PIPELINE_STATUS_DEGRADED",
 		4: "PIPELINE_STATUS_STOPPED",
+		5: "PIPELINE_STATUS_INVALID",
 	}
 	PipelineStatus_value = map[string]int32{
 		"PIPELINE_STATUS_UNSPECIFIED": 0,
@@ -54,6 +57,7 @@ var (
 		"PIPELINE_STATUS_RECOVERING":  2,
 		"PIPELINE_STATUS_DEGRADED":    3,
 		"PIPELINE_STATUS_STOPPED":     4,
+		"PIPELINE_STATUS_INVALID":     5,
 	}
 )
 
@@ -134,6 +138,65 @@ func (x ErrorClass) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorClass.Descriptor instead.
 func (ErrorClass) EnumDescriptor() ([]byte, []int) {
 	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{1}
+}
+
+// PlanAction is what applying does to one pipeline.
+type PlanAction int32
+
+const (
+	PlanAction_PLAN_ACTION_UNSPECIFIED PlanAction = 0
+	PlanAction_PLAN_ACTION_CREATE      PlanAction = 1
+	PlanAction_PLAN_ACTION_UPDATE      PlanAction = 2
+	PlanAction_PLAN_ACTION_DELETE      PlanAction = 3
+	PlanAction_PLAN_ACTION_UNCHANGED   PlanAction = 4
+	PlanAction_PLAN_ACTION_INVALID     PlanAction = 5
+)
+
+// Enum value maps for PlanAction.
+var (
+	PlanAction_name = map[int32]string{
+		0: "PLAN_ACTION_UNSPECIFIED",
+		1: "PLAN_ACTION_CREATE",
+		2: "PLAN_ACTION_UPDATE",
+		3: "PLAN_ACTION_DELETE",
+		4: "PLAN_ACTION_UNCHANGED",
+		5: "PLAN_ACTION_INVALID",
+	}
+	PlanAction_value = map[string]int32{
+		"PLAN_ACTION_UNSPECIFIED": 0,
+		"PLAN_ACTION_CREATE":      1,
+		"PLAN_ACTION_UPDATE":      2,
+		"PLAN_ACTION_DELETE":      3,
+		"PLAN_ACTION_UNCHANGED":   4,
+		"PLAN_ACTION_INVALID":     5,
+	}
+)
+
+func (x PlanAction) Enum() *PlanAction {
+	p := new(PlanAction)
+	*p = x
+	return p
+}
+
+func (x PlanAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlanAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_conduit_v1_pipeline_proto_enumTypes[2].Descriptor()
+}
+
+func (PlanAction) Type() protoreflect.EnumType {
+	return &file_conduit_v1_pipeline_proto_enumTypes[2]
+}
+
+func (x PlanAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlanAction.Descriptor instead.
+func (PlanAction) EnumDescriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{2}
 }
 
 // PipelineError is an error as the user should see it: the cause, not a
@@ -753,7 +816,13 @@ type Pipeline struct {
 	// The resolved recovery policy.
 	Policy *RecoveryPolicy `protobuf:"bytes,13,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Episodes in a row that started within flap-window of a recovery.
-	Flaps         int32 `protobuf:"varint,14,opt,name=flaps,proto3" json:"flaps,omitempty"`
+	Flaps int32 `protobuf:"varint,14,opt,name=flaps,proto3" json:"flaps,omitempty"`
+	// Where it is defined: "file" (config_file says where) or "api".
+	Origin string `protobuf:"bytes,15,opt,name=origin,proto3" json:"origin,omitempty"`
+	// Why its configuration is invalid: with status invalid, why it does
+	// not run; otherwise, why a newer version of its file is not applied
+	// (the version that runs stays until the file is fixed).
+	ConfigErrors  []*ConfigError `protobuf:"bytes,16,rep,name=config_errors,json=configErrors,proto3" json:"config_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -884,6 +953,20 @@ func (x *Pipeline) GetFlaps() int32 {
 		return x.Flaps
 	}
 	return 0
+}
+
+func (x *Pipeline) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Pipeline) GetConfigErrors() []*ConfigError {
+	if x != nil {
+		return x.ConfigErrors
+	}
+	return nil
 }
 
 // PipelineEvent is one entry of a pipeline's audit log.
@@ -1110,10 +1193,12 @@ func (x *ListPipelinesRequest) GetStatuses() []PipelineStatus {
 }
 
 type ListPipelinesResponse struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Pipelines []*Pipeline            `protobuf:"bytes,1,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
-	// Pipelines (and pipeline files) whose configuration is invalid: they do
-	// not run until their file is fixed. Listed whatever the statuses asked.
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Invalid pipelines that do not run are listed with status invalid.
+	Pipelines []*Pipeline `protobuf:"bytes,1,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	// Every configuration error: of invalid pipelines, of newer versions not
+	// applied, and of pipeline files that could not be read. Listed whatever
+	// the statuses asked.
 	ConfigErrors  []*ConfigError `protobuf:"bytes,2,rep,name=config_errors,json=configErrors,proto3" json:"config_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1733,6 +1818,435 @@ func (x *WatchPipelineEventsResponse) GetEvent() *PipelineEvent {
 	return nil
 }
 
+// PipelineFile is the text of a pipeline file (Conduit's format, version
+// 2.x), as a client read it.
+type PipelineFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the file in errors, e.g. the path the client read it from.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PipelineFile) Reset() {
+	*x = PipelineFile{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PipelineFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PipelineFile) ProtoMessage() {}
+
+func (x *PipelineFile) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PipelineFile.ProtoReflect.Descriptor instead.
+func (*PipelineFile) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PipelineFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PipelineFile) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+type ApplyPipelinesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Files []*PipelineFile        `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// Return the plan without changing anything.
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Also delete the pipelines created through the API that the files do
+	// not have.
+	Prune         bool `protobuf:"varint,3,opt,name=prune,proto3" json:"prune,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyPipelinesRequest) Reset() {
+	*x = ApplyPipelinesRequest{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyPipelinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyPipelinesRequest) ProtoMessage() {}
+
+func (x *ApplyPipelinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyPipelinesRequest.ProtoReflect.Descriptor instead.
+func (*ApplyPipelinesRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ApplyPipelinesRequest) GetFiles() []*PipelineFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ApplyPipelinesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ApplyPipelinesRequest) GetPrune() bool {
+	if x != nil {
+		return x.Prune
+	}
+	return false
+}
+
+// PlannedChange is the plan for one pipeline.
+type PlannedChange struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PipelineId string                 `protobuf:"bytes,1,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
+	Action     PlanAction             `protobuf:"varint,2,opt,name=action,proto3,enum=conduit.v1.PlanAction" json:"action,omitempty"`
+	// For an update: the fields that change, named as in a pipeline file.
+	ChangedFields []string `protobuf:"bytes,3,rep,name=changed_fields,json=changedFields,proto3" json:"changed_fields,omitempty"`
+	// For invalid: why.
+	Errors []*ConfigError `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
+	// For invalid: the version that runs stays.
+	Kept          bool `protobuf:"varint,5,opt,name=kept,proto3" json:"kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedChange) Reset() {
+	*x = PlannedChange{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedChange) ProtoMessage() {}
+
+func (x *PlannedChange) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedChange.ProtoReflect.Descriptor instead.
+func (*PlannedChange) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PlannedChange) GetPipelineId() string {
+	if x != nil {
+		return x.PipelineId
+	}
+	return ""
+}
+
+func (x *PlannedChange) GetAction() PlanAction {
+	if x != nil {
+		return x.Action
+	}
+	return PlanAction_PLAN_ACTION_UNSPECIFIED
+}
+
+func (x *PlannedChange) GetChangedFields() []string {
+	if x != nil {
+		return x.ChangedFields
+	}
+	return nil
+}
+
+func (x *PlannedChange) GetErrors() []*ConfigError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *PlannedChange) GetKept() bool {
+	if x != nil {
+		return x.Kept
+	}
+	return false
+}
+
+type ApplyPipelinesResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Changes []*PlannedChange       `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	// False for a dry run.
+	Applied       bool `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyPipelinesResponse) Reset() {
+	*x = ApplyPipelinesResponse{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyPipelinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyPipelinesResponse) ProtoMessage() {}
+
+func (x *ApplyPipelinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyPipelinesResponse.ProtoReflect.Descriptor instead.
+func (*ApplyPipelinesResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ApplyPipelinesResponse) GetChanges() []*PlannedChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *ApplyPipelinesResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+type ValidatePipelinesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         []*PipelineFile        `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatePipelinesRequest) Reset() {
+	*x = ValidatePipelinesRequest{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatePipelinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatePipelinesRequest) ProtoMessage() {}
+
+func (x *ValidatePipelinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatePipelinesRequest.ProtoReflect.Descriptor instead.
+func (*ValidatePipelinesRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ValidatePipelinesRequest) GetFiles() []*PipelineFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+type ValidatePipelinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ids of the valid pipelines, in file order.
+	PipelineIds []string `protobuf:"bytes,1,rep,name=pipeline_ids,json=pipelineIds,proto3" json:"pipeline_ids,omitempty"`
+	// Every problem, naming the file, line, pipeline and field.
+	Errors        []*ConfigError `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatePipelinesResponse) Reset() {
+	*x = ValidatePipelinesResponse{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatePipelinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatePipelinesResponse) ProtoMessage() {}
+
+func (x *ValidatePipelinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatePipelinesResponse.ProtoReflect.Descriptor instead.
+func (*ValidatePipelinesResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ValidatePipelinesResponse) GetPipelineIds() []string {
+	if x != nil {
+		return x.PipelineIds
+	}
+	return nil
+}
+
+func (x *ValidatePipelinesResponse) GetErrors() []*ConfigError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+type DeletePipelineRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePipelineRequest) Reset() {
+	*x = DeletePipelineRequest{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePipelineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePipelineRequest) ProtoMessage() {}
+
+func (x *DeletePipelineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePipelineRequest.ProtoReflect.Descriptor instead.
+func (*DeletePipelineRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeletePipelineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeletePipelineResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePipelineResponse) Reset() {
+	*x = DeletePipelineResponse{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePipelineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePipelineResponse) ProtoMessage() {}
+
+func (x *DeletePipelineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePipelineResponse.ProtoReflect.Descriptor instead.
+func (*DeletePipelineResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{27}
+}
+
 var File_conduit_v1_pipeline_proto protoreflect.FileDescriptor
 
 const file_conduit_v1_pipeline_proto_rawDesc = "" +
@@ -1801,7 +2315,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xc5\x04\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\x9b\x05\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1821,7 +2335,9 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x122\n" +
 	"\x06policy\x18\r \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\x12\x14\n" +
-	"\x05flaps\x18\x0e \x01(\x05R\x05flaps\"\xe2\x04\n" +
+	"\x05flaps\x18\x0e \x01(\x05R\x05flaps\x12\x16\n" +
+	"\x06origin\x18\x0f \x01(\tR\x06origin\x12<\n" +
+	"\rconfig_errors\x18\x10 \x03(\v2\x17.conduit.v1.ConfigErrorR\fconfigErrors\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
@@ -1880,25 +2396,62 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04R\rafterSequence\x12\x14\n" +
 	"\x05kinds\x18\x03 \x03(\tR\x05kinds\"N\n" +
 	"\x1bWatchPipelineEventsResponse\x12/\n" +
-	"\x05event\x18\x01 \x01(\v2\x19.conduit.v1.PipelineEventR\x05event*\xa9\x01\n" +
+	"\x05event\x18\x01 \x01(\v2\x19.conduit.v1.PipelineEventR\x05event\"<\n" +
+	"\fPipelineFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"v\n" +
+	"\x15ApplyPipelinesRequest\x12.\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.conduit.v1.PipelineFileR\x05files\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05prune\x18\x03 \x01(\bR\x05prune\"\xcc\x01\n" +
+	"\rPlannedChange\x12\x1f\n" +
+	"\vpipeline_id\x18\x01 \x01(\tR\n" +
+	"pipelineId\x12.\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x16.conduit.v1.PlanActionR\x06action\x12%\n" +
+	"\x0echanged_fields\x18\x03 \x03(\tR\rchangedFields\x12/\n" +
+	"\x06errors\x18\x04 \x03(\v2\x17.conduit.v1.ConfigErrorR\x06errors\x12\x12\n" +
+	"\x04kept\x18\x05 \x01(\bR\x04kept\"g\n" +
+	"\x16ApplyPipelinesResponse\x123\n" +
+	"\achanges\x18\x01 \x03(\v2\x19.conduit.v1.PlannedChangeR\achanges\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\bR\aapplied\"J\n" +
+	"\x18ValidatePipelinesRequest\x12.\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.conduit.v1.PipelineFileR\x05files\"o\n" +
+	"\x19ValidatePipelinesResponse\x12!\n" +
+	"\fpipeline_ids\x18\x01 \x03(\tR\vpipelineIds\x12/\n" +
+	"\x06errors\x18\x02 \x03(\v2\x17.conduit.v1.ConfigErrorR\x06errors\"'\n" +
+	"\x15DeletePipelineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
+	"\x16DeletePipelineResponse*\xc6\x01\n" +
 	"\x0ePipelineStatus\x12\x1f\n" +
 	"\x1bPIPELINE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PIPELINE_STATUS_RUNNING\x10\x01\x12\x1e\n" +
 	"\x1aPIPELINE_STATUS_RECOVERING\x10\x02\x12\x1c\n" +
 	"\x18PIPELINE_STATUS_DEGRADED\x10\x03\x12\x1b\n" +
-	"\x17PIPELINE_STATUS_STOPPED\x10\x04*[\n" +
+	"\x17PIPELINE_STATUS_STOPPED\x10\x04\x12\x1b\n" +
+	"\x17PIPELINE_STATUS_INVALID\x10\x05*[\n" +
 	"\n" +
 	"ErrorClass\x12\x1b\n" +
 	"\x17ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_CLASS_TRANSIENT\x10\x01\x12\x15\n" +
-	"\x11ERROR_CLASS_FATAL\x10\x022\xbe\x04\n" +
+	"\x11ERROR_CLASS_FATAL\x10\x02*\xa5\x01\n" +
+	"\n" +
+	"PlanAction\x12\x1b\n" +
+	"\x17PLAN_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12PLAN_ACTION_CREATE\x10\x01\x12\x16\n" +
+	"\x12PLAN_ACTION_UPDATE\x10\x02\x12\x16\n" +
+	"\x12PLAN_ACTION_DELETE\x10\x03\x12\x19\n" +
+	"\x15PLAN_ACTION_UNCHANGED\x10\x04\x12\x17\n" +
+	"\x13PLAN_ACTION_INVALID\x10\x052\xd7\x06\n" +
 	"\x0fPipelineService\x12Y\n" +
 	"\rListPipelines\x12 .conduit.v1.ListPipelinesRequest\x1a!.conduit.v1.ListPipelinesResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\vGetPipeline\x12\x1e.conduit.v1.GetPipelineRequest\x1a\x1f.conduit.v1.GetPipelineResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\rStartPipeline\x12 .conduit.v1.StartPipelineRequest\x1a!.conduit.v1.StartPipelineResponse\x12Q\n" +
 	"\fStopPipeline\x12\x1f.conduit.v1.StopPipelineRequest\x1a .conduit.v1.StopPipelineResponse\x12h\n" +
 	"\x12ListPipelineEvents\x12%.conduit.v1.ListPipelineEventsRequest\x1a&.conduit.v1.ListPipelineEventsResponse\"\x03\x90\x02\x01\x12h\n" +
-	"\x13WatchPipelineEvents\x12&.conduit.v1.WatchPipelineEventsRequest\x1a'.conduit.v1.WatchPipelineEventsResponse0\x01B?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
+	"\x13WatchPipelineEvents\x12&.conduit.v1.WatchPipelineEventsRequest\x1a'.conduit.v1.WatchPipelineEventsResponse0\x01\x12W\n" +
+	"\x0eApplyPipelines\x12!.conduit.v1.ApplyPipelinesRequest\x1a\".conduit.v1.ApplyPipelinesResponse\x12e\n" +
+	"\x11ValidatePipelines\x12$.conduit.v1.ValidatePipelinesRequest\x1a%.conduit.v1.ValidatePipelinesResponse\"\x03\x90\x02\x01\x12W\n" +
+	"\x0eDeletePipeline\x12!.conduit.v1.DeletePipelineRequest\x1a\".conduit.v1.DeletePipelineResponseB?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
 
 var (
 	file_conduit_v1_pipeline_proto_rawDescOnce sync.Once
@@ -1912,92 +2465,114 @@ func file_conduit_v1_pipeline_proto_rawDescGZIP() []byte {
 	return file_conduit_v1_pipeline_proto_rawDescData
 }
 
-var file_conduit_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_conduit_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(PipelineStatus)(0),                 // 0: conduit.v1.PipelineStatus
 	(ErrorClass)(0),                     // 1: conduit.v1.ErrorClass
-	(*PipelineError)(nil),               // 2: conduit.v1.PipelineError
-	(*RecoveryAttempt)(nil),             // 3: conduit.v1.RecoveryAttempt
-	(*RecoveryEpisode)(nil),             // 4: conduit.v1.RecoveryEpisode
-	(*RecoveryPolicy)(nil),              // 5: conduit.v1.RecoveryPolicy
-	(*RecoveryRule)(nil),                // 6: conduit.v1.RecoveryRule
-	(*Pipeline)(nil),                    // 7: conduit.v1.Pipeline
-	(*PipelineEvent)(nil),               // 8: conduit.v1.PipelineEvent
-	(*ListPipelinesRequest)(nil),        // 9: conduit.v1.ListPipelinesRequest
-	(*ListPipelinesResponse)(nil),       // 10: conduit.v1.ListPipelinesResponse
-	(*ConfigError)(nil),                 // 11: conduit.v1.ConfigError
-	(*GetPipelineRequest)(nil),          // 12: conduit.v1.GetPipelineRequest
-	(*GetPipelineResponse)(nil),         // 13: conduit.v1.GetPipelineResponse
-	(*StartPipelineRequest)(nil),        // 14: conduit.v1.StartPipelineRequest
-	(*StartPipelineResponse)(nil),       // 15: conduit.v1.StartPipelineResponse
-	(*StopPipelineRequest)(nil),         // 16: conduit.v1.StopPipelineRequest
-	(*StopPipelineResponse)(nil),        // 17: conduit.v1.StopPipelineResponse
-	(*ListPipelineEventsRequest)(nil),   // 18: conduit.v1.ListPipelineEventsRequest
-	(*ListPipelineEventsResponse)(nil),  // 19: conduit.v1.ListPipelineEventsResponse
-	(*WatchPipelineEventsRequest)(nil),  // 20: conduit.v1.WatchPipelineEventsRequest
-	(*WatchPipelineEventsResponse)(nil), // 21: conduit.v1.WatchPipelineEventsResponse
-	nil,                                 // 22: conduit.v1.RecoveryPolicy.SourcesEntry
-	(*timestamppb.Timestamp)(nil),       // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 24: google.protobuf.Duration
+	(PlanAction)(0),                     // 2: conduit.v1.PlanAction
+	(*PipelineError)(nil),               // 3: conduit.v1.PipelineError
+	(*RecoveryAttempt)(nil),             // 4: conduit.v1.RecoveryAttempt
+	(*RecoveryEpisode)(nil),             // 5: conduit.v1.RecoveryEpisode
+	(*RecoveryPolicy)(nil),              // 6: conduit.v1.RecoveryPolicy
+	(*RecoveryRule)(nil),                // 7: conduit.v1.RecoveryRule
+	(*Pipeline)(nil),                    // 8: conduit.v1.Pipeline
+	(*PipelineEvent)(nil),               // 9: conduit.v1.PipelineEvent
+	(*ListPipelinesRequest)(nil),        // 10: conduit.v1.ListPipelinesRequest
+	(*ListPipelinesResponse)(nil),       // 11: conduit.v1.ListPipelinesResponse
+	(*ConfigError)(nil),                 // 12: conduit.v1.ConfigError
+	(*GetPipelineRequest)(nil),          // 13: conduit.v1.GetPipelineRequest
+	(*GetPipelineResponse)(nil),         // 14: conduit.v1.GetPipelineResponse
+	(*StartPipelineRequest)(nil),        // 15: conduit.v1.StartPipelineRequest
+	(*StartPipelineResponse)(nil),       // 16: conduit.v1.StartPipelineResponse
+	(*StopPipelineRequest)(nil),         // 17: conduit.v1.StopPipelineRequest
+	(*StopPipelineResponse)(nil),        // 18: conduit.v1.StopPipelineResponse
+	(*ListPipelineEventsRequest)(nil),   // 19: conduit.v1.ListPipelineEventsRequest
+	(*ListPipelineEventsResponse)(nil),  // 20: conduit.v1.ListPipelineEventsResponse
+	(*WatchPipelineEventsRequest)(nil),  // 21: conduit.v1.WatchPipelineEventsRequest
+	(*WatchPipelineEventsResponse)(nil), // 22: conduit.v1.WatchPipelineEventsResponse
+	(*PipelineFile)(nil),                // 23: conduit.v1.PipelineFile
+	(*ApplyPipelinesRequest)(nil),       // 24: conduit.v1.ApplyPipelinesRequest
+	(*PlannedChange)(nil),               // 25: conduit.v1.PlannedChange
+	(*ApplyPipelinesResponse)(nil),      // 26: conduit.v1.ApplyPipelinesResponse
+	(*ValidatePipelinesRequest)(nil),    // 27: conduit.v1.ValidatePipelinesRequest
+	(*ValidatePipelinesResponse)(nil),   // 28: conduit.v1.ValidatePipelinesResponse
+	(*DeletePipelineRequest)(nil),       // 29: conduit.v1.DeletePipelineRequest
+	(*DeletePipelineResponse)(nil),      // 30: conduit.v1.DeletePipelineResponse
+	nil,                                 // 31: conduit.v1.RecoveryPolicy.SourcesEntry
+	(*timestamppb.Timestamp)(nil),       // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 33: google.protobuf.Duration
 }
 var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	1,  // 0: conduit.v1.PipelineError.class:type_name -> conduit.v1.ErrorClass
-	23, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
-	23, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
-	2,  // 3: conduit.v1.RecoveryAttempt.error:type_name -> conduit.v1.PipelineError
-	24, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
-	23, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	23, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
-	23, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
-	3,  // 8: conduit.v1.RecoveryEpisode.attempts:type_name -> conduit.v1.RecoveryAttempt
-	24, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
-	24, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
-	24, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
-	24, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
-	24, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
-	24, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
-	24, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
-	22, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
-	6,  // 17: conduit.v1.RecoveryPolicy.rules:type_name -> conduit.v1.RecoveryRule
-	5,  // 18: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
+	32, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
+	32, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
+	3,  // 3: conduit.v1.RecoveryAttempt.error:type_name -> conduit.v1.PipelineError
+	33, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
+	32, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	32, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
+	32, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
+	4,  // 8: conduit.v1.RecoveryEpisode.attempts:type_name -> conduit.v1.RecoveryAttempt
+	33, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
+	33, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
+	33, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
+	33, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
+	33, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
+	33, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
+	33, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
+	31, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
+	7,  // 17: conduit.v1.RecoveryPolicy.rules:type_name -> conduit.v1.RecoveryRule
+	6,  // 18: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
 	0,  // 19: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
-	23, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
-	2,  // 21: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
-	4,  // 22: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
-	23, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 24: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
-	23, // 25: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 26: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
-	0,  // 27: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
-	2,  // 28: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	24, // 29: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	23, // 30: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
-	0,  // 31: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
-	7,  // 32: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
-	11, // 33: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
-	7,  // 34: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	7,  // 35: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	7,  // 36: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	8,  // 37: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
-	8,  // 38: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
-	9,  // 39: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	12, // 40: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	14, // 41: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	16, // 42: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	18, // 43: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	20, // 44: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	10, // 45: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	13, // 46: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	15, // 47: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	17, // 48: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	19, // 49: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	21, // 50: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	45, // [45:51] is the sub-list for method output_type
-	39, // [39:45] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	32, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
+	3,  // 21: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
+	5,  // 22: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
+	32, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 24: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
+	12, // 25: conduit.v1.Pipeline.config_errors:type_name -> conduit.v1.ConfigError
+	32, // 26: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 27: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
+	0,  // 28: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
+	3,  // 29: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
+	33, // 30: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	32, // 31: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	0,  // 32: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
+	8,  // 33: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
+	12, // 34: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
+	8,  // 35: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 36: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 37: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	9,  // 38: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
+	9,  // 39: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
+	23, // 40: conduit.v1.ApplyPipelinesRequest.files:type_name -> conduit.v1.PipelineFile
+	2,  // 41: conduit.v1.PlannedChange.action:type_name -> conduit.v1.PlanAction
+	12, // 42: conduit.v1.PlannedChange.errors:type_name -> conduit.v1.ConfigError
+	25, // 43: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
+	23, // 44: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
+	12, // 45: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
+	10, // 46: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	13, // 47: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	15, // 48: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	17, // 49: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	19, // 50: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	21, // 51: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	24, // 52: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
+	27, // 53: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
+	29, // 54: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
+	11, // 55: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	14, // 56: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	16, // 57: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	18, // 58: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	20, // 59: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	22, // 60: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	26, // 61: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
+	28, // 62: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
+	30, // 63: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
+	55, // [55:64] is the sub-list for method output_type
+	46, // [46:55] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }
@@ -2010,8 +2585,8 @@ func file_conduit_v1_pipeline_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_pipeline_proto_rawDesc), len(file_conduit_v1_pipeline_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   21,
+			NumEnums:      3,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,15 @@ const (
 	// PipelineServiceWatchPipelineEventsProcedure is the fully-qualified name of the PipelineService's
 	// WatchPipelineEvents RPC.
 	PipelineServiceWatchPipelineEventsProcedure = "/conduit.v1.PipelineService/WatchPipelineEvents"
+	// PipelineServiceApplyPipelinesProcedure is the fully-qualified name of the PipelineService's
+	// ApplyPipelines RPC.
+	PipelineServiceApplyPipelinesProcedure = "/conduit.v1.PipelineService/ApplyPipelines"
+	// PipelineServiceValidatePipelinesProcedure is the fully-qualified name of the PipelineService's
+	// ValidatePipelines RPC.
+	PipelineServiceValidatePipelinesProcedure = "/conduit.v1.PipelineService/ValidatePipelines"
+	// PipelineServiceDeletePipelineProcedure is the fully-qualified name of the PipelineService's
+	// DeletePipeline RPC.
+	PipelineServiceDeletePipelineProcedure = "/conduit.v1.PipelineService/DeletePipeline"
 )
 
 // PipelineServiceClient is a client for the conduit.v1.PipelineService service.
@@ -76,6 +85,23 @@ type PipelineServiceClient interface {
 	// WatchPipelineEvents replays a pipeline's audit log after a sequence and
 	// then follows it live, with no gap and no duplicate between the two.
 	WatchPipelineEvents(context.Context, *connect.Request[v1.WatchPipelineEventsRequest]) (*connect.ServerStreamForClient[v1.WatchPipelineEventsResponse], error)
+	// ApplyPipelines takes the text of pipeline files and returns the plan:
+	// for each pipeline in them create, update (with the fields that
+	// change), unchanged or invalid (with its errors), and with prune a
+	// delete for each pipeline created through the API that the files do
+	// not have. Unless dry_run it then carries the plan out: the pipelines
+	// are kept in the database, survive restarts, and run like those of
+	// the files. A pipeline defined in a file under pipelines.path is
+	// changed by editing that file; applying its id is invalid.
+	ApplyPipelines(context.Context, *connect.Request[v1.ApplyPipelinesRequest]) (*connect.Response[v1.ApplyPipelinesResponse], error)
+	// ValidatePipelines checks the text of pipeline files as ApplyPipelines
+	// would, against the connectors and processors of this server; nothing
+	// changes.
+	ValidatePipelines(context.Context, *connect.Request[v1.ValidatePipelinesRequest]) (*connect.Response[v1.ValidatePipelinesResponse], error)
+	// DeletePipeline stops a pipeline created through the API and deletes
+	// it: its state and dedup entries go, its audit log and position stay.
+	// A pipeline of a file fails with FAILED_PRECONDITION naming the file.
+	DeletePipeline(context.Context, *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error)
 }
 
 // NewPipelineServiceClient constructs a client for the conduit.v1.PipelineService service. By
@@ -128,6 +154,25 @@ func NewPipelineServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(pipelineServiceMethods.ByName("WatchPipelineEvents")),
 			connect.WithClientOptions(opts...),
 		),
+		applyPipelines: connect.NewClient[v1.ApplyPipelinesRequest, v1.ApplyPipelinesResponse](
+			httpClient,
+			baseURL+PipelineServiceApplyPipelinesProcedure,
+			connect.WithSchema(pipelineServiceMethods.ByName("ApplyPipelines")),
+			connect.WithClientOptions(opts...),
+		),
+		validatePipelines: connect.NewClient[v1.ValidatePipelinesRequest, v1.ValidatePipelinesResponse](
+			httpClient,
+			baseURL+PipelineServiceValidatePipelinesProcedure,
+			connect.WithSchema(pipelineServiceMethods.ByName("ValidatePipelines")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		deletePipeline: connect.NewClient[v1.DeletePipelineRequest, v1.DeletePipelineResponse](
+			httpClient,
+			baseURL+PipelineServiceDeletePipelineProcedure,
+			connect.WithSchema(pipelineServiceMethods.ByName("DeletePipeline")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -139,6 +184,9 @@ type pipelineServiceClient struct {
 	stopPipeline        *connect.Client[v1.StopPipelineRequest, v1.StopPipelineResponse]
 	listPipelineEvents  *connect.Client[v1.ListPipelineEventsRequest, v1.ListPipelineEventsResponse]
 	watchPipelineEvents *connect.Client[v1.WatchPipelineEventsRequest, v1.WatchPipelineEventsResponse]
+	applyPipelines      *connect.Client[v1.ApplyPipelinesRequest, v1.ApplyPipelinesResponse]
+	validatePipelines   *connect.Client[v1.ValidatePipelinesRequest, v1.ValidatePipelinesResponse]
+	deletePipeline      *connect.Client[v1.DeletePipelineRequest, v1.DeletePipelineResponse]
 }
 
 // ListPipelines calls conduit.v1.PipelineService.ListPipelines.
@@ -171,6 +219,21 @@ func (c *pipelineServiceClient) WatchPipelineEvents(ctx context.Context, req *co
 	return c.watchPipelineEvents.CallServerStream(ctx, req)
 }
 
+// ApplyPipelines calls conduit.v1.PipelineService.ApplyPipelines.
+func (c *pipelineServiceClient) ApplyPipelines(ctx context.Context, req *connect.Request[v1.ApplyPipelinesRequest]) (*connect.Response[v1.ApplyPipelinesResponse], error) {
+	return c.applyPipelines.CallUnary(ctx, req)
+}
+
+// ValidatePipelines calls conduit.v1.PipelineService.ValidatePipelines.
+func (c *pipelineServiceClient) ValidatePipelines(ctx context.Context, req *connect.Request[v1.ValidatePipelinesRequest]) (*connect.Response[v1.ValidatePipelinesResponse], error) {
+	return c.validatePipelines.CallUnary(ctx, req)
+}
+
+// DeletePipeline calls conduit.v1.PipelineService.DeletePipeline.
+func (c *pipelineServiceClient) DeletePipeline(ctx context.Context, req *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error) {
+	return c.deletePipeline.CallUnary(ctx, req)
+}
+
 // PipelineServiceHandler is an implementation of the conduit.v1.PipelineService service.
 type PipelineServiceHandler interface {
 	// ListPipelines returns every pipeline, optionally only those in the given
@@ -194,6 +257,23 @@ type PipelineServiceHandler interface {
 	// WatchPipelineEvents replays a pipeline's audit log after a sequence and
 	// then follows it live, with no gap and no duplicate between the two.
 	WatchPipelineEvents(context.Context, *connect.Request[v1.WatchPipelineEventsRequest], *connect.ServerStream[v1.WatchPipelineEventsResponse]) error
+	// ApplyPipelines takes the text of pipeline files and returns the plan:
+	// for each pipeline in them create, update (with the fields that
+	// change), unchanged or invalid (with its errors), and with prune a
+	// delete for each pipeline created through the API that the files do
+	// not have. Unless dry_run it then carries the plan out: the pipelines
+	// are kept in the database, survive restarts, and run like those of
+	// the files. A pipeline defined in a file under pipelines.path is
+	// changed by editing that file; applying its id is invalid.
+	ApplyPipelines(context.Context, *connect.Request[v1.ApplyPipelinesRequest]) (*connect.Response[v1.ApplyPipelinesResponse], error)
+	// ValidatePipelines checks the text of pipeline files as ApplyPipelines
+	// would, against the connectors and processors of this server; nothing
+	// changes.
+	ValidatePipelines(context.Context, *connect.Request[v1.ValidatePipelinesRequest]) (*connect.Response[v1.ValidatePipelinesResponse], error)
+	// DeletePipeline stops a pipeline created through the API and deletes
+	// it: its state and dedup entries go, its audit log and position stay.
+	// A pipeline of a file fails with FAILED_PRECONDITION naming the file.
+	DeletePipeline(context.Context, *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error)
 }
 
 // NewPipelineServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -242,6 +322,25 @@ func NewPipelineServiceHandler(svc PipelineServiceHandler, opts ...connect.Handl
 		connect.WithSchema(pipelineServiceMethods.ByName("WatchPipelineEvents")),
 		connect.WithHandlerOptions(opts...),
 	)
+	pipelineServiceApplyPipelinesHandler := connect.NewUnaryHandler(
+		PipelineServiceApplyPipelinesProcedure,
+		svc.ApplyPipelines,
+		connect.WithSchema(pipelineServiceMethods.ByName("ApplyPipelines")),
+		connect.WithHandlerOptions(opts...),
+	)
+	pipelineServiceValidatePipelinesHandler := connect.NewUnaryHandler(
+		PipelineServiceValidatePipelinesProcedure,
+		svc.ValidatePipelines,
+		connect.WithSchema(pipelineServiceMethods.ByName("ValidatePipelines")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	pipelineServiceDeletePipelineHandler := connect.NewUnaryHandler(
+		PipelineServiceDeletePipelineProcedure,
+		svc.DeletePipeline,
+		connect.WithSchema(pipelineServiceMethods.ByName("DeletePipeline")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/conduit.v1.PipelineService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PipelineServiceListPipelinesProcedure:
@@ -256,6 +355,12 @@ func NewPipelineServiceHandler(svc PipelineServiceHandler, opts ...connect.Handl
 			pipelineServiceListPipelineEventsHandler.ServeHTTP(w, r)
 		case PipelineServiceWatchPipelineEventsProcedure:
 			pipelineServiceWatchPipelineEventsHandler.ServeHTTP(w, r)
+		case PipelineServiceApplyPipelinesProcedure:
+			pipelineServiceApplyPipelinesHandler.ServeHTTP(w, r)
+		case PipelineServiceValidatePipelinesProcedure:
+			pipelineServiceValidatePipelinesHandler.ServeHTTP(w, r)
+		case PipelineServiceDeletePipelineProcedure:
+			pipelineServiceDeletePipelineHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -287,4 +392,16 @@ func (UnimplementedPipelineServiceHandler) ListPipelineEvents(context.Context, *
 
 func (UnimplementedPipelineServiceHandler) WatchPipelineEvents(context.Context, *connect.Request[v1.WatchPipelineEventsRequest], *connect.ServerStream[v1.WatchPipelineEventsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.WatchPipelineEvents is not implemented"))
+}
+
+func (UnimplementedPipelineServiceHandler) ApplyPipelines(context.Context, *connect.Request[v1.ApplyPipelinesRequest]) (*connect.Response[v1.ApplyPipelinesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.ApplyPipelines is not implemented"))
+}
+
+func (UnimplementedPipelineServiceHandler) ValidatePipelines(context.Context, *connect.Request[v1.ValidatePipelinesRequest]) (*connect.Response[v1.ValidatePipelinesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.ValidatePipelines is not implemented"))
+}
+
+func (UnimplementedPipelineServiceHandler) DeletePipeline(context.Context, *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.DeletePipeline is not implemented"))
 }

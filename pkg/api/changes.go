@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/reconciler"
+)
+
+// ActorAPI is the actor of the audit events of changes made through the
+// API.
+const ActorAPI = "api"
+
+// Changes changes the set of pipelines: the runtime's reconciler.
+type Changes interface {
+	// Apply plans, and unless dryRun carries out, the pipelines of files
+	// as pipelines created through the API.
+	Apply(ctx context.Context, files []config.FileContent, dryRun, prune bool) (reconciler.Plan, error)
+	// Validate checks files; nothing changes.
+	Validate(files []config.FileContent) (ids []string, problems []ConfigError)
+	// Delete deletes a pipeline created through the API; a pipeline of a
+	// file is a *DefinedInFileError, an unknown one ErrPipelineNotFound.
+	Delete(ctx context.Context, id string) error
+}
+
+// ErrPipelineNotFound is returned for an id no pipeline has.
+var ErrPipelineNotFound = errors.New("pipeline not found")
+
+// DefinedInFileError refuses a change through the API to a pipeline that a
+// file under pipelines.path defines.
+type DefinedInFileError struct {
+	ID   string
+	File string // file:line
+}
+
+func (e *DefinedInFileError) Error() string {
+	return fmt.Sprintf("pipeline %q is defined in %s: change or remove it there", e.ID, e.File)
+}
+
+// maxApplyFiles bounds the files of one ApplyPipelines or
+// ValidatePipelines call; each is bounded by the size of a pipeline file.
+const maxApplyFiles = 100
+
+// WithChanges lets the service change the set of pipelines; without it
+// ApplyPipelines, ValidatePipelines and DeletePipeline are unimplemented.
+func (s *PipelineService) WithChanges(c Changes) *PipelineService {
+	s.changes = c
+	return s
+}
+
+func (s *PipelineService) changesOrUnimplemented() (Changes, error) {
+	if s.changes == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server cannot change its pipelines"))
+	}
+	return s.changes, nil
+}
+
+func filesFromProto(in []*conduitv1.PipelineFile) ([]config.FileContent, error) {
+	if len(in) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("files: at least one pipeline file is required"))
+	}
+	if len(in) > maxApplyFiles {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("files: %d files, at most %d in one call", len(in), maxApplyFiles))
+	}
+	out := make([]config.FileContent, len(in))
+	for i, f := range in {
+		name := f.GetName()
+		if name == "" {
+			name = fmt.Sprintf("files[%d]", i)
+		}
+		out[i] = config.FileContent{Name: name, Data: []byte(f.GetContent())}
+	}
+	return out, nil
+}
+
+// ApplyPipelines implements the RPC.
+func (s *PipelineService) ApplyPipelines(ctx context.Context, req *connect.Request[conduitv1.ApplyPipelinesRequest]) (*connect.Response[conduitv1.ApplyPipelinesResponse], error) {
+	c, err := s.changesOrUnimplemented()
+	if err != nil {
+		return nil, err
+	}
+	files, err := filesFromProto(req.Msg.GetFiles())
+	if err != nil {
+		return nil, err
+	}
+	plan, err := c.Apply(ctx, files, req.Msg.GetDryRun(), req.Msg.GetPrune())
+	if err != nil {
+		return nil, internalError(ctx, err)
+	}
+	return connect.NewResponse(&conduitv1.ApplyPipelinesResponse{Changes: planToProto(plan), Applied: !req.Msg.GetDryRun()}), nil
+}
+
+// ValidatePipelines implements the RPC.
+func (s *PipelineService) ValidatePipelines(_ context.Context, req *connect.Request[conduitv1.ValidatePipelinesRequest]) (*connect.Response[conduitv1.ValidatePipelinesResponse], error) {
+	c, err := s.changesOrUnimplemented()
+	if err != nil {
+		return nil, err
+	}
+	files, err := filesFromProto(req.Msg.GetFiles())
+	if err != nil {
+		return nil, err
+	}
+	ids, problems := c.Validate(files)
+	out := &conduitv1.ValidatePipelinesResponse{PipelineIds: ids}
+	for _, p := range problems {
+		out.Errors = append(out.Errors, configErrorToProto(p))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// DeletePipeline implements the RPC.
+func (s *PipelineService) DeletePipeline(ctx context.Context, req *connect.Request[conduitv1.DeletePipelineRequest]) (*connect.Response[conduitv1.DeletePipelineResponse], error) {
+	c, err := s.changesOrUnimplemented()
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetId()
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id: a pipeline id is required"))
+	}
+	var inFile *DefinedInFileError
+	switch err := c.Delete(ctx, id); {
+	case err == nil:
+		return connect.NewResponse(&conduitv1.DeletePipelineResponse{}), nil
+	case errors.As(err, &inFile):
+		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, ErrPipelineNotFound):
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("pipeline %q not found", id))
+	default:
+		return nil, internalError(ctx, err)
+	}
+}
+
+var planActionToProto = map[reconciler.Action]conduitv1.PlanAction{
+	reconciler.Create:    conduitv1.PlanAction_PLAN_ACTION_CREATE,
+	reconciler.Update:    conduitv1.PlanAction_PLAN_ACTION_UPDATE,
+	reconciler.Delete:    conduitv1.PlanAction_PLAN_ACTION_DELETE,
+	reconciler.Unchanged: conduitv1.PlanAction_PLAN_ACTION_UNCHANGED,
+	reconciler.Invalid:   conduitv1.PlanAction_PLAN_ACTION_INVALID,
+}
+
+func planToProto(plan reconciler.Plan) []*conduitv1.PlannedChange {
+	out := make([]*conduitv1.PlannedChange, 0, len(plan.Changes)+len(plan.Problems))
+	for _, c := range plan.Changes {
+		pc := &conduitv1.PlannedChange{PipelineId: c.ID, Action: planActionToProto[c.Action], ChangedFields: c.Fields, Kept: c.Kept}
+		for _, p := range c.Problems {
+			pc.Errors = append(pc.Errors, configErrorToProto(ConfigError{PipelineID: c.ID, File: p.File, Line: p.Line, Err: p.Err}))
+		}
+		out = append(out, pc)
+	}
+	for _, p := range plan.Problems {
+		out = append(out, &conduitv1.PlannedChange{Action: conduitv1.PlanAction_PLAN_ACTION_INVALID,
+			Errors: []*conduitv1.ConfigError{configErrorToProto(ConfigError{File: p.File, Line: p.Line, Err: p.Err})}})
+	}
+	return out
+}
+
+func configErrorToProto(ce ConfigError) *conduitv1.ConfigError {
+	return &conduitv1.ConfigError{PipelineId: ce.PipelineID, ConfigFile: fileLine(ce.File, ce.Line), Message: ce.Err.Error()}
+}
