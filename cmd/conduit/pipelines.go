@@ -18,16 +18,18 @@ func newPipelinesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "pipelines",
 		Aliases: []string{"pipeline"},
-		Short:   "Show, start and stop the pipelines of a running conduit",
+		Short:   "Show, start, stop, apply and delete the pipelines of a running conduit",
 		Long: `The pipelines commands talk to the API of a running "conduit run" at
 api.http.address (default 127.0.0.1:8080), sending api.auth.token if set.
 Both come from --api.http.address / --api.auth.token, CONDUIT_API_HTTP_ADDRESS /
-CONDUIT_API_AUTH_TOKEN or conduit.yml, like for "conduit run".`,
+CONDUIT_API_AUTH_TOKEN or conduit.yml, like for "conduit run". "validate"
+needs no running conduit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newPipelinesListCommand(), newPipelinesDescribeCommand(),
-		newPipelinesStartCommand(), newPipelinesStopCommand(), newPipelinesEventsCommand())
+		newPipelinesStartCommand(), newPipelinesStopCommand(), newPipelinesEventsCommand(),
+		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand())
 	return cmd
 }
 
@@ -51,7 +53,7 @@ func newPipelinesListCommand() *cobra.Command {
 			for _, s := range statuses {
 				st, ok := statusNames[strings.ToLower(s)]
 				if !ok {
-					return fmt.Errorf("--status %q: want running, recovering, degraded or stopped", s)
+					return fmt.Errorf("--status %q: want running, recovering, degraded, stopped or invalid", s)
 				}
 				req.Statuses = append(req.Statuses, st)
 			}
@@ -69,7 +71,7 @@ func newPipelinesListCommand() *cobra.Command {
 			return newView().writePipelineTable(cmd.OutOrStdout(), resp.Msg.GetPipelines(), resp.Msg.GetConfigErrors())
 		},
 	}
-	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only pipelines in these statuses: running, recovering, degraded, stopped (repeat or separate with commas)")
+	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only pipelines in these statuses: running, recovering, degraded, stopped, invalid (repeat or separate with commas)")
 	addOutputFlag(cmd, &output)
 	return cmd
 }

@@ -55,11 +55,20 @@ func (r *Runtime) reconcileLoop(ctx context.Context) {
 	}
 }
 
-// reconcileFiles reads the pipeline files and applies the plan.
+// reconcileFiles reads the pipeline files and applies the plan; the
+// pipelines created through the API stay as they are.
 func (r *Runtime) reconcileFiles(ctx context.Context) {
-	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
-	desired, problems := reconciler.FromFiles(loaded, errs)
-	plan, err := r.apply(ctx, desired, problems, lifecycle.ActorConfig)
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	files, apiPipelines, problems, err := r.desiredState(ctx)
+	if err != nil {
+		r.log.Error("reading the desired pipelines", zap.Error(err))
+		return
+	}
+	plan, err := r.plan(append(files, apiPipelines...), problems)
+	if err == nil {
+		_, err = r.applyPlan(ctx, plan, lifecycle.ActorConfig)
+	}
 	if err != nil {
 		r.log.Error("applying the pipeline files", zap.Error(err))
 		return
@@ -84,17 +93,12 @@ func (r *Runtime) running() []reconciler.Running {
 	return out
 }
 
-// apply makes the running pipelines what desired says, one change after
+// applyPlan makes the running pipelines what plan says, one change after
 // the other: deletes first, then updates and creates. An entry that is
 // not valid leaves a running pipeline of its id as it is and is listed
-// with its errors until it is fixed. actor is who asked, for the audit log.
-func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, problems []reconciler.Problem, actor string) (reconciler.Plan, error) {
-	r.reconciling.Lock()
-	defer r.reconciling.Unlock()
-	plan, err := r.plan(desired, problems)
-	if err != nil {
-		return plan, err
-	}
+// with its errors until it is fixed. actor is who asked, for the audit
+// log. The caller holds r.reconciling.
+func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, actor string) (reconciler.Plan, error) {
 	var invalid []api.ConfigError
 	invalidate := func(p config.Pipeline, err error, kept bool) {
 		msg := "invalid pipeline configuration; it will not run"
@@ -116,7 +120,7 @@ func (r *Runtime) apply(ctx context.Context, desired []reconciler.Desired, probl
 				invalidate(c.Desired.Pipeline, err, false)
 			}
 		case reconciler.Create:
-			m, err := r.provision(ctx, c.Desired.Pipeline, c.Desired.Origin)
+			m, err := r.provision(ctx, c.Desired.Pipeline, c.Desired.Origin, actor)
 			if err != nil {
 				invalidate(c.Desired.Pipeline, err, false)
 				continue
@@ -279,7 +283,7 @@ func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor
 		Stopping: "pipeline stopping: its configuration changed (" + fields + "); in-flight records drain, then it starts again from the same position",
 		Stopped:  "pipeline stopped for its update (" + fields + ")"})
 	at := r.remove(old)
-	m, err := r.provision(context.WithoutCancel(ctx), c.Desired.Pipeline, c.Desired.Origin)
+	m, err := r.provision(context.WithoutCancel(ctx), c.Desired.Pipeline, c.Desired.Origin, actor)
 	if err != nil {
 		// Validated before the old version was stopped; what fails here
 		// is the store. The pipeline is down until the next reload.

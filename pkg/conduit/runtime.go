@@ -243,8 +243,17 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.Error(err))
 		return err
 	}
-	desired, problems := reconciler.FromFiles(loaded, errs)
-	if _, err := r.apply(ctx, desired, problems, lifecycle.ActorConfig); err != nil {
+	files, problems := reconciler.FromFiles(loaded, errs)
+	stored, err := r.loadAPIPipelines(ctx)
+	if err != nil {
+		return err
+	}
+	apiPipelines, apiProblems := apiDesired(stored)
+	plan, err := r.plan(append(files, apiPipelines...), append(problems, apiProblems...))
+	if err != nil {
+		return err
+	}
+	if _, err := r.applyPlan(ctx, plan, lifecycle.ActorConfig); err != nil {
 		return err
 	}
 	if err := r.audit.Flush(ctx); err != nil {
@@ -252,6 +261,12 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 	}
 	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
 		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", len(r.invalid)))
+	for _, d := range apiPipelines {
+		loaded = append(loaded, d.Pipeline)
+	}
+	for _, p := range apiProblems {
+		errs = append(errs, &config.PipelineError{PipelineID: p.PipelineID, File: p.File, Err: p.Err})
+	}
 	r.forgetDeleted(ctx, loaded, errs)
 	return nil
 }
@@ -261,7 +276,7 @@ func (r *Runtime) serveAPI() {
 	if r.server == nil {
 		return
 	}
-	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil)
+	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil).WithChanges(apiChanges{r})
 	// Each watch holds a connection: watches alone must not take every
 	// connection, or nobody could stop a pipeline.
 	maxWatchers := min(r.cfg.API.MaxWatchers, max(r.server.MaxConnections()/2, 1))
@@ -342,7 +357,7 @@ func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.P
 
 // provision validates p and creates its supervisor from the persisted
 // state; Run, or the reconciler once Run started, starts it.
-func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin) (*managedPipeline, error) {
+func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string) (*managedPipeline, error) {
 	recovery, policy, err := r.validate(p)
 	if err != nil {
 		return nil, err
@@ -385,7 +400,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin recon
 	m.metrics = r.metrics.Pipeline(p.ID, initial.Status)
 	m.status = initial.Status
 	if !from.persisted {
-		m.status = r.record(p.ID, from, hash)
+		m.status = r.record(p.ID, from, hash, origin, actor)
 	}
 	return m, nil
 }
@@ -477,19 +492,23 @@ type origin struct {
 // or changed; a pipeline taken up unchanged gets neither. Both leave it
 // stopped: the supervisor's first event starts it from there. It returns
 // that status.
-func (r *Runtime) record(id string, o origin, hash string) lifecycle.Status {
+func (r *Runtime) record(id string, o origin, hash string, where reconciler.Origin, actor string) lifecycle.Status {
 	var events []auditlog.Event
 	previous := o.previous
 	if o.fresh {
-		events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindCreated, Actor: lifecycle.ActorConfig,
-			StatusAfter: lifecycle.StatusStopped.String(), Message: "pipeline created from its configuration file"})
+		message := "pipeline created from its configuration file"
+		if where.API() {
+			message = "pipeline created through the API"
+		}
+		events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindCreated, Actor: actor,
+			StatusAfter: lifecycle.StatusStopped.String(), Message: message})
 		previous = lifecycle.StatusStopped.String()
 	}
 	message := "pipeline configuration validated and built (" + hash + ")"
 	if !o.fresh {
 		message = "pipeline configuration changed: validated and built (" + hash + "); it starts afresh from its file's status"
 	}
-	events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindProvisioned, Actor: lifecycle.ActorConfig,
+	events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindProvisioned, Actor: actor,
 		StatusBefore: previous, StatusAfter: lifecycle.StatusStopped.String(), Message: message})
 	for _, e := range events {
 		// Queued, not waited for one by one: New flushes once for every

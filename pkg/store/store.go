@@ -147,6 +147,9 @@ const (
 	// positions it wrote, or intends to write, awaiting the source ack
 	// (dedup/).
 	PrefixDedup = "conduit/dedup/"
+	// PrefixAPIPipeline + "<pipeline id>" holds a pipeline created through
+	// the API: the text of the file it was applied with (pkg/conduit).
+	PrefixAPIPipeline = "conduit/api-pipeline/"
 	// KeyProcess is present while a conduit process runs on the store and
 	// removed by its clean shutdown: found at startup, it says the last
 	// process crashed (pkg/conduit).

@@ -1,0 +1,307 @@
+package conduit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/reconciler"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// storedPipeline is a pipeline created through the API as the store keeps
+// it: the text of the file it was applied with, which is parsed again at
+// every start, so that it is read exactly as a file under pipelines.path.
+type storedPipeline struct {
+	ID string `json:"id"`
+	// Name is the file's name on the client, for messages.
+	Name      string    `json:"name"`
+	Content   string    `json:"content"`
+	AppliedAt time.Time `json:"appliedAt"`
+}
+
+// apiFileName names an applied file in errors: "api:" and the client's
+// name, so that nobody looks for it under pipelines.path.
+func apiFileName(name string) string { return "api:" + name }
+
+func apiPipelineKey(id string) []byte { return []byte(store.PrefixAPIPipeline + store.KeyPart(id)) }
+
+// loadAPIPipelines reads the stored pipelines.
+func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]storedPipeline, error) {
+	var out []storedPipeline
+	err := r.db.Scan(ctx, []byte(store.PrefixAPIPipeline), func(key, value []byte) error {
+		var sp storedPipeline
+		if err := json.Unmarshal(value, &sp); err != nil {
+			// Written by this process only: unreadable means damaged. The
+			// pipeline is listed as invalid rather than silently gone.
+			sp = storedPipeline{ID: string(key[len(store.PrefixAPIPipeline):]), Name: "(unreadable)"}
+		}
+		out = append(out, sp)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the pipelines created through the API: %w", err)
+	}
+	return out, nil
+}
+
+// apiDesired parses stored pipelines into desired pipelines and problems.
+func apiDesired(stored []storedPipeline) ([]reconciler.Desired, []reconciler.Problem) {
+	var (
+		desired  []reconciler.Desired
+		problems []reconciler.Problem
+	)
+	for _, sp := range stored {
+		name := apiFileName(sp.Name)
+		loaded, errs := config.ParsePipelines(config.FileContent{Name: name, Data: []byte(sp.Content)})
+		i := slices.IndexFunc(loaded, func(p config.Pipeline) bool { return p.ID == sp.ID })
+		if i >= 0 {
+			desired = append(desired, reconciler.Desired{Pipeline: loaded[i]})
+			continue
+		}
+		err := fmt.Errorf("pipeline %s created through the API (%s) can no longer be read", sp.ID, name)
+		for _, e := range errs {
+			var pe *config.PipelineError
+			if errors.As(e, &pe) && (pe.PipelineID == sp.ID || pe.PipelineID == "") {
+				err = e
+				break
+			}
+		}
+		problems = append(problems, reconciler.Problem{PipelineID: sp.ID, File: name, Err: err})
+	}
+	return desired, problems
+}
+
+// desiredState is every pipeline that should run: those of the files and
+// those created through the API.
+func (r *Runtime) desiredState(ctx context.Context) (files, apiPipelines []reconciler.Desired, problems []reconciler.Problem, err error) {
+	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
+	files, problems = reconciler.FromFiles(loaded, errs)
+	stored, err := r.loadAPIPipelines(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	apiPipelines, apiProblems := apiDesired(stored)
+	return files, apiPipelines, append(problems, apiProblems...), nil
+}
+
+// apiChanges is the runtime as the API's Changes.
+type apiChanges struct{ r *Runtime }
+
+var _ api.Changes = apiChanges{}
+
+// parseApplied parses applied files and refuses ids that a file under
+// pipelines.path defines: a pipeline has one source.
+func (r *Runtime) parseApplied(files []config.FileContent, fromFiles []reconciler.Desired) ([]reconciler.Desired, []reconciler.Problem) {
+	named := make([]config.FileContent, len(files))
+	for i, f := range files {
+		named[i] = config.FileContent{Name: apiFileName(f.Name), Data: f.Data}
+	}
+	loaded, errs := config.ParsePipelines(named...)
+	_, problems := reconciler.FromFiles(nil, errs)
+	inFile := map[string]string{}
+	for _, d := range fromFiles {
+		inFile[d.Pipeline.ID] = d.Origin.String()
+	}
+	var applied []reconciler.Desired
+	for _, p := range loaded {
+		if where, ok := inFile[p.ID]; ok {
+			problems = append(problems, reconciler.Problem{PipelineID: p.ID, File: p.File, Line: p.Line,
+				Err: &api.DefinedInFileError{ID: p.ID, File: where}})
+			continue
+		}
+		applied = append(applied, reconciler.Desired{Pipeline: p})
+	}
+	return applied, problems
+}
+
+// Apply implements api.Changes.
+func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRun, prune bool) (reconciler.Plan, error) {
+	r := a.r
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	fromFiles, stored, problems, err := r.desiredState(ctx)
+	if err != nil {
+		return reconciler.Plan{}, err
+	}
+	applied, appliedProblems := r.parseApplied(files, fromFiles)
+	appliedIDs := map[string]bool{}
+	for _, d := range applied {
+		appliedIDs[d.Pipeline.ID] = true
+	}
+	for _, p := range appliedProblems {
+		if p.PipelineID != "" {
+			appliedIDs[p.PipelineID] = true
+		}
+	}
+	// What was stored stays unless applied again, or pruned.
+	desired := slices.Clone(fromFiles)
+	for _, d := range stored {
+		if !appliedIDs[d.Pipeline.ID] && !prune {
+			desired = append(desired, d)
+		}
+	}
+	desired = append(desired, applied...)
+	// An applied pipeline that is invalid keeps the version that runs:
+	// its stored version stays desired.
+	plan, err := r.plan(desired, append(problems, appliedProblems...))
+	if err != nil {
+		return plan, err
+	}
+	relevant := reconciler.Plan{Problems: appliedPlanProblems(plan.Problems, files)}
+	for _, c := range plan.Changes {
+		if !appliedIDs[c.ID] && (c.Action != reconciler.Delete || !c.Before.Origin.API()) {
+			continue
+		}
+		// An applied entry that lost to another definition of its id (a
+		// file's) is invalid as far as the caller is concerned.
+		if c.Action != reconciler.Invalid && slices.ContainsFunc(c.Problems, func(p reconciler.Problem) bool { return isAPIFile(p.File) }) {
+			c = reconciler.Change{Action: reconciler.Invalid, ID: c.ID, Before: c.Before, Kept: c.Before != nil, Problems: c.Problems}
+		}
+		relevant.Changes = append(relevant.Changes, c)
+	}
+	if dryRun {
+		return relevant, nil
+	}
+	var ops []store.Op
+	for _, c := range plan.Changes {
+		switch {
+		case c.Action == reconciler.Delete && c.Before.Origin.API():
+			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Delete: true})
+		case appliedIDs[c.ID] && c.Desired != nil && c.Desired.Origin.API() && c.Action != reconciler.Invalid:
+			content, name := appliedSource(files, c.Desired.Pipeline.File)
+			b, err := json.Marshal(storedPipeline{ID: c.ID, Name: name, Content: content, AppliedAt: time.Now().UTC()})
+			if err != nil {
+				return reconciler.Plan{}, err
+			}
+			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Value: b})
+		}
+	}
+	if len(ops) > 0 {
+		if err := r.writer.Apply(ctx, ops...); err != nil {
+			return reconciler.Plan{}, fmt.Errorf("storing the applied pipelines: %w", err)
+		}
+	}
+	if _, err := r.applyPlan(ctx, plan, api.ActorAPI); err != nil {
+		return reconciler.Plan{}, err
+	}
+	if err := r.audit.Flush(ctx); err != nil {
+		return reconciler.Plan{}, err
+	}
+	r.log.Info("pipelines applied through the API",
+		zap.Int("created", relevant.Count(reconciler.Create)), zap.Int("updated", relevant.Count(reconciler.Update)),
+		zap.Int("deleted", relevant.Count(reconciler.Delete)), zap.Int("unchanged", relevant.Count(reconciler.Unchanged)),
+		zap.Int("invalid", relevant.Count(reconciler.Invalid)+len(relevant.Problems)))
+	return relevant, nil
+}
+
+// appliedPlanProblems keeps the problems of the applied files.
+func appliedPlanProblems(problems []reconciler.Problem, files []config.FileContent) []reconciler.Problem {
+	var out []reconciler.Problem
+	for _, p := range problems {
+		for _, f := range files {
+			if p.File == apiFileName(f.Name) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// appliedSource returns the text and the client's name of the applied
+// file called file.
+func appliedSource(files []config.FileContent, file string) (content, name string) {
+	for _, f := range files {
+		if apiFileName(f.Name) == file {
+			return string(f.Data), f.Name
+		}
+	}
+	return "", file
+}
+
+// Validate implements api.Changes.
+func (a apiChanges) Validate(files []config.FileContent) ([]string, []api.ConfigError) {
+	r := a.r
+	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
+	fromFiles, _ := reconciler.FromFiles(loaded, errs)
+	applied, problems := r.parseApplied(files, fromFiles)
+	return r.validateAll(applied, problems)
+}
+
+// validateAll validates desired pipelines and returns the valid ids and
+// every problem.
+func (r *Runtime) validateAll(desired []reconciler.Desired, problems []reconciler.Problem) ([]string, []api.ConfigError) {
+	var ids []string
+	var out []api.ConfigError
+	for _, p := range problems {
+		out = append(out, api.ConfigError{PipelineID: p.PipelineID, File: p.File, Line: p.Line, Err: p.Err})
+	}
+	for _, d := range desired {
+		if _, _, err := r.validate(d.Pipeline); err != nil {
+			out = append(out, configError(d.Pipeline, err))
+			continue
+		}
+		ids = append(ids, d.Pipeline.ID)
+	}
+	return ids, out
+}
+
+// Delete implements api.Changes.
+func (a apiChanges) Delete(ctx context.Context, id string) error {
+	r := a.r
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	fromFiles, stored, problems, err := r.desiredState(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range fromFiles {
+		if d.Pipeline.ID == id {
+			return &api.DefinedInFileError{ID: id, File: d.Origin.String()}
+		}
+	}
+	if m := r.get(id); m != nil && !m.origin.Load().API() {
+		return &api.DefinedInFileError{ID: id, File: m.origin.Load().String()}
+	}
+	keep := slices.DeleteFunc(slices.Clone(stored), func(d reconciler.Desired) bool { return d.Pipeline.ID == id })
+	storedProblem := slices.ContainsFunc(problems, func(p reconciler.Problem) bool { return p.PipelineID == id && p.File != "" && isAPIFile(p.File) })
+	if len(keep) == len(stored) && !storedProblem {
+		return api.ErrPipelineNotFound
+	}
+	problems = slices.DeleteFunc(problems, func(p reconciler.Problem) bool { return p.PipelineID == id && isAPIFile(p.File) })
+	if err := r.writer.Apply(ctx, store.Op{Key: apiPipelineKey(id), Delete: true}); err != nil {
+		return fmt.Errorf("deleting pipeline %s: %w", id, err)
+	}
+	plan, err := r.plan(append(fromFiles, keep...), problems)
+	if err != nil {
+		return err
+	}
+	if _, err := r.applyPlan(ctx, plan, api.ActorAPI); err != nil {
+		return err
+	}
+	return r.audit.Flush(ctx)
+}
+
+func isAPIFile(file string) bool { return len(file) > 4 && file[:4] == "api:" }
+
+// ValidateFiles checks pipeline files as `conduit run` reads them, against
+// the connectors and processors cfg provides (built in, and connectors.path);
+// it opens no store and starts nothing. It returns the ids of the valid
+// pipelines and every problem.
+func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []api.ConfigError) {
+	opts := Options{}.withDefaults(cfg)
+	r := &Runtime{cfg: cfg, log: zap.NewNop(), connectors: opts.Connectors, processors: opts.Processors,
+		policies: lifecycle.NewPolicies()}
+	loaded, errs := config.ParsePipelines(files...)
+	desired, problems := reconciler.FromFiles(loaded, errs)
+	return r.validateAll(desired, problems)
+}
