@@ -103,3 +103,97 @@ func TestSIGHUPAppliesThePipelineFiles(t *testing.T) {
 	}
 	stopProcess(t, p)
 }
+
+// The whole cycle of pipelines managed through the CLI: validate without a
+// server, a dry run that changes nothing, apply, an update, a restart that
+// keeps them, and delete; a file's pipeline can be neither applied nor
+// deleted that way.
+func TestApplyValidateAndDeleteThroughTheCLI(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 200))
+	orders := strings.NewReplacer("id: seq", "id: orders", "./out.jsonl", "./orders.jsonl").Replace(fmt.Sprintf(generatorToFile, 1000))
+	w.write("orders.yml", orders)
+	w.write("bad.yml", strings.Replace(orders, "rate: 1000", "rate: fast", 1))
+	w.write("seq.yml", fmt.Sprintf(generatorToFile, 5))
+
+	// Validate needs no server.
+	res := conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", "orders.yml")
+	if res.code != 0 || !strings.Contains(res.stdout, "1 valid pipelines: orders") {
+		t.Fatalf("validate orders.yml: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", "bad.yml")
+	if res.code == 0 || !strings.Contains(res.stdout, "bad.yml:13") || !strings.Contains(res.stdout, "settings.rate") {
+		t.Fatalf("validate bad.yml: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	p := w.start("run")
+	address := apiAddress(t, p)
+	out := w.mustPipelines(address, "apply", "orders.yml", "--dry-run")
+	if !strings.Contains(out, "+ create") || !strings.Contains(out, "orders") || !strings.Contains(out, "Dry run: nothing changed") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	if rows := tableRows(w.mustPipelines(address, "list")); rows["orders"] != nil {
+		t.Fatalf("a dry run created the pipeline: %v", rows)
+	}
+	out = w.mustPipelines(address, "apply", "orders.yml")
+	if !strings.Contains(out, "+ create") || !strings.Contains(out, "Applied.") {
+		t.Fatalf("apply:\n%s", out)
+	}
+	ordersOut := filepath.Join(w.dir, "orders.jsonl")
+	waitForRecords(t, p, ordersOut, 100)
+	if row := tableRows(w.mustPipelines(address, "list"))["orders"]; len(row) < 5 || row[4] != "api" {
+		t.Fatalf("orders is listed as %v, want source api", row)
+	}
+
+	// The file's pipeline is changed in its file, not through the API.
+	res = w.pipelines(address, "apply", "seq.yml")
+	if res.code == 0 || !strings.Contains(res.stdout, "! invalid") || !strings.Contains(res.stdout, "is defined in pipelines/p.yml:3") {
+		t.Fatalf("apply of a file's pipeline: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = w.pipelines(address, "delete", "seq")
+	if res.code == 0 || !strings.Contains(res.stderr, "is defined in pipelines/p.yml:3") {
+		t.Fatalf("delete of a file's pipeline: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
+	// An invalid version leaves the running one.
+	res = w.pipelines(address, "apply", "bad.yml")
+	if res.code == 0 || !strings.Contains(res.stdout, "the running version stays") {
+		t.Fatalf("apply of an invalid version: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	w.write("orders.yml", strings.Replace(orders, "rate: 1000", "rate: 2000", 1))
+	out = w.mustPipelines(address, "apply", "orders.yml")
+	if !strings.Contains(out, "~ update") || !strings.Contains(out, "connectors[gen].settings.rate") {
+		t.Fatalf("apply of a change:\n%s", out)
+	}
+	n := len(ids(t, ordersOut))
+	waitForRecords(t, p, ordersOut, n+200)
+	stopProcess(t, p)
+
+	// Kept across a restart, continuing its sequence.
+	p = w.start("run")
+	address = apiAddress(t, p)
+	n = len(ids(t, ordersOut))
+	waitForRecords(t, p, ordersOut, n+200)
+	if row := tableRows(w.mustPipelines(address, "list"))["orders"]; len(row) < 2 || row[1] != "running" {
+		t.Fatalf("after a restart orders is %v, want running", row)
+	}
+	out = w.mustPipelines(address, "delete", "orders")
+	if !strings.Contains(out, "pipeline orders deleted") {
+		t.Fatalf("delete: %s", out)
+	}
+	if rows := tableRows(w.mustPipelines(address, "list")); rows["orders"] != nil {
+		t.Fatalf("orders is still listed after delete: %v", rows)
+	}
+	if events := w.mustPipelines(address, "events", "orders"); !strings.Contains(events, "deleted") {
+		t.Errorf("no deleted event:\n%s", events)
+	}
+	stopProcess(t, p)
+	checkSequence(t, ids(t, ordersOut), 0)
+	// Deleted stays deleted.
+	p = w.start("run")
+	address = apiAddress(t, p)
+	if rows := tableRows(w.mustPipelines(address, "list")); rows["orders"] != nil {
+		t.Fatalf("a deleted pipeline came back after a restart: %v", rows)
+	}
+	stopProcess(t, p)
+}
