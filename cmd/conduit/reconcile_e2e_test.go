@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,6 +197,48 @@ func TestApplyValidateAndDeleteThroughTheCLI(t *testing.T) {
 	address = apiAddress(t, p)
 	if rows := tableRows(w.mustPipelines(address, "list")); rows["orders"] != nil {
 		t.Fatalf("a deleted pipeline came back after a restart: %v", rows)
+	}
+	stopProcess(t, p)
+}
+
+// /healthz and /readyz answer probes without a token; /readyz lists the
+// degraded pipelines and, with api.readyz.fail-on-degraded, fails on them.
+func TestHealthAndReadinessProbes(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 100))
+	w.write("pipelines/picky.yml", strings.Replace(
+		chaosPipeline("picky", "", pickyDestination, "min-delay: 100ms"), "./out.jsonl", "./picky.jsonl", 1))
+	p := w.start("run", "--api.readyz.fail-on-degraded", "--api.auth.token=s3cret")
+	address := apiAddress(t, p)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + address + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz without a token: %d %q", code, body)
+	}
+	waitForEvent(t, p, "picky", "degraded", 1)
+	code, body := get("/readyz")
+	var rd struct {
+		Ready    bool     `json:"ready"`
+		Reason   string   `json:"reason"`
+		Degraded []string `json:"degraded"`
+	}
+	if err := json.Unmarshal([]byte(body), &rd); err != nil {
+		t.Fatalf("/readyz: %v in %q", err, body)
+	}
+	if code != http.StatusServiceUnavailable || rd.Ready || len(rd.Degraded) != 1 || rd.Degraded[0] != "picky" || !strings.Contains(rd.Reason, "fail-on-degraded") {
+		t.Fatalf("/readyz with a degraded pipeline: %d %s", code, body)
+	}
+	// Everything else still needs the token.
+	if code, _ := get("/metrics"); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d", code)
 	}
 	stopProcess(t, p)
 }

@@ -43,6 +43,8 @@ type Options struct {
 	// MaxWatchersPerClient caps them per client IP address
 	// (api.max-watchers-per-client); 0 means DefaultMaxWatchersPerClient.
 	MaxWatchersPerClient int
+	// Health serves /healthz and /readyz; nil leaves them out.
+	Health Health
 }
 
 // healthPaths are the procedures answered without a token: load balancers
@@ -54,7 +56,8 @@ var healthPaths = map[string]bool{
 }
 
 // NewHandler returns the API's HTTP handler: PipelineService, gRPC health,
-// gRPC reflection (v1 and v1alpha, so grpcurl works) and /metrics.
+// gRPC reflection (v1 and v1alpha, so grpcurl works), /metrics, /healthz
+// and /readyz.
 func NewHandler(svc *PipelineService, opts Options) http.Handler {
 	if opts.MaxWatchers <= 0 {
 		opts.MaxWatchers = DefaultMaxWatchers
@@ -79,6 +82,12 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 	if opts.Metrics != nil {
 		mux.Handle("/metrics", opts.Metrics)
 	}
+	if opts.Health != nil {
+		probes := healthHandler(opts.Health)
+		for path := range probePaths {
+			mux.Handle(path, probes)
+		}
+	}
 	return &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter()}
 }
 
@@ -95,7 +104,7 @@ type guard struct {
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case healthPaths[r.URL.Path]:
+	case healthPaths[r.URL.Path], probePaths[r.URL.Path]:
 	case g.token == "":
 		if host := requestHost(r); !isLoopbackHost(host) {
 			g.reject(w, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf(

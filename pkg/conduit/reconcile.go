@@ -15,6 +15,7 @@ import (
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // Reload asks the runtime to read the pipeline files again and apply what
@@ -293,4 +294,40 @@ func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor
 	m.records.ended = old.records.read()
 	r.add(m, at)
 	return nil
+}
+
+// runtimeHealth answers the probes.
+type runtimeHealth struct{ r *Runtime }
+
+var _ api.Health = runtimeHealth{}
+
+// Live reads the process marker: the store answers.
+func (h runtimeHealth) Live(ctx context.Context) error {
+	_, err := h.r.db.Get(ctx, []byte(store.KeyProcess))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("the store does not answer: %w", err)
+	}
+	return nil
+}
+
+// Ready is true while Run supervises the pipelines, unless a pipeline is
+// degraded and api.readyz.fail-on-degraded is on.
+func (h runtimeHealth) Ready(context.Context) api.Readiness {
+	r := h.r
+	var degraded []string
+	r.mu.RLock()
+	for _, m := range r.pipelines {
+		if m.metrics.Status() == lifecycle.StatusDegraded {
+			degraded = append(degraded, m.cfg.ID)
+		}
+	}
+	r.mu.RUnlock()
+	rd := api.Readiness{Ready: r.ready.Load(), Degraded: degraded}
+	switch {
+	case !rd.Ready:
+		rd.Reason = "starting or shutting down"
+	case len(degraded) > 0 && r.cfg.API.Readyz.FailOnDegraded:
+		rd.Ready, rd.Reason = false, "pipelines are degraded (api.readyz.fail-on-degraded)"
+	}
+	return rd
 }

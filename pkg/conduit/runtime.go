@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -72,6 +73,8 @@ type Runtime struct {
 	// reconciling serializes reconciliations; reload asks for one.
 	reconciling sync.Mutex
 	reload      chan struct{}
+	// ready is true while Run supervises the pipelines (/readyz).
+	ready atomic.Bool
 
 	// degraded receives the id of every pipeline that becomes degraded
 	// while pipelines.exit-on-degraded is on.
@@ -285,7 +288,8 @@ func (r *Runtime) serveAPI() {
 			zap.Int("api.http.max-connections", r.server.MaxConnections()))
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
-		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers)}))
+		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
+		Health: runtimeHealth{r}}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few
@@ -846,6 +850,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	// pipeline they start while the process shuts down is waited for.
 	r.supervisors.Go(func() { r.reconcileLoop(supCtx) })
 	r.watchFiles(supCtx)
+	r.ready.Store(true)
 
 	var result error
 	select {
@@ -859,6 +864,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 		result = fmt.Errorf("API server: %w", err)
 		r.log.Error("the API server failed; stopping", zap.Error(err))
 	}
+	r.ready.Store(false)
 	shutdown()
 	stopped := make(chan struct{})
 	go func() {

@@ -49,6 +49,11 @@ type Config struct {
 		MaxWatchers int
 		// MaxWatchersPerClient caps them per client IP address.
 		MaxWatchersPerClient int
+		Readyz               struct {
+			// FailOnDegraded makes /readyz answer 503 while a pipeline is
+			// degraded.
+			FailOnDegraded bool
+		}
 	}
 	Dedup struct {
 		// Enabled turns the acked-position dedup store on.

@@ -106,6 +106,7 @@ func TestDefault(t *testing.T) {
 		{"connectors.start-timeout", c.Connectors.StartTimeout, 10 * time.Second},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
+		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
 		{"pipelines.exit-on-degraded", c.Pipelines.ExitOnDegraded, false},
 		{"pipelines.graceful-stop-timeout", c.Pipelines.GracefulStopTimeout, 30 * time.Second},
 		{"min-delay", c.Pipelines.ErrorRecovery.MinDelay, time.Second},
@@ -132,8 +133,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 35 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 35; add the new key here", len(Keys()))
+	if len(Keys()) != 36 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 36; add the new key here", len(Keys()))
 	}
 }
 

@@ -118,6 +118,9 @@ func (m *Metrics) Pipeline(id string, initial lifecycle.Status) *Pipeline {
 	return p
 }
 
+// Status is the pipeline's status as its events last set it.
+func (p *Pipeline) Status() lifecycle.Status { return lifecycle.Status(p.status.Load()) }
+
 // ForgetPipeline removes a deleted pipeline's series.
 func (m *Metrics) ForgetPipeline(id string) {
 	m.mu.Lock()
