@@ -138,11 +138,11 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, actor str
 					m.origin.Store(&origin)
 				}
 			}
-			// A pipeline kept because its file could not be read: the
-			// file's problem is listed once, below.
 		}
-		// A duplicate id beside a valid definition.
-		if c.Action == reconciler.Create || c.Action == reconciler.Update {
+		// A second definition of an id beside the valid one that runs. (A
+		// pipeline kept because its file could not be read has that
+		// file's problem, which is listed once, below.)
+		if c.Desired != nil && !c.Kept {
 			for _, p := range c.Problems {
 				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, false)
 			}

@@ -1,0 +1,133 @@
+package conduit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/conduitry/conduit/pkg/config"
+)
+
+func stoppedPipelineFile(id string) string {
+	return fmt.Sprintf(`version: "2.2"
+pipelines:
+  - id: %s
+    status: stopped
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings:
+          format.options.id: int
+      - id: out
+        type: destination
+        plugin: builtin:log
+`, id)
+}
+
+// reloaded asks for a reload and waits until it was applied.
+func reloaded(t *testing.T, rt *Runtime, logs *observer.ObservedLogs) {
+	t.Helper()
+	before := logs.FilterMessage("pipeline files applied").Len()
+	rt.Reload()
+	deadline := time.Now().Add(30 * time.Second)
+	for logs.FilterMessage("pipeline files applied").Len() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the reload was not applied")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func invalidIDs(rt *Runtime) []string {
+	var ids []string
+	for _, ce := range (apiPipelines{rt}).Invalid() {
+		ids = append(ids, ce.PipelineID+": "+ce.Err.Error())
+	}
+	return ids
+}
+
+// A directory of a thousand files, and the ways files go wrong while
+// conduit runs: half a file, an id defined twice, an id renamed in place.
+func TestReconcileThousandFilesAndBadInput(t *testing.T) {
+	dir := t.TempDir()
+	const n = 1000
+	for i := range n {
+		id := fmt.Sprintf("p-%04d", i)
+		if err := os.WriteFile(filepath.Join(dir, id+".yml"), []byte(stoppedPipelineFile(id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	cfg.Pipelines.Watch = false // reloads are asked for, so the test knows when
+	core, logs := observer.New(zap.InfoLevel)
+	rt, err := New(context.Background(), cfg, zap.New(core), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(rt.Pipelines()); got != n {
+		t.Fatalf("loaded %d pipelines, want %d", got, n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runInBackground(rt, ctx, nil)
+	defer func() {
+		cancel()
+		waitDone(t, done)
+	}()
+
+	// Half a file: the pipeline in it stays as it was.
+	full := stoppedPipelineFile("p-0001")
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("p-0001.yml", full[:len(full)/2])
+	reloaded(t, rt, logs)
+	if rt.get("p-0001") == nil || len(rt.Pipelines()) != n {
+		t.Fatalf("half a file removed its pipeline: %d pipelines", len(rt.Pipelines()))
+	}
+	if inv := invalidIDs(rt); len(inv) != 1 || !strings.Contains(inv[0], "p-0001.yml") {
+		t.Fatalf("half a file is reported as %v", inv)
+	}
+	write("p-0001.yml", full)
+	reloaded(t, rt, logs)
+	if inv := invalidIDs(rt); len(inv) != 0 {
+		t.Fatalf("fixed, still invalid: %v", inv)
+	}
+
+	// The same id in a second file: the first definition runs on.
+	write("zz-dup.yml", strings.Replace(stoppedPipelineFile("p-0002"), "builtin:log", "builtin:file", 1))
+	reloaded(t, rt, logs)
+	if m := rt.get("p-0002"); m == nil || !strings.HasSuffix(m.origin.Load().File, "p-0002.yml") {
+		t.Fatalf("a duplicate id took p-0002 over: %v", m)
+	}
+	if inv := invalidIDs(rt); len(inv) != 1 || !strings.Contains(inv[0], "duplicate pipeline id") {
+		t.Fatalf("the duplicate is reported as %v", inv)
+	}
+	if err := os.Remove(filepath.Join(dir, "zz-dup.yml")); err != nil {
+		t.Fatal(err)
+	}
+
+	// An id renamed in place: the old pipeline is deleted, the new one
+	// created.
+	write("p-0003.yml", stoppedPipelineFile("p-0003-renamed"))
+	reloaded(t, rt, logs)
+	if rt.get("p-0003") != nil || rt.get("p-0003-renamed") == nil || len(rt.Pipelines()) != n {
+		t.Fatalf("after renaming p-0003: old %v, new %v, %d pipelines", rt.get("p-0003"), rt.get("p-0003-renamed"), len(rt.Pipelines()))
+	}
+	if logs.FilterMessage("pipeline deleted: stopping it").Len() != 1 {
+		t.Errorf("deleted %d pipelines, want p-0003 only", logs.FilterMessage("pipeline deleted: stopping it").Len())
+	}
+}
