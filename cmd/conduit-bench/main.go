@@ -68,6 +68,9 @@ func main() {
 	scenario := flag.String("scenario", "", "with -child: builtin, dedup or standalone (internal)")
 	pluginDir := flag.String("plugin-dir", "", "with -child: directory holding the flaky standalone connector (internal)")
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
+	reload := flag.Int("reload", 1000, "pipelines running in the reload benchmark (0 skips it)")
+	reloadRuns := flag.Int("reload-runs", 3, "reload runs of each kind, each in its own process")
+	reloadWatch := flag.Bool("reload-watch", true, "with -child -reload: change files under the watcher (false: reload explicitly) (internal)")
 	only := flag.String("scenarios", "", "comma-separated throughput scenarios to run (default: all; builtin always runs, ratios need it)")
 	flag.Parse()
 
@@ -82,6 +85,15 @@ func main() {
 			os.Exit(1)
 		}
 		collector = applied.String()
+	}
+	if *child && *reload > 0 && *records == 0 && *storm == 0 {
+		res, err := measureReload(*reload, *reloadWatch)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+		return
 	}
 	if *child && *storm > 0 && *records == 0 {
 		res, err := measureStorm(*storm, *stormRules, *cpuProfile)
@@ -114,6 +126,12 @@ func main() {
 	}
 	if *storm > 0 && *stormRuns > 0 {
 		if err := stormParent(*stormRuns, *storm, *stormRules); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *reload > 0 && *reloadRuns > 0 {
+		if err := reloadParent(*reloadRuns, *reload); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
