@@ -1,7 +1,8 @@
 // Command conduit-bench measures end-to-end throughput of the engine:
 // builtin:generator (structured, an int and a string field) -> builtin:file
 // writing OpenCDC JSON lines, with positions persisted in Badger, exactly
-// the parts `conduit run` wires together.
+// the parts `conduit run` wires together; then a fault storm (storm.go)
+// and the time to apply a changed pipeline file (reload.go).
 //
 // Every run happens in a fresh child process so that its peak RSS is its
 // own. It prints each run, then the median records/s and peak RSS.

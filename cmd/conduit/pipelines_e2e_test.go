@@ -236,7 +236,7 @@ func TestPipelinesCommandsAgainstARunningConduit(t *testing.T) {
 	if r := rows["seq"]; len(r) < 2 || r[1] != "running" {
 		t.Fatalf("seq row %q, want running:\n%s", r, table)
 	}
-	if r := rows["picky"]; len(r) < 5 || r[1] != "degraded" || r[4] != "422/fatal:" {
+	if r := rows["picky"]; len(r) < 6 || r[1] != "degraded" || r[4] != "pipelines/picky.yml:3" || r[5] != "422/fatal:" {
 		t.Fatalf("picky row %q, want degraded with the 422 fatal error:\n%s", r, table)
 	}
 

@@ -128,6 +128,9 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	r := a.r
 	r.reconciling.Lock()
 	defer r.reconciling.Unlock()
+	if !dryRun && r.shuttingDown() {
+		return reconciler.Plan{}, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
+	}
 	fromFiles, stored, problems, err := r.desiredState(ctx)
 	if err != nil {
 		return reconciler.Plan{}, err
@@ -190,7 +193,9 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 			return reconciler.Plan{}, fmt.Errorf("storing the applied pipelines: %w", err)
 		}
 	}
-	if _, err := r.applyPlan(ctx, plan, api.ActorAPI); err != nil {
+	// Carried out to the end even if the caller gives up waiting: a plan
+	// half applied would leave pipelines drained and not started again.
+	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return reconciler.Plan{}, err
 	}
 	if err := r.audit.Flush(ctx); err != nil {
@@ -260,6 +265,9 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 	r := a.r
 	r.reconciling.Lock()
 	defer r.reconciling.Unlock()
+	if r.shuttingDown() {
+		return fmt.Errorf("not deleted: %w", lifecycle.ErrSupervisorDone)
+	}
 	fromFiles, stored, problems, err := r.desiredState(ctx)
 	if err != nil {
 		return err
@@ -285,7 +293,7 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.applyPlan(ctx, plan, api.ActorAPI); err != nil {
+	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return err
 	}
 	return r.audit.Flush(ctx)

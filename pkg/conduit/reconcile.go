@@ -100,6 +100,9 @@ func (r *Runtime) running() []reconciler.Running {
 // with its errors until it is fixed. actor is who asked, for the audit
 // log. The caller holds r.reconciling.
 func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, actor string) (reconciler.Plan, error) {
+	if r.shuttingDown() {
+		return plan, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
+	}
 	var invalid []api.ConfigError
 	invalidate := func(p config.Pipeline, err error, kept bool) {
 		msg := "invalid pipeline configuration; it will not run"
@@ -189,9 +192,18 @@ func (r *Runtime) add(m *managedPipeline, i int) {
 	}
 	r.pipelines = slices.Insert(r.pipelines, i, m)
 	r.byID[m.cfg.ID] = m
-	if ctx := r.supCtx; ctx != nil {
+	// Once the process shuts down nothing more is started: Run may have
+	// stopped waiting for the supervisors.
+	if ctx := r.supCtx; ctx != nil && ctx.Err() == nil {
 		r.supervisors.Go(func() { m.sup.Run(ctx) })
 	}
+}
+
+// shuttingDown reports whether Run began to shut the pipelines down.
+func (r *Runtime) shuttingDown() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.supCtx != nil && r.supCtx.Err() != nil
 }
 
 // remove unlists m and returns where it was.
