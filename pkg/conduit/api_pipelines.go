@@ -2,6 +2,8 @@ package conduit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,13 +20,15 @@ import (
 )
 
 // storedPipeline is a pipeline created through the API as the store keeps
-// it: the text of the file it was applied with, which is parsed again at
-// every start, so that it is read exactly as a file under pipelines.path.
+// it. The file it was applied with is kept beside it, once for all its
+// pipelines (PrefixAPIPipelineFile + its hash), and parsed again at every
+// start, so that the pipeline is read exactly as a file under
+// pipelines.path is, and errors name the lines the user wrote.
 type storedPipeline struct {
 	ID string `json:"id"`
 	// Name is the file's name on the client, for messages.
 	Name      string    `json:"name"`
-	Content   string    `json:"content"`
+	FileHash  string    `json:"fileHash"`
 	AppliedAt time.Time `json:"appliedAt"`
 }
 
@@ -34,8 +38,15 @@ func apiFileName(name string) string { return "api:" + name }
 
 func apiPipelineKey(id string) []byte { return []byte(store.PrefixAPIPipeline + store.KeyPart(id)) }
 
-// loadAPIPipelines reads the stored pipelines.
-func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]storedPipeline, error) {
+func apiFileKey(hash string) []byte { return []byte(store.PrefixAPIPipelineFile + hash) }
+
+func fileHash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// loadAPIPipelines reads the stored pipelines and the files they came from.
+func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]storedPipeline, map[string][]byte, error) {
 	var out []storedPipeline
 	err := r.db.Scan(ctx, []byte(store.PrefixAPIPipeline), func(key, value []byte) error {
 		var sp storedPipeline
@@ -48,27 +59,50 @@ func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]storedPipeline, error
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the pipelines created through the API: %w", err)
+		return nil, nil, fmt.Errorf("reading the pipelines created through the API: %w", err)
 	}
-	return out, nil
+	files := map[string][]byte{}
+	for _, sp := range out {
+		if _, ok := files[sp.FileHash]; ok || sp.FileHash == "" {
+			continue
+		}
+		data, err := r.db.Get(ctx, apiFileKey(sp.FileHash))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, fmt.Errorf("reading the file pipeline %s was applied with: %w", sp.ID, err)
+		}
+		files[sp.FileHash] = data
+	}
+	return out, files, nil
 }
 
-// apiDesired parses stored pipelines into desired pipelines and problems.
-func apiDesired(stored []storedPipeline) ([]reconciler.Desired, []reconciler.Problem) {
+// apiDesired parses the stored pipelines' files, each once, into desired
+// pipelines and problems.
+func apiDesired(stored []storedPipeline, files map[string][]byte) ([]reconciler.Desired, []reconciler.Problem) {
+	type parsedFile struct {
+		loaded []config.Pipeline
+		errs   []error
+	}
+	parsed := map[string]parsedFile{}
 	var (
 		desired  []reconciler.Desired
 		problems []reconciler.Problem
 	)
 	for _, sp := range stored {
 		name := apiFileName(sp.Name)
-		loaded, errs := config.ParsePipelines(config.FileContent{Name: name, Data: []byte(sp.Content)})
-		i := slices.IndexFunc(loaded, func(p config.Pipeline) bool { return p.ID == sp.ID })
+		pf, ok := parsed[sp.FileHash]
+		if !ok && files[sp.FileHash] != nil {
+			pf.loaded, pf.errs = config.ParsePipelines(config.FileContent{Name: name, Data: files[sp.FileHash]})
+			parsed[sp.FileHash] = pf
+		}
+		i := slices.IndexFunc(pf.loaded, func(p config.Pipeline) bool { return p.ID == sp.ID })
 		if i >= 0 {
-			desired = append(desired, reconciler.Desired{Pipeline: loaded[i]})
+			p := pf.loaded[i]
+			p.File = name // the name it was applied with, if another applied the same text
+			desired = append(desired, reconciler.Desired{Pipeline: p})
 			continue
 		}
 		err := fmt.Errorf("pipeline %s created through the API (%s) can no longer be read", sp.ID, name)
-		for _, e := range errs {
+		for _, e := range pf.errs {
 			var pe *config.PipelineError
 			if errors.As(e, &pe) && (pe.PipelineID == sp.ID || pe.PipelineID == "") {
 				err = e
@@ -85,11 +119,11 @@ func apiDesired(stored []storedPipeline) ([]reconciler.Desired, []reconciler.Pro
 func (r *Runtime) desiredState(ctx context.Context) (files, apiPipelines []reconciler.Desired, problems []reconciler.Problem, err error) {
 	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
 	files, problems = reconciler.FromFiles(loaded, errs)
-	stored, err := r.loadAPIPipelines(ctx)
+	stored, contents, err := r.loadAPIPipelines(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	apiPipelines, apiProblems := apiDesired(stored)
+	apiPipelines, apiProblems := apiDesired(stored, contents)
 	return files, apiPipelines, append(problems, apiProblems...), nil
 }
 
@@ -174,19 +208,9 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	if dryRun {
 		return relevant, nil
 	}
-	var ops []store.Op
-	for _, c := range plan.Changes {
-		switch {
-		case c.Action == reconciler.Delete && c.Before.Origin.API():
-			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Delete: true})
-		case appliedIDs[c.ID] && c.Desired != nil && c.Desired.Origin.API() && c.Action != reconciler.Invalid:
-			content, name := appliedSource(files, c.Desired.Pipeline.File)
-			b, err := json.Marshal(storedPipeline{ID: c.ID, Name: name, Content: content, AppliedAt: time.Now().UTC()})
-			if err != nil {
-				return reconciler.Plan{}, err
-			}
-			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Value: b})
-		}
+	ops, err := r.storeOps(ctx, plan, appliedIDs, files, "")
+	if err != nil {
+		return reconciler.Plan{}, err
 	}
 	if len(ops) > 0 {
 		if err := r.writer.Apply(ctx, ops...); err != nil {
@@ -208,6 +232,57 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	return relevant, nil
 }
 
+// storeOps are the writes that make the store hold what plan applies:
+// each applied pipeline with the file it came from, no pipeline that is
+// deleted, and no file that no pipeline needs any more.
+func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs map[string]bool, files []config.FileContent, removed string) ([]store.Op, error) {
+	stored, _, err := r.loadAPIPipelines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fileOf := map[string]string{} // pipeline id -> file hash, after the plan
+	for _, sp := range stored {
+		fileOf[sp.ID] = sp.FileHash
+	}
+	var ops []store.Op
+	if removed != "" {
+		delete(fileOf, removed)
+		ops = append(ops, store.Op{Key: apiPipelineKey(removed), Delete: true})
+	}
+	written := map[string]bool{}
+	for _, c := range plan.Changes {
+		switch {
+		case c.Action == reconciler.Delete && c.Before.Origin.API() && c.ID != removed:
+			delete(fileOf, c.ID)
+			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Delete: true})
+		case appliedIDs[c.ID] && c.Desired != nil && c.Desired.Origin.API() && c.Action != reconciler.Invalid:
+			data, name := appliedSource(files, c.Desired.Pipeline.File)
+			hash := fileHash(data)
+			if !written[hash] {
+				written[hash] = true
+				ops = append(ops, store.Op{Key: apiFileKey(hash), Value: data})
+			}
+			b, err := json.Marshal(storedPipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
+			if err != nil {
+				return nil, err
+			}
+			fileOf[c.ID] = hash
+			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Value: b})
+		}
+	}
+	needed := map[string]bool{}
+	for _, h := range fileOf {
+		needed[h] = true
+	}
+	for _, sp := range stored {
+		if !needed[sp.FileHash] && !written[sp.FileHash] && sp.FileHash != "" {
+			written[sp.FileHash] = true // delete once
+			ops = append(ops, store.Op{Key: apiFileKey(sp.FileHash), Delete: true})
+		}
+	}
+	return ops, nil
+}
+
 // appliedPlanProblems keeps the problems of the applied files.
 func appliedPlanProblems(problems []reconciler.Problem, files []config.FileContent) []reconciler.Problem {
 	var out []reconciler.Problem
@@ -224,13 +299,13 @@ func appliedPlanProblems(problems []reconciler.Problem, files []config.FileConte
 
 // appliedSource returns the text and the client's name of the applied
 // file called file.
-func appliedSource(files []config.FileContent, file string) (content, name string) {
+func appliedSource(files []config.FileContent, file string) (data []byte, name string) {
 	for _, f := range files {
 		if apiFileName(f.Name) == file {
-			return string(f.Data), f.Name
+			return f.Data, f.Name
 		}
 	}
-	return "", file
+	return nil, file
 }
 
 // Validate implements api.Changes.
@@ -286,12 +361,16 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 		return api.ErrPipelineNotFound
 	}
 	problems = slices.DeleteFunc(problems, func(p reconciler.Problem) bool { return p.PipelineID == id && isAPIFile(p.File) })
-	if err := r.writer.Apply(ctx, store.Op{Key: apiPipelineKey(id), Delete: true}); err != nil {
-		return fmt.Errorf("deleting pipeline %s: %w", id, err)
-	}
 	plan, err := r.plan(append(fromFiles, keep...), problems)
 	if err != nil {
 		return err
+	}
+	ops, err := r.storeOps(ctx, plan, nil, nil, id)
+	if err != nil {
+		return err
+	}
+	if err := r.writer.Apply(ctx, ops...); err != nil {
+		return fmt.Errorf("deleting pipeline %s: %w", id, err)
 	}
 	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return err

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/reconciler"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 func stoppedPipelineFile(id string) string {
@@ -129,5 +133,59 @@ func TestReconcileThousandFilesAndBadInput(t *testing.T) {
 	}
 	if logs.FilterMessage("pipeline deleted: stopping it").Len() != 1 {
 		t.Errorf("deleted %d pipelines, want p-0003 only", logs.FilterMessage("pipeline deleted: stopping it").Len())
+	}
+}
+
+// Pipelines applied through the API keep the file they came from once,
+// while one of them needs it.
+func TestAppliedPipelinesShareTheirFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	cfg.Pipelines.Watch = false
+	ctx := context.Background()
+	rt, err := New(ctx, cfg, zap.NewNop(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	two := stoppedPipelineFile("a") + strings.TrimPrefix(stoppedPipelineFile("b"), "version: \"2.2\"\npipelines:\n")
+	plan, err := apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "two.yml", Data: []byte(two)}}, false, false)
+	if err != nil || plan.Count(reconciler.Create) != 2 {
+		t.Fatalf("apply: %+v %v", plan, err)
+	}
+	countKeys := func(prefix string) int {
+		n := 0
+		if err := rt.db.Scan(ctx, []byte(prefix), func(_, _ []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 2 || f != 1 {
+		t.Fatalf("stored %d pipelines and %d files, want 2 and 1", p, f)
+	}
+	if err := (apiChanges{rt}).Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 1 || f != 1 {
+		t.Fatalf("after deleting a: %d pipelines and %d files, want 1 and 1", p, f)
+	}
+	// Applied again from another file: the first is no longer needed.
+	if _, err := (apiChanges{rt}).Apply(ctx, []config.FileContent{{Name: "b.yml", Data: []byte(stoppedPipelineFile("b"))}}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 1 || f != 1 {
+		t.Fatalf("after applying b again: %d pipelines and %d files, want 1 and 1", p, f)
+	}
+	if err := (apiChanges{rt}).Delete(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 0 || f != 0 {
+		t.Fatalf("after deleting everything: %d pipelines and %d files", p, f)
+	}
+	if err := (apiChanges{rt}).Delete(ctx, "b"); !errors.Is(err, api.ErrPipelineNotFound) {
+		t.Fatalf("deleting b twice: %v", err)
 	}
 }

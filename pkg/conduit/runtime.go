@@ -247,11 +247,11 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		return err
 	}
 	files, problems := reconciler.FromFiles(loaded, errs)
-	stored, err := r.loadAPIPipelines(ctx)
+	stored, contents, err := r.loadAPIPipelines(ctx)
 	if err != nil {
 		return err
 	}
-	apiPipelines, apiProblems := apiDesired(stored)
+	apiPipelines, apiProblems := apiDesired(stored, contents)
 	plan, err := r.plan(append(files, apiPipelines...), append(problems, apiProblems...))
 	if err != nil {
 		return err

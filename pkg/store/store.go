@@ -148,8 +148,11 @@ const (
 	// (dedup/).
 	PrefixDedup = "conduit/dedup/"
 	// PrefixAPIPipeline + "<pipeline id>" holds a pipeline created through
-	// the API: the text of the file it was applied with (pkg/conduit).
-	PrefixAPIPipeline = "conduit/api-pipeline/"
+	// the API, and PrefixAPIPipelineFile + "<sha256>" the text of a file
+	// pipelines were applied with, kept while one of them needs it
+	// (pkg/conduit).
+	PrefixAPIPipeline     = "conduit/api-pipeline/"
+	PrefixAPIPipelineFile = "conduit/api-pipeline-file/"
 	// KeyProcess is present while a conduit process runs on the store and
 	// removed by its clean shutdown: found at startup, it says the last
 	// process crashed (pkg/conduit).
