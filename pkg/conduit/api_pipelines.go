@@ -241,8 +241,19 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 		return nil, err
 	}
 	fileOf := map[string]string{} // pipeline id -> file hash, after the plan
+	before := map[string]storedPipeline{}
 	for _, sp := range stored {
 		fileOf[sp.ID] = sp.FileHash
+		before[sp.ID] = sp
+	}
+	hashes := map[string]string{} // applied file name -> hash
+	hashOf := func(name string, data []byte) string {
+		h, ok := hashes[name]
+		if !ok {
+			h = fileHash(data)
+			hashes[name] = h
+		}
+		return h
 	}
 	var ops []store.Op
 	if removed != "" {
@@ -257,16 +268,19 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Delete: true})
 		case appliedIDs[c.ID] && c.Desired != nil && c.Desired.Origin.API() && c.Action != reconciler.Invalid:
 			data, name := appliedSource(files, c.Desired.Pipeline.File)
-			hash := fileHash(data)
+			hash := hashOf(name, data)
 			if !written[hash] {
 				written[hash] = true
 				ops = append(ops, store.Op{Key: apiFileKey(hash), Value: data})
+			}
+			fileOf[c.ID] = hash
+			if old, ok := before[c.ID]; ok && c.Action == reconciler.Unchanged && old.FileHash == hash && old.Name == name {
+				continue // applied again as it is
 			}
 			b, err := json.Marshal(storedPipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
 			if err != nil {
 				return nil, err
 			}
-			fileOf[c.ID] = hash
 			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Value: b})
 		}
 	}
