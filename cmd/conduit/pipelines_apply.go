@@ -10,7 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/conduitry/conduit/pkg/api"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/conduit"
 	"github.com/conduitry/conduit/pkg/config"
@@ -76,6 +78,10 @@ have. An update drains the pipeline and starts it again from its position.`,
 			req := &conduitv1.ApplyPipelinesRequest{DryRun: dryRun, Prune: prune}
 			for _, f := range files {
 				req.Files = append(req.Files, &conduitv1.PipelineFile{Name: f.Name, Content: string(f.Data)})
+			}
+			if size := proto.Size(req); size > api.MaxRequestBytes {
+				return fmt.Errorf("the files are %d KiB together, and one apply sends at most %d KiB (the API's request limit): apply them in several calls",
+					size>>10, api.MaxRequestBytes>>10)
 			}
 			resp, err := client.ApplyPipelines(cmd.Context(), connect.NewRequest(req))
 			if err != nil {
