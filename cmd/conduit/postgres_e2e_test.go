@@ -161,6 +161,24 @@ func TestPostgresSnapshotThenCDCSurvivesAServerRestart(t *testing.T) {
 			t.Errorf("row %d arrived %d times after the server restart, want once", id, seen[id])
 		}
 	}
+
+	// Deleting the pipeline drops its replication slot and publication, as
+	// Conduit does: a slot nobody reads keeps PostgreSQL's write-ahead log
+	// from being recycled until its disk is full.
+	var slots, pubs int
+	pg.Query(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'slot_users'`, &slots)
+	if slots != 1 {
+		t.Fatalf("%d replication slots while the pipeline runs, want 1", slots)
+	}
+	if err := os.Remove(filepath.Join(w.dir, "pipelines/p.yml")); err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, p, `"deleted":1`)
+	pg.Query(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'slot_users'`, &slots)
+	pg.Query(`SELECT count(*) FROM pg_publication WHERE pubname = 'pub_users'`, &pubs)
+	if slots != 0 || pubs != 0 {
+		t.Errorf("after the pipeline was deleted: %d replication slots and %d publications left, want none", slots, pubs)
+	}
 	stopProcess(t, p)
 }
 

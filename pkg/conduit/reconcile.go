@@ -14,6 +14,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -260,9 +261,53 @@ func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
 		Stopping: "pipeline stopping: it was deleted; source stops reading, in-flight records drain",
 		Stopped:  "pipeline stopped: it was deleted"})
 	r.remove(m)
+	r.connectorsDeleted(context.WithoutCancel(ctx), m.cfg)
 	r.forget(context.WithoutCancel(ctx), id, lifecycle.StatusStopped.String(), actor,
 		"pipeline deleted; its state is forgotten, its position kept")
 	r.metrics.ForgetPipeline(id)
+}
+
+// deleteTimeout bounds a connector's cleanup after its pipeline was
+// deleted (dropping a replication slot, say).
+const deleteTimeout = 30 * time.Second
+
+// connectorsDeleted gives each connector of a deleted pipeline that can
+// clean up after itself the chance to (connector.Deleter), as Conduit does
+// with its connectors' LifecycleOnDeleted. A failure is logged: the
+// pipeline is deleted either way, and what was left is named.
+func (r *Runtime) connectorsDeleted(ctx context.Context, p config.Pipeline) {
+	for _, c := range p.Connectors {
+		cfg := r.connectorConfig(p, c.ID, c.Settings)
+		var (
+			conn interface{ Teardown(context.Context) error }
+			err  error
+		)
+		switch c.Type {
+		case config.TypeSource:
+			conn, err = r.connectors.NewSource(c.Plugin, cfg)
+		case config.TypeDestination:
+			conn, err = r.connectors.NewDestination(c.Plugin, cfg)
+		default:
+			continue
+		}
+		if err != nil {
+			r.log.Warn("the connector of a deleted pipeline could not be built to clean up after itself",
+				zap.String("pipeline_id", p.ID), zap.String("connector_id", c.ID), zap.Error(err))
+			continue
+		}
+		if d, ok := conn.(connector.Deleter); ok {
+			dctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+			if err := d.Deleted(dctx); err != nil {
+				r.log.Warn("the connector of a deleted pipeline could not clean up after itself; what it created outside conduit (a replication slot, say) may be left",
+					zap.String("pipeline_id", p.ID), zap.String("connector_id", c.ID), zap.String("plugin", c.Plugin), zap.Error(err))
+			}
+			cancel()
+		}
+		if err := conn.Teardown(ctx); err != nil {
+			r.log.Debug("tearing down the connector of a deleted pipeline", zap.String("pipeline_id", p.ID),
+				zap.String("connector_id", c.ID), zap.Error(err))
+		}
+	}
 }
 
 // forget writes a deleted pipeline's event and removes its state and dedup

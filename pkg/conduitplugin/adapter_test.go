@@ -100,6 +100,11 @@ func (s *countingSource) LifecycleOnCreated(_ context.Context, c config.Config) 
 	return nil
 }
 
+func (s *countingSource) LifecycleOnDeleted(_ context.Context, c config.Config) error {
+	s.events = append(s.events, "deleted "+c["prefix"])
+	return nil
+}
+
 func (s *countingSource) LifecycleOnUpdated(_ context.Context, before, after config.Config) error {
 	s.events = append(s.events, "updated "+before["prefix"]+" -> "+after["prefix"])
 	return nil
@@ -448,5 +453,47 @@ func TestSourceSettingsKeepBatchingInProcessOnly(t *testing.T) {
 	}
 	if settings["sdk.batch.size"] != "1000" {
 		t.Errorf("the file's settings were changed: %v", settings)
+	}
+}
+
+// A deleted pipeline's connector gets its deleted event with the settings
+// it last ran with - once, and only if it ever ran.
+func TestDeletedEvent(t *testing.T) {
+	ctx := context.Background()
+	state := &memState{}
+	never := &countingSource{}
+	if err := newCountingSource(never, map[string]string{"prefix": "a", "limit": "1"}, state).Deleted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(never.events) != 0 {
+		t.Fatalf("a connector that never ran got %q", never.events)
+	}
+	ran := &countingSource{}
+	src := newCountingSource(ran, map[string]string{"prefix": "a", "limit": "1"}, state)
+	if err := src.Open(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Teardown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleted := &countingSource{}
+	del := newCountingSource(deleted, map[string]string{"prefix": "b", "limit": "1"}, state)
+	if err := del.Deleted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := del.Teardown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(deleted.events, ";"); got != "deleted a" {
+		t.Fatalf("events %q, want deleted with the settings it ran with", got)
+	}
+	again := &countingSource{}
+	src = newCountingSource(again, map[string]string{"prefix": "c", "limit": "1"}, state)
+	if err := src.Open(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = src.Teardown(ctx)
+	if got := strings.Join(again.events, ";"); got != "created c" {
+		t.Fatalf("created again after a deletion: %q, want created", got)
 	}
 }

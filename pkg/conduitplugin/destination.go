@@ -230,3 +230,16 @@ func (d *Destination) Teardown(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Deleted is Source.Deleted for a destination.
+func (d *Destination) Deleted(ctx context.Context) error {
+	ctx = withLogger(ctx, d.log)
+	err := deletedEvent(ctx, d.opts, func(ctx context.Context, c config.Config) error {
+		_, err := d.plugin.LifecycleOnDeleted(ctx, pconnector.DestinationLifecycleOnDeletedRequest{Config: c})
+		return err
+	})
+	if err != nil {
+		return d.errorf("%w", err)
+	}
+	return nil
+}

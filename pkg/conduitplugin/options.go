@@ -68,6 +68,9 @@ func lifecycleEvent(ctx context.Context, o Options,
 		return fmt.Errorf("loading the connector's state: %w", err)
 	}
 	var saved savedState
+	if len(raw) == 0 {
+		raw = nil // none, or forgotten by a deletion
+	}
 	if raw != nil {
 		if err := json.Unmarshal(raw, &saved); err != nil {
 			// Written by this adapter only; unreadable means damaged, and a
@@ -132,4 +135,30 @@ func (o Options) sourceSettings() config.Config {
 		}
 	}
 	return out
+}
+
+// deletedEvent sends LifecycleOnDeleted with the settings the connector
+// last ran with, as Conduit does when a pipeline is deleted, and forgets
+// them, so that a pipeline created again under the same id gets its
+// created event. A connector that never ran created nothing: it gets no
+// event.
+func deletedEvent(ctx context.Context, o Options, deleted func(context.Context, config.Config) error) error {
+	if o.State == nil {
+		return nil
+	}
+	raw, err := o.State.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("loading the connector's state: %w", err)
+	}
+	var saved savedState
+	if len(raw) == 0 || json.Unmarshal(raw, &saved) != nil || saved.Settings == nil {
+		return nil
+	}
+	if err := deleted(ctx, saved.Settings); err != nil {
+		return fmt.Errorf("lifecycle event deleted: %w", err)
+	}
+	if err := o.State.Save(ctx, nil); err != nil {
+		return fmt.Errorf("forgetting the connector's state: %w", err)
+	}
+	return nil
 }

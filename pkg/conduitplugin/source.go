@@ -241,3 +241,20 @@ func (s *Source) Teardown(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Deleted tells the connector that its pipeline was deleted
+// (LifecycleOnDeleted): Conduit's PostgreSQL source, for one, drops the
+// replication slot and publication it created, which would otherwise
+// keep PostgreSQL's write-ahead log from being recycled. Call it on a
+// Source that was not opened, then Teardown.
+func (s *Source) Deleted(ctx context.Context) error {
+	ctx = withLogger(ctx, s.log)
+	err := deletedEvent(ctx, s.opts, func(ctx context.Context, c config.Config) error {
+		_, err := s.plugin.LifecycleOnDeleted(ctx, pconnector.SourceLifecycleOnDeletedRequest{Config: c})
+		return err
+	})
+	if err != nil {
+		return s.errorf("%w", err)
+	}
+	return nil
+}

@@ -54,6 +54,13 @@ func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]stri
 	return p
 }
 
+var (
+	_ Deleter = (*conduitplugin.Source)(nil)
+	_ Deleter = (*conduitplugin.Destination)(nil)
+	_ Deleter = (*standaloneSource)(nil)
+	_ Deleter = (*standaloneDestination)(nil)
+)
+
 func conduitPluginConfig(cfg Config) pconnector.PluginConfig {
 	return pconnector.PluginConfig{ConnectorID: cfg.PipelineID + ":" + cfg.ConnectorID}
 }

@@ -100,3 +100,12 @@ func loggerOf(cfg Config) *zap.Logger {
 type PositionReporter interface {
 	LastPosition(ctx context.Context) (last record.Position, ok bool, err error)
 }
+
+// Deleter is a connector that cleans up after its pipeline is deleted: a
+// connector of Conduit's SDK gets its LifecycleOnDeleted event (Conduit's
+// PostgreSQL source drops the replication slot and publication it made).
+// The runtime builds the connector anew, calls Deleted without opening it,
+// then Teardown.
+type Deleter interface {
+	Deleted(ctx context.Context) error
+}

@@ -149,3 +149,19 @@ func (d *standaloneDestination) Teardown(ctx context.Context) error {
 		return err
 	})
 }
+
+// Deleted implements Deleter, as standaloneSource.Deleted.
+func (d *standaloneDestination) Deleted(ctx context.Context) error {
+	if err := d.p.start(ctx); err != nil {
+		return err
+	}
+	if d.p.conduit == nil {
+		return nil
+	}
+	plug, opts, err := d.p.conduitDestination(ctx)
+	if err != nil {
+		return err
+	}
+	d.conduit = conduitplugin.NewDestination(plug, opts)
+	return d.p.conduitError(ctx, d.conduit.Deleted(ctx))
+}

@@ -305,3 +305,20 @@ func (s *standaloneSource) Teardown(ctx context.Context) error {
 		return err
 	})
 }
+
+// Deleted implements Deleter: a plugin of Conduit's protocol gets its
+// deleted event; one of our SDK has none.
+func (s *standaloneSource) Deleted(ctx context.Context) error {
+	if err := s.p.start(ctx); err != nil {
+		return err
+	}
+	if s.p.conduit == nil {
+		return nil
+	}
+	plug, opts, err := s.p.conduitSource(ctx)
+	if err != nil {
+		return err
+	}
+	s.conduit = conduitplugin.NewSource(plug, opts)
+	return s.p.conduitError(ctx, s.conduit.Deleted(ctx))
+}
