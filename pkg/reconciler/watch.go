@@ -28,7 +28,13 @@ type Watcher struct {
 	w    *fsnotify.Watcher
 	log  *zap.Logger
 	file string // the one file watched, when the path is a file
+	root string // the directory watched, when the path is one
 }
+
+// rootPoll is how often a removed pipelines directory is looked for: a
+// directory that was removed (rm -rf, a checkout) cannot be watched until
+// it is back.
+const rootPoll = time.Second
 
 // NewWatcher watches path: a directory with its subdirectories (those
 // created later too; dot-directories are skipped, as the loader skips
@@ -45,6 +51,7 @@ func NewWatcher(path string, log *zap.Logger) (*Watcher, error) {
 	}
 	wa := &Watcher{w: w, log: log}
 	if st.IsDir() {
+		wa.root = filepath.Clean(path)
 		err = addTree(w, path, log)
 	} else {
 		wa.file = filepath.Clean(path)
@@ -66,7 +73,15 @@ func (wa *Watcher) Run(ctx context.Context, changed func()) {
 	var (
 		quiet, deadline *time.Timer
 		quietC, limitC  <-chan time.Time
+		// poll runs while the watched directory is gone.
+		poll  *time.Ticker
+		pollC <-chan time.Time
 	)
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	stop := func(t *time.Timer) {
 		if t != nil {
 			t.Stop()
@@ -94,6 +109,12 @@ func (wa *Watcher) Run(ctx context.Context, changed func()) {
 			if !ok {
 				return
 			}
+			if wa.root != "" && filepath.Clean(ev.Name) == wa.root && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) && poll == nil {
+				log.Warn("the pipelines directory was removed; its pipelines keep running, and changes are watched again once it is back",
+					zap.String("path", wa.root))
+				poll = time.NewTicker(rootPoll)
+				pollC = poll.C
+			}
 			if !relevant(ev, file) {
 				continue
 			}
@@ -110,6 +131,17 @@ func (wa *Watcher) Run(ctx context.Context, changed func()) {
 			} else {
 				quiet.Reset(Debounce)
 			}
+		case <-pollC:
+			if st, err := os.Stat(wa.root); err != nil || !st.IsDir() {
+				continue
+			}
+			if err := addTree(w, wa.root, log); err != nil {
+				continue
+			}
+			poll.Stop()
+			poll, pollC = nil, nil
+			log.Info("the pipelines directory is back; watching it again", zap.String("path", wa.root))
+			fire()
 		case <-quietC:
 			fire()
 		case <-limitC:

@@ -142,3 +142,26 @@ func TestRelevant(t *testing.T) {
 		}
 	}
 }
+
+// A pipelines directory removed and created again (rm -rf, a checkout) is
+// watched again once it is back.
+func TestWatchARemovedDirectoryComingBack(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "pipelines")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	changed := startWatch(t, dir)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, "the directory removed")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, "the directory back")
+	if err := os.WriteFile(filepath.Join(dir, "a.yml"), []byte("version: 2.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, "a file in the directory that came back")
+}
