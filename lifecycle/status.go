@@ -98,3 +98,11 @@ const (
 	// StopReasonDeleted: the pipeline was deleted while the process ran.
 	StopReasonDeleted StopReason = "deleted"
 )
+
+// resumable says the pipeline was stopped by a retirement, not for itself:
+// found persisted, the pipeline takes up the status it had. (A process
+// that ends between retiring a pipeline for an update or a deletion and
+// recording what follows leaves such a state behind.)
+func (r StopReason) resumable() bool {
+	return r == StopReasonShutdown || r == StopReasonUpdated || r == StopReasonDeleted
+}

@@ -134,7 +134,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 	}
 	initial.ConfigHash = cfg.ConfigHash
 	status := initial.Status
-	if initial.StopReason == StopReasonShutdown {
+	if initial.StopReason.resumable() {
 		// Stopped only because the process shut down: the machine starts
 		// where the pipeline was, and resume says so.
 		status = StatusRunning

@@ -720,3 +720,16 @@ func TestRetireDrainsAndSaysWhy(t *testing.T) {
 		t.Fatalf("retire after the end: %v", err)
 	}
 }
+
+// A process that ends between retiring a pipeline for an update and
+// recording the new one leaves the old state: found with the same
+// configuration, the pipeline takes up the status it had.
+func TestRetiredStateIsTakenUpAgain(t *testing.T) {
+	for _, reason := range []StopReason{StopReasonUpdated, StopReasonDeleted} {
+		h := newResumedHarness(t, defaultPolicy(), State{Status: StatusStopped, StopReason: reason, ResumeStatus: StatusRunning})
+		if e := h.next(); e.Kind != auditlog.KindResumed || e.To != StatusRunning || !strings.Contains(e.Message, string(reason)) {
+			t.Fatalf("%s: first event %s -> %s %q, want resumed running naming the %s", reason, e.Kind, e.To, e.Message, reason)
+		}
+		h.nextRun()
+	}
+}

@@ -37,8 +37,12 @@ func (s *Supervisor) resume() {
 	// cut off; for the others the process tells.
 	how := "conduit had not stopped cleanly (crash, kill or power loss)"
 	switch {
-	case s.state.StopReason == StopReasonShutdown:
-		how = "conduit had stopped cleanly"
+	case s.state.StopReason.resumable():
+		if s.state.StopReason == StopReasonShutdown {
+			how = "conduit had stopped cleanly"
+		} else {
+			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
+		}
 		s.state.Status = s.m.current()
 		s.state.StopReason, s.state.ResumeStatus = "", 0
 	case from == StatusRunning || from == StatusRecovering:
