@@ -1,0 +1,93 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+)
+
+// RuleText is a recovery rule with its YAML as written (aliases resolved),
+// which is what the runtime keeps of a managed rule and what export
+// prints.
+type RuleText struct {
+	Rule Rule
+	YAML string
+}
+
+// ParseRulesFile reads the recovery rules of a rules file: a list of rules
+// (DESIGN 5.2), a map with a rules list, or a conduit.yml whose
+// pipelines.error-recovery.rules holds them. name stands for the file in
+// errors, which name its line and the rule's field.
+func ParseRulesFile(name string, data []byte) ([]RuleText, error) {
+	if len(data) > maxFileBytes {
+		return nil, &PipelineError{File: name, Err: fileTooLarge(int64(len(data)))}
+	}
+	roots, err := parseDocuments(data)
+	if err != nil {
+		var de *docError
+		if errors.As(err, &de) {
+			return nil, &PipelineError{File: name, Line: de.line, Err: de.err}
+		}
+		return nil, &PipelineError{File: name, Err: err}
+	}
+	if len(roots) != 1 {
+		return nil, &PipelineError{File: name, Err: fmt.Errorf("expected one YAML document with rules, found %d", len(roots))}
+	}
+	list, path := rulesList(roots[0])
+	if list == nil {
+		return nil, &PipelineError{File: name, Line: roots[0].Line,
+			Err: errors.New("expected a list of rules, a map with rules, or a conduit.yml with pipelines.error-recovery.rules")}
+	}
+	rules, fe := parseRules(list, path, name)
+	if fe != nil {
+		return nil, &PipelineError{File: name, Line: fe.line, Field: fe.field, Err: fe.err}
+	}
+	out := make([]RuleText, len(rules))
+	for i, r := range rules {
+		b, err := yaml.Marshal(resolved(unalias(list.Content[i]), 0))
+		if err != nil {
+			return nil, &PipelineError{File: name, Line: r.Line, Err: err}
+		}
+		out[i] = RuleText{Rule: r, YAML: string(b)}
+	}
+	return out, nil
+}
+
+// rulesList finds the list of rules in a rules file and names its path.
+func rulesList(root *yaml.Node) (*yaml.Node, string) {
+	root = unalias(root)
+	if root.Kind == yaml.SequenceNode {
+		return root, "rules"
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, ""
+	}
+	if n := lookup(root, "rules"); n != nil {
+		return unalias(n), "rules"
+	}
+	if p := lookup(root, "pipelines"); p != nil && unalias(p).Kind == yaml.MappingNode {
+		if er := lookup(unalias(p), "error-recovery"); er != nil && unalias(er).Kind == yaml.MappingNode {
+			if n := lookup(unalias(er), "rules"); n != nil {
+				return unalias(n), globalRulesKey
+			}
+		}
+	}
+	return nil, ""
+}
+
+// resolved copies n with every alias replaced by what it refers to, so
+// that the copy stands alone. parseDocuments already bounded how far
+// aliases expand.
+func resolved(n *yaml.Node, depth int) *yaml.Node {
+	n = unalias(n)
+	c := *n
+	c.Anchor, c.Alias = "", nil
+	if len(n.Content) > 0 && depth < maxNesting {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, child := range n.Content {
+			c.Content[i] = resolved(child, depth+1)
+		}
+	}
+	return &c
+}
