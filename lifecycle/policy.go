@@ -53,6 +53,12 @@ type Policy struct {
 	// as written; the pipeline's own first. GlobalRules may be shared by
 	// many pipelines (see Policies): not to be changed.
 	Rules, GlobalRules []Rule
+
+	// managed are the rules managed while conduit runs, tried between
+	// Rules and GlobalRules; base is the policy they are compiled over.
+	managed *ManagedRules
+	base    config.ErrorRecovery
+	baseKey string
 }
 
 // Rule is a recovery rule, compiled for matching.
@@ -92,12 +98,20 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 // over are the same: ten thousand pipelines share one copy of a hundred
 // global rules instead of holding a million.
 type Policies struct {
-	mu     sync.Mutex
-	global map[string][]Rule
+	mu      sync.Mutex
+	global  map[string][]Rule
+	managed *ManagedRules
 }
 
 // NewPolicies returns an empty cache.
 func NewPolicies() *Policies { return &Policies{global: map[string][]Rule{}} }
+
+// WithManaged makes the policies From returns try the rules of m too, as
+// they are at the moment of each fault.
+func (ps *Policies) WithManaged(m *ManagedRules) *Policies {
+	ps.managed = m
+	return ps
+}
 
 // From is PolicyFrom, sharing the compiled global rules.
 func (ps *Policies) From(c config.ErrorRecovery) (Policy, error) {
@@ -108,6 +122,9 @@ func (ps *Policies) From(c config.ErrorRecovery) (Policy, error) {
 	var err error
 	if p.Rules, err = compileRules(c, c.Rules); err != nil {
 		return Policy{}, err
+	}
+	if ps.managed != nil {
+		p.managed, p.base, p.baseKey = ps.managed, c, key
 	}
 	if len(c.GlobalRules) == 0 {
 		return p, nil
@@ -185,7 +202,7 @@ type Fault struct {
 // Match returns the first rule that matches f, or nil. Dead-letter rules
 // match only errors that name a record.
 func (p *Policy) Match(f Fault) *Rule {
-	for _, rules := range [2][]Rule{p.Rules, p.GlobalRules} {
+	for _, rules := range [3][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules} {
 		for i := range rules {
 			if r := &rules[i]; r.matches(f) {
 				return r
@@ -506,7 +523,7 @@ func (p *Policy) longestDelay(attempt int) time.Duration {
 // keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
 	longest := p.longestDelay(failCount)
-	for _, rules := range [2][]Rule{p.Rules, p.GlobalRules} {
+	for _, rules := range [3][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules} {
 		for i := range rules {
 			if r := &rules[i]; r.Action == config.ActionRetry {
 				longest = max(longest, r.Policy.longestDelay(failCount))

@@ -532,3 +532,59 @@ func TestPoliciesShareTheGlobalRules(t *testing.T) {
 		t.Errorf("cached %+v, uncached %+v", got, want)
 	}
 }
+
+// Managed rules take effect for every pipeline at the next fault, after
+// the pipeline's own rules and before the global ones, compiled over each
+// pipeline's policy.
+func TestManagedRulesApplyAtOnce(t *testing.T) {
+	global := config.Default().Pipelines.ErrorRecovery
+	global.Rules = []config.Rule{{Name: "global-503", Action: config.ActionRetry,
+		Match: config.RuleMatch{Codes: []config.CodeRange{{From: 503, To: 503}}}}}
+	resolve := func(o config.ErrorRecoveryOverride) config.ErrorRecovery {
+		r, err := o.Resolve(global)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	managed := NewManagedRules()
+	ps := NewPolicies().WithManaged(managed)
+	own := config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "own-429", Action: config.ActionDegrade,
+		Match: config.RuleMatch{Codes: []config.CodeRange{{From: 429, To: 429}}}}}}
+	p, err := ps.From(resolve(own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggressive, err := ps.From(resolve(config.ErrorRecoveryOverride{Preset: ptr("aggressive")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	match := func(p Policy, code int) string {
+		if r := p.Match(Fault{Pipeline: "x", Class: cerrors.ClassTransient, Code: code}); r != nil {
+			return r.Name
+		}
+		return ""
+	}
+	if got := match(p, 503); got != "global-503" {
+		t.Fatalf("before any managed rule: %q", got)
+	}
+	managed.Set([]config.Rule{
+		{Name: "managed-5xx", Action: config.ActionRetry, Match: config.RuleMatch{Codes: []config.CodeRange{{From: 500, To: 599}}},
+			Policy: config.ErrorRecoveryOverride{MaxRetries: ptr(3)}},
+		{Name: "managed-429", Action: config.ActionRetry, Match: config.RuleMatch{Codes: []config.CodeRange{{From: 429, To: 429}}}},
+	})
+	if got := match(p, 503); got != "managed-5xx" {
+		t.Errorf("503 after the set: %q, want the managed rule before the global one", got)
+	}
+	if got := match(p, 429); got != "own-429" {
+		t.Errorf("429: %q, want the pipeline's own rule first", got)
+	}
+	r := aggressive.Match(Fault{Pipeline: "x", Code: 503})
+	if r == nil || r.Policy.MinDelay != 100*time.Millisecond || r.Policy.MaxRetries != 3 {
+		t.Errorf("the managed rule over another policy: %+v, want its max-retries over that policy", r)
+	}
+	managed.Set(nil)
+	if got := match(p, 503); got != "global-503" {
+		t.Errorf("after clearing: %q", got)
+	}
+}
