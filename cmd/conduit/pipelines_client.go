@@ -28,6 +28,7 @@ const tokenHelp = "--api.auth.token, CONDUIT_API_AUTH_TOKEN or api.auth.token in
 // what to fix.
 type apiClient struct {
 	conduitv1connect.PipelineServiceClient
+	rules    conduitv1connect.RecoveryRuleServiceClient
 	address  string
 	hasToken bool
 }
@@ -61,6 +62,7 @@ func dialAPI(address, token string) *apiClient {
 	}
 	return &apiClient{
 		PipelineServiceClient: conduitv1connect.NewPipelineServiceClient(httpClient, "http://"+address, opts...),
+		rules:                 conduitv1connect.NewRecoveryRuleServiceClient(httpClient, "http://"+address, opts...),
 		address:               address,
 		hasToken:              token != "",
 	}

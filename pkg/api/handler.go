@@ -45,6 +45,8 @@ type Options struct {
 	MaxWatchersPerClient int
 	// Health serves /healthz and /readyz; nil leaves them out.
 	Health Health
+	// Rules serves RecoveryRuleService; nil leaves it out.
+	Rules Rules
 }
 
 // healthPaths are the procedures answered without a token: load balancers
@@ -74,9 +76,14 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 
 	mux := http.NewServeMux()
 	mux.Handle(conduitv1connect.NewPipelineServiceHandler(svc, append(limits, watchers)...))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(conduitv1connect.PipelineServiceName),
+	services := []string{conduitv1connect.PipelineServiceName}
+	if opts.Rules != nil {
+		mux.Handle(conduitv1connect.NewRecoveryRuleServiceHandler(NewRuleService(opts.Rules), limits...))
+		services = append(services, conduitv1connect.RecoveryRuleServiceName)
+	}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...),
 		connect.WithReadMaxBytes(MaxRequestBytes)))
-	reflector := grpcreflect.NewStaticReflector(conduitv1connect.PipelineServiceName, grpchealth.HealthV1ServiceName)
+	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, limits...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limits...))
 	if opts.Metrics != nil {

@@ -450,21 +450,27 @@ func policyToProto(r config.ErrorRecovery, withSources bool) *conduitv1.Recovery
 		rules := slices.Clone(list.rules)
 		config.SortRules(rules)
 		for _, rule := range rules {
-			rp := &conduitv1.RecoveryRule{
-				Name: rule.Name, Priority: int32(rule.Priority), Action: rule.Action, Class: rule.Match.Class,
-				Message: rule.Match.Message, Pipelines: rule.Match.Pipelines, Components: rule.Match.Components,
-				Plugins: rule.Match.Plugins, Global: list.global, DefinedAt: fileLine(rule.File, rule.Line),
-			}
-			for _, c := range rule.Match.Codes {
-				rp.Codes = append(rp.Codes, c.String())
-			}
-			if own, err := r.ForRule(rule); err == nil && rule.Action == config.ActionRetry {
-				rp.Policy = policyToProto(own, false)
-			}
-			pb.Rules = append(pb.Rules, rp)
+			pb.Rules = append(pb.Rules, ruleToProto(rule, list.global, r))
 		}
 	}
 	return pb
+}
+
+// ruleToProto is rule as the API shows it; its policy is its keys over
+// base.
+func ruleToProto(rule config.Rule, global bool, base config.ErrorRecovery) *conduitv1.RecoveryRule {
+	rp := &conduitv1.RecoveryRule{
+		Name: rule.Name, Priority: int32(rule.Priority), Action: rule.Action, Class: rule.Match.Class,
+		Message: rule.Match.Message, Pipelines: rule.Match.Pipelines, Components: rule.Match.Components,
+		Plugins: rule.Match.Plugins, Global: global, DefinedAt: fileLine(rule.File, rule.Line),
+	}
+	for _, c := range rule.Match.Codes {
+		rp.Codes = append(rp.Codes, c.String())
+	}
+	if own, err := base.ForRule(rule); err == nil && rule.Action == config.ActionRetry {
+		rp.Policy = policyToProto(own, false)
+	}
+	return rp
 }
 
 func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *conduitv1.Pipeline {

@@ -51,12 +51,18 @@ type Runtime struct {
 	// thousands fall due at once (see lifecycle.RestartScheduler).
 	restarts *lifecycle.RestartScheduler
 	// policies compiles the pipelines' recovery policies, sharing the
-	// global rules among them.
+	// global rules among them; managed are the rules managed through the
+	// API, which every policy tries at each fault as they are then.
 	policies *lifecycle.Policies
-	audit    *auditlog.Log
-	dedup    *dedup.Store
-	metrics  *metrics.Metrics
-	server   *api.Server
+	managed  *lifecycle.ManagedRules
+	// rulesMu serializes changes to the managed rules; managedInfo is
+	// what the API lists of them.
+	rulesMu     sync.Mutex
+	managedInfo []api.RuleInfo
+	audit       *auditlog.Log
+	dedup       *dedup.Store
+	metrics     *metrics.Metrics
+	server      *api.Server
 
 	// mu guards the set of pipelines, which the reconciler changes while
 	// the API, the metrics and shutdown read it.
@@ -134,13 +140,14 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		processors: opts.Processors,
 		clock:      opts.Clock,
 		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
-		policies:   lifecycle.NewPolicies(),
+		managed:    lifecycle.NewManagedRules(),
 		observer:   opts.Observer,
 		byID:       map[string]*managedPipeline{},
 		reload:     make(chan struct{}, 1),
 		degraded:   make(chan string, 1),
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
+	r.policies = lifecycle.NewPolicies().WithManaged(r.managed)
 	r.metrics = metrics.New(r.recordCounts)
 	r.metrics.WatchRestarts(r.restarts.Pending)
 	// One shutdown path: whatever the phases below opened, close releases.
@@ -228,6 +235,9 @@ func (r *Runtime) openState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.loadManagedRules(ctx); err != nil {
+		return err
+	}
 	r.positions = pipeline.NewPositionStore(db, r.writer, nil)
 	r.dedup = dedup.New(db, r.writer, dedup.Options{TTL: r.cfg.Dedup.TTL, Logger: r.log.Named("dedup")})
 	if n, err := r.dedup.Sweep(ctx); err != nil {
@@ -289,7 +299,7 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}}))
+		Health: runtimeHealth{r}, Rules: runtimeRules{r}}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few

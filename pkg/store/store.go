@@ -153,6 +153,9 @@ const (
 	// (pkg/conduit).
 	PrefixAPIPipeline     = "conduit/api-pipeline/"
 	PrefixAPIPipelineFile = "conduit/api-pipeline-file/"
+	// PrefixManagedRule + "<rule name>" holds a recovery rule managed
+	// through the API: its YAML and where it was loaded from (pkg/conduit).
+	PrefixManagedRule = "conduit/managed-rule/"
 	// KeyProcess is present while a conduit process runs on the store and
 	// removed by its clean shutdown: found at startup, it says the last
 	// process crashed (pkg/conduit).

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+)
+
+func newRecoveryRulesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "recovery-rules",
+		Aliases: []string{"recovery-rule", "rules"},
+		Short:   "Manage the recovery rules of a running conduit",
+		Long: `Recovery rules decide what happens to an error (docs/recovery.md). Besides
+the rules of conduit.yml and of pipeline files, a running conduit keeps
+managed rules in its database: they take effect at once for every pipeline
+(tried after a pipeline's own rules, before the global rules of conduit.yml)
+and survive restarts. "list" shows the rules of conduit.yml too, read-only.
+
+A rules file is a list of rules, a map with a rules list, or a conduit.yml
+with pipelines.error-recovery.rules (examples/rules/postgres.yml is one).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newRulesListCommand(), newRulesGetCommand(), newRulesLoadCommand(), newRulesExportCommand(),
+		newRulesDeleteCommand(), newRulesClearCommand())
+	return cmd
+}
+
+func newRulesListCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the managed rules and the global rules of conduit.yml, in the order they are tried",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.rules.ListRecoveryRules(cmd.Context(), connect.NewRequest(&conduitv1.ListRecoveryRulesRequest{}))
+			if err != nil {
+				return client.explain(err, "")
+			}
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
+			}
+			return writeRulesTable(cmd.OutOrStdout(), resp.Msg.GetRules())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeRulesTable(w io.Writer, rules []*conduitv1.ManagedRecoveryRule) error {
+	if len(rules) == 0 {
+		_, err := fmt.Fprintln(w, "no recovery rules")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSOURCE\tPRIORITY\tACTION\tMATCH\tDEFINED AT")
+	for _, m := range rules {
+		r := m.GetRule()
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(r.GetName()), m.GetSource(), r.GetPriority(), r.GetAction(),
+			oneLine(matchSummary(r)), oneLine(r.GetDefinedAt()))
+	}
+	return tw.Flush()
+}
+
+// matchSummary is what a rule matches, on one line.
+func matchSummary(r *conduitv1.RecoveryRule) string {
+	var parts []string
+	if len(r.GetCodes()) > 0 {
+		parts = append(parts, "codes "+strings.Join(r.GetCodes(), ","))
+	}
+	if r.GetClass() != "" {
+		parts = append(parts, "class "+r.GetClass())
+	}
+	if r.GetMessage() != "" {
+		parts = append(parts, fmt.Sprintf("message %q", r.GetMessage()))
+	}
+	for _, f := range []struct {
+		name  string
+		globs []string
+	}{{"pipelines", r.GetPipelines()}, {"components", r.GetComponents()}, {"plugins", r.GetPlugins()}} {
+		if len(f.globs) > 0 {
+			parts = append(parts, f.name+" "+strings.Join(f.globs, ","))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func newRulesGetCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one rule: as written (yaml, the default) or as the API has it (json)",
+		Args:  oneRuleName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output == outputText {
+				output = outputYAML
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.rules.GetRecoveryRule(cmd.Context(), connect.NewRequest(&conduitv1.GetRecoveryRuleRequest{Name: args[0]}))
+			if err != nil {
+				return client.explainRule(err, args[0])
+			}
+			rule := resp.Msg.GetRule()
+			if output == outputYAML && rule.GetYaml() != "" {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "# %s rule, loaded from %s\n%s", rule.GetSource(), rule.GetRule().GetDefinedAt(), listItem(rule.GetYaml()))
+				return err
+			}
+			return writeStructured(cmd.OutOrStdout(), output, rule)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputYAML, "output format: yaml or json")
+	return cmd
+}
+
+// listItem makes one rule's YAML an item of a rules list, so that what
+// get and export print can be loaded again.
+func listItem(ruleYAML string) string {
+	return "- " + strings.ReplaceAll(strings.TrimSuffix(ruleYAML, "\n"), "\n", "\n  ") + "\n"
+}
+
+func newRulesLoadCommand() *cobra.Command {
+	var replaceAll bool
+	cmd := &cobra.Command{
+		Use:   "load FILE...",
+		Short: "Add the rules of rules files to the managed rules (same name: replaced)",
+		Long: `Load adds the rules of the files to the managed rules; a managed rule of the
+same name is replaced. With --replace-all the files' rules become the only
+managed rules. A file with one bad rule changes nothing, and the error names
+the file, line, rule and key.`,
+		Example: `  conduit recovery-rules load examples/rules/postgres.yml
+  conduit recovery-rules load team-rules.yml --replace-all`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, err := readPipelineFiles(args)
+			if err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			req := &conduitv1.LoadRecoveryRulesRequest{ReplaceAll: replaceAll}
+			for _, f := range files {
+				req.Files = append(req.Files, &conduitv1.RulesFile{Name: f.Name, Content: string(f.Data)})
+			}
+			resp, err := client.rules.LoadRecoveryRules(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				var ce *connect.Error
+				if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
+					return fmt.Errorf("nothing loaded: %s", ce.Message())
+				}
+				return client.explain(err, "")
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "loaded %d rules: %s\n", len(resp.Msg.GetLoaded()), strings.Join(resp.Msg.GetLoaded(), ", "))
+			if r := resp.Msg.GetReplaced(); len(r) > 0 {
+				fmt.Fprintf(out, "replaced: %s\n", strings.Join(r, ", "))
+			}
+			if r := resp.Msg.GetRemoved(); len(r) > 0 {
+				fmt.Fprintf(out, "removed: %s\n", strings.Join(r, ", "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&replaceAll, "replace-all", false, "make the files' rules the only managed rules")
+	return cmd
+}
+
+func newRulesExportCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Print the managed rules as a rules file (yaml, loadable again) or as json",
+		Example: `  conduit recovery-rules export > rules.yml
+  conduit recovery-rules load rules.yml --replace-all   # on another conduit`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output == outputText {
+				output = outputYAML
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.rules.ListRecoveryRules(cmd.Context(), connect.NewRequest(&conduitv1.ListRecoveryRulesRequest{}))
+			if err != nil {
+				return client.explain(err, "")
+			}
+			var managed []*conduitv1.ManagedRecoveryRule
+			for _, r := range resp.Msg.GetRules() {
+				if r.GetSource() == "managed" {
+					managed = append(managed, r)
+				}
+			}
+			if output == outputJSON {
+				return writeStructured(cmd.OutOrStdout(), output, &conduitv1.ListRecoveryRulesResponse{Rules: managed})
+			}
+			b := &strings.Builder{}
+			fmt.Fprintf(b, "# %d managed recovery rules, in the order they are tried\nrules:\n", len(managed))
+			if len(managed) == 0 {
+				b.Reset()
+				b.WriteString("# no managed recovery rules\nrules: []\n")
+			}
+			for _, r := range managed {
+				b.WriteString(listItem(r.GetYaml()))
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), b.String())
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputYAML, "output format: yaml or json")
+	return cmd
+}
+
+func newRulesDeleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a managed rule",
+		Args:  oneRuleName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			if _, err := client.rules.DeleteRecoveryRule(cmd.Context(), connect.NewRequest(&conduitv1.DeleteRecoveryRuleRequest{Name: args[0]})); err != nil {
+				return client.explainRule(err, args[0])
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "recovery rule %s deleted\n", args[0])
+			return err
+		},
+	}
+}
+
+func newRulesClearCommand() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "clear",
+		Short: "Delete every managed rule (asks first unless -f)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			if !force {
+				fmt.Fprint(cmd.OutOrStdout(), "Delete every managed recovery rule of the conduit at "+client.address+"? Type yes: ")
+				line, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if strings.TrimSpace(line) != "yes" {
+					return errors.New("nothing deleted")
+				}
+			}
+			resp, err := client.rules.ClearRecoveryRules(cmd.Context(), connect.NewRequest(&conduitv1.ClearRecoveryRulesRequest{}))
+			if err != nil {
+				return client.explain(err, "")
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d managed recovery rules deleted\n", resp.Msg.GetDeleted())
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "do not ask")
+	return cmd
+}
+
+func oneRuleName(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want one rule name: %s", cmd.UseLine())
+	}
+	return nil
+}
+
+// explainRule is explain for a rule's name.
+func (c *apiClient) explainRule(err error, name string) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		switch ce.Code() {
+		case connect.CodeNotFound:
+			return fmt.Errorf("recovery rule %q not found", name)
+		case connect.CodeFailedPrecondition:
+			return errors.New(ce.Message())
+		}
+	}
+	return c.explain(err, "")
+}

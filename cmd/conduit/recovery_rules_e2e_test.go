@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The managed rules' CLI cycle against a running conduit: a loaded rule
+// decides the next fault of a pipeline that runs already; the rules
+// survive a restart; bad files change nothing; file rules are read-only.
+func TestRecoveryRulesCLICycle(t *testing.T) {
+	t.Parallel()
+	// A destination that fails every write with 503, retried forever by
+	// default with a long delay, so that the pipeline sits in recovering.
+	w := newWorkspace(t, chaosPipeline("flaky", "", "fail.on: write\nfail.count: 1000000\nfail.code: 503\nfail.message: upstream unavailable",
+		"min-delay: 200ms\nmax-delay: 200ms"))
+	w.write("conduit.yml", "log:\n  format: json\n  level: info\npipelines:\n  graceful-stop-timeout: 20s\n  error-recovery:\n    rules:\n      - name: global-429\n        match: {codes: [\"429\"]}\n")
+	w.write("degrade-503.yml", `rules:
+  - name: give-up-on-503
+    match:
+      codes: ["503"]
+      pipelines: ["flaky"]
+    action: degrade
+`)
+	w.write("bad.yml", "- name: broken\n  match: {codes: [\"429\"]}\n  max-retries: many\n")
+	p := w.start("run")
+	address := apiAddress(t, p)
+	rules := func(args ...string) cliResult {
+		return conduitCLI(t, w.dir, cliEnv("CONDUIT_API_HTTP_ADDRESS="+address), append([]string{"recovery-rules"}, args...)...)
+	}
+	waitForEvent(t, p, "flaky", "recovering", 2)
+
+	if res := rules("load", "bad.yml"); res.code == 0 || !strings.Contains(res.stderr, "nothing loaded: bad.yml:3: rules[0].max-retries") {
+		t.Fatalf("load of a bad rule: exit %d\n%s", res.code, res.stderr)
+	}
+	if res := rules("load", "degrade-503.yml"); res.code != 0 || !strings.Contains(res.stdout, "loaded 1 rules: give-up-on-503") {
+		t.Fatalf("load: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	// The running pipeline's next fault is decided by the new rule.
+	e := waitForEvent(t, p, "flaky", "degraded", 1)
+	if !strings.Contains(p.stderr.String(), `"rule":"give-up-on-503"`) {
+		t.Errorf("degraded %+v; the fault does not name the managed rule", e)
+	}
+
+	list := rules("list").stdout
+	rows := tableRows(list)
+	if r := rows["give-up-on-503"]; len(r) < 2 || r[1] != "managed" {
+		t.Errorf("list: %q", list)
+	}
+	if r := rows["global-429"]; len(r) < 2 || r[1] != "file" {
+		t.Errorf("list does not show the rule of conduit.yml: %q", list)
+	}
+	if out := rules("get", "give-up-on-503").stdout; !strings.Contains(out, "action: degrade") || !strings.Contains(out, "- name: give-up-on-503") {
+		t.Errorf("get:\n%s", out)
+	}
+	exported := rules("export").stdout
+	if !strings.Contains(exported, "give-up-on-503") || strings.Contains(exported, "global-429") {
+		t.Errorf("export has more or less than the managed rules:\n%s", exported)
+	}
+	if res := rules("delete", "global-429"); res.code == 0 || !strings.Contains(res.stderr, "is defined in conduit.yml:") {
+		t.Errorf("delete of a file rule: exit %d\n%s", res.code, res.stderr)
+	}
+	stopProcess(t, p)
+
+	// Kept across a restart; what export printed loads again.
+	p = w.start("run")
+	address = apiAddress(t, p)
+	if rows := tableRows(rules("list").stdout); rows["give-up-on-503"] == nil {
+		t.Fatalf("the managed rule is gone after a restart")
+	}
+	w.write("exported.yml", exported)
+	if res := rules("load", "exported.yml", "--replace-all"); res.code != 0 || !strings.Contains(res.stdout, "replaced: give-up-on-503") {
+		t.Errorf("loading the export again: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := rules("delete", "give-up-on-503"); res.code != 0 {
+		t.Errorf("delete: exit %d\n%s", res.code, res.stderr)
+	}
+	if res := rules("delete", "give-up-on-503"); res.code == 0 || !strings.Contains(res.stderr, "not found") {
+		t.Errorf("delete twice: exit %d\n%s", res.code, res.stderr)
+	}
+	rules("load", "degrade-503.yml")
+	if res := rules("clear", "-f"); res.code != 0 || !strings.Contains(res.stdout, "1 managed recovery rules deleted") {
+		t.Errorf("clear: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if rows := tableRows(rules("list").stdout); rows["give-up-on-503"] != nil || rows["global-429"] == nil {
+		t.Errorf("after clear: %v", rows)
+	}
+	stopProcess(t, p)
+}

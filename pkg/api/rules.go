@@ -1,0 +1,163 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
+	"github.com/conduitry/conduit/pkg/config"
+)
+
+// RuleInfo is a recovery rule as the API lists it.
+type RuleInfo struct {
+	Rule config.Rule
+	// Managed: kept in the database; otherwise a global rule of
+	// conduit.yml.
+	Managed  bool
+	YAML     string
+	LoadedAt time.Time
+}
+
+// LoadResult says what a load changed.
+type LoadResult struct {
+	Loaded, Replaced, Removed []string
+}
+
+// Rules are the recovery rules: the runtime's.
+type Rules interface {
+	// List returns the managed rules and then the global ones, each in the
+	// order they are tried.
+	List() []RuleInfo
+	// Base is the global policy the rules' keys apply over, to show a
+	// rule's policy.
+	Base() config.ErrorRecovery
+	// Load adds or, with replaceAll, replaces the managed rules; a bad
+	// file is an *InvalidRulesError and changes nothing.
+	Load(ctx context.Context, files []config.FileContent, replaceAll bool) (LoadResult, error)
+	// Delete deletes a managed rule: ErrRuleNotFound, or a
+	// *RuleInFileError for a rule of conduit.yml.
+	Delete(ctx context.Context, name string) error
+	// Clear deletes every managed rule.
+	Clear(ctx context.Context) (int, error)
+}
+
+// ErrRuleNotFound is returned for a rule name no rule has.
+var ErrRuleNotFound = errors.New("recovery rule not found")
+
+// InvalidRulesError refuses rules that do not load.
+type InvalidRulesError struct{ Err error }
+
+func (e *InvalidRulesError) Error() string { return e.Err.Error() }
+func (e *InvalidRulesError) Unwrap() error { return e.Err }
+
+// RuleInFileError refuses to change a rule of conduit.yml through the API.
+type RuleInFileError struct {
+	Name string
+	File string // file:line
+}
+
+func (e *RuleInFileError) Error() string {
+	return fmt.Sprintf("recovery rule %q is defined in %s: change or remove it there", e.Name, e.File)
+}
+
+// RuleService implements conduitv1connect.RecoveryRuleServiceHandler.
+type RuleService struct{ rules Rules }
+
+var _ conduitv1connect.RecoveryRuleServiceHandler = (*RuleService)(nil)
+
+// NewRuleService returns the service.
+func NewRuleService(r Rules) *RuleService { return &RuleService{rules: r} }
+
+func (s *RuleService) toProto(ri RuleInfo) *conduitv1.ManagedRecoveryRule {
+	out := &conduitv1.ManagedRecoveryRule{Rule: ruleToProto(ri.Rule, true, s.rules.Base()), Source: "file", Yaml: ri.YAML}
+	if ri.Managed {
+		out.Source = "managed"
+		out.LoadedAt = timestamppb.New(ri.LoadedAt)
+	}
+	return out
+}
+
+// ListRecoveryRules implements the RPC.
+func (s *RuleService) ListRecoveryRules(context.Context, *connect.Request[conduitv1.ListRecoveryRulesRequest]) (*connect.Response[conduitv1.ListRecoveryRulesResponse], error) {
+	out := &conduitv1.ListRecoveryRulesResponse{}
+	for _, ri := range s.rules.List() {
+		out.Rules = append(out.Rules, s.toProto(ri))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetRecoveryRule implements the RPC.
+func (s *RuleService) GetRecoveryRule(_ context.Context, req *connect.Request[conduitv1.GetRecoveryRuleRequest]) (*connect.Response[conduitv1.GetRecoveryRuleResponse], error) {
+	name := req.Msg.GetName()
+	if name == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("name: a rule name is required"))
+	}
+	for _, ri := range s.rules.List() {
+		if ri.Rule.Name == name {
+			return connect.NewResponse(&conduitv1.GetRecoveryRuleResponse{Rule: s.toProto(ri)}), nil
+		}
+	}
+	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("recovery rule %q not found", name))
+}
+
+// LoadRecoveryRules implements the RPC.
+func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.LoadRecoveryRulesRequest]) (*connect.Response[conduitv1.LoadRecoveryRulesResponse], error) {
+	in := req.Msg.GetFiles()
+	if len(in) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("files: at least one rules file is required"))
+	}
+	if len(in) > maxApplyFiles {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("files: %d files, at most %d in one call", len(in), maxApplyFiles))
+	}
+	files := make([]config.FileContent, len(in))
+	for i, f := range in {
+		name := f.GetName()
+		if name == "" {
+			name = fmt.Sprintf("files[%d]", i)
+		}
+		files[i] = config.FileContent{Name: name, Data: []byte(f.GetContent())}
+	}
+	res, err := s.rules.Load(ctx, files, req.Msg.GetReplaceAll())
+	var invalid *InvalidRulesError
+	switch {
+	case errors.As(err, &invalid):
+		return nil, connect.NewError(connect.CodeInvalidArgument, invalid.Err)
+	case err != nil:
+		return nil, internalError(ctx, err)
+	}
+	return connect.NewResponse(&conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}), nil
+}
+
+// DeleteRecoveryRule implements the RPC.
+func (s *RuleService) DeleteRecoveryRule(ctx context.Context, req *connect.Request[conduitv1.DeleteRecoveryRuleRequest]) (*connect.Response[conduitv1.DeleteRecoveryRuleResponse], error) {
+	name := req.Msg.GetName()
+	if name == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("name: a rule name is required"))
+	}
+	var inFile *RuleInFileError
+	switch err := s.rules.Delete(ctx, name); {
+	case err == nil:
+		return connect.NewResponse(&conduitv1.DeleteRecoveryRuleResponse{}), nil
+	case errors.As(err, &inFile):
+		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, ErrRuleNotFound):
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("recovery rule %q not found", name))
+	default:
+		return nil, internalError(ctx, err)
+	}
+}
+
+// ClearRecoveryRules implements the RPC.
+func (s *RuleService) ClearRecoveryRules(ctx context.Context, _ *connect.Request[conduitv1.ClearRecoveryRulesRequest]) (*connect.Response[conduitv1.ClearRecoveryRulesResponse], error) {
+	n, err := s.rules.Clear(ctx)
+	if err != nil {
+		return nil, internalError(ctx, err)
+	}
+	return connect.NewResponse(&conduitv1.ClearRecoveryRulesResponse{Deleted: int32(n)}), nil
+}

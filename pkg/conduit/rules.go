@@ -1,0 +1,218 @@
+package conduit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// storedRule is a managed recovery rule as the store keeps it: its YAML as
+// written, read again at every start with the parser of rules files.
+type storedRule struct {
+	Name string `json:"name"`
+	YAML string `json:"yaml"`
+	// File and Line say where it was loaded from (the client's file).
+	File     string    `json:"file"`
+	Line     int       `json:"line"`
+	LoadedAt time.Time `json:"loadedAt"`
+}
+
+func managedRuleKey(name string) []byte { return []byte(store.PrefixManagedRule + store.KeyPart(name)) }
+
+// managedFileName names a loaded file in errors and in a rule's place.
+func managedFileName(name string) string { return "managed:" + name }
+
+// loadManagedRules reads the managed rules and makes them effective. A
+// stored rule that no longer reads (a newer version refuses what an older
+// one accepted) is left out with an error naming it, rather than stopping
+// the process.
+func (r *Runtime) loadManagedRules(ctx context.Context) error {
+	var infos []api.RuleInfo
+	err := r.db.Scan(ctx, []byte(store.PrefixManagedRule), func(key, value []byte) error {
+		var sr storedRule
+		if err := json.Unmarshal(value, &sr); err != nil {
+			r.log.Error("a managed recovery rule in the store is unreadable; it is left out", zap.ByteString("key", key), zap.Error(err))
+			return nil
+		}
+		rules, err := config.ParseRulesFile(managedFileName(sr.File), []byte(listOf(sr.YAML)))
+		if err != nil || len(rules) != 1 {
+			r.log.Error("a managed recovery rule no longer reads; it is left out until it is loaded again",
+				zap.String("rule", sr.Name), zap.Error(err))
+			return nil
+		}
+		rule := rules[0].Rule
+		rule.File, rule.Line = managedFileName(sr.File), sr.Line
+		infos = append(infos, api.RuleInfo{Rule: rule, Managed: true, YAML: sr.YAML, LoadedAt: sr.LoadedAt})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the managed recovery rules: %w", err)
+	}
+	r.setManaged(infos)
+	if len(infos) > 0 {
+		r.log.Info("managed recovery rules loaded", zap.Int("rules", len(infos)))
+	}
+	return nil
+}
+
+// listOf makes one rule's YAML (a map) a list of one rule.
+func listOf(ruleYAML string) string {
+	return "- " + strings.ReplaceAll(strings.TrimSuffix(ruleYAML, "\n"), "\n", "\n  ") + "\n"
+}
+
+// setManaged makes infos the managed rules, in the order they are tried.
+// The caller holds rulesMu, or is New.
+func (r *Runtime) setManaged(infos []api.RuleInfo) {
+	slices.SortStableFunc(infos, func(a, b api.RuleInfo) int { return b.Rule.Priority - a.Rule.Priority })
+	rules := make([]config.Rule, len(infos))
+	for i, ri := range infos {
+		rules[i] = ri.Rule
+	}
+	r.managed.Set(rules)
+	r.managedInfo = infos
+}
+
+// runtimeRules is the runtime as the API's Rules.
+type runtimeRules struct{ r *Runtime }
+
+var _ api.Rules = runtimeRules{}
+
+func (rr runtimeRules) Base() config.ErrorRecovery { return rr.r.cfg.Pipelines.ErrorRecovery }
+
+// List implements api.Rules.
+func (rr runtimeRules) List() []api.RuleInfo {
+	r := rr.r
+	r.rulesMu.Lock()
+	out := slices.Clone(r.managedInfo)
+	r.rulesMu.Unlock()
+	global := slices.Clone(r.cfg.Pipelines.ErrorRecovery.Rules)
+	config.SortRules(global)
+	for _, g := range global {
+		out = append(out, api.RuleInfo{Rule: g})
+	}
+	return out
+}
+
+// globalRule returns the global rule called name.
+func (r *Runtime) globalRule(name string) (config.Rule, bool) {
+	i := slices.IndexFunc(r.cfg.Pipelines.ErrorRecovery.Rules, func(g config.Rule) bool { return g.Name == name })
+	if i < 0 {
+		return config.Rule{}, false
+	}
+	return r.cfg.Pipelines.ErrorRecovery.Rules[i], true
+}
+
+// Load implements api.Rules.
+func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, replaceAll bool) (api.LoadResult, error) {
+	r := rr.r
+	var loaded []api.RuleInfo
+	names := map[string]string{} // rule name -> file:line
+	now := time.Now().UTC()
+	for _, f := range files {
+		rules, err := config.ParseRulesFile(f.Name, f.Data)
+		if err != nil {
+			return api.LoadResult{}, &api.InvalidRulesError{Err: err}
+		}
+		for _, rt := range rules {
+			where := fmt.Sprintf("%s:%d", f.Name, rt.Rule.Line)
+			if first, dup := names[rt.Rule.Name]; dup {
+				return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q is defined twice (first at %s); names must be unique", where, rt.Rule.Name, first)}
+			}
+			names[rt.Rule.Name] = where
+			if g, ok := r.globalRule(rt.Rule.Name); ok {
+				return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q: a global rule of %s:%d has that name; give the managed rule its own", where, rt.Rule.Name, g.File, g.Line)}
+			}
+			if err := lifecycle.CheckRules(r.cfg.Pipelines.ErrorRecovery, []config.Rule{rt.Rule}); err != nil {
+				return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: %w", where, err)}
+			}
+			rule := rt.Rule
+			rule.File = managedFileName(f.Name)
+			loaded = append(loaded, api.RuleInfo{Rule: rule, Managed: true, YAML: rt.YAML, LoadedAt: now})
+		}
+	}
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	var res api.LoadResult
+	next := make([]api.RuleInfo, 0, len(r.managedInfo)+len(loaded))
+	var ops []store.Op
+	for _, old := range r.managedInfo {
+		_, again := names[old.Rule.Name]
+		switch {
+		case again:
+			res.Replaced = append(res.Replaced, old.Rule.Name)
+		case replaceAll:
+			res.Removed = append(res.Removed, old.Rule.Name)
+			ops = append(ops, store.Op{Key: managedRuleKey(old.Rule.Name), Delete: true})
+		default:
+			next = append(next, old)
+		}
+	}
+	for _, ri := range loaded {
+		b, err := json.Marshal(storedRule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, "managed:"),
+			Line: ri.Rule.Line, LoadedAt: ri.LoadedAt})
+		if err != nil {
+			return api.LoadResult{}, err
+		}
+		ops = append(ops, store.Op{Key: managedRuleKey(ri.Rule.Name), Value: b})
+		res.Loaded = append(res.Loaded, ri.Rule.Name)
+		next = append(next, ri)
+	}
+	if err := r.writer.Apply(ctx, ops...); err != nil {
+		return api.LoadResult{}, fmt.Errorf("storing the recovery rules: %w", err)
+	}
+	r.setManaged(next)
+	r.log.Info("managed recovery rules loaded", zap.Strings("loaded", res.Loaded), zap.Strings("replaced", res.Replaced),
+		zap.Strings("removed", res.Removed), zap.Int("managed", len(next)))
+	return res, nil
+}
+
+// Delete implements api.Rules.
+func (rr runtimeRules) Delete(ctx context.Context, name string) error {
+	r := rr.r
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	i := slices.IndexFunc(r.managedInfo, func(ri api.RuleInfo) bool { return ri.Rule.Name == name })
+	if i < 0 {
+		if g, ok := r.globalRule(name); ok {
+			return &api.RuleInFileError{Name: name, File: fmt.Sprintf("%s:%d", g.File, g.Line)}
+		}
+		return api.ErrRuleNotFound
+	}
+	if err := r.writer.Apply(ctx, store.Op{Key: managedRuleKey(name), Delete: true}); err != nil {
+		return fmt.Errorf("deleting recovery rule %s: %w", name, err)
+	}
+	r.setManaged(slices.Delete(slices.Clone(r.managedInfo), i, i+1))
+	r.log.Info("managed recovery rule deleted", zap.String("rule", name))
+	return nil
+}
+
+// Clear implements api.Rules.
+func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
+	r := rr.r
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	ops := make([]store.Op, 0, len(r.managedInfo))
+	for _, ri := range r.managedInfo {
+		ops = append(ops, store.Op{Key: managedRuleKey(ri.Rule.Name), Delete: true})
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	if err := r.writer.Apply(ctx, ops...); err != nil {
+		return 0, errors.Join(errors.New("deleting the managed recovery rules"), err)
+	}
+	r.setManaged(nil)
+	r.log.Info("managed recovery rules cleared", zap.Int("deleted", len(ops)))
+	return len(ops), nil
+}
