@@ -1,0 +1,170 @@
+package lifecycle
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/config"
+)
+
+// PastFault is a fault the audit log kept, as a dry run replays it.
+type PastFault struct {
+	Fault
+	At time.Time
+	// Actual is what happened: the action the policy took (restart,
+	// degrade) and the rule that decided, if one did.
+	ActualAction, ActualRule string
+}
+
+// DryRunRule is what one rule would have done with the past faults.
+type DryRunRule struct {
+	Name   string
+	Action string
+	// Schedule describes the rule's restarts over the global policy
+	// (strategy, delays, limit); empty unless Action is retry.
+	Schedule string
+	// Matched counts the faults the rule would have decided (the first
+	// rule that matches decides), by pipeline.
+	Matched   int
+	Pipelines map[string]int
+	// Actual counts what happened to those faults instead: "restart",
+	// "degrade", with " by rule <name>" when a rule decided.
+	Actual map[string]int
+}
+
+// DryRunReport is the result of DryRun.
+type DryRunReport struct {
+	Faults int
+	Rules  []DryRunRule
+	// Unmatched counts the faults no rule matches, by code, class and the
+	// start of their message, the most frequent first.
+	Unmatched      int
+	UnmatchedKinds []UnmatchedFaults
+}
+
+// UnmatchedFaults are faults of one kind no rule matched.
+type UnmatchedFaults struct {
+	Code      int
+	Class     string
+	Message   string
+	Count     int
+	Pipelines map[string]int
+}
+
+// unmatchedMessage is how much of a message groups unmatched faults.
+const unmatchedMessage = 80
+
+// DryRun replays faults against rules, in the order the rules would be
+// tried, compiled over base (the global policy): the first rule that
+// matches a fault decides it. It changes nothing. A dead-letter rule is
+// taken to match the faults it fits even when the error named no record:
+// the audit log does not say.
+func DryRun(rules []config.Rule, base config.ErrorRecovery, faults []PastFault) (DryRunReport, error) {
+	compiled, err := compileRules(base, rules)
+	if err != nil {
+		return DryRunReport{}, err
+	}
+	rep := DryRunReport{Faults: len(faults), Rules: make([]DryRunRule, len(compiled))}
+	for i, r := range compiled {
+		rep.Rules[i] = DryRunRule{Name: r.Name, Action: r.Action, Pipelines: map[string]int{}, Actual: map[string]int{}}
+		if r.Action == config.ActionRetry {
+			rep.Rules[i].Schedule = describeSchedule(r.Policy)
+		}
+	}
+	unmatched := map[string]*UnmatchedFaults{}
+	for _, f := range faults {
+		f.NamesRecord = true
+		i := -1
+		for j := range compiled {
+			if compiled[j].matches(f.Fault) {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			rep.Unmatched++
+			msg := f.Message
+			if r := []rune(msg); len(r) > unmatchedMessage {
+				msg = string(r[:unmatchedMessage]) + "..."
+			}
+			key := fmt.Sprintf("%d|%s|%s", f.Code, f.Class, msg)
+			u := unmatched[key]
+			if u == nil {
+				u = &UnmatchedFaults{Code: f.Code, Class: f.Class.String(), Message: msg, Pipelines: map[string]int{}}
+				unmatched[key] = u
+			}
+			u.Count++
+			u.Pipelines[f.Pipeline]++
+			continue
+		}
+		r := &rep.Rules[i]
+		r.Matched++
+		r.Pipelines[f.Pipeline]++
+		actual := f.ActualAction
+		if actual == "" {
+			actual = "unknown"
+		}
+		if f.ActualRule != "" {
+			actual += " by rule " + f.ActualRule
+		}
+		r.Actual[actual]++
+	}
+	for _, u := range unmatched {
+		rep.UnmatchedKinds = append(rep.UnmatchedKinds, *u)
+	}
+	sort.Slice(rep.UnmatchedKinds, func(a, b int) bool {
+		x, y := rep.UnmatchedKinds[a], rep.UnmatchedKinds[b]
+		if x.Count != y.Count {
+			return x.Count > y.Count
+		}
+		return x.Message < y.Message
+	})
+	return rep, nil
+}
+
+// describeSchedule says how a rule restarts, for people.
+func describeSchedule(p Policy) string {
+	var b strings.Builder
+	switch p.Strategy {
+	case config.StrategySchedule:
+		parts := make([]string, len(p.Schedule))
+		for i, d := range p.Schedule {
+			parts[i] = d.String()
+		}
+		fmt.Fprintf(&b, "schedule [%s]", strings.Join(parts, ", "))
+	case config.StrategyFixed:
+		fmt.Fprintf(&b, "fixed %s", p.MinDelay)
+	case config.StrategyRandom:
+		fmt.Fprintf(&b, "random %s-%s", p.MinDelay, p.MaxDelay)
+	default:
+		fmt.Fprintf(&b, "%s %s x%g up to %s", p.Strategy, p.MinDelay, p.BackoffFactor, p.MaxDelay)
+	}
+	if p.MaxRetries < 0 {
+		b.WriteString(", unlimited retries")
+	} else {
+		fmt.Fprintf(&b, ", at most %d retries", p.MaxRetries)
+	}
+	if p.MaxDuration > 0 {
+		fmt.Fprintf(&b, " within %s", p.MaxDuration)
+	}
+	return b.String()
+}
+
+// CodeClass is the class an error's code gives, before rules: what a
+// rule's match.class compares with. classifiedBy is how the recorded class
+// was decided; a rule's decision hides the code's class, which the code
+// table gives back (an error without a code from a processor is fatal).
+func CodeClass(recorded string, classifiedBy string, code int, componentKind string) cerrors.Class {
+	if classifiedBy != "rule" {
+		if c, err := cerrors.ParseClass(recorded); err == nil {
+			return c
+		}
+	}
+	if code == 0 && componentKind == "processor" {
+		return cerrors.ClassFatal
+	}
+	return cerrors.ClassOf(code)
+}
