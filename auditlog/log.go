@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,6 +254,19 @@ func prefixEnd(prefix []byte) []byte {
 	end := bytes.Clone(prefix)
 	end[len(end)-1]++
 	return end
+}
+
+// PipelineIDs returns the ids of every pipeline with events, deleted ones
+// included, sorted.
+func (l *Log) PipelineIDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]string, 0, len(l.pipelines))
+	for id := range l.pipelines {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // pipeline returns id's state, creating it if create is set; nil, nil for

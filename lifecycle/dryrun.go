@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -40,7 +41,8 @@ type DryRunReport struct {
 	Faults int
 	Rules  []DryRunRule
 	// Unmatched counts the faults no rule matches, by code, class and the
-	// start of their message, the most frequent first.
+	// start of their message (numbers in it as #), the most frequent
+	// first.
 	Unmatched      int
 	UnmatchedKinds []UnmatchedFaults
 }
@@ -53,6 +55,8 @@ type UnmatchedFaults struct {
 	Count     int
 	Pipelines map[string]int
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // unmatchedMessage is how much of a message groups unmatched faults.
 const unmatchedMessage = 80
@@ -86,7 +90,9 @@ func DryRun(rules []config.Rule, base config.ErrorRecovery, faults []PastFault) 
 		}
 		if i < 0 {
 			rep.Unmatched++
-			msg := f.Message
+			// Faults that differ only in numbers (a counter, an id, a
+			// port) are one kind.
+			msg := digits.ReplaceAllString(f.Message, "#")
 			if r := []rune(msg); len(r) > unmatchedMessage {
 				msg = string(r[:unmatchedMessage]) + "..."
 			}

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 )
@@ -31,7 +34,7 @@ with pipelines.error-recovery.rules (examples/rules/postgres.yml is one).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newRulesListCommand(), newRulesGetCommand(), newRulesLoadCommand(), newRulesExportCommand(),
-		newRulesDeleteCommand(), newRulesClearCommand())
+		newRulesDeleteCommand(), newRulesClearCommand(), newRulesDryRunCommand())
 	return cmd
 }
 
@@ -305,4 +308,119 @@ func (c *apiClient) explainRule(err error, name string) error {
 		}
 	}
 	return c.explain(err, "")
+}
+
+func newRulesDryRunCommand() *cobra.Command {
+	var (
+		since  time.Duration
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "dry-run FILE...",
+		Short: "What the rules of FILE would have done with the faults the audit log kept",
+		Long: `Dry-run replays the fault events of the audit log - every pipeline's,
+deleted ones too, as far as retention kept them, or those of the last
+--since - against the rules of the files, tried in their order, and reports
+for each rule the faults it would have decided, in which pipelines, what it
+would have done (its action and schedule) and what happened instead; and the
+faults that no rule matches. Nothing is stored or changed.`,
+		Example: `  conduit recovery-rules dry-run new-rules.yml --since 168h`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if since < 0 {
+				return fmt.Errorf("--since %s: want a positive duration", since)
+			}
+			files, err := readPipelineFiles(args)
+			if err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			req := &conduitv1.DryRunRecoveryRulesRequest{}
+			if since > 0 {
+				req.Since = durationpb.New(since)
+			}
+			for _, f := range files {
+				req.Files = append(req.Files, &conduitv1.RulesFile{Name: f.Name, Content: string(f.Data)})
+			}
+			resp, err := client.rules.DryRunRecoveryRules(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				var ce *connect.Error
+				if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
+					return errors.New(ce.Message())
+				}
+				return client.explain(err, "")
+			}
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
+			}
+			return newView().writeDryRun(cmd.OutOrStdout(), resp.Msg)
+		},
+	}
+	cmd.Flags().DurationVar(&since, "since", 0, "only faults of this last stretch of time, e.g. 24h or 168h (default: all the audit log kept)")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// countsText is "a 3, b 1": the largest first.
+func countsText(m map[string]int32) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (v view) writeDryRun(w io.Writer, r *conduitv1.DryRunRecoveryRulesResponse) error {
+	window := "the audit log holds none"
+	if r.GetFaults() > 0 {
+		window = fmt.Sprintf("from %s to %s", v.timeText(r.GetFrom()), v.timeText(r.GetTo()))
+	}
+	fmt.Fprintf(w, "Dry run of %d rules against %d faults (%s). Nothing was changed.\n\n", len(r.GetRules()), r.GetFaults(), window)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tACTION\tMATCHED\tPIPELINES\tWOULD\tACTUALLY")
+	for _, rule := range r.GetRules() {
+		would := rule.GetAction()
+		if rule.GetSchedule() != "" {
+			would += ": " + rule.GetSchedule()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(rule.GetName()), rule.GetAction(), rule.GetMatched(),
+			oneLine(countsText(rule.GetPipelines())), oneLine(would), oneLine(countsText(rule.GetActual())))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.GetUnmatched() == 0 {
+		_, err := fmt.Fprintln(w, "\nEvery fault matches a rule.")
+		return err
+	}
+	fmt.Fprintf(w, "\nNo rule matches %d faults:\n", r.GetUnmatched())
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "COUNT\tCODE/CLASS\tMESSAGE\tPIPELINES")
+	for _, u := range r.GetUnmatchedKinds() {
+		code := u.GetClass()
+		if u.GetCode() != 0 {
+			code = fmt.Sprintf("%d/%s", u.GetCode(), u.GetClass())
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", u.GetCount(), code, oneLine(u.GetMessage()), oneLine(countsText(u.GetPipelines())))
+	}
+	return tw.Flush()
 }

@@ -30,6 +30,28 @@ func TestRecoveryRulesCLICycle(t *testing.T) {
 	}
 	waitForEvent(t, p, "flaky", "recovering", 2)
 
+	// Dry run first: what the rule would have done with the faults so far.
+	w.write("other.yml", "- name: only-429\n  match: {codes: [\"429\"]}\n")
+	res := rules("dry-run", "degrade-503.yml", "other.yml", "--since", "1h")
+	if res.code != 0 {
+		t.Fatalf("dry-run: exit %d\n%s", res.code, res.stderr)
+	}
+	table := dryRunTable(res.stdout)
+	row := table["give-up-on-503"]
+	if len(row) < 4 || row[1] != "degrade" || row[2] == "0" || row[3] != "flaky" || !strings.Contains(res.stdout, "restart") ||
+		!strings.Contains(res.stdout, "Nothing was changed") {
+		t.Fatalf("dry-run:\n%s", res.stdout)
+	}
+	if r := table["only-429"]; len(r) < 3 || r[2] != "0" {
+		t.Errorf("a rule that matches nothing: %v\n%s", r, res.stdout)
+	}
+	if res := rules("dry-run", "other.yml"); !strings.Contains(res.stdout, "No rule matches") || !strings.Contains(res.stdout, "503/transient") {
+		t.Errorf("dry-run of rules that match nothing:\n%s", res.stdout)
+	}
+	if rows := tableRows(rules("list").stdout); rows["give-up-on-503"] != nil {
+		t.Fatal("a dry run stored the rule")
+	}
+
 	if res := rules("load", "bad.yml"); res.code == 0 || !strings.Contains(res.stderr, "nothing loaded: bad.yml:3: rules[0].max-retries") {
 		t.Fatalf("load of a bad rule: exit %d\n%s", res.code, res.stderr)
 	}
@@ -86,4 +108,11 @@ func TestRecoveryRulesCLICycle(t *testing.T) {
 		t.Errorf("after clear: %v", rows)
 	}
 	stopProcess(t, p)
+}
+
+// dryRunTable is the rules table of dry-run's output, by rule.
+func dryRunTable(out string) map[string][]string {
+	_, rest, _ := strings.Cut(out, "RULE ")
+	table, _, _ := strings.Cut("RULE "+rest, "\n\n")
+	return tableRows(table)
 }

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/conduitry/conduit/lifecycle"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
 	"github.com/conduitry/conduit/pkg/config"
@@ -45,6 +46,15 @@ type Rules interface {
 	Delete(ctx context.Context, name string) error
 	// Clear deletes every managed rule.
 	Clear(ctx context.Context) (int, error)
+	// DryRun replays the faults of the audit log since since (0: all)
+	// against the rules of files; a bad file is an *InvalidRulesError.
+	DryRun(ctx context.Context, files []config.FileContent, since time.Duration) (DryRunResult, error)
+}
+
+// DryRunResult is a dry run's report and the window of faults it read.
+type DryRunResult struct {
+	Report   lifecycle.DryRunReport
+	From, To time.Time
 }
 
 // ErrRuleNotFound is returned for a rule name no rule has.
@@ -106,9 +116,7 @@ func (s *RuleService) GetRecoveryRule(_ context.Context, req *connect.Request[co
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("recovery rule %q not found", name))
 }
 
-// LoadRecoveryRules implements the RPC.
-func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.LoadRecoveryRulesRequest]) (*connect.Response[conduitv1.LoadRecoveryRulesResponse], error) {
-	in := req.Msg.GetFiles()
+func rulesFiles(in []*conduitv1.RulesFile) ([]config.FileContent, error) {
 	if len(in) == 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("files: at least one rules file is required"))
 	}
@@ -122,6 +130,15 @@ func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Reques
 			name = fmt.Sprintf("files[%d]", i)
 		}
 		files[i] = config.FileContent{Name: name, Data: []byte(f.GetContent())}
+	}
+	return files, nil
+}
+
+// LoadRecoveryRules implements the RPC.
+func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.LoadRecoveryRulesRequest]) (*connect.Response[conduitv1.LoadRecoveryRulesResponse], error) {
+	files, err := rulesFiles(req.Msg.GetFiles())
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.rules.Load(ctx, files, req.Msg.GetReplaceAll())
 	var invalid *InvalidRulesError
@@ -160,4 +177,46 @@ func (s *RuleService) ClearRecoveryRules(ctx context.Context, _ *connect.Request
 		return nil, internalError(ctx, err)
 	}
 	return connect.NewResponse(&conduitv1.ClearRecoveryRulesResponse{Deleted: int32(n)}), nil
+}
+
+// DryRunRecoveryRules implements the RPC.
+func (s *RuleService) DryRunRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.DryRunRecoveryRulesRequest]) (*connect.Response[conduitv1.DryRunRecoveryRulesResponse], error) {
+	files, err := rulesFiles(req.Msg.GetFiles())
+	if err != nil {
+		return nil, err
+	}
+	var since time.Duration
+	if d := req.Msg.GetSince(); d != nil {
+		if since = d.AsDuration(); since <= 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("since: %s, want a positive duration or none", since))
+		}
+	}
+	res, err := s.rules.DryRun(ctx, files, since)
+	var invalid *InvalidRulesError
+	switch {
+	case errors.As(err, &invalid):
+		return nil, connect.NewError(connect.CodeInvalidArgument, invalid.Err)
+	case err != nil:
+		return nil, internalError(ctx, err)
+	}
+	rep := res.Report
+	out := &conduitv1.DryRunRecoveryRulesResponse{Faults: int32(rep.Faults), Unmatched: int32(rep.Unmatched),
+		From: timeToProto(res.From), To: timeToProto(res.To)}
+	for _, r := range rep.Rules {
+		out.Rules = append(out.Rules, &conduitv1.DryRunRule{Name: r.Name, Action: r.Action, Schedule: r.Schedule,
+			Matched: int32(r.Matched), Pipelines: counts32(r.Pipelines), Actual: counts32(r.Actual)})
+	}
+	for _, u := range rep.UnmatchedKinds {
+		out.UnmatchedKinds = append(out.UnmatchedKinds, &conduitv1.UnmatchedFaults{Code: int32(u.Code), Class: u.Class,
+			Message: u.Message, Count: int32(u.Count), Pipelines: counts32(u.Pipelines)})
+	}
+	return connect.NewResponse(out), nil
+}
+
+func counts32(m map[string]int) map[string]int32 {
+	out := make(map[string]int32, len(m))
+	for k, v := range m {
+		out[k] = int32(v)
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
@@ -215,4 +216,62 @@ func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
 	r.setManaged(nil)
 	r.log.Info("managed recovery rules cleared", zap.Int("deleted", len(ops)))
 	return len(ops), nil
+}
+
+// DryRun implements api.Rules.
+func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, since time.Duration) (api.DryRunResult, error) {
+	r := rr.r
+	var rules []config.Rule
+	names := map[string]string{}
+	for _, f := range files {
+		parsed, err := config.ParseRulesFile(f.Name, f.Data)
+		if err != nil {
+			return api.DryRunResult{}, &api.InvalidRulesError{Err: err}
+		}
+		for _, rt := range parsed {
+			where := fmt.Sprintf("%s:%d", f.Name, rt.Rule.Line)
+			if first, dup := names[rt.Rule.Name]; dup {
+				return api.DryRunResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q is defined twice (first at %s); names must be unique", where, rt.Rule.Name, first)}
+			}
+			names[rt.Rule.Name] = where
+			rules = append(rules, rt.Rule)
+		}
+	}
+	if err := lifecycle.CheckRules(r.cfg.Pipelines.ErrorRecovery, rules); err != nil {
+		return api.DryRunResult{}, &api.InvalidRulesError{Err: err}
+	}
+	res := api.DryRunResult{To: time.Now().UTC()}
+	if since > 0 {
+		res.From = res.To.Add(-since)
+	}
+	var faults []lifecycle.PastFault
+	for _, id := range r.audit.PipelineIDs() {
+		events, err := r.audit.List(ctx, id, auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindFault}})
+		if err != nil {
+			return api.DryRunResult{}, err
+		}
+		m := r.get(id)
+		for _, e := range events {
+			if e.Time.Before(res.From) {
+				continue
+			}
+			f := lifecycle.PastFault{At: e.Time, ActualAction: e.Action, ActualRule: e.ErrorRule, Fault: lifecycle.Fault{
+				Pipeline: id, Code: e.ErrorCode, Message: e.ErrorMessage, Component: e.Component,
+				Class: lifecycle.CodeClass(e.ErrorClass, e.ErrorSource, e.ErrorCode, e.ComponentKind),
+			}}
+			if m != nil && e.Component != "" {
+				f.Plugin = m.pluginOf(e.Component)
+			}
+			if res.From.IsZero() || e.Time.Before(res.From) {
+				res.From = e.Time
+			}
+			faults = append(faults, f)
+		}
+	}
+	rep, err := lifecycle.DryRun(rules, r.cfg.Pipelines.ErrorRecovery, faults)
+	if err != nil {
+		return api.DryRunResult{}, &api.InvalidRulesError{Err: err}
+	}
+	res.Report = rep
+	return res, nil
 }

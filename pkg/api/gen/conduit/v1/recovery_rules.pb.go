@@ -9,6 +9,7 @@ package conduitv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -595,12 +596,322 @@ func (x *ClearRecoveryRulesResponse) GetDeleted() int32 {
 	return 0
 }
 
+type DryRunRecoveryRulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Files []*RulesFile           `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// Only faults of this last stretch of time; unset: all the audit log
+	// kept.
+	Since         *durationpb.Duration `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DryRunRecoveryRulesRequest) Reset() {
+	*x = DryRunRecoveryRulesRequest{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunRecoveryRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunRecoveryRulesRequest) ProtoMessage() {}
+
+func (x *DryRunRecoveryRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunRecoveryRulesRequest.ProtoReflect.Descriptor instead.
+func (*DryRunRecoveryRulesRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DryRunRecoveryRulesRequest) GetFiles() []*RulesFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *DryRunRecoveryRulesRequest) GetSince() *durationpb.Duration {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// DryRunRule is what one rule would have done.
+type DryRunRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// retry, degrade or dead-letter.
+	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// How a retry rule restarts, over the global policy.
+	Schedule string `protobuf:"bytes,3,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// Faults it would have decided (the first rule that matches decides).
+	Matched int32 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"`
+	// By pipeline.
+	Pipelines map[string]int32 `protobuf:"bytes,5,rep,name=pipelines,proto3" json:"pipelines,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// What happened to those faults: restart or degrade, "by rule <name>"
+	// when a rule decided.
+	Actual        map[string]int32 `protobuf:"bytes,6,rep,name=actual,proto3" json:"actual,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DryRunRule) Reset() {
+	*x = DryRunRule{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunRule) ProtoMessage() {}
+
+func (x *DryRunRule) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunRule.ProtoReflect.Descriptor instead.
+func (*DryRunRule) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DryRunRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DryRunRule) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *DryRunRule) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *DryRunRule) GetMatched() int32 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *DryRunRule) GetPipelines() map[string]int32 {
+	if x != nil {
+		return x.Pipelines
+	}
+	return nil
+}
+
+func (x *DryRunRule) GetActual() map[string]int32 {
+	if x != nil {
+		return x.Actual
+	}
+	return nil
+}
+
+// UnmatchedFaults are faults of one kind that no rule matches.
+type UnmatchedFaults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Code  int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Class string                 `protobuf:"bytes,2,opt,name=class,proto3" json:"class,omitempty"`
+	// The start of their message.
+	Message       string           `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Count         int32            `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Pipelines     map[string]int32 `protobuf:"bytes,5,rep,name=pipelines,proto3" json:"pipelines,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnmatchedFaults) Reset() {
+	*x = UnmatchedFaults{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnmatchedFaults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnmatchedFaults) ProtoMessage() {}
+
+func (x *UnmatchedFaults) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnmatchedFaults.ProtoReflect.Descriptor instead.
+func (*UnmatchedFaults) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UnmatchedFaults) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *UnmatchedFaults) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *UnmatchedFaults) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *UnmatchedFaults) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *UnmatchedFaults) GetPipelines() map[string]int32 {
+	if x != nil {
+		return x.Pipelines
+	}
+	return nil
+}
+
+type DryRunRecoveryRulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Fault events replayed, and the window they come from.
+	Faults int32                  `protobuf:"varint,1,opt,name=faults,proto3" json:"faults,omitempty"`
+	From   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// In the order the rules are tried.
+	Rules     []*DryRunRule `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	Unmatched int32         `protobuf:"varint,5,opt,name=unmatched,proto3" json:"unmatched,omitempty"`
+	// The most frequent first.
+	UnmatchedKinds []*UnmatchedFaults `protobuf:"bytes,6,rep,name=unmatched_kinds,json=unmatchedKinds,proto3" json:"unmatched_kinds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DryRunRecoveryRulesResponse) Reset() {
+	*x = DryRunRecoveryRulesResponse{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DryRunRecoveryRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DryRunRecoveryRulesResponse) ProtoMessage() {}
+
+func (x *DryRunRecoveryRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DryRunRecoveryRulesResponse.ProtoReflect.Descriptor instead.
+func (*DryRunRecoveryRulesResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DryRunRecoveryRulesResponse) GetFaults() int32 {
+	if x != nil {
+		return x.Faults
+	}
+	return 0
+}
+
+func (x *DryRunRecoveryRulesResponse) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *DryRunRecoveryRulesResponse) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *DryRunRecoveryRulesResponse) GetRules() []*DryRunRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *DryRunRecoveryRulesResponse) GetUnmatched() int32 {
+	if x != nil {
+		return x.Unmatched
+	}
+	return 0
+}
+
+func (x *DryRunRecoveryRulesResponse) GetUnmatchedKinds() []*UnmatchedFaults {
+	if x != nil {
+		return x.UnmatchedKinds
+	}
+	return nil
+}
+
 var File_conduit_v1_recovery_rules_proto protoreflect.FileDescriptor
 
 const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\n" +
 	"\x1fconduit/v1/recovery_rules.proto\x12\n" +
-	"conduit.v1\x1a\x19conduit/v1/pipeline.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x01\n" +
+	"conduit.v1\x1a\x19conduit/v1/pipeline.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x01\n" +
 	"\x13ManagedRecoveryRule\x12,\n" +
 	"\x04rule\x18\x01 \x01(\v2\x18.conduit.v1.RecoveryRuleR\x04rule\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x12\n" +
@@ -629,13 +940,47 @@ const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\x1aDeleteRecoveryRuleResponse\"\x1b\n" +
 	"\x19ClearRecoveryRulesRequest\"6\n" +
 	"\x1aClearRecoveryRulesResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\x05R\adeleted2\x89\x04\n" +
+	"\adeleted\x18\x01 \x01(\x05R\adeleted\"z\n" +
+	"\x1aDryRunRecoveryRulesRequest\x12+\n" +
+	"\x05files\x18\x01 \x03(\v2\x15.conduit.v1.RulesFileR\x05files\x12/\n" +
+	"\x05since\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05since\"\xe8\x02\n" +
+	"\n" +
+	"DryRunRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1a\n" +
+	"\bschedule\x18\x03 \x01(\tR\bschedule\x12\x18\n" +
+	"\amatched\x18\x04 \x01(\x05R\amatched\x12C\n" +
+	"\tpipelines\x18\x05 \x03(\v2%.conduit.v1.DryRunRule.PipelinesEntryR\tpipelines\x12:\n" +
+	"\x06actual\x18\x06 \x03(\v2\".conduit.v1.DryRunRule.ActualEntryR\x06actual\x1a<\n" +
+	"\x0ePipelinesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a9\n" +
+	"\vActualEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xf3\x01\n" +
+	"\x0fUnmatchedFaults\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x14\n" +
+	"\x05class\x18\x02 \x01(\tR\x05class\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x05R\x05count\x12H\n" +
+	"\tpipelines\x18\x05 \x03(\v2*.conduit.v1.UnmatchedFaults.PipelinesEntryR\tpipelines\x1a<\n" +
+	"\x0ePipelinesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xa3\x02\n" +
+	"\x1bDryRunRecoveryRulesResponse\x12\x16\n" +
+	"\x06faults\x18\x01 \x01(\x05R\x06faults\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12,\n" +
+	"\x05rules\x18\x04 \x03(\v2\x16.conduit.v1.DryRunRuleR\x05rules\x12\x1c\n" +
+	"\tunmatched\x18\x05 \x01(\x05R\tunmatched\x12D\n" +
+	"\x0funmatched_kinds\x18\x06 \x03(\v2\x1b.conduit.v1.UnmatchedFaultsR\x0eunmatchedKinds2\xf6\x04\n" +
 	"\x13RecoveryRuleService\x12e\n" +
 	"\x11ListRecoveryRules\x12$.conduit.v1.ListRecoveryRulesRequest\x1a%.conduit.v1.ListRecoveryRulesResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\x0fGetRecoveryRule\x12\".conduit.v1.GetRecoveryRuleRequest\x1a#.conduit.v1.GetRecoveryRuleResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\x11LoadRecoveryRules\x12$.conduit.v1.LoadRecoveryRulesRequest\x1a%.conduit.v1.LoadRecoveryRulesResponse\x12c\n" +
 	"\x12DeleteRecoveryRule\x12%.conduit.v1.DeleteRecoveryRuleRequest\x1a&.conduit.v1.DeleteRecoveryRuleResponse\x12c\n" +
-	"\x12ClearRecoveryRules\x12%.conduit.v1.ClearRecoveryRulesRequest\x1a&.conduit.v1.ClearRecoveryRulesResponseB?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
+	"\x12ClearRecoveryRules\x12%.conduit.v1.ClearRecoveryRulesRequest\x1a&.conduit.v1.ClearRecoveryRulesResponse\x12k\n" +
+	"\x13DryRunRecoveryRules\x12&.conduit.v1.DryRunRecoveryRulesRequest\x1a'.conduit.v1.DryRunRecoveryRulesResponse\"\x03\x90\x02\x01B?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
 
 var (
 	file_conduit_v1_recovery_rules_proto_rawDescOnce sync.Once
@@ -649,44 +994,63 @@ func file_conduit_v1_recovery_rules_proto_rawDescGZIP() []byte {
 	return file_conduit_v1_recovery_rules_proto_rawDescData
 }
 
-var file_conduit_v1_recovery_rules_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_conduit_v1_recovery_rules_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_conduit_v1_recovery_rules_proto_goTypes = []any{
-	(*ManagedRecoveryRule)(nil),        // 0: conduit.v1.ManagedRecoveryRule
-	(*ListRecoveryRulesRequest)(nil),   // 1: conduit.v1.ListRecoveryRulesRequest
-	(*ListRecoveryRulesResponse)(nil),  // 2: conduit.v1.ListRecoveryRulesResponse
-	(*GetRecoveryRuleRequest)(nil),     // 3: conduit.v1.GetRecoveryRuleRequest
-	(*GetRecoveryRuleResponse)(nil),    // 4: conduit.v1.GetRecoveryRuleResponse
-	(*RulesFile)(nil),                  // 5: conduit.v1.RulesFile
-	(*LoadRecoveryRulesRequest)(nil),   // 6: conduit.v1.LoadRecoveryRulesRequest
-	(*LoadRecoveryRulesResponse)(nil),  // 7: conduit.v1.LoadRecoveryRulesResponse
-	(*DeleteRecoveryRuleRequest)(nil),  // 8: conduit.v1.DeleteRecoveryRuleRequest
-	(*DeleteRecoveryRuleResponse)(nil), // 9: conduit.v1.DeleteRecoveryRuleResponse
-	(*ClearRecoveryRulesRequest)(nil),  // 10: conduit.v1.ClearRecoveryRulesRequest
-	(*ClearRecoveryRulesResponse)(nil), // 11: conduit.v1.ClearRecoveryRulesResponse
-	(*RecoveryRule)(nil),               // 12: conduit.v1.RecoveryRule
-	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
+	(*ManagedRecoveryRule)(nil),         // 0: conduit.v1.ManagedRecoveryRule
+	(*ListRecoveryRulesRequest)(nil),    // 1: conduit.v1.ListRecoveryRulesRequest
+	(*ListRecoveryRulesResponse)(nil),   // 2: conduit.v1.ListRecoveryRulesResponse
+	(*GetRecoveryRuleRequest)(nil),      // 3: conduit.v1.GetRecoveryRuleRequest
+	(*GetRecoveryRuleResponse)(nil),     // 4: conduit.v1.GetRecoveryRuleResponse
+	(*RulesFile)(nil),                   // 5: conduit.v1.RulesFile
+	(*LoadRecoveryRulesRequest)(nil),    // 6: conduit.v1.LoadRecoveryRulesRequest
+	(*LoadRecoveryRulesResponse)(nil),   // 7: conduit.v1.LoadRecoveryRulesResponse
+	(*DeleteRecoveryRuleRequest)(nil),   // 8: conduit.v1.DeleteRecoveryRuleRequest
+	(*DeleteRecoveryRuleResponse)(nil),  // 9: conduit.v1.DeleteRecoveryRuleResponse
+	(*ClearRecoveryRulesRequest)(nil),   // 10: conduit.v1.ClearRecoveryRulesRequest
+	(*ClearRecoveryRulesResponse)(nil),  // 11: conduit.v1.ClearRecoveryRulesResponse
+	(*DryRunRecoveryRulesRequest)(nil),  // 12: conduit.v1.DryRunRecoveryRulesRequest
+	(*DryRunRule)(nil),                  // 13: conduit.v1.DryRunRule
+	(*UnmatchedFaults)(nil),             // 14: conduit.v1.UnmatchedFaults
+	(*DryRunRecoveryRulesResponse)(nil), // 15: conduit.v1.DryRunRecoveryRulesResponse
+	nil,                                 // 16: conduit.v1.DryRunRule.PipelinesEntry
+	nil,                                 // 17: conduit.v1.DryRunRule.ActualEntry
+	nil,                                 // 18: conduit.v1.UnmatchedFaults.PipelinesEntry
+	(*RecoveryRule)(nil),                // 19: conduit.v1.RecoveryRule
+	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 21: google.protobuf.Duration
 }
 var file_conduit_v1_recovery_rules_proto_depIdxs = []int32{
-	12, // 0: conduit.v1.ManagedRecoveryRule.rule:type_name -> conduit.v1.RecoveryRule
-	13, // 1: conduit.v1.ManagedRecoveryRule.loaded_at:type_name -> google.protobuf.Timestamp
+	19, // 0: conduit.v1.ManagedRecoveryRule.rule:type_name -> conduit.v1.RecoveryRule
+	20, // 1: conduit.v1.ManagedRecoveryRule.loaded_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: conduit.v1.ListRecoveryRulesResponse.rules:type_name -> conduit.v1.ManagedRecoveryRule
 	0,  // 3: conduit.v1.GetRecoveryRuleResponse.rule:type_name -> conduit.v1.ManagedRecoveryRule
 	5,  // 4: conduit.v1.LoadRecoveryRulesRequest.files:type_name -> conduit.v1.RulesFile
-	1,  // 5: conduit.v1.RecoveryRuleService.ListRecoveryRules:input_type -> conduit.v1.ListRecoveryRulesRequest
-	3,  // 6: conduit.v1.RecoveryRuleService.GetRecoveryRule:input_type -> conduit.v1.GetRecoveryRuleRequest
-	6,  // 7: conduit.v1.RecoveryRuleService.LoadRecoveryRules:input_type -> conduit.v1.LoadRecoveryRulesRequest
-	8,  // 8: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:input_type -> conduit.v1.DeleteRecoveryRuleRequest
-	10, // 9: conduit.v1.RecoveryRuleService.ClearRecoveryRules:input_type -> conduit.v1.ClearRecoveryRulesRequest
-	2,  // 10: conduit.v1.RecoveryRuleService.ListRecoveryRules:output_type -> conduit.v1.ListRecoveryRulesResponse
-	4,  // 11: conduit.v1.RecoveryRuleService.GetRecoveryRule:output_type -> conduit.v1.GetRecoveryRuleResponse
-	7,  // 12: conduit.v1.RecoveryRuleService.LoadRecoveryRules:output_type -> conduit.v1.LoadRecoveryRulesResponse
-	9,  // 13: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:output_type -> conduit.v1.DeleteRecoveryRuleResponse
-	11, // 14: conduit.v1.RecoveryRuleService.ClearRecoveryRules:output_type -> conduit.v1.ClearRecoveryRulesResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	5,  // 5: conduit.v1.DryRunRecoveryRulesRequest.files:type_name -> conduit.v1.RulesFile
+	21, // 6: conduit.v1.DryRunRecoveryRulesRequest.since:type_name -> google.protobuf.Duration
+	16, // 7: conduit.v1.DryRunRule.pipelines:type_name -> conduit.v1.DryRunRule.PipelinesEntry
+	17, // 8: conduit.v1.DryRunRule.actual:type_name -> conduit.v1.DryRunRule.ActualEntry
+	18, // 9: conduit.v1.UnmatchedFaults.pipelines:type_name -> conduit.v1.UnmatchedFaults.PipelinesEntry
+	20, // 10: conduit.v1.DryRunRecoveryRulesResponse.from:type_name -> google.protobuf.Timestamp
+	20, // 11: conduit.v1.DryRunRecoveryRulesResponse.to:type_name -> google.protobuf.Timestamp
+	13, // 12: conduit.v1.DryRunRecoveryRulesResponse.rules:type_name -> conduit.v1.DryRunRule
+	14, // 13: conduit.v1.DryRunRecoveryRulesResponse.unmatched_kinds:type_name -> conduit.v1.UnmatchedFaults
+	1,  // 14: conduit.v1.RecoveryRuleService.ListRecoveryRules:input_type -> conduit.v1.ListRecoveryRulesRequest
+	3,  // 15: conduit.v1.RecoveryRuleService.GetRecoveryRule:input_type -> conduit.v1.GetRecoveryRuleRequest
+	6,  // 16: conduit.v1.RecoveryRuleService.LoadRecoveryRules:input_type -> conduit.v1.LoadRecoveryRulesRequest
+	8,  // 17: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:input_type -> conduit.v1.DeleteRecoveryRuleRequest
+	10, // 18: conduit.v1.RecoveryRuleService.ClearRecoveryRules:input_type -> conduit.v1.ClearRecoveryRulesRequest
+	12, // 19: conduit.v1.RecoveryRuleService.DryRunRecoveryRules:input_type -> conduit.v1.DryRunRecoveryRulesRequest
+	2,  // 20: conduit.v1.RecoveryRuleService.ListRecoveryRules:output_type -> conduit.v1.ListRecoveryRulesResponse
+	4,  // 21: conduit.v1.RecoveryRuleService.GetRecoveryRule:output_type -> conduit.v1.GetRecoveryRuleResponse
+	7,  // 22: conduit.v1.RecoveryRuleService.LoadRecoveryRules:output_type -> conduit.v1.LoadRecoveryRulesResponse
+	9,  // 23: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:output_type -> conduit.v1.DeleteRecoveryRuleResponse
+	11, // 24: conduit.v1.RecoveryRuleService.ClearRecoveryRules:output_type -> conduit.v1.ClearRecoveryRulesResponse
+	15, // 25: conduit.v1.RecoveryRuleService.DryRunRecoveryRules:output_type -> conduit.v1.DryRunRecoveryRulesResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_recovery_rules_proto_init() }
@@ -701,7 +1065,7 @@ func file_conduit_v1_recovery_rules_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_recovery_rules_proto_rawDesc), len(file_conduit_v1_recovery_rules_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,9 @@ const (
 	// RecoveryRuleServiceClearRecoveryRulesProcedure is the fully-qualified name of the
 	// RecoveryRuleService's ClearRecoveryRules RPC.
 	RecoveryRuleServiceClearRecoveryRulesProcedure = "/conduit.v1.RecoveryRuleService/ClearRecoveryRules"
+	// RecoveryRuleServiceDryRunRecoveryRulesProcedure is the fully-qualified name of the
+	// RecoveryRuleService's DryRunRecoveryRules RPC.
+	RecoveryRuleServiceDryRunRecoveryRulesProcedure = "/conduit.v1.RecoveryRuleService/DryRunRecoveryRules"
 )
 
 // RecoveryRuleServiceClient is a client for the conduit.v1.RecoveryRuleService service.
@@ -67,6 +70,12 @@ type RecoveryRuleServiceClient interface {
 	DeleteRecoveryRule(context.Context, *connect.Request[v1.DeleteRecoveryRuleRequest]) (*connect.Response[v1.DeleteRecoveryRuleResponse], error)
 	// ClearRecoveryRules deletes every managed rule.
 	ClearRecoveryRules(context.Context, *connect.Request[v1.ClearRecoveryRulesRequest]) (*connect.Response[v1.ClearRecoveryRulesResponse], error)
+	// DryRunRecoveryRules replays the fault events of the audit log (of
+	// every pipeline, deleted ones too, as far as retention kept them)
+	// against the rules of the files and reports what each rule would have
+	// done against what happened, and the faults no rule matches. Nothing
+	// is stored or changed.
+	DryRunRecoveryRules(context.Context, *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error)
 }
 
 // NewRecoveryRuleServiceClient constructs a client for the conduit.v1.RecoveryRuleService service.
@@ -112,16 +121,24 @@ func NewRecoveryRuleServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(recoveryRuleServiceMethods.ByName("ClearRecoveryRules")),
 			connect.WithClientOptions(opts...),
 		),
+		dryRunRecoveryRules: connect.NewClient[v1.DryRunRecoveryRulesRequest, v1.DryRunRecoveryRulesResponse](
+			httpClient,
+			baseURL+RecoveryRuleServiceDryRunRecoveryRulesProcedure,
+			connect.WithSchema(recoveryRuleServiceMethods.ByName("DryRunRecoveryRules")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // recoveryRuleServiceClient implements RecoveryRuleServiceClient.
 type recoveryRuleServiceClient struct {
-	listRecoveryRules  *connect.Client[v1.ListRecoveryRulesRequest, v1.ListRecoveryRulesResponse]
-	getRecoveryRule    *connect.Client[v1.GetRecoveryRuleRequest, v1.GetRecoveryRuleResponse]
-	loadRecoveryRules  *connect.Client[v1.LoadRecoveryRulesRequest, v1.LoadRecoveryRulesResponse]
-	deleteRecoveryRule *connect.Client[v1.DeleteRecoveryRuleRequest, v1.DeleteRecoveryRuleResponse]
-	clearRecoveryRules *connect.Client[v1.ClearRecoveryRulesRequest, v1.ClearRecoveryRulesResponse]
+	listRecoveryRules   *connect.Client[v1.ListRecoveryRulesRequest, v1.ListRecoveryRulesResponse]
+	getRecoveryRule     *connect.Client[v1.GetRecoveryRuleRequest, v1.GetRecoveryRuleResponse]
+	loadRecoveryRules   *connect.Client[v1.LoadRecoveryRulesRequest, v1.LoadRecoveryRulesResponse]
+	deleteRecoveryRule  *connect.Client[v1.DeleteRecoveryRuleRequest, v1.DeleteRecoveryRuleResponse]
+	clearRecoveryRules  *connect.Client[v1.ClearRecoveryRulesRequest, v1.ClearRecoveryRulesResponse]
+	dryRunRecoveryRules *connect.Client[v1.DryRunRecoveryRulesRequest, v1.DryRunRecoveryRulesResponse]
 }
 
 // ListRecoveryRules calls conduit.v1.RecoveryRuleService.ListRecoveryRules.
@@ -149,6 +166,11 @@ func (c *recoveryRuleServiceClient) ClearRecoveryRules(ctx context.Context, req 
 	return c.clearRecoveryRules.CallUnary(ctx, req)
 }
 
+// DryRunRecoveryRules calls conduit.v1.RecoveryRuleService.DryRunRecoveryRules.
+func (c *recoveryRuleServiceClient) DryRunRecoveryRules(ctx context.Context, req *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error) {
+	return c.dryRunRecoveryRules.CallUnary(ctx, req)
+}
+
 // RecoveryRuleServiceHandler is an implementation of the conduit.v1.RecoveryRuleService service.
 type RecoveryRuleServiceHandler interface {
 	// ListRecoveryRules returns the managed rules and the global rules of
@@ -166,6 +188,12 @@ type RecoveryRuleServiceHandler interface {
 	DeleteRecoveryRule(context.Context, *connect.Request[v1.DeleteRecoveryRuleRequest]) (*connect.Response[v1.DeleteRecoveryRuleResponse], error)
 	// ClearRecoveryRules deletes every managed rule.
 	ClearRecoveryRules(context.Context, *connect.Request[v1.ClearRecoveryRulesRequest]) (*connect.Response[v1.ClearRecoveryRulesResponse], error)
+	// DryRunRecoveryRules replays the fault events of the audit log (of
+	// every pipeline, deleted ones too, as far as retention kept them)
+	// against the rules of the files and reports what each rule would have
+	// done against what happened, and the faults no rule matches. Nothing
+	// is stored or changed.
+	DryRunRecoveryRules(context.Context, *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error)
 }
 
 // NewRecoveryRuleServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -207,6 +235,13 @@ func NewRecoveryRuleServiceHandler(svc RecoveryRuleServiceHandler, opts ...conne
 		connect.WithSchema(recoveryRuleServiceMethods.ByName("ClearRecoveryRules")),
 		connect.WithHandlerOptions(opts...),
 	)
+	recoveryRuleServiceDryRunRecoveryRulesHandler := connect.NewUnaryHandler(
+		RecoveryRuleServiceDryRunRecoveryRulesProcedure,
+		svc.DryRunRecoveryRules,
+		connect.WithSchema(recoveryRuleServiceMethods.ByName("DryRunRecoveryRules")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/conduit.v1.RecoveryRuleService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RecoveryRuleServiceListRecoveryRulesProcedure:
@@ -219,6 +254,8 @@ func NewRecoveryRuleServiceHandler(svc RecoveryRuleServiceHandler, opts ...conne
 			recoveryRuleServiceDeleteRecoveryRuleHandler.ServeHTTP(w, r)
 		case RecoveryRuleServiceClearRecoveryRulesProcedure:
 			recoveryRuleServiceClearRecoveryRulesHandler.ServeHTTP(w, r)
+		case RecoveryRuleServiceDryRunRecoveryRulesProcedure:
+			recoveryRuleServiceDryRunRecoveryRulesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -246,4 +283,8 @@ func (UnimplementedRecoveryRuleServiceHandler) DeleteRecoveryRule(context.Contex
 
 func (UnimplementedRecoveryRuleServiceHandler) ClearRecoveryRules(context.Context, *connect.Request[v1.ClearRecoveryRulesRequest]) (*connect.Response[v1.ClearRecoveryRulesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.RecoveryRuleService.ClearRecoveryRules is not implemented"))
+}
+
+func (UnimplementedRecoveryRuleServiceHandler) DryRunRecoveryRules(context.Context, *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.RecoveryRuleService.DryRunRecoveryRules is not implemented"))
 }
