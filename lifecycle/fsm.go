@@ -19,6 +19,7 @@ const (
 	eventRecovered event = "recovered" // recovering -> running
 	eventDegrade   event = "degrade"   // running, recovering -> degraded
 	eventStop      event = "stop"      // running, recovering -> stopped
+	eventRetry     event = "retry"     // degraded -> recovering (a rule applied to it)
 )
 
 // ErrInvalidTransition is wrapped by every *TransitionError.
@@ -54,6 +55,7 @@ func newMachine(initial Status) *machine {
 		{Name: string(eventRecovered), Src: []string{recovering}, Dst: running},
 		{Name: string(eventDegrade), Src: []string{running, recovering}, Dst: degraded},
 		{Name: string(eventStop), Src: []string{running, recovering}, Dst: stopped},
+		{Name: string(eventRetry), Src: []string{degraded}, Dst: recovering},
 	}, nil)}
 }
 

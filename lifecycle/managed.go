@@ -81,3 +81,14 @@ func CheckRules(c config.ErrorRecovery, rules []config.Rule) error {
 	_, err := compileRules(c, rules)
 	return err
 }
+
+// ManagedRule returns the managed rule called name compiled over p, or nil.
+func (p *Policy) ManagedRule(name string) *Rule {
+	rules := p.managed.forPolicy(p.base, p.baseKey)
+	for i := range rules {
+		if rules[i].Name == name {
+			return &rules[i]
+		}
+	}
+	return nil
+}

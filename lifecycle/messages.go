@@ -41,6 +41,11 @@ type killMsg struct{}
 
 type retireMsg struct{ why Retirement }
 
+type applyRuleMsg struct {
+	rule, actor string
+	reply       chan ApplyOutcome
+}
+
 func (startMsg) isMessage() {}
 
 func (stopMsg) isMessage() {}
@@ -58,6 +63,8 @@ func (syncMsg) isMessage() {}
 func (killMsg) isMessage() {}
 
 func (retireMsg) isMessage() {}
+
+func (applyRuleMsg) isMessage() {}
 
 // sync returns once every message sent before it was handled (tests).
 func (s *Supervisor) sync(ctx context.Context) error {
@@ -113,6 +120,8 @@ func (s *Supervisor) handle(msg message) {
 		close(m.reply)
 	case retireMsg:
 		s.retire(m.why)
+	case applyRuleMsg:
+		m.reply <- s.onApplyRule(m.rule, m.actor)
 	case killMsg:
 		if s.run != nil && !s.run.forced {
 			s.run.forced = true

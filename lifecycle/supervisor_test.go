@@ -733,3 +733,58 @@ func TestRetiredStateIsTakenUpAgain(t *testing.T) {
 		h.nextRun()
 	}
 }
+
+// A rule applied to a degraded pipeline restarts it on the rule's
+// schedule when its last error matches; other pipelines are left alone.
+func TestApplyRuleRestartsADegradedPipeline(t *testing.T) {
+	ctx := context.Background()
+	managed := NewManagedRules()
+	resolved, err := config.ErrorRecoveryOverride{}.Resolve(config.Default().Pipelines.ErrorRecovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPolicies().WithManaged(managed).From(resolved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	h.nextRun().fail(fatalErr())
+	h.expect(auditlog.KindDegraded)
+
+	if o, err := h.sup.ApplyRule(ctx, "missing-table", "api"); err != nil || o.Restarted {
+		t.Fatalf("a rule that is not loaded: %+v %v", o, err)
+	}
+	managed.Set([]config.Rule{
+		{Name: "other", Action: config.ActionRetry, Match: config.RuleMatch{Message: "timeout"}},
+		{Name: "missing-table", Action: config.ActionRetry, Match: config.RuleMatch{Message: "does not exist", Class: "fatal"},
+			Policy: config.ErrorRecoveryOverride{Strategy: ptr("fixed"), MinDelay: ptr(30 * time.Second)}},
+	})
+	if o, _ := h.sup.ApplyRule(ctx, "other", "api"); o.Restarted || !strings.Contains(o.Why, "does not match") {
+		t.Fatalf("a rule its error does not match: %+v", o)
+	}
+	o, err := h.sup.ApplyRule(ctx, "missing-table", "api")
+	if err != nil || !o.Restarted {
+		t.Fatalf("apply: %+v %v", o, err)
+	}
+	e := h.expect(auditlog.KindRecovering)
+	if e.Actor != "api" || e.Delay != 30*time.Second || e.From != StatusDegraded || !strings.Contains(e.Message, `rule "missing-table" applied by api`) {
+		t.Fatalf("event %+v", e)
+	}
+	if st := h.state(); st.Status != StatusRecovering || st.DegradedReason != "" || st.Episode.RuleCounts["missing-table"] != 1 {
+		t.Fatalf("state %+v", st)
+	}
+	h.noRun()
+	h.advance(30 * time.Second)
+	h.nextRun()
+	if o, _ := h.sup.ApplyRule(ctx, "missing-table", "api"); o.Restarted || !strings.Contains(o.Why, "not degraded") {
+		t.Fatalf("applied to a pipeline that is not degraded: %+v", o)
+	}
+
+	// A force stop is a person's decision: a rule does not undo it.
+	f := newHarness(t, p, State{Status: StatusDegraded, DegradedReason: ReasonForceStop,
+		LastError: &ErrorInfo{Code: 400, Class: "fatal", Message: "table orders does not exist"}})
+	if o, _ := f.sup.ApplyRule(ctx, "missing-table", "api"); o.Restarted || !strings.Contains(o.Why, "force-stopped") {
+		t.Fatalf("applied to a force-stopped pipeline: %+v", o)
+	}
+}
