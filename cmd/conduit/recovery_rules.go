@@ -34,7 +34,7 @@ with pipelines.error-recovery.rules (examples/rules/postgres.yml is one).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newRulesListCommand(), newRulesGetCommand(), newRulesLoadCommand(), newRulesExportCommand(),
-		newRulesDeleteCommand(), newRulesClearCommand(), newRulesDryRunCommand())
+		newRulesDeleteCommand(), newRulesClearCommand(), newRulesDryRunCommand(), newRulesApplyCommand())
 	return cmd
 }
 
@@ -421,6 +421,71 @@ func (v view) writeDryRun(w io.Writer, r *conduitv1.DryRunRecoveryRulesResponse)
 			code = fmt.Sprintf("%d/%s", u.GetCode(), u.GetClass())
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", u.GetCount(), code, oneLine(u.GetMessage()), oneLine(countsText(u.GetPipelines())))
+	}
+	return tw.Flush()
+}
+
+func newRulesApplyCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "apply NAME...",
+		Short: "Restart the degraded pipelines whose last error managed rules match, on the rules' schedule",
+		Long: `Apply hands the pipelines that are degraded now to managed rules, as if the
+rules had existed when the pipelines failed: each degraded pipeline whose
+last error one of the rules matches (tried in the order given) goes
+recovering and restarts on that rule's schedule; its audit log names the
+rule and the actor. Pipelines a user force-stopped, whose error no rule
+matches, or that are not degraded, are left alone. Load the rules first
+(and try them with dry-run).`,
+		Example: `  conduit recovery-rules load missing-table.yml
+  conduit recovery-rules apply missing-table`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.rules.ApplyRecoveryRules(cmd.Context(), connect.NewRequest(&conduitv1.ApplyRecoveryRulesRequest{Names: args}))
+			if err != nil {
+				var ce *connect.Error
+				if errors.As(err, &ce) && (ce.Code() == connect.CodeNotFound || ce.Code() == connect.CodeFailedPrecondition) {
+					return errors.New(ce.Message())
+				}
+				return client.explain(err, "")
+			}
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
+			}
+			return newView().writeApplied(cmd.OutOrStdout(), resp.Msg.GetPipelines())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (v view) writeApplied(w io.Writer, pipelines []*conduitv1.AppliedRule) error {
+	if len(pipelines) == 0 {
+		_, err := fmt.Fprintln(w, "no pipeline is degraded: nothing to do")
+		return err
+	}
+	restarted := 0
+	for _, p := range pipelines {
+		if p.GetRestarted() {
+			restarted++
+		}
+	}
+	fmt.Fprintf(w, "%d of %d degraded pipelines restarted\n\n", restarted, len(pipelines))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PIPELINE\tRESULT\tRULE\tNEXT ATTEMPT\tWHY")
+	for _, p := range pipelines {
+		result, rule, next := "left alone", "-", "-"
+		if p.GetRestarted() {
+			result, rule, next = "recovering", p.GetRule(), v.timeAndRelative(p.GetNextAttemptAt())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneLine(p.GetPipelineId()), result, oneLine(rule), next, oneLine(p.GetReason()))
 	}
 	return tw.Flush()
 }

@@ -23,6 +23,7 @@ func TestRecoveryRulesCLICycle(t *testing.T) {
     action: degrade
 `)
 	w.write("bad.yml", "- name: broken\n  match: {codes: [\"429\"]}\n  max-retries: many\n")
+	w.write("pipelines/picky.yml", strings.Replace(chaosPipeline("picky", "", pickyDestination, "min-delay: 100ms"), "./out.jsonl", "./picky.jsonl", 1))
 	p := w.start("run")
 	address := apiAddress(t, p)
 	rules := func(args ...string) cliResult {
@@ -106,6 +107,30 @@ func TestRecoveryRulesCLICycle(t *testing.T) {
 	}
 	if rows := tableRows(rules("list").stdout); rows["give-up-on-503"] != nil || rows["global-429"] == nil {
 		t.Errorf("after clear: %v", rows)
+	}
+
+	// A rule written after the fact, applied to the pipelines that degraded
+	// before it existed: flaky's error matches, picky's (422) does not.
+	waitForEvent(t, p, "picky", "resumed", 1)
+	w.write("retry-503.yml", "- name: retry-503\n  match: {codes: [\"503\"]}\n  strategy: fixed\n  min-delay: 300ms\n")
+	rules("load", "retry-503.yml")
+	res = rules("apply", "retry-503")
+	applied := tableRows(strings.SplitN(res.stdout, "\n\n", 2)[1])
+	if res.code != 0 || !strings.Contains(res.stdout, "1 of 2 degraded pipelines restarted") ||
+		len(applied["flaky"]) < 3 || applied["flaky"][1] != "recovering" || applied["flaky"][2] != "retry-503" ||
+		len(applied["picky"]) < 2 || applied["picky"][1] != "left" {
+		t.Fatalf("apply: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if !strings.Contains(applied["picky"][len(applied["picky"])-1]+strings.Join(applied["picky"], " "), "does not match") {
+		t.Errorf("picky is left alone without saying why: %v", applied["picky"])
+	}
+	e = waitForEvent(t, p, "flaky", "recovering", 1)
+	if !strings.Contains(e.Msg, `rule "retry-503" applied by api`) {
+		t.Errorf("flaky's recovering event: %q", e.Msg)
+	}
+	waitForEvent(t, p, "flaky", "restarted", 1)
+	if res := rules("apply", "global-429"); res.code == 0 || !strings.Contains(res.stderr, "defined in conduit.yml") {
+		t.Errorf("apply of a file rule: exit %d\n%s", res.code, res.stderr)
 	}
 	stopProcess(t, p)
 }

@@ -49,6 +49,18 @@ type Rules interface {
 	// DryRun replays the faults of the audit log since since (0: all)
 	// against the rules of files; a bad file is an *InvalidRulesError.
 	DryRun(ctx context.Context, files []config.FileContent, since time.Duration) (DryRunResult, error)
+	// Apply hands the degraded pipelines to the managed rules names:
+	// ErrRuleNotFound for a name no managed rule has, a *RuleInFileError
+	// for a rule of conduit.yml.
+	Apply(ctx context.Context, names []string) ([]AppliedRule, error)
+}
+
+// AppliedRule is what applying rules did to one degraded pipeline.
+type AppliedRule struct {
+	PipelineID, Rule string
+	Restarted        bool
+	NextAttemptAt    time.Time
+	Reason           string
 }
 
 // DryRunResult is a dry run's report and the window of faults it read.
@@ -219,4 +231,28 @@ func counts32(m map[string]int) map[string]int32 {
 		out[k] = int32(v)
 	}
 	return out
+}
+
+// ApplyRecoveryRules implements the RPC.
+func (s *RuleService) ApplyRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.ApplyRecoveryRulesRequest]) (*connect.Response[conduitv1.ApplyRecoveryRulesResponse], error) {
+	names := req.Msg.GetNames()
+	if len(names) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("names: at least one managed rule is required"))
+	}
+	res, err := s.rules.Apply(ctx, names)
+	var inFile *RuleInFileError
+	switch {
+	case errors.As(err, &inFile):
+		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, ErrRuleNotFound):
+		return nil, connect.NewError(connect.CodeNotFound, err)
+	case err != nil:
+		return nil, internalError(ctx, err)
+	}
+	out := &conduitv1.ApplyRecoveryRulesResponse{}
+	for _, a := range res {
+		out.Pipelines = append(out.Pipelines, &conduitv1.AppliedRule{PipelineId: a.PipelineID, Rule: a.Rule,
+			Restarted: a.Restarted, NextAttemptAt: timeToProto(a.NextAttemptAt), Reason: a.Reason})
+	}
+	return connect.NewResponse(out), nil
 }

@@ -275,3 +275,57 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 	res.Report = rep
 	return res, nil
 }
+
+// Apply implements api.Rules.
+func (rr runtimeRules) Apply(ctx context.Context, names []string) ([]api.AppliedRule, error) {
+	r := rr.r
+	r.rulesMu.Lock()
+	for _, name := range names {
+		if !slices.ContainsFunc(r.managedInfo, func(ri api.RuleInfo) bool { return ri.Rule.Name == name }) {
+			r.rulesMu.Unlock()
+			if g, ok := r.globalRule(name); ok {
+				return nil, &api.RuleInFileError{Name: name, File: fmt.Sprintf("%s:%d", g.File, g.Line)}
+			}
+			return nil, fmt.Errorf("%w: no managed rule is called %q", api.ErrRuleNotFound, name)
+		}
+	}
+	r.rulesMu.Unlock()
+	r.mu.RLock()
+	pipelines := slices.Clone(r.pipelines)
+	r.mu.RUnlock()
+	var out []api.AppliedRule
+	for _, m := range pipelines {
+		if m.metrics.Status() != lifecycle.StatusDegraded {
+			continue
+		}
+		a := api.AppliedRule{PipelineID: m.cfg.ID}
+		var reasons []string
+		for _, name := range names {
+			o, err := m.sup.ApplyRule(ctx, name, api.ActorAPI)
+			if err != nil {
+				return out, err
+			}
+			if o.Restarted {
+				a.Rule, a.Restarted, a.NextAttemptAt, a.Reason = name, true, o.NextAttemptAt, o.Why
+				break
+			}
+			reasons = append(reasons, name+": "+o.Why)
+		}
+		if !a.Restarted {
+			a.Reason = strings.Join(reasons, "; ")
+		}
+		out = append(out, a)
+	}
+	if err := r.durable(ctx); err != nil {
+		return out, err
+	}
+	restarted := 0
+	for _, a := range out {
+		if a.Restarted {
+			restarted++
+		}
+	}
+	r.log.Info("managed recovery rules applied to the degraded pipelines", zap.Strings("rules", names),
+		zap.Int("degraded", len(out)), zap.Int("restarted", restarted))
+	return out, nil
+}

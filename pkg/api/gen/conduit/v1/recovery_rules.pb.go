@@ -906,6 +906,176 @@ func (x *DryRunRecoveryRulesResponse) GetUnmatchedKinds() []*UnmatchedFaults {
 	return nil
 }
 
+type ApplyRecoveryRulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Managed rules, tried in this order for each degraded pipeline: the
+	// first that matches its error restarts it.
+	Names         []string `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyRecoveryRulesRequest) Reset() {
+	*x = ApplyRecoveryRulesRequest{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyRecoveryRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyRecoveryRulesRequest) ProtoMessage() {}
+
+func (x *ApplyRecoveryRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyRecoveryRulesRequest.ProtoReflect.Descriptor instead.
+func (*ApplyRecoveryRulesRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ApplyRecoveryRulesRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+// AppliedRule is what applying rules did to one degraded pipeline.
+type AppliedRule struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PipelineId string                 `protobuf:"bytes,1,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
+	// The rule that restarted it; empty when none did.
+	Rule          string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	Restarted     bool                   `protobuf:"varint,3,opt,name=restarted,proto3" json:"restarted,omitempty"`
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	// Why it was left alone, or when it restarts, for people.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedRule) Reset() {
+	*x = AppliedRule{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedRule) ProtoMessage() {}
+
+func (x *AppliedRule) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedRule.ProtoReflect.Descriptor instead.
+func (*AppliedRule) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AppliedRule) GetPipelineId() string {
+	if x != nil {
+		return x.PipelineId
+	}
+	return ""
+}
+
+func (x *AppliedRule) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *AppliedRule) GetRestarted() bool {
+	if x != nil {
+		return x.Restarted
+	}
+	return false
+}
+
+func (x *AppliedRule) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+func (x *AppliedRule) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ApplyRecoveryRulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per degraded pipeline.
+	Pipelines     []*AppliedRule `protobuf:"bytes,1,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyRecoveryRulesResponse) Reset() {
+	*x = ApplyRecoveryRulesResponse{}
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyRecoveryRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyRecoveryRulesResponse) ProtoMessage() {}
+
+func (x *ApplyRecoveryRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_recovery_rules_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyRecoveryRulesResponse.ProtoReflect.Descriptor instead.
+func (*ApplyRecoveryRulesResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_recovery_rules_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ApplyRecoveryRulesResponse) GetPipelines() []*AppliedRule {
+	if x != nil {
+		return x.Pipelines
+	}
+	return nil
+}
+
 var File_conduit_v1_recovery_rules_proto protoreflect.FileDescriptor
 
 const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
@@ -973,14 +1143,26 @@ const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12,\n" +
 	"\x05rules\x18\x04 \x03(\v2\x16.conduit.v1.DryRunRuleR\x05rules\x12\x1c\n" +
 	"\tunmatched\x18\x05 \x01(\x05R\tunmatched\x12D\n" +
-	"\x0funmatched_kinds\x18\x06 \x03(\v2\x1b.conduit.v1.UnmatchedFaultsR\x0eunmatchedKinds2\xf6\x04\n" +
+	"\x0funmatched_kinds\x18\x06 \x03(\v2\x1b.conduit.v1.UnmatchedFaultsR\x0eunmatchedKinds\"1\n" +
+	"\x19ApplyRecoveryRulesRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\xbc\x01\n" +
+	"\vAppliedRule\x12\x1f\n" +
+	"\vpipeline_id\x18\x01 \x01(\tR\n" +
+	"pipelineId\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x1c\n" +
+	"\trestarted\x18\x03 \x01(\bR\trestarted\x12B\n" +
+	"\x0fnext_attempt_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"S\n" +
+	"\x1aApplyRecoveryRulesResponse\x125\n" +
+	"\tpipelines\x18\x01 \x03(\v2\x17.conduit.v1.AppliedRuleR\tpipelines2\xdb\x05\n" +
 	"\x13RecoveryRuleService\x12e\n" +
 	"\x11ListRecoveryRules\x12$.conduit.v1.ListRecoveryRulesRequest\x1a%.conduit.v1.ListRecoveryRulesResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\x0fGetRecoveryRule\x12\".conduit.v1.GetRecoveryRuleRequest\x1a#.conduit.v1.GetRecoveryRuleResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\x11LoadRecoveryRules\x12$.conduit.v1.LoadRecoveryRulesRequest\x1a%.conduit.v1.LoadRecoveryRulesResponse\x12c\n" +
 	"\x12DeleteRecoveryRule\x12%.conduit.v1.DeleteRecoveryRuleRequest\x1a&.conduit.v1.DeleteRecoveryRuleResponse\x12c\n" +
 	"\x12ClearRecoveryRules\x12%.conduit.v1.ClearRecoveryRulesRequest\x1a&.conduit.v1.ClearRecoveryRulesResponse\x12k\n" +
-	"\x13DryRunRecoveryRules\x12&.conduit.v1.DryRunRecoveryRulesRequest\x1a'.conduit.v1.DryRunRecoveryRulesResponse\"\x03\x90\x02\x01B?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
+	"\x13DryRunRecoveryRules\x12&.conduit.v1.DryRunRecoveryRulesRequest\x1a'.conduit.v1.DryRunRecoveryRulesResponse\"\x03\x90\x02\x01\x12c\n" +
+	"\x12ApplyRecoveryRules\x12%.conduit.v1.ApplyRecoveryRulesRequest\x1a&.conduit.v1.ApplyRecoveryRulesResponseB?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
 
 var (
 	file_conduit_v1_recovery_rules_proto_rawDescOnce sync.Once
@@ -994,7 +1176,7 @@ func file_conduit_v1_recovery_rules_proto_rawDescGZIP() []byte {
 	return file_conduit_v1_recovery_rules_proto_rawDescData
 }
 
-var file_conduit_v1_recovery_rules_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_conduit_v1_recovery_rules_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_conduit_v1_recovery_rules_proto_goTypes = []any{
 	(*ManagedRecoveryRule)(nil),         // 0: conduit.v1.ManagedRecoveryRule
 	(*ListRecoveryRulesRequest)(nil),    // 1: conduit.v1.ListRecoveryRulesRequest
@@ -1012,45 +1194,52 @@ var file_conduit_v1_recovery_rules_proto_goTypes = []any{
 	(*DryRunRule)(nil),                  // 13: conduit.v1.DryRunRule
 	(*UnmatchedFaults)(nil),             // 14: conduit.v1.UnmatchedFaults
 	(*DryRunRecoveryRulesResponse)(nil), // 15: conduit.v1.DryRunRecoveryRulesResponse
-	nil,                                 // 16: conduit.v1.DryRunRule.PipelinesEntry
-	nil,                                 // 17: conduit.v1.DryRunRule.ActualEntry
-	nil,                                 // 18: conduit.v1.UnmatchedFaults.PipelinesEntry
-	(*RecoveryRule)(nil),                // 19: conduit.v1.RecoveryRule
-	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 21: google.protobuf.Duration
+	(*ApplyRecoveryRulesRequest)(nil),   // 16: conduit.v1.ApplyRecoveryRulesRequest
+	(*AppliedRule)(nil),                 // 17: conduit.v1.AppliedRule
+	(*ApplyRecoveryRulesResponse)(nil),  // 18: conduit.v1.ApplyRecoveryRulesResponse
+	nil,                                 // 19: conduit.v1.DryRunRule.PipelinesEntry
+	nil,                                 // 20: conduit.v1.DryRunRule.ActualEntry
+	nil,                                 // 21: conduit.v1.UnmatchedFaults.PipelinesEntry
+	(*RecoveryRule)(nil),                // 22: conduit.v1.RecoveryRule
+	(*timestamppb.Timestamp)(nil),       // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 24: google.protobuf.Duration
 }
 var file_conduit_v1_recovery_rules_proto_depIdxs = []int32{
-	19, // 0: conduit.v1.ManagedRecoveryRule.rule:type_name -> conduit.v1.RecoveryRule
-	20, // 1: conduit.v1.ManagedRecoveryRule.loaded_at:type_name -> google.protobuf.Timestamp
+	22, // 0: conduit.v1.ManagedRecoveryRule.rule:type_name -> conduit.v1.RecoveryRule
+	23, // 1: conduit.v1.ManagedRecoveryRule.loaded_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: conduit.v1.ListRecoveryRulesResponse.rules:type_name -> conduit.v1.ManagedRecoveryRule
 	0,  // 3: conduit.v1.GetRecoveryRuleResponse.rule:type_name -> conduit.v1.ManagedRecoveryRule
 	5,  // 4: conduit.v1.LoadRecoveryRulesRequest.files:type_name -> conduit.v1.RulesFile
 	5,  // 5: conduit.v1.DryRunRecoveryRulesRequest.files:type_name -> conduit.v1.RulesFile
-	21, // 6: conduit.v1.DryRunRecoveryRulesRequest.since:type_name -> google.protobuf.Duration
-	16, // 7: conduit.v1.DryRunRule.pipelines:type_name -> conduit.v1.DryRunRule.PipelinesEntry
-	17, // 8: conduit.v1.DryRunRule.actual:type_name -> conduit.v1.DryRunRule.ActualEntry
-	18, // 9: conduit.v1.UnmatchedFaults.pipelines:type_name -> conduit.v1.UnmatchedFaults.PipelinesEntry
-	20, // 10: conduit.v1.DryRunRecoveryRulesResponse.from:type_name -> google.protobuf.Timestamp
-	20, // 11: conduit.v1.DryRunRecoveryRulesResponse.to:type_name -> google.protobuf.Timestamp
+	24, // 6: conduit.v1.DryRunRecoveryRulesRequest.since:type_name -> google.protobuf.Duration
+	19, // 7: conduit.v1.DryRunRule.pipelines:type_name -> conduit.v1.DryRunRule.PipelinesEntry
+	20, // 8: conduit.v1.DryRunRule.actual:type_name -> conduit.v1.DryRunRule.ActualEntry
+	21, // 9: conduit.v1.UnmatchedFaults.pipelines:type_name -> conduit.v1.UnmatchedFaults.PipelinesEntry
+	23, // 10: conduit.v1.DryRunRecoveryRulesResponse.from:type_name -> google.protobuf.Timestamp
+	23, // 11: conduit.v1.DryRunRecoveryRulesResponse.to:type_name -> google.protobuf.Timestamp
 	13, // 12: conduit.v1.DryRunRecoveryRulesResponse.rules:type_name -> conduit.v1.DryRunRule
 	14, // 13: conduit.v1.DryRunRecoveryRulesResponse.unmatched_kinds:type_name -> conduit.v1.UnmatchedFaults
-	1,  // 14: conduit.v1.RecoveryRuleService.ListRecoveryRules:input_type -> conduit.v1.ListRecoveryRulesRequest
-	3,  // 15: conduit.v1.RecoveryRuleService.GetRecoveryRule:input_type -> conduit.v1.GetRecoveryRuleRequest
-	6,  // 16: conduit.v1.RecoveryRuleService.LoadRecoveryRules:input_type -> conduit.v1.LoadRecoveryRulesRequest
-	8,  // 17: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:input_type -> conduit.v1.DeleteRecoveryRuleRequest
-	10, // 18: conduit.v1.RecoveryRuleService.ClearRecoveryRules:input_type -> conduit.v1.ClearRecoveryRulesRequest
-	12, // 19: conduit.v1.RecoveryRuleService.DryRunRecoveryRules:input_type -> conduit.v1.DryRunRecoveryRulesRequest
-	2,  // 20: conduit.v1.RecoveryRuleService.ListRecoveryRules:output_type -> conduit.v1.ListRecoveryRulesResponse
-	4,  // 21: conduit.v1.RecoveryRuleService.GetRecoveryRule:output_type -> conduit.v1.GetRecoveryRuleResponse
-	7,  // 22: conduit.v1.RecoveryRuleService.LoadRecoveryRules:output_type -> conduit.v1.LoadRecoveryRulesResponse
-	9,  // 23: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:output_type -> conduit.v1.DeleteRecoveryRuleResponse
-	11, // 24: conduit.v1.RecoveryRuleService.ClearRecoveryRules:output_type -> conduit.v1.ClearRecoveryRulesResponse
-	15, // 25: conduit.v1.RecoveryRuleService.DryRunRecoveryRules:output_type -> conduit.v1.DryRunRecoveryRulesResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	23, // 14: conduit.v1.AppliedRule.next_attempt_at:type_name -> google.protobuf.Timestamp
+	17, // 15: conduit.v1.ApplyRecoveryRulesResponse.pipelines:type_name -> conduit.v1.AppliedRule
+	1,  // 16: conduit.v1.RecoveryRuleService.ListRecoveryRules:input_type -> conduit.v1.ListRecoveryRulesRequest
+	3,  // 17: conduit.v1.RecoveryRuleService.GetRecoveryRule:input_type -> conduit.v1.GetRecoveryRuleRequest
+	6,  // 18: conduit.v1.RecoveryRuleService.LoadRecoveryRules:input_type -> conduit.v1.LoadRecoveryRulesRequest
+	8,  // 19: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:input_type -> conduit.v1.DeleteRecoveryRuleRequest
+	10, // 20: conduit.v1.RecoveryRuleService.ClearRecoveryRules:input_type -> conduit.v1.ClearRecoveryRulesRequest
+	12, // 21: conduit.v1.RecoveryRuleService.DryRunRecoveryRules:input_type -> conduit.v1.DryRunRecoveryRulesRequest
+	16, // 22: conduit.v1.RecoveryRuleService.ApplyRecoveryRules:input_type -> conduit.v1.ApplyRecoveryRulesRequest
+	2,  // 23: conduit.v1.RecoveryRuleService.ListRecoveryRules:output_type -> conduit.v1.ListRecoveryRulesResponse
+	4,  // 24: conduit.v1.RecoveryRuleService.GetRecoveryRule:output_type -> conduit.v1.GetRecoveryRuleResponse
+	7,  // 25: conduit.v1.RecoveryRuleService.LoadRecoveryRules:output_type -> conduit.v1.LoadRecoveryRulesResponse
+	9,  // 26: conduit.v1.RecoveryRuleService.DeleteRecoveryRule:output_type -> conduit.v1.DeleteRecoveryRuleResponse
+	11, // 27: conduit.v1.RecoveryRuleService.ClearRecoveryRules:output_type -> conduit.v1.ClearRecoveryRulesResponse
+	15, // 28: conduit.v1.RecoveryRuleService.DryRunRecoveryRules:output_type -> conduit.v1.DryRunRecoveryRulesResponse
+	18, // 29: conduit.v1.RecoveryRuleService.ApplyRecoveryRules:output_type -> conduit.v1.ApplyRecoveryRulesResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_recovery_rules_proto_init() }
@@ -1065,7 +1254,7 @@ func file_conduit_v1_recovery_rules_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_recovery_rules_proto_rawDesc), len(file_conduit_v1_recovery_rules_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

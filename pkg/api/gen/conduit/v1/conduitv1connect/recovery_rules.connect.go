@@ -51,6 +51,9 @@ const (
 	// RecoveryRuleServiceDryRunRecoveryRulesProcedure is the fully-qualified name of the
 	// RecoveryRuleService's DryRunRecoveryRules RPC.
 	RecoveryRuleServiceDryRunRecoveryRulesProcedure = "/conduit.v1.RecoveryRuleService/DryRunRecoveryRules"
+	// RecoveryRuleServiceApplyRecoveryRulesProcedure is the fully-qualified name of the
+	// RecoveryRuleService's ApplyRecoveryRules RPC.
+	RecoveryRuleServiceApplyRecoveryRulesProcedure = "/conduit.v1.RecoveryRuleService/ApplyRecoveryRules"
 )
 
 // RecoveryRuleServiceClient is a client for the conduit.v1.RecoveryRuleService service.
@@ -76,6 +79,12 @@ type RecoveryRuleServiceClient interface {
 	// done against what happened, and the faults no rule matches. Nothing
 	// is stored or changed.
 	DryRunRecoveryRules(context.Context, *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error)
+	// ApplyRecoveryRules hands the degraded pipelines to managed rules, as
+	// if the rules had existed when they failed: each degraded pipeline
+	// whose last error a rule matches (and that a user did not force-stop)
+	// goes recovering, restarted on the rule's schedule, with an audit
+	// event naming the rule and the actor. Other pipelines are untouched.
+	ApplyRecoveryRules(context.Context, *connect.Request[v1.ApplyRecoveryRulesRequest]) (*connect.Response[v1.ApplyRecoveryRulesResponse], error)
 }
 
 // NewRecoveryRuleServiceClient constructs a client for the conduit.v1.RecoveryRuleService service.
@@ -128,6 +137,12 @@ func NewRecoveryRuleServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		applyRecoveryRules: connect.NewClient[v1.ApplyRecoveryRulesRequest, v1.ApplyRecoveryRulesResponse](
+			httpClient,
+			baseURL+RecoveryRuleServiceApplyRecoveryRulesProcedure,
+			connect.WithSchema(recoveryRuleServiceMethods.ByName("ApplyRecoveryRules")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -139,6 +154,7 @@ type recoveryRuleServiceClient struct {
 	deleteRecoveryRule  *connect.Client[v1.DeleteRecoveryRuleRequest, v1.DeleteRecoveryRuleResponse]
 	clearRecoveryRules  *connect.Client[v1.ClearRecoveryRulesRequest, v1.ClearRecoveryRulesResponse]
 	dryRunRecoveryRules *connect.Client[v1.DryRunRecoveryRulesRequest, v1.DryRunRecoveryRulesResponse]
+	applyRecoveryRules  *connect.Client[v1.ApplyRecoveryRulesRequest, v1.ApplyRecoveryRulesResponse]
 }
 
 // ListRecoveryRules calls conduit.v1.RecoveryRuleService.ListRecoveryRules.
@@ -171,6 +187,11 @@ func (c *recoveryRuleServiceClient) DryRunRecoveryRules(ctx context.Context, req
 	return c.dryRunRecoveryRules.CallUnary(ctx, req)
 }
 
+// ApplyRecoveryRules calls conduit.v1.RecoveryRuleService.ApplyRecoveryRules.
+func (c *recoveryRuleServiceClient) ApplyRecoveryRules(ctx context.Context, req *connect.Request[v1.ApplyRecoveryRulesRequest]) (*connect.Response[v1.ApplyRecoveryRulesResponse], error) {
+	return c.applyRecoveryRules.CallUnary(ctx, req)
+}
+
 // RecoveryRuleServiceHandler is an implementation of the conduit.v1.RecoveryRuleService service.
 type RecoveryRuleServiceHandler interface {
 	// ListRecoveryRules returns the managed rules and the global rules of
@@ -194,6 +215,12 @@ type RecoveryRuleServiceHandler interface {
 	// done against what happened, and the faults no rule matches. Nothing
 	// is stored or changed.
 	DryRunRecoveryRules(context.Context, *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error)
+	// ApplyRecoveryRules hands the degraded pipelines to managed rules, as
+	// if the rules had existed when they failed: each degraded pipeline
+	// whose last error a rule matches (and that a user did not force-stop)
+	// goes recovering, restarted on the rule's schedule, with an audit
+	// event naming the rule and the actor. Other pipelines are untouched.
+	ApplyRecoveryRules(context.Context, *connect.Request[v1.ApplyRecoveryRulesRequest]) (*connect.Response[v1.ApplyRecoveryRulesResponse], error)
 }
 
 // NewRecoveryRuleServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -242,6 +269,12 @@ func NewRecoveryRuleServiceHandler(svc RecoveryRuleServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	recoveryRuleServiceApplyRecoveryRulesHandler := connect.NewUnaryHandler(
+		RecoveryRuleServiceApplyRecoveryRulesProcedure,
+		svc.ApplyRecoveryRules,
+		connect.WithSchema(recoveryRuleServiceMethods.ByName("ApplyRecoveryRules")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/conduit.v1.RecoveryRuleService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RecoveryRuleServiceListRecoveryRulesProcedure:
@@ -256,6 +289,8 @@ func NewRecoveryRuleServiceHandler(svc RecoveryRuleServiceHandler, opts ...conne
 			recoveryRuleServiceClearRecoveryRulesHandler.ServeHTTP(w, r)
 		case RecoveryRuleServiceDryRunRecoveryRulesProcedure:
 			recoveryRuleServiceDryRunRecoveryRulesHandler.ServeHTTP(w, r)
+		case RecoveryRuleServiceApplyRecoveryRulesProcedure:
+			recoveryRuleServiceApplyRecoveryRulesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -287,4 +322,8 @@ func (UnimplementedRecoveryRuleServiceHandler) ClearRecoveryRules(context.Contex
 
 func (UnimplementedRecoveryRuleServiceHandler) DryRunRecoveryRules(context.Context, *connect.Request[v1.DryRunRecoveryRulesRequest]) (*connect.Response[v1.DryRunRecoveryRulesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.RecoveryRuleService.DryRunRecoveryRules is not implemented"))
+}
+
+func (UnimplementedRecoveryRuleServiceHandler) ApplyRecoveryRules(context.Context, *connect.Request[v1.ApplyRecoveryRulesRequest]) (*connect.Response[v1.ApplyRecoveryRulesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.RecoveryRuleService.ApplyRecoveryRules is not implemented"))
 }
