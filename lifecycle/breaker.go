@@ -65,7 +65,7 @@ type breaker struct {
 	canary   string
 	// failures are the last failure of each pipeline, for the window.
 	failures map[string]time.Time
-	held     map[string]func(at time.Time)
+	held     map[string]func(after time.Duration)
 }
 
 // NewBreakers returns breakers with cfg; observe may be nil.
@@ -79,7 +79,7 @@ func NewBreakers(cfg BreakerConfig, clock Clock, observe func(BreakerChange)) *B
 func (b *Breakers) get(dep string) *breaker {
 	br := b.deps[dep]
 	if br == nil {
-		br = &breaker{failures: map[string]time.Time{}, held: map[string]func(time.Time){}}
+		br = &breaker{failures: map[string]time.Time{}, held: map[string]func(time.Duration){}}
 		b.deps[dep] = br
 	}
 	return br
@@ -87,10 +87,10 @@ func (b *Breakers) get(dep string) *breaker {
 
 // Fault records that pipeline failed with a transient error on dep and
 // says whether it must wait for dep's breaker (hold) instead of
-// restarting; release is how the breaker lets it restart, at a time, once
-// it closes. It is called with no lock of the supervisor held and must not
-// block.
-func (b *Breakers) Fault(dep, pipeline string, release func(at time.Time)) (hold bool) {
+// restarting; release is how the breaker lets it restart, after a delay,
+// once it closes. release is called with the breakers' lock released and
+// must not block.
+func (b *Breakers) Fault(dep, pipeline string, release func(after time.Duration)) (hold bool) {
 	now := b.clock.Now()
 	var change *BreakerChange
 	b.mu.Lock()
@@ -154,15 +154,14 @@ func (b *Breakers) close(dep string, br *breaker) ([]func(), []string) {
 		ids = append(ids, p)
 	}
 	sort.Strings(ids)
-	now := b.clock.Now()
 	releases := make([]func(), len(ids))
 	for i, p := range ids {
-		at := now
+		var after time.Duration
 		if len(ids) > 1 {
-			at = now.Add(b.cfg.Stagger * time.Duration(i) / time.Duration(len(ids)))
+			after = b.cfg.Stagger * time.Duration(i) / time.Duration(len(ids))
 		}
 		fn := br.held[p]
-		releases[i] = func() { fn(at) }
+		releases[i] = func() { fn(after) }
 	}
 	delete(b.deps, dep)
 	return releases, ids
@@ -186,7 +185,7 @@ func (b *Breakers) Leave(dep, pipeline string) {
 	}
 	delete(br.held, pipeline)
 	delete(br.failures, pipeline)
-	var next func(time.Time)
+	var next func(time.Duration)
 	var change *BreakerChange
 	if br.open && br.canary == pipeline {
 		if len(br.held) == 0 {
@@ -202,10 +201,9 @@ func (b *Breakers) Leave(dep, pipeline string) {
 			delete(br.held, ids[0])
 		}
 	}
-	now := b.clock.Now()
 	b.mu.Unlock()
 	if next != nil {
-		next(now)
+		next(0)
 	}
 	if change != nil && b.observe != nil {
 		b.observe(*change)

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/pkg/config"
 )
 
 // breakerLog records what the breakers release and tell.
@@ -14,8 +17,8 @@ type breakerLog struct {
 	changes  []string
 }
 
-func (l *breakerLog) release(p string, clock *fakeClock) func(time.Time) {
-	return func(at time.Time) { l.released = append(l.released, fmt.Sprintf("%s+%s", p, at.Sub(clock.Now()))) }
+func (l *breakerLog) release(p string, _ *fakeClock) func(time.Duration) {
+	return func(after time.Duration) { l.released = append(l.released, fmt.Sprintf("%s+%s", p, after)) }
 }
 
 func TestBreakerStateMachine(t *testing.T) {
@@ -138,5 +141,78 @@ func TestBreakerStateMachine(t *testing.T) {
 				t.Errorf("open breakers %v, want %v", open, tc.wantOpen)
 			}
 		})
+	}
+}
+
+// Three supervisors sharing a breaker: the pipelines after the one that
+// opened it wait without restarting; the canary's first record releases
+// them, spread out; a pipeline whose rule degrades still degrades.
+func TestSupervisorsShareABreaker(t *testing.T) {
+	clock := newFakeClock()
+	b := NewBreakers(BreakerConfig{Threshold: 2, Window: time.Minute, Stagger: 10 * time.Second}, clock, nil)
+	withBreaker := func(id string) func(*Config) {
+		return func(c *Config) {
+			c.PipelineID, c.Breakers = id, b
+			c.DependencyOf = func(component string) string {
+				if component == "pg" {
+					return "orders-db"
+				}
+				return ""
+			}
+		}
+	}
+	p := mustPolicy(config.ErrorRecoveryOverride{MinDelay: ptr(time.Second), MaxDelay: ptr(time.Second)})
+	h1 := newHarnessWith(t, p, State{Status: StatusRunning}, withBreaker("a"))
+	h2 := newHarnessWith(t, p, State{Status: StatusRunning}, withBreaker("b"))
+	h3 := newHarnessWith(t, p, State{Status: StatusRunning}, withBreaker("c"))
+	for _, h := range []*harness{h1, h2, h3} {
+		h.expect(auditlog.KindRunning)
+	}
+	h1.nextRun().fail(transientErr())
+	if e := h1.expect(auditlog.KindRecovering); e.Reason == "breaker" || e.NextAttemptAt.IsZero() {
+		t.Fatalf("the first failure is held: %+v", e)
+	}
+	h2.nextRun().fail(transientErr()) // opens the breaker: b is the canary
+	if e := h2.expect(auditlog.KindRecovering); e.Reason == "breaker" {
+		t.Fatalf("the canary is held: %+v", e)
+	}
+	h3.nextRun().fail(transientErr())
+	e := h3.expect(auditlog.KindRecovering)
+	if e.Reason != "breaker" || !strings.Contains(e.Message, `"orders-db"`) || !e.NextAttemptAt.IsZero() {
+		t.Fatalf("c is not held: %+v", e)
+	}
+	if st := h3.state(); st.HeldBy != "orders-db" || st.LastError.Dependency != "orders-db" {
+		t.Fatalf("c's state %+v", st)
+	}
+	h3.advance(time.Hour)
+	h3.noRun()
+	// a restarts on its schedule, fails again: now it waits too.
+	h1.advance(time.Second)
+	h1.nextRun().fail(transientErr())
+	h1.expect(auditlog.KindRestarted)
+	if e := h1.expect(auditlog.KindRecovering); e.Reason != "breaker" {
+		t.Fatalf("a's second failure is not held: %+v", e)
+	}
+	if st := b.States(); len(st) != 1 || !st[0].Open || st[0].Canary != "b" || len(st[0].Held) != 2 {
+		t.Fatalf("breakers %+v", st)
+	}
+	// The canary gets through: a and c are released, 0s and 5s apart.
+	h2.advance(time.Second)
+	h2.nextRun().ack()
+	h2.expect(auditlog.KindRestarted)
+	h2.expect(auditlog.KindRecovered)
+	for i, h := range []*harness{h1, h3} {
+		e := h.expect(auditlog.KindRecovering)
+		if e.Reason != "breaker" || !strings.Contains(e.Message, "is back") {
+			t.Fatalf("pipeline %d released with %+v", i, e)
+		}
+		if want := time.Duration(i) * 5 * time.Second; e.Delay != want {
+			t.Errorf("pipeline %d restarts in %s, want %s", i, e.Delay, want)
+		}
+		h.advance(5 * time.Second)
+		h.nextRun()
+	}
+	if st := b.States(); len(st) != 0 {
+		t.Errorf("breakers after closing: %+v", st)
 	}
 }

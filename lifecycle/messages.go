@@ -41,6 +41,8 @@ type killMsg struct{}
 
 type retireMsg struct{ why Retirement }
 
+type releaseMsg struct{ after time.Duration }
+
 type applyRuleMsg struct {
 	rule, actor string
 	reply       chan ApplyOutcome
@@ -63,6 +65,8 @@ func (syncMsg) isMessage() {}
 func (killMsg) isMessage() {}
 
 func (retireMsg) isMessage() {}
+
+func (releaseMsg) isMessage() {}
 
 func (applyRuleMsg) isMessage() {}
 
@@ -120,6 +124,8 @@ func (s *Supervisor) handle(msg message) {
 		close(m.reply)
 	case retireMsg:
 		s.retire(m.why)
+	case releaseMsg:
+		s.onRelease(m.after)
 	case applyRuleMsg:
 		m.reply <- s.onApplyRule(m.rule, m.actor)
 	case killMsg:

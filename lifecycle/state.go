@@ -69,6 +69,9 @@ type ErrorInfo struct {
 	// Record is the position of the record the error is about, when it
 	// names one (see cerrors.ForRecord).
 	Record []byte `json:"record,omitempty"`
+	// Dependency is the external system the error is about: the error's
+	// details.dependency, else the failing connector's dependency.
+	Dependency string `json:"dependency,omitempty"`
 }
 
 // Attempt is one failure of a recovery episode and what was decided.
@@ -322,6 +325,9 @@ type State struct {
 	// Poison is the record the latest runs failed on, the same way each
 	// time; nil when the last failure named no record.
 	Poison *PoisonRecord `json:"poison,omitempty"`
+	// HeldBy is the dependency whose open breaker a recovering pipeline
+	// waits for, instead of a restart time.
+	HeldBy string `json:"heldBy,omitempty"`
 }
 
 // PoisonRecord is a record runs of a pipeline keep failing on.

@@ -64,6 +64,12 @@ type Config struct {
 	// PluginOf returns the plugin of the pipeline's connector or processor
 	// id, which recovery rules may match; nil: none known.
 	PluginOf func(componentID string) string
+	// DependencyOf returns the dependency a connector names (`dependency:`
+	// in the pipeline file); nil: none.
+	DependencyOf func(componentID string) string
+	// Breakers hold the pipelines that fail on a shared dependency while
+	// it is down; nil: no breakers.
+	Breakers *Breakers
 }
 
 // Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;
@@ -237,6 +243,11 @@ func (s *Supervisor) retire(why Retirement) {
 	}
 	s.shuttingDown, s.retirement = true, &why
 	s.stopWindow()
+	if why.Reason != StopReasonShutdown {
+		// A shutdown keeps the pipeline recovering for the next process;
+		// an update or a deletion ends its part in the breaker.
+		s.leaveBreaker()
+	}
 	s.takeOverRestart()
 	if cur := s.m.current(); cur == StatusRunning || cur == StatusRecovering {
 		// On a refusal the run is still stopped below; only the record

@@ -32,6 +32,9 @@ func (s *Supervisor) resume() {
 		return
 	}
 	from := s.state.Status
+	// A breaker does not outlive its process: a pipeline it held restarts
+	// like any other recovering one, and counts again if it fails.
+	s.state.HeldBy = ""
 	// A clean shutdown persists running and recovering pipelines as
 	// stopped for shutdown, so one persisted as running or recovering was
 	// cut off; for the others the process tells.
@@ -120,6 +123,7 @@ func (s *Supervisor) onStop(m stopMsg) {
 	}
 	s.stopWindow()
 	s.takeOverRestart()
+	s.leaveBreaker()
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
 	s.endEpisode("stopped")
@@ -153,6 +157,7 @@ func (s *Supervisor) forceStop(reply chan error) {
 	}
 	s.stopWindow()
 	s.takeOverRestart()
+	s.leaveBreaker()
 	s.state.DegradedReason = ReasonForceStop
 	s.state.NextAttemptAt = time.Time{}
 	s.state.Probation = false
@@ -222,6 +227,9 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 func (s *Supervisor) onFault(err error) {
 	now := s.cfg.Clock.Now()
 	info := describeError(err, now)
+	if info.Dependency == "" && s.cfg.DependencyOf != nil && info.Component != "" {
+		info.Dependency = s.cfg.DependencyOf(info.Component)
+	}
 	class, _ := cerrors.ParseClass(info.Class)
 	h := History{FailCount: s.state.FailCount, LastRecoveredAt: s.state.LastRecoveredAt,
 		LastEpisodeAttempts: s.state.LastEpisodeAttempts, Flaps: s.state.Flaps}
@@ -253,6 +261,7 @@ func (s *Supervisor) onFault(err error) {
 	s.stopWindow()
 
 	if d.Action == ActionDegrade {
+		s.leaveBreaker()
 		s.emit(fault)
 		from := s.mustTransition(eventDegrade)
 		s.state.DegradedReason = d.Reason
@@ -279,6 +288,18 @@ func (s *Supervisor) onFault(err error) {
 	s.state.FailCount = d.Attempt
 	s.state.NextAttemptAt = next
 	s.state.Probation = false
+	if dep := info.Dependency; dep != "" && s.cfg.Breakers != nil && !s.shuttingDown && s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
+		// The dependency's breaker is open: the canary retries it, this
+		// pipeline waits until it is back.
+		s.state.NextAttemptAt, s.state.HeldBy = time.Time{}, dep
+		s.emit(fault)
+		s.save()
+		s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+			Attempt: d.Attempt, Reason: "breaker", Action: d.Action.String(),
+			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(dep) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"})
+		return
+	}
+	s.state.HeldBy = ""
 	if !s.shuttingDown {
 		// Scheduled from the decision, not from when the state is on disk:
 		// in a fault storm the saves queue up, and the schedule must not
@@ -290,6 +311,58 @@ func (s *Supervisor) onFault(err error) {
 	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
 		Message: recoveringMessage(d)})
+}
+
+// maxDependency bounds a dependency name taken from an error.
+const maxDependency = 200
+
+// releaser is how the breaker lets this pipeline restart. The breaker
+// calls it from another supervisor's goroutine: it must not block on this
+// one's inbox, so a full inbox is left to a goroutine that ends once the
+// message is in or the supervisor is done.
+func (s *Supervisor) releaser() func(after time.Duration) {
+	return func(after time.Duration) {
+		msg := releaseMsg{after: after}
+		select {
+		case s.inbox <- msg:
+		case <-s.done:
+		default:
+			go func() {
+				select {
+				case s.inbox <- msg:
+				case <-s.done:
+				}
+			}()
+		}
+	}
+}
+
+// onRelease restarts a pipeline its dependency's breaker held, after a
+// delay.
+func (s *Supervisor) onRelease(after time.Duration) {
+	if s.state.HeldBy == "" || s.m.current() != StatusRecovering || s.pending != nil || s.run != nil || s.shuttingDown {
+		return
+	}
+	dep := s.state.HeldBy
+	now := s.cfg.Clock.Now()
+	at := now.Add(after)
+	s.state.HeldBy, s.state.NextAttemptAt = "", at
+	s.scheduleRestart(at)
+	s.save()
+	s.emit(Event{Kind: auditlog.KindRecovering, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+		Error: s.state.LastError, Attempt: s.state.FailCount, Delay: at.Sub(now), NextAttemptAt: at, Reason: "breaker",
+		Action:  ActionRestart.String(),
+		Message: "pipeline recovering: dependency " + strconv.Quote(dep) + " is back (its canary got a record through); restart scheduled in " + at.Sub(now).Round(time.Millisecond).String()})
+}
+
+// leaveBreaker tells the breaker of the dependency the pipeline last
+// failed on that it no longer waits for nor retries it.
+func (s *Supervisor) leaveBreaker() {
+	s.state.HeldBy = ""
+	if s.cfg.Breakers == nil || s.state.LastError == nil || s.state.LastError.Dependency == "" {
+		return
+	}
+	s.cfg.Breakers.Leave(s.state.LastError.Dependency, s.cfg.PipelineID)
 }
 
 func (s *Supervisor) pluginOf(component string) string {
@@ -437,6 +510,9 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 		return
 	}
 	s.stopWindow()
+	if le := s.state.LastError; le != nil && le.Dependency != "" && s.cfg.Breakers != nil {
+		s.cfg.Breakers.Success(le.Dependency, s.cfg.PipelineID)
+	}
 	attempts := s.state.FailCount
 	s.state.FailCount = 0
 	// Remembered for flap detection: a failure within flap-window
@@ -561,6 +637,9 @@ func describeError(err error, now time.Time) ErrorInfo {
 	info.Message = truncateMessage(c.Message, maxErrorMessage)
 	if pos, ok := cerrors.RecordOf(cause); ok {
 		info.Record = pos
+	}
+	if dep, ok := c.Details["dependency"].(string); ok {
+		info.Dependency = truncateMessage(dep, maxDependency)
 	}
 	return info
 }

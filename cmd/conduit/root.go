@@ -24,6 +24,7 @@ and supervises them. With no command it runs "conduit run".`,
 	// The configuration flags belong to the root so that plain `conduit
 	// --db.badger.path=x` (the default run) accepts them too.
 	config.RegisterFlags(root.PersistentFlags())
-	root.AddCommand(newRunCommand(), newInitCommand(), newVersionCommand(), newPipelinesCommand(), newRecoveryRulesCommand())
+	root.AddCommand(newRunCommand(), newInitCommand(), newVersionCommand(), newPipelinesCommand(), newRecoveryRulesCommand(),
+		newDependenciesCommand())
 	return root
 }

@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/conduitry/conduit/lifecycle"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -162,4 +163,29 @@ func planToProto(plan reconciler.Plan) []*conduitv1.PlannedChange {
 
 func configErrorToProto(ce ConfigError) *conduitv1.ConfigError {
 	return &conduitv1.ConfigError{PipelineId: ce.PipelineID, ConfigFile: fileLine(ce.File, ce.Line), Message: ce.Err.Error()}
+}
+
+// Dependencies are the dependency breakers.
+type Dependencies interface {
+	States() []lifecycle.BreakerState
+}
+
+// WithDependencies lets the service list the dependency breakers; without
+// it the list is empty.
+func (s *PipelineService) WithDependencies(d Dependencies) *PipelineService {
+	s.dependencies = d
+	return s
+}
+
+// ListDependencies implements the RPC.
+func (s *PipelineService) ListDependencies(context.Context, *connect.Request[conduitv1.ListDependenciesRequest]) (*connect.Response[conduitv1.ListDependenciesResponse], error) {
+	out := &conduitv1.ListDependenciesResponse{}
+	if s.dependencies == nil {
+		return connect.NewResponse(out), nil
+	}
+	for _, st := range s.dependencies.States() {
+		out.Dependencies = append(out.Dependencies, &conduitv1.Dependency{Name: st.Dependency, Open: st.Open,
+			OpenedAt: timeToProto(st.OpenedAt), Canary: st.Canary, Held: st.Held, RecentFailures: st.RecentFailures})
+	}
+	return connect.NewResponse(out), nil
 }

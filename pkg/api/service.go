@@ -80,7 +80,9 @@ type PipelineService struct {
 	pipelines Pipelines
 	events    Events
 	changes   Changes // nil: the set of pipelines cannot be changed
-	now       func() time.Time
+	// dependencies are the breakers; nil: none.
+	dependencies Dependencies
+	now          func() time.Time
 }
 
 var _ conduitv1connect.PipelineServiceHandler = (*PipelineService)(nil)

@@ -55,6 +55,9 @@ type Runtime struct {
 	// API, which every policy tries at each fault as they are then.
 	policies *lifecycle.Policies
 	managed  *lifecycle.ManagedRules
+	// breakers hold pipelines failing on a shared dependency; nil when
+	// pipelines.breakers.enabled is off.
+	breakers *lifecycle.Breakers
 	// rulesMu serializes changes to the managed rules; managedInfo is
 	// what the API lists of them.
 	rulesMu     sync.Mutex
@@ -148,7 +151,14 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
 	r.policies = lifecycle.NewPolicies().WithManaged(r.managed)
+	if b := cfg.Pipelines.Breakers; b.Enabled {
+		r.breakers = lifecycle.NewBreakers(lifecycle.BreakerConfig{Threshold: b.Threshold, Window: b.Window, Stagger: b.Stagger},
+			opts.Clock, r.breakerChanged)
+	}
 	r.metrics = metrics.New(r.recordCounts)
+	if r.breakers != nil {
+		r.metrics.WatchBreakers(r.breakers.States)
+	}
 	r.metrics.WatchRestarts(r.restarts.Pending)
 	// One shutdown path: whatever the phases below opened, close releases.
 	defer func() {
@@ -290,6 +300,9 @@ func (r *Runtime) serveAPI() {
 		return
 	}
 	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil).WithChanges(apiChanges{r})
+	if r.breakers != nil {
+		svc.WithDependencies(r.breakers)
+	}
 	// Each watch holds a connection: watches alone must not take every
 	// connection, or nobody could stop a pipeline.
 	maxWatchers := min(r.cfg.API.MaxWatchers, max(r.server.MaxConnections()/2, 1))
@@ -396,6 +409,8 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin recon
 		PipelineID:     p.ID,
 		Policy:         policy,
 		PluginOf:       m.pluginOf,
+		DependencyOf:   m.dependencyOf,
+		Breakers:       r.breakers,
 		NewRun:         func(hooks lifecycle.RunHooks) (lifecycle.Run, error) { return r.newRun(m, hooks) },
 		States:         pipelineJournal{r: r, m: m},
 		Clock:          r.clock,
@@ -613,6 +628,28 @@ func (m *managedPipeline) pluginOf(id string) string {
 	for _, pr := range m.cfg.Processors {
 		if pr.ID == id {
 			return pr.Plugin
+		}
+	}
+	return ""
+}
+
+// breakerChanged logs a breaker opening or closing.
+func (r *Runtime) breakerChanged(c lifecycle.BreakerChange) {
+	if c.Open {
+		r.log.Warn("dependency breaker open: pipelines failing on it wait while the canary retries it",
+			zap.String("dependency", c.Dependency), zap.String("canary", c.Canary), zap.Strings("failed", c.Failed))
+		return
+	}
+	r.log.Info("dependency breaker closed: the pipelines it held restart, spread out",
+		zap.String("dependency", c.Dependency), zap.String("canary", c.Canary), zap.Strings("released", c.Released))
+}
+
+// dependencyOf returns the dependency the connector id names, "" for none
+// (processors name none: a processor's dependency is its error's to say).
+func (m *managedPipeline) dependencyOf(id string) string {
+	for _, c := range m.cfg.Connectors {
+		if c.ID == id {
+			return c.Dependency
 		}
 	}
 	return ""

@@ -87,6 +87,13 @@ type Config struct {
 		// GracefulStopTimeout is how long a graceful stop may take before it
 		// is forced.
 		GracefulStopTimeout time.Duration
+		// Breakers configure the dependency breakers (DESIGN 5.3).
+		Breakers struct {
+			Enabled   bool
+			Threshold int
+			Window    time.Duration
+			Stagger   time.Duration
+		}
 		// ErrorRecovery is the global restart policy; pipeline files may
 		// override it per pipeline (see ErrorRecoveryOverride.Resolve).
 		ErrorRecovery ErrorRecovery

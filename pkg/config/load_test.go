@@ -107,6 +107,10 @@ func TestDefault(t *testing.T) {
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
+		{"pipelines.breakers.enabled", c.Pipelines.Breakers.Enabled, true},
+		{"pipelines.breakers.threshold", c.Pipelines.Breakers.Threshold, 3},
+		{"pipelines.breakers.window", c.Pipelines.Breakers.Window, time.Minute},
+		{"pipelines.breakers.stagger", c.Pipelines.Breakers.Stagger, 5 * time.Second},
 		{"pipelines.exit-on-degraded", c.Pipelines.ExitOnDegraded, false},
 		{"pipelines.graceful-stop-timeout", c.Pipelines.GracefulStopTimeout, 30 * time.Second},
 		{"min-delay", c.Pipelines.ErrorRecovery.MinDelay, time.Second},
@@ -133,8 +137,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 36 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 36; add the new key here", len(Keys()))
+	if len(Keys()) != 40 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 40; add the new key here", len(Keys()))
 	}
 }
 

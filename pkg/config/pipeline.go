@@ -66,6 +66,10 @@ type Connector struct {
 	Type   string // TypeSource or TypeDestination
 	Plugin string // e.g. "builtin:generator"; existence is checked by the caller
 	Name   string // defaults to ID
+	// Dependency names the external system the connector depends on (a
+	// database many pipelines write to): pipelines failing on the same
+	// dependency share its breaker.
+	Dependency string
 	// Settings are the plugin's settings as text: values exactly as written
 	// in YAML (10, 1.50, true), nested maps flattened with dots
 	// (format: {type: raw} is format.type).

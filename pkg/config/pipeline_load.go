@@ -97,6 +97,9 @@ func (first pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs
 	return valid, errs
 }
 
+// maxDependencyName bounds a connector's dependency name.
+const maxDependencyName = 200
+
 // notExistError is a missing pipelines directory; errors.Is(err,
 // fs.ErrNotExist) works without repeating the OS text in the message.
 type notExistError struct{ msg string }
@@ -476,6 +479,15 @@ func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *f
 			},
 			"plugin": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.Plugin) },
 			"name":   func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.Name) },
+			"dependency": func(v *yaml.Node, f string) *fieldErr {
+				if fe := str(v, f, &c.Dependency); fe != nil {
+					return fe
+				}
+				if len(c.Dependency) > maxDependencyName {
+					return errAt(v.Line, f, "%d characters, at most %d", len(c.Dependency), maxDependencyName)
+				}
+				return nil
+			},
 			"settings": func(v *yaml.Node, f string) *fieldErr {
 				return pp.settings(v, f, c.Settings, c.SettingLines)
 			},

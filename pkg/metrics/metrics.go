@@ -273,3 +273,35 @@ func (r *records) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(r.dedup, prometheus.CounterValue, float64(c.DedupSkipped), id)
 	})
 }
+
+// WatchBreakers exports the dependency breakers that states returns on
+// each scrape: whether each is open and how many pipelines it holds.
+func (m *Metrics) WatchBreakers(states func() []lifecycle.BreakerState) {
+	m.registry.MustRegister(&breakersCollector{states: states,
+		open: prometheus.NewDesc("conduit_dependency_breaker_open",
+			"1 while the dependency's breaker is open (its pipelines wait while a canary retries it), 0 while it counts failures.", []string{"dependency"}, nil),
+		held: prometheus.NewDesc("conduit_dependency_breaker_held_pipelines",
+			"Pipelines waiting for the dependency's breaker to close.", []string{"dependency"}, nil),
+	})
+}
+
+type breakersCollector struct {
+	states     func() []lifecycle.BreakerState
+	open, held *prometheus.Desc
+}
+
+func (c *breakersCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.open
+	ch <- c.held
+}
+
+func (c *breakersCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.states() {
+		open := 0.0
+		if st.Open {
+			open = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, open, st.Dependency)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(len(st.Held)), st.Dependency)
+	}
+}

@@ -35,11 +35,16 @@ func stripLocations(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			if locationKeys[k] {
+			e = stripLocations(e)
+			// A field left out and one at its zero value read the same in
+			// a file, and a field added to the format later must not
+			// change the fingerprint of every pipeline that does not use
+			// it.
+			if locationKeys[k] || isZero(e) {
 				delete(v, k)
 				continue
 			}
-			v[k] = stripLocations(e)
+			v[k] = e
 		}
 	case []any:
 		for i, e := range v {
@@ -47,6 +52,24 @@ func stripLocations(v any) any {
 		}
 	}
 	return v
+}
+
+func isZero(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case bool:
+		return !v
+	case float64:
+		return v == 0
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
 }
 
 // Fingerprint identifies what a pipeline runs: two pipelines with the same

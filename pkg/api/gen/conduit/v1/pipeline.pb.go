@@ -2247,6 +2247,174 @@ func (*DeletePipelineResponse) Descriptor() ([]byte, []int) {
 	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{27}
 }
 
+type ListDependenciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDependenciesRequest) Reset() {
+	*x = ListDependenciesRequest{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDependenciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDependenciesRequest) ProtoMessage() {}
+
+func (x *ListDependenciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDependenciesRequest.ProtoReflect.Descriptor instead.
+func (*ListDependenciesRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{28}
+}
+
+// Dependency is an external system pipelines failed on, and its breaker.
+type Dependency struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Open: the pipelines failing on it wait while the canary retries it.
+	Open     bool                   `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`
+	OpenedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=opened_at,json=openedAt,proto3" json:"opened_at,omitempty"`
+	Canary   string                 `protobuf:"bytes,4,opt,name=canary,proto3" json:"canary,omitempty"`
+	// The pipelines waiting for the breaker to close.
+	Held []string `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
+	// The pipelines that failed on it within pipelines.breakers.window.
+	RecentFailures []string `protobuf:"bytes,6,rep,name=recent_failures,json=recentFailures,proto3" json:"recent_failures,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Dependency) Reset() {
+	*x = Dependency{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dependency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dependency) ProtoMessage() {}
+
+func (x *Dependency) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dependency.ProtoReflect.Descriptor instead.
+func (*Dependency) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Dependency) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Dependency) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
+}
+
+func (x *Dependency) GetOpenedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OpenedAt
+	}
+	return nil
+}
+
+func (x *Dependency) GetCanary() string {
+	if x != nil {
+		return x.Canary
+	}
+	return ""
+}
+
+func (x *Dependency) GetHeld() []string {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *Dependency) GetRecentFailures() []string {
+	if x != nil {
+		return x.RecentFailures
+	}
+	return nil
+}
+
+type ListDependenciesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dependencies  []*Dependency          `protobuf:"bytes,1,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDependenciesResponse) Reset() {
+	*x = ListDependenciesResponse{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDependenciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDependenciesResponse) ProtoMessage() {}
+
+func (x *ListDependenciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDependenciesResponse.ProtoReflect.Descriptor instead.
+func (*ListDependenciesResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListDependenciesResponse) GetDependencies() []*Dependency {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
+}
+
 var File_conduit_v1_pipeline_proto protoreflect.FileDescriptor
 
 const file_conduit_v1_pipeline_proto_rawDesc = "" +
@@ -2421,7 +2589,18 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x06errors\x18\x02 \x03(\v2\x17.conduit.v1.ConfigErrorR\x06errors\"'\n" +
 	"\x15DeletePipelineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16DeletePipelineResponse*\xc6\x01\n" +
+	"\x16DeletePipelineResponse\"\x19\n" +
+	"\x17ListDependenciesRequest\"\xc2\x01\n" +
+	"\n" +
+	"Dependency\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\bR\x04open\x127\n" +
+	"\topened_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bopenedAt\x12\x16\n" +
+	"\x06canary\x18\x04 \x01(\tR\x06canary\x12\x12\n" +
+	"\x04held\x18\x05 \x03(\tR\x04held\x12'\n" +
+	"\x0frecent_failures\x18\x06 \x03(\tR\x0erecentFailures\"V\n" +
+	"\x18ListDependenciesResponse\x12:\n" +
+	"\fdependencies\x18\x01 \x03(\v2\x16.conduit.v1.DependencyR\fdependencies*\xc6\x01\n" +
 	"\x0ePipelineStatus\x12\x1f\n" +
 	"\x1bPIPELINE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PIPELINE_STATUS_RUNNING\x10\x01\x12\x1e\n" +
@@ -2441,7 +2620,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x12PLAN_ACTION_UPDATE\x10\x02\x12\x16\n" +
 	"\x12PLAN_ACTION_DELETE\x10\x03\x12\x19\n" +
 	"\x15PLAN_ACTION_UNCHANGED\x10\x04\x12\x17\n" +
-	"\x13PLAN_ACTION_INVALID\x10\x052\xd7\x06\n" +
+	"\x13PLAN_ACTION_INVALID\x10\x052\xbb\a\n" +
 	"\x0fPipelineService\x12Y\n" +
 	"\rListPipelines\x12 .conduit.v1.ListPipelinesRequest\x1a!.conduit.v1.ListPipelinesResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\vGetPipeline\x12\x1e.conduit.v1.GetPipelineRequest\x1a\x1f.conduit.v1.GetPipelineResponse\"\x03\x90\x02\x01\x12T\n" +
@@ -2451,7 +2630,8 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x13WatchPipelineEvents\x12&.conduit.v1.WatchPipelineEventsRequest\x1a'.conduit.v1.WatchPipelineEventsResponse0\x01\x12W\n" +
 	"\x0eApplyPipelines\x12!.conduit.v1.ApplyPipelinesRequest\x1a\".conduit.v1.ApplyPipelinesResponse\x12e\n" +
 	"\x11ValidatePipelines\x12$.conduit.v1.ValidatePipelinesRequest\x1a%.conduit.v1.ValidatePipelinesResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\x0eDeletePipeline\x12!.conduit.v1.DeletePipelineRequest\x1a\".conduit.v1.DeletePipelineResponseB?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
+	"\x0eDeletePipeline\x12!.conduit.v1.DeletePipelineRequest\x1a\".conduit.v1.DeletePipelineResponse\x12b\n" +
+	"\x10ListDependencies\x12#.conduit.v1.ListDependenciesRequest\x1a$.conduit.v1.ListDependenciesResponse\"\x03\x90\x02\x01B?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
 
 var (
 	file_conduit_v1_pipeline_proto_rawDescOnce sync.Once
@@ -2466,7 +2646,7 @@ func file_conduit_v1_pipeline_proto_rawDescGZIP() []byte {
 }
 
 var file_conduit_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(PipelineStatus)(0),                 // 0: conduit.v1.PipelineStatus
 	(ErrorClass)(0),                     // 1: conduit.v1.ErrorClass
@@ -2499,43 +2679,46 @@ var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(*ValidatePipelinesResponse)(nil),   // 28: conduit.v1.ValidatePipelinesResponse
 	(*DeletePipelineRequest)(nil),       // 29: conduit.v1.DeletePipelineRequest
 	(*DeletePipelineResponse)(nil),      // 30: conduit.v1.DeletePipelineResponse
-	nil,                                 // 31: conduit.v1.RecoveryPolicy.SourcesEntry
-	(*timestamppb.Timestamp)(nil),       // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 33: google.protobuf.Duration
+	(*ListDependenciesRequest)(nil),     // 31: conduit.v1.ListDependenciesRequest
+	(*Dependency)(nil),                  // 32: conduit.v1.Dependency
+	(*ListDependenciesResponse)(nil),    // 33: conduit.v1.ListDependenciesResponse
+	nil,                                 // 34: conduit.v1.RecoveryPolicy.SourcesEntry
+	(*timestamppb.Timestamp)(nil),       // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
 }
 var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	1,  // 0: conduit.v1.PipelineError.class:type_name -> conduit.v1.ErrorClass
-	32, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
-	32, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
+	35, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
+	35, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
 	3,  // 3: conduit.v1.RecoveryAttempt.error:type_name -> conduit.v1.PipelineError
-	33, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
-	32, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	32, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
-	32, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
+	36, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
+	35, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	35, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
+	35, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
 	4,  // 8: conduit.v1.RecoveryEpisode.attempts:type_name -> conduit.v1.RecoveryAttempt
-	33, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
-	33, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
-	33, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
-	33, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
-	33, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
-	33, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
-	33, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
-	31, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
+	36, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
+	36, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
+	36, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
+	36, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
+	36, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
+	36, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
+	36, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
+	34, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
 	7,  // 17: conduit.v1.RecoveryPolicy.rules:type_name -> conduit.v1.RecoveryRule
 	6,  // 18: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
 	0,  // 19: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
-	32, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
+	35, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
 	3,  // 21: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
 	5,  // 22: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
-	32, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 24: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
 	12, // 25: conduit.v1.Pipeline.config_errors:type_name -> conduit.v1.ConfigError
-	32, // 26: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	35, // 26: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
 	0,  // 27: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
 	0,  // 28: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
 	3,  // 29: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	33, // 30: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	32, // 31: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	36, // 30: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	35, // 31: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
 	0,  // 32: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
 	8,  // 33: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
 	12, // 34: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
@@ -2550,29 +2733,33 @@ var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	25, // 43: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
 	23, // 44: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
 	12, // 45: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
-	10, // 46: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	13, // 47: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	15, // 48: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	17, // 49: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	19, // 50: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	21, // 51: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	24, // 52: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
-	27, // 53: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
-	29, // 54: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
-	11, // 55: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	14, // 56: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	16, // 57: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	18, // 58: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	20, // 59: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	22, // 60: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	26, // 61: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
-	28, // 62: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
-	30, // 63: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
-	55, // [55:64] is the sub-list for method output_type
-	46, // [46:55] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	35, // 46: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
+	32, // 47: conduit.v1.ListDependenciesResponse.dependencies:type_name -> conduit.v1.Dependency
+	10, // 48: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	13, // 49: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	15, // 50: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	17, // 51: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	19, // 52: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	21, // 53: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	24, // 54: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
+	27, // 55: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
+	29, // 56: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
+	31, // 57: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
+	11, // 58: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	14, // 59: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	16, // 60: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	18, // 61: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	20, // 62: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	22, // 63: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	26, // 64: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
+	28, // 65: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
+	30, // 66: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
+	33, // 67: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
+	58, // [58:68] is the sub-list for method output_type
+	48, // [48:58] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }
@@ -2586,7 +2773,7 @@ func file_conduit_v1_pipeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_pipeline_proto_rawDesc), len(file_conduit_v1_pipeline_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -60,6 +60,9 @@ const (
 	// PipelineServiceDeletePipelineProcedure is the fully-qualified name of the PipelineService's
 	// DeletePipeline RPC.
 	PipelineServiceDeletePipelineProcedure = "/conduit.v1.PipelineService/DeletePipeline"
+	// PipelineServiceListDependenciesProcedure is the fully-qualified name of the PipelineService's
+	// ListDependencies RPC.
+	PipelineServiceListDependenciesProcedure = "/conduit.v1.PipelineService/ListDependencies"
 )
 
 // PipelineServiceClient is a client for the conduit.v1.PipelineService service.
@@ -102,6 +105,9 @@ type PipelineServiceClient interface {
 	// it: its state and dedup entries go, its audit log and position stay.
 	// A pipeline of a file fails with FAILED_PRECONDITION naming the file.
 	DeletePipeline(context.Context, *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error)
+	// ListDependencies returns the dependency breakers that are open or
+	// counting failures (pipelines.breakers).
+	ListDependencies(context.Context, *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error)
 }
 
 // NewPipelineServiceClient constructs a client for the conduit.v1.PipelineService service. By
@@ -173,6 +179,13 @@ func NewPipelineServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(pipelineServiceMethods.ByName("DeletePipeline")),
 			connect.WithClientOptions(opts...),
 		),
+		listDependencies: connect.NewClient[v1.ListDependenciesRequest, v1.ListDependenciesResponse](
+			httpClient,
+			baseURL+PipelineServiceListDependenciesProcedure,
+			connect.WithSchema(pipelineServiceMethods.ByName("ListDependencies")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -187,6 +200,7 @@ type pipelineServiceClient struct {
 	applyPipelines      *connect.Client[v1.ApplyPipelinesRequest, v1.ApplyPipelinesResponse]
 	validatePipelines   *connect.Client[v1.ValidatePipelinesRequest, v1.ValidatePipelinesResponse]
 	deletePipeline      *connect.Client[v1.DeletePipelineRequest, v1.DeletePipelineResponse]
+	listDependencies    *connect.Client[v1.ListDependenciesRequest, v1.ListDependenciesResponse]
 }
 
 // ListPipelines calls conduit.v1.PipelineService.ListPipelines.
@@ -234,6 +248,11 @@ func (c *pipelineServiceClient) DeletePipeline(ctx context.Context, req *connect
 	return c.deletePipeline.CallUnary(ctx, req)
 }
 
+// ListDependencies calls conduit.v1.PipelineService.ListDependencies.
+func (c *pipelineServiceClient) ListDependencies(ctx context.Context, req *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error) {
+	return c.listDependencies.CallUnary(ctx, req)
+}
+
 // PipelineServiceHandler is an implementation of the conduit.v1.PipelineService service.
 type PipelineServiceHandler interface {
 	// ListPipelines returns every pipeline, optionally only those in the given
@@ -274,6 +293,9 @@ type PipelineServiceHandler interface {
 	// it: its state and dedup entries go, its audit log and position stay.
 	// A pipeline of a file fails with FAILED_PRECONDITION naming the file.
 	DeletePipeline(context.Context, *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error)
+	// ListDependencies returns the dependency breakers that are open or
+	// counting failures (pipelines.breakers).
+	ListDependencies(context.Context, *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error)
 }
 
 // NewPipelineServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -341,6 +363,13 @@ func NewPipelineServiceHandler(svc PipelineServiceHandler, opts ...connect.Handl
 		connect.WithSchema(pipelineServiceMethods.ByName("DeletePipeline")),
 		connect.WithHandlerOptions(opts...),
 	)
+	pipelineServiceListDependenciesHandler := connect.NewUnaryHandler(
+		PipelineServiceListDependenciesProcedure,
+		svc.ListDependencies,
+		connect.WithSchema(pipelineServiceMethods.ByName("ListDependencies")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/conduit.v1.PipelineService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PipelineServiceListPipelinesProcedure:
@@ -361,6 +390,8 @@ func NewPipelineServiceHandler(svc PipelineServiceHandler, opts ...connect.Handl
 			pipelineServiceValidatePipelinesHandler.ServeHTTP(w, r)
 		case PipelineServiceDeletePipelineProcedure:
 			pipelineServiceDeletePipelineHandler.ServeHTTP(w, r)
+		case PipelineServiceListDependenciesProcedure:
+			pipelineServiceListDependenciesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -404,4 +435,8 @@ func (UnimplementedPipelineServiceHandler) ValidatePipelines(context.Context, *c
 
 func (UnimplementedPipelineServiceHandler) DeletePipeline(context.Context, *connect.Request[v1.DeletePipelineRequest]) (*connect.Response[v1.DeletePipelineResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.DeletePipeline is not implemented"))
+}
+
+func (UnimplementedPipelineServiceHandler) ListDependencies(context.Context, *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.ListDependencies is not implemented"))
 }
