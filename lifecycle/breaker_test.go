@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/config"
 )
 
@@ -214,5 +216,16 @@ func TestSupervisorsShareABreaker(t *testing.T) {
 	}
 	if st := b.States(); len(st) != 0 {
 		t.Errorf("breakers after closing: %+v", st)
+	}
+}
+
+// A standalone connector names the dependency in its error's details.
+func TestDependencyFromTheErrorsDetails(t *testing.T) {
+	err := cerrors.FromWire(`{"code":503,"message":"insert: connection refused","details":{"dependency":"orders-db"}}`)
+	if info := describeError(err, time.Now()); info.Dependency != "orders-db" || info.Code != 503 {
+		t.Fatalf("%+v", info)
+	}
+	if info := describeError(errors.New("plain"), time.Now()); info.Dependency != "" {
+		t.Fatalf("a plain error names %q", info.Dependency)
 	}
 }

@@ -66,6 +66,17 @@ func WithDetails(err error, code int, details map[string]any) error {
 	return cerrors.WithDetails(err, code, details)
 }
 
+// WithDependency is WithCode naming the external system the error is
+// about (details.dependency), e.g. the database a destination writes to:
+// when several pipelines fail on the same dependency, the runtime's
+// breaker holds all but one of them until it is back, instead of every
+// pipeline retrying it (docs/recovery.md, dependency breakers). A
+// connector's dependency: setting in the pipeline file does the same for
+// all its errors.
+func WithDependency(err error, code int, dependency string) error {
+	return cerrors.WithDetails(err, code, map[string]any{"dependency": dependency})
+}
+
 // ForRecord says that err is about the record at position, typically the
 // one a destination's Write could not write: Write returns (n,
 // sdk.ForRecord(records[n].Position, err)). A recovery rule with action

@@ -176,3 +176,11 @@ func ExamplePlugin() {
 	// sent:    {"code":400,"message":"setting \"step\": \"ten\" is not a whole number above 0"}
 	// runtime: fatal 400
 }
+
+func ExampleWithDependency() {
+	err := sdk.WithDependency(errors.New("insert into orders: connection refused"), 503, "orders-db")
+	explain(fmt.Errorf("write: %w", err))
+	// Output:
+	// sent:    {"code":503,"message":"write: insert into orders: connection refused","details":{"dependency":"orders-db"}}
+	// runtime: transient 503
+}
