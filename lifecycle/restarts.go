@@ -79,6 +79,23 @@ func (s *RestartScheduler) Pending() (n int, earliest time.Time) {
 	return len(s.queue), s.queue[0].due
 }
 
+// Span returns how many restarts wait and the earliest and latest due
+// times (zero when none waits). It looks at every queued restart.
+func (s *RestartScheduler) Span() (n int, earliest, latest time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return 0, time.Time{}, time.Time{}
+	}
+	earliest = s.queue[0].due
+	for _, t := range s.queue {
+		if t.due.After(latest) {
+			latest = t.due
+		}
+	}
+	return len(s.queue), earliest, latest
+}
+
 // Help launches the restarts that are due, if any. Supervisors and runs
 // call it as they go; it costs an atomic load when nothing is due.
 func (s *RestartScheduler) Help() {

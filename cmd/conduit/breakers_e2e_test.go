@@ -61,6 +61,11 @@ func TestTenPipelinesShareABreaker(t *testing.T) {
 			if held < 7 {
 				t.Errorf("%d held or released events, want at least the seven pipelines after the threshold held", held)
 			}
+			summary := strings.Join(strings.Fields(w.mustPipelines(apiAddress(t, p), "summary")), " ")
+			if !strings.Contains(summary, "recovery success rate: 100%") || !strings.Contains(summary, "restarts by rule: none ") ||
+				!strings.Contains(summary, "episodes degraded: 0") || !strings.Contains(summary, "episodes recovered: 10") {
+				t.Errorf("summary:\n%s", summary)
+			}
 		}
 		stopProcess(t, p)
 	}

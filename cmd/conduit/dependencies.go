@@ -69,3 +69,55 @@ func (v view) writeDependencies(w io.Writer, deps []*conduitv1.Dependency) error
 	}
 	return tw.Flush()
 }
+
+func newPipelinesSummaryCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "summary",
+		Short: "Recovery figures: restarts waiting, pipelines held by breakers, recovery success rate, restarts by rule",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := client.GetRecoverySummary(cmd.Context(), connect.NewRequest(&conduitv1.GetRecoverySummaryRequest{}))
+			if err != nil {
+				return client.explain(err, "")
+			}
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
+			}
+			return newView().writeSummary(cmd.OutOrStdout(), resp.Msg)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (v view) writeSummary(w io.Writer, s *conduitv1.GetRecoverySummaryResponse) error {
+	field := func(key, value string) { fmt.Fprintf(w, "  %-23s %s\n", key+":", value) }
+	fmt.Fprintf(w, "Since %s:\n", v.timeAndRelative(s.GetSince()))
+	waiting := fmt.Sprint(s.GetPendingRestarts())
+	if s.GetPendingRestarts() > 0 {
+		waiting += fmt.Sprintf(" (next %s, last %s)", v.timeAndRelative(s.GetEarliestNextAttempt()), v.timeAndRelative(s.GetLatestNextAttempt()))
+	}
+	field("restarts waiting", waiting)
+	field("held by breakers", fmt.Sprint(s.GetHeldByBreakers()))
+	field("episodes recovered", fmt.Sprint(s.GetEpisodesRecovered()))
+	field("episodes degraded", fmt.Sprint(s.GetEpisodesDegraded()))
+	rate := "-"
+	if s.RecoverySuccessRate != nil {
+		rate = fmt.Sprintf("%.0f%%", s.GetRecoverySuccessRate()*100)
+	}
+	field("recovery success rate", rate)
+	by := map[string]int32{}
+	for k, n := range s.GetRestartsByRule() {
+		by[k] = int32(n)
+	}
+	field("restarts by rule", countsText(by))
+	return nil
+}

@@ -29,7 +29,7 @@ needs no running conduit.`,
 	}
 	cmd.AddCommand(newPipelinesListCommand(), newPipelinesDescribeCommand(),
 		newPipelinesStartCommand(), newPipelinesStopCommand(), newPipelinesEventsCommand(),
-		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand())
+		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand(), newPipelinesSummaryCommand())
 	return cmd
 }
 

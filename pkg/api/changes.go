@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -186,6 +187,44 @@ func (s *PipelineService) ListDependencies(context.Context, *connect.Request[con
 	for _, st := range s.dependencies.States() {
 		out.Dependencies = append(out.Dependencies, &conduitv1.Dependency{Name: st.Dependency, Open: st.Open,
 			OpenedAt: timeToProto(st.OpenedAt), Canary: st.Canary, Held: st.Held, RecentFailures: st.RecentFailures})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// RecoverySummary are the process's recovery figures.
+type RecoverySummary struct {
+	PendingRestarts                     int
+	EarliestNextAttempt, LatestAttempt  time.Time
+	HeldByBreakers                      int
+	EpisodesRecovered, EpisodesDegraded int64
+	RestartsByRule                      map[string]int64
+	Since                               time.Time
+}
+
+// Summaries give the recovery figures.
+type Summaries interface {
+	RecoverySummary() RecoverySummary
+}
+
+// WithSummaries lets the service answer GetRecoverySummary.
+func (s *PipelineService) WithSummaries(sm Summaries) *PipelineService {
+	s.summaries = sm
+	return s
+}
+
+// GetRecoverySummary implements the RPC.
+func (s *PipelineService) GetRecoverySummary(context.Context, *connect.Request[conduitv1.GetRecoverySummaryRequest]) (*connect.Response[conduitv1.GetRecoverySummaryResponse], error) {
+	if s.summaries == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server keeps no recovery figures"))
+	}
+	sm := s.summaries.RecoverySummary()
+	out := &conduitv1.GetRecoverySummaryResponse{PendingRestarts: int32(sm.PendingRestarts),
+		EarliestNextAttempt: timeToProto(sm.EarliestNextAttempt), LatestNextAttempt: timeToProto(sm.LatestAttempt),
+		HeldByBreakers: int32(sm.HeldByBreakers), EpisodesRecovered: sm.EpisodesRecovered, EpisodesDegraded: sm.EpisodesDegraded,
+		RestartsByRule: sm.RestartsByRule, Since: timeToProto(sm.Since)}
+	if ended := sm.EpisodesRecovered + sm.EpisodesDegraded; ended > 0 {
+		rate := float64(sm.EpisodesRecovered) / float64(ended)
+		out.RecoverySuccessRate = &rate
 	}
 	return connect.NewResponse(out), nil
 }

@@ -82,6 +82,7 @@ type PipelineService struct {
 	changes   Changes // nil: the set of pipelines cannot be changed
 	// dependencies are the breakers; nil: none.
 	dependencies Dependencies
+	summaries    Summaries
 	now          func() time.Time
 }
 

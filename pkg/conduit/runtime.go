@@ -58,6 +58,7 @@ type Runtime struct {
 	// breakers hold pipelines failing on a shared dependency; nil when
 	// pipelines.breakers.enabled is off.
 	breakers *lifecycle.Breakers
+	figures  *recoveryFigures
 	// rulesMu serializes changes to the managed rules; managedInfo is
 	// what the API lists of them.
 	rulesMu     sync.Mutex
@@ -147,6 +148,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		observer:   opts.Observer,
 		byID:       map[string]*managedPipeline{},
 		reload:     make(chan struct{}, 1),
+		figures:    newRecoveryFigures(),
 		degraded:   make(chan string, 1),
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
@@ -159,7 +161,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if r.breakers != nil {
 		r.metrics.WatchBreakers(r.breakers.States)
 	}
-	r.metrics.WatchRestarts(r.restarts.Pending)
+	r.metrics.WatchRestarts(r.restarts.Span)
 	// One shutdown path: whatever the phases below opened, close releases.
 	defer func() {
 		if err != nil {
@@ -299,7 +301,7 @@ func (r *Runtime) serveAPI() {
 	if r.server == nil {
 		return
 	}
-	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil).WithChanges(apiChanges{r})
+	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil).WithChanges(apiChanges{r}).WithSummaries(r)
 	if r.breakers != nil {
 		svc.WithDependencies(r.breakers)
 	}
@@ -832,6 +834,7 @@ func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e *
 // the journal took it.
 func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
 	r.metrics.PipelineEvent(m.metrics, e)
+	r.figures.count(&e)
 	if e.Kind == auditlog.KindDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {
 		select {
 		case r.degraded <- e.PipelineID:

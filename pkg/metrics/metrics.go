@@ -163,30 +163,34 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 // WatchRestarts exports the restarts waiting in the scheduler: how many
 // pipelines wait and when the earliest one is due. pending is called on
 // each scrape.
-func (m *Metrics) WatchRestarts(pending func() (n int, earliest time.Time)) {
-	m.registry.MustRegister(&restartsCollector{pending: pending,
+func (m *Metrics) WatchRestarts(span func() (n int, earliest, latest time.Time)) {
+	m.registry.MustRegister(&restartsCollector{span: span,
 		waiting: prometheus.NewDesc("conduit_pending_restarts",
 			"Pipelines waiting for a scheduled restart.", nil, nil),
 		next: prometheus.NewDesc("conduit_next_restart_timestamp_seconds",
 			"When the earliest scheduled restart is due, in Unix seconds; absent when none waits.", nil, nil),
+		last: prometheus.NewDesc("conduit_last_restart_timestamp_seconds",
+			"When the latest scheduled restart is due, in Unix seconds; absent when none waits.", nil, nil),
 	})
 }
 
 type restartsCollector struct {
-	pending       func() (int, time.Time)
-	waiting, next *prometheus.Desc
+	span                func() (int, time.Time, time.Time)
+	waiting, next, last *prometheus.Desc
 }
 
 func (c *restartsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.waiting
 	ch <- c.next
+	ch <- c.last
 }
 
 func (c *restartsCollector) Collect(ch chan<- prometheus.Metric) {
-	n, earliest := c.pending()
+	n, earliest, latest := c.span()
 	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n))
 	if n > 0 {
 		ch <- prometheus.MustNewConstMetric(c.next, prometheus.GaugeValue, float64(earliest.UnixNano())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.last, prometheus.GaugeValue, float64(latest.UnixNano())/1e9)
 	}
 }
 

@@ -25,7 +25,10 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 	m := New(func(emit func(string, RecordCounts)) {
 		emit("p1", RecordCounts{Read: 10, Written: 8, Filtered: 1, Nacked: 1})
 	})
-	m.WatchRestarts(func() (int, time.Time) { return 2, time.Unix(1_700_000_000, 0) })
+	m.WatchRestarts(func() (int, time.Time, time.Time) { return 2, time.Unix(1_700_000_000, 0), time.Unix(1_700_000_100, 0) })
+	m.WatchBreakers(func() []lifecycle.BreakerState {
+		return []lifecycle.BreakerState{{Dependency: "orders-db", Open: true, Held: []string{"a", "b"}}}
+	})
 	p1 := m.Pipeline("p1", lifecycle.StatusRunning)
 	m.Pipeline("p2", lifecycle.StatusStopped)
 	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRunning,
@@ -65,6 +68,9 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 		`conduit_recovery_decisions_total{action="degrade",rule="none"} 1`,
 		`conduit_pending_restarts 2`,
 		`conduit_next_restart_timestamp_seconds 1.7e+09`,
+		`conduit_last_restart_timestamp_seconds 1.7000001e+09`,
+		`conduit_dependency_breaker_open{dependency="orders-db"} 1`,
+		`conduit_dependency_breaker_held_pipelines{dependency="orders-db"} 2`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(out, want) {

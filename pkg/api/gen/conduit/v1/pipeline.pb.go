@@ -2415,6 +2415,157 @@ func (x *ListDependenciesResponse) GetDependencies() []*Dependency {
 	return nil
 }
 
+type GetRecoverySummaryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRecoverySummaryRequest) Reset() {
+	*x = GetRecoverySummaryRequest{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRecoverySummaryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRecoverySummaryRequest) ProtoMessage() {}
+
+func (x *GetRecoverySummaryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRecoverySummaryRequest.ProtoReflect.Descriptor instead.
+func (*GetRecoverySummaryRequest) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{31}
+}
+
+type GetRecoverySummaryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pipelines waiting for a scheduled restart, and the earliest and latest
+	// of those restarts (unset when none waits).
+	PendingRestarts     int32                  `protobuf:"varint,1,opt,name=pending_restarts,json=pendingRestarts,proto3" json:"pending_restarts,omitempty"`
+	EarliestNextAttempt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_next_attempt,json=earliestNextAttempt,proto3" json:"earliest_next_attempt,omitempty"`
+	LatestNextAttempt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=latest_next_attempt,json=latestNextAttempt,proto3" json:"latest_next_attempt,omitempty"`
+	// Pipelines waiting for a dependency's breaker to close.
+	HeldByBreakers int32 `protobuf:"varint,4,opt,name=held_by_breakers,json=heldByBreakers,proto3" json:"held_by_breakers,omitempty"`
+	// Recovery episodes since the process started: ended with the pipeline
+	// running again, or degraded (force stops by users not counted).
+	EpisodesRecovered int64 `protobuf:"varint,5,opt,name=episodes_recovered,json=episodesRecovered,proto3" json:"episodes_recovered,omitempty"`
+	EpisodesDegraded  int64 `protobuf:"varint,6,opt,name=episodes_degraded,json=episodesDegraded,proto3" json:"episodes_degraded,omitempty"`
+	// recovered / (recovered + degraded); unset before any episode ended.
+	RecoverySuccessRate *float64 `protobuf:"fixed64,7,opt,name=recovery_success_rate,json=recoverySuccessRate,proto3,oneof" json:"recovery_success_rate,omitempty"`
+	// Restarts decided by each rule ("none": by the error's class).
+	RestartsByRule map[string]int64       `protobuf:"bytes,8,rep,name=restarts_by_rule,json=restartsByRule,proto3" json:"restarts_by_rule,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Since          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetRecoverySummaryResponse) Reset() {
+	*x = GetRecoverySummaryResponse{}
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRecoverySummaryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRecoverySummaryResponse) ProtoMessage() {}
+
+func (x *GetRecoverySummaryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_conduit_v1_pipeline_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRecoverySummaryResponse.ProtoReflect.Descriptor instead.
+func (*GetRecoverySummaryResponse) Descriptor() ([]byte, []int) {
+	return file_conduit_v1_pipeline_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetRecoverySummaryResponse) GetPendingRestarts() int32 {
+	if x != nil {
+		return x.PendingRestarts
+	}
+	return 0
+}
+
+func (x *GetRecoverySummaryResponse) GetEarliestNextAttempt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestNextAttempt
+	}
+	return nil
+}
+
+func (x *GetRecoverySummaryResponse) GetLatestNextAttempt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LatestNextAttempt
+	}
+	return nil
+}
+
+func (x *GetRecoverySummaryResponse) GetHeldByBreakers() int32 {
+	if x != nil {
+		return x.HeldByBreakers
+	}
+	return 0
+}
+
+func (x *GetRecoverySummaryResponse) GetEpisodesRecovered() int64 {
+	if x != nil {
+		return x.EpisodesRecovered
+	}
+	return 0
+}
+
+func (x *GetRecoverySummaryResponse) GetEpisodesDegraded() int64 {
+	if x != nil {
+		return x.EpisodesDegraded
+	}
+	return 0
+}
+
+func (x *GetRecoverySummaryResponse) GetRecoverySuccessRate() float64 {
+	if x != nil && x.RecoverySuccessRate != nil {
+		return *x.RecoverySuccessRate
+	}
+	return 0
+}
+
+func (x *GetRecoverySummaryResponse) GetRestartsByRule() map[string]int64 {
+	if x != nil {
+		return x.RestartsByRule
+	}
+	return nil
+}
+
+func (x *GetRecoverySummaryResponse) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 var File_conduit_v1_pipeline_proto protoreflect.FileDescriptor
 
 const file_conduit_v1_pipeline_proto_rawDesc = "" +
@@ -2600,7 +2751,22 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x04held\x18\x05 \x03(\tR\x04held\x12'\n" +
 	"\x0frecent_failures\x18\x06 \x03(\tR\x0erecentFailures\"V\n" +
 	"\x18ListDependenciesResponse\x12:\n" +
-	"\fdependencies\x18\x01 \x03(\v2\x16.conduit.v1.DependencyR\fdependencies*\xc6\x01\n" +
+	"\fdependencies\x18\x01 \x03(\v2\x16.conduit.v1.DependencyR\fdependencies\"\x1b\n" +
+	"\x19GetRecoverySummaryRequest\"\x97\x05\n" +
+	"\x1aGetRecoverySummaryResponse\x12)\n" +
+	"\x10pending_restarts\x18\x01 \x01(\x05R\x0fpendingRestarts\x12N\n" +
+	"\x15earliest_next_attempt\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x13earliestNextAttempt\x12J\n" +
+	"\x13latest_next_attempt\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x11latestNextAttempt\x12(\n" +
+	"\x10held_by_breakers\x18\x04 \x01(\x05R\x0eheldByBreakers\x12-\n" +
+	"\x12episodes_recovered\x18\x05 \x01(\x03R\x11episodesRecovered\x12+\n" +
+	"\x11episodes_degraded\x18\x06 \x01(\x03R\x10episodesDegraded\x127\n" +
+	"\x15recovery_success_rate\x18\a \x01(\x01H\x00R\x13recoverySuccessRate\x88\x01\x01\x12d\n" +
+	"\x10restarts_by_rule\x18\b \x03(\v2:.conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntryR\x0erestartsByRule\x120\n" +
+	"\x05since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x1aA\n" +
+	"\x13RestartsByRuleEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\x18\n" +
+	"\x16_recovery_success_rate*\xc6\x01\n" +
 	"\x0ePipelineStatus\x12\x1f\n" +
 	"\x1bPIPELINE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PIPELINE_STATUS_RUNNING\x10\x01\x12\x1e\n" +
@@ -2620,7 +2786,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x12PLAN_ACTION_UPDATE\x10\x02\x12\x16\n" +
 	"\x12PLAN_ACTION_DELETE\x10\x03\x12\x19\n" +
 	"\x15PLAN_ACTION_UNCHANGED\x10\x04\x12\x17\n" +
-	"\x13PLAN_ACTION_INVALID\x10\x052\xbb\a\n" +
+	"\x13PLAN_ACTION_INVALID\x10\x052\xa5\b\n" +
 	"\x0fPipelineService\x12Y\n" +
 	"\rListPipelines\x12 .conduit.v1.ListPipelinesRequest\x1a!.conduit.v1.ListPipelinesResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\vGetPipeline\x12\x1e.conduit.v1.GetPipelineRequest\x1a\x1f.conduit.v1.GetPipelineResponse\"\x03\x90\x02\x01\x12T\n" +
@@ -2631,7 +2797,8 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x0eApplyPipelines\x12!.conduit.v1.ApplyPipelinesRequest\x1a\".conduit.v1.ApplyPipelinesResponse\x12e\n" +
 	"\x11ValidatePipelines\x12$.conduit.v1.ValidatePipelinesRequest\x1a%.conduit.v1.ValidatePipelinesResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\x0eDeletePipeline\x12!.conduit.v1.DeletePipelineRequest\x1a\".conduit.v1.DeletePipelineResponse\x12b\n" +
-	"\x10ListDependencies\x12#.conduit.v1.ListDependenciesRequest\x1a$.conduit.v1.ListDependenciesResponse\"\x03\x90\x02\x01B?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
+	"\x10ListDependencies\x12#.conduit.v1.ListDependenciesRequest\x1a$.conduit.v1.ListDependenciesResponse\"\x03\x90\x02\x01\x12h\n" +
+	"\x12GetRecoverySummary\x12%.conduit.v1.GetRecoverySummaryRequest\x1a&.conduit.v1.GetRecoverySummaryResponse\"\x03\x90\x02\x01B?Z=github.com/conduitry/conduit/pkg/api/gen/conduit/v1;conduitv1b\x06proto3"
 
 var (
 	file_conduit_v1_pipeline_proto_rawDescOnce sync.Once
@@ -2646,7 +2813,7 @@ func file_conduit_v1_pipeline_proto_rawDescGZIP() []byte {
 }
 
 var file_conduit_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_conduit_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(PipelineStatus)(0),                 // 0: conduit.v1.PipelineStatus
 	(ErrorClass)(0),                     // 1: conduit.v1.ErrorClass
@@ -2682,43 +2849,46 @@ var file_conduit_v1_pipeline_proto_goTypes = []any{
 	(*ListDependenciesRequest)(nil),     // 31: conduit.v1.ListDependenciesRequest
 	(*Dependency)(nil),                  // 32: conduit.v1.Dependency
 	(*ListDependenciesResponse)(nil),    // 33: conduit.v1.ListDependenciesResponse
-	nil,                                 // 34: conduit.v1.RecoveryPolicy.SourcesEntry
-	(*timestamppb.Timestamp)(nil),       // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
+	(*GetRecoverySummaryRequest)(nil),   // 34: conduit.v1.GetRecoverySummaryRequest
+	(*GetRecoverySummaryResponse)(nil),  // 35: conduit.v1.GetRecoverySummaryResponse
+	nil,                                 // 36: conduit.v1.RecoveryPolicy.SourcesEntry
+	nil,                                 // 37: conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntry
+	(*timestamppb.Timestamp)(nil),       // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 39: google.protobuf.Duration
 }
 var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	1,  // 0: conduit.v1.PipelineError.class:type_name -> conduit.v1.ErrorClass
-	35, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
-	35, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
+	38, // 1: conduit.v1.PipelineError.time:type_name -> google.protobuf.Timestamp
+	38, // 2: conduit.v1.RecoveryAttempt.failed_at:type_name -> google.protobuf.Timestamp
 	3,  // 3: conduit.v1.RecoveryAttempt.error:type_name -> conduit.v1.PipelineError
-	36, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
-	35, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
-	35, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
-	35, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
+	39, // 4: conduit.v1.RecoveryAttempt.delay:type_name -> google.protobuf.Duration
+	38, // 5: conduit.v1.RecoveryAttempt.next_attempt_at:type_name -> google.protobuf.Timestamp
+	38, // 6: conduit.v1.RecoveryEpisode.started_at:type_name -> google.protobuf.Timestamp
+	38, // 7: conduit.v1.RecoveryEpisode.ended_at:type_name -> google.protobuf.Timestamp
 	4,  // 8: conduit.v1.RecoveryEpisode.attempts:type_name -> conduit.v1.RecoveryAttempt
-	36, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
-	36, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
-	36, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
-	36, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
-	36, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
-	36, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
-	36, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
-	34, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
+	39, // 9: conduit.v1.RecoveryEpisode.duration:type_name -> google.protobuf.Duration
+	39, // 10: conduit.v1.RecoveryPolicy.schedule:type_name -> google.protobuf.Duration
+	39, // 11: conduit.v1.RecoveryPolicy.min_delay:type_name -> google.protobuf.Duration
+	39, // 12: conduit.v1.RecoveryPolicy.max_delay:type_name -> google.protobuf.Duration
+	39, // 13: conduit.v1.RecoveryPolicy.max_retries_window:type_name -> google.protobuf.Duration
+	39, // 14: conduit.v1.RecoveryPolicy.max_duration:type_name -> google.protobuf.Duration
+	39, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
+	36, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
 	7,  // 17: conduit.v1.RecoveryPolicy.rules:type_name -> conduit.v1.RecoveryRule
 	6,  // 18: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
 	0,  // 19: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
-	35, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
+	38, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
 	3,  // 21: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
 	5,  // 22: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
-	35, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
+	38, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 24: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
 	12, // 25: conduit.v1.Pipeline.config_errors:type_name -> conduit.v1.ConfigError
-	35, // 26: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	38, // 26: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
 	0,  // 27: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
 	0,  // 28: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
 	3,  // 29: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	36, // 30: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	35, // 31: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	39, // 30: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	38, // 31: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
 	0,  // 32: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
 	8,  // 33: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
 	12, // 34: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
@@ -2733,33 +2903,39 @@ var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	25, // 43: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
 	23, // 44: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
 	12, // 45: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
-	35, // 46: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
+	38, // 46: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
 	32, // 47: conduit.v1.ListDependenciesResponse.dependencies:type_name -> conduit.v1.Dependency
-	10, // 48: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	13, // 49: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	15, // 50: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	17, // 51: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	19, // 52: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	21, // 53: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	24, // 54: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
-	27, // 55: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
-	29, // 56: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
-	31, // 57: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
-	11, // 58: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	14, // 59: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	16, // 60: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	18, // 61: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	20, // 62: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	22, // 63: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	26, // 64: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
-	28, // 65: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
-	30, // 66: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
-	33, // 67: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
-	58, // [58:68] is the sub-list for method output_type
-	48, // [48:58] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	38, // 48: conduit.v1.GetRecoverySummaryResponse.earliest_next_attempt:type_name -> google.protobuf.Timestamp
+	38, // 49: conduit.v1.GetRecoverySummaryResponse.latest_next_attempt:type_name -> google.protobuf.Timestamp
+	37, // 50: conduit.v1.GetRecoverySummaryResponse.restarts_by_rule:type_name -> conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntry
+	38, // 51: conduit.v1.GetRecoverySummaryResponse.since:type_name -> google.protobuf.Timestamp
+	10, // 52: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	13, // 53: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	15, // 54: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	17, // 55: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	19, // 56: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	21, // 57: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	24, // 58: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
+	27, // 59: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
+	29, // 60: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
+	31, // 61: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
+	34, // 62: conduit.v1.PipelineService.GetRecoverySummary:input_type -> conduit.v1.GetRecoverySummaryRequest
+	11, // 63: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	14, // 64: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	16, // 65: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	18, // 66: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	20, // 67: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	22, // 68: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	26, // 69: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
+	28, // 70: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
+	30, // 71: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
+	33, // 72: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
+	35, // 73: conduit.v1.PipelineService.GetRecoverySummary:output_type -> conduit.v1.GetRecoverySummaryResponse
+	63, // [63:74] is the sub-list for method output_type
+	52, // [52:63] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }
@@ -2767,13 +2943,14 @@ func file_conduit_v1_pipeline_proto_init() {
 	if File_conduit_v1_pipeline_proto != nil {
 		return
 	}
+	file_conduit_v1_pipeline_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conduit_v1_pipeline_proto_rawDesc), len(file_conduit_v1_pipeline_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -63,6 +63,9 @@ const (
 	// PipelineServiceListDependenciesProcedure is the fully-qualified name of the PipelineService's
 	// ListDependencies RPC.
 	PipelineServiceListDependenciesProcedure = "/conduit.v1.PipelineService/ListDependencies"
+	// PipelineServiceGetRecoverySummaryProcedure is the fully-qualified name of the PipelineService's
+	// GetRecoverySummary RPC.
+	PipelineServiceGetRecoverySummaryProcedure = "/conduit.v1.PipelineService/GetRecoverySummary"
 )
 
 // PipelineServiceClient is a client for the conduit.v1.PipelineService service.
@@ -108,6 +111,11 @@ type PipelineServiceClient interface {
 	// ListDependencies returns the dependency breakers that are open or
 	// counting failures (pipelines.breakers).
 	ListDependencies(context.Context, *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error)
+	// GetRecoverySummary returns the figures of the whole process's
+	// recovery: the restarts waiting, the pipelines held by breakers, how
+	// recovery episodes ended and the restarts each rule decided, since the
+	// process started.
+	GetRecoverySummary(context.Context, *connect.Request[v1.GetRecoverySummaryRequest]) (*connect.Response[v1.GetRecoverySummaryResponse], error)
 }
 
 // NewPipelineServiceClient constructs a client for the conduit.v1.PipelineService service. By
@@ -186,6 +194,13 @@ func NewPipelineServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getRecoverySummary: connect.NewClient[v1.GetRecoverySummaryRequest, v1.GetRecoverySummaryResponse](
+			httpClient,
+			baseURL+PipelineServiceGetRecoverySummaryProcedure,
+			connect.WithSchema(pipelineServiceMethods.ByName("GetRecoverySummary")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -201,6 +216,7 @@ type pipelineServiceClient struct {
 	validatePipelines   *connect.Client[v1.ValidatePipelinesRequest, v1.ValidatePipelinesResponse]
 	deletePipeline      *connect.Client[v1.DeletePipelineRequest, v1.DeletePipelineResponse]
 	listDependencies    *connect.Client[v1.ListDependenciesRequest, v1.ListDependenciesResponse]
+	getRecoverySummary  *connect.Client[v1.GetRecoverySummaryRequest, v1.GetRecoverySummaryResponse]
 }
 
 // ListPipelines calls conduit.v1.PipelineService.ListPipelines.
@@ -253,6 +269,11 @@ func (c *pipelineServiceClient) ListDependencies(ctx context.Context, req *conne
 	return c.listDependencies.CallUnary(ctx, req)
 }
 
+// GetRecoverySummary calls conduit.v1.PipelineService.GetRecoverySummary.
+func (c *pipelineServiceClient) GetRecoverySummary(ctx context.Context, req *connect.Request[v1.GetRecoverySummaryRequest]) (*connect.Response[v1.GetRecoverySummaryResponse], error) {
+	return c.getRecoverySummary.CallUnary(ctx, req)
+}
+
 // PipelineServiceHandler is an implementation of the conduit.v1.PipelineService service.
 type PipelineServiceHandler interface {
 	// ListPipelines returns every pipeline, optionally only those in the given
@@ -296,6 +317,11 @@ type PipelineServiceHandler interface {
 	// ListDependencies returns the dependency breakers that are open or
 	// counting failures (pipelines.breakers).
 	ListDependencies(context.Context, *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error)
+	// GetRecoverySummary returns the figures of the whole process's
+	// recovery: the restarts waiting, the pipelines held by breakers, how
+	// recovery episodes ended and the restarts each rule decided, since the
+	// process started.
+	GetRecoverySummary(context.Context, *connect.Request[v1.GetRecoverySummaryRequest]) (*connect.Response[v1.GetRecoverySummaryResponse], error)
 }
 
 // NewPipelineServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -370,6 +396,13 @@ func NewPipelineServiceHandler(svc PipelineServiceHandler, opts ...connect.Handl
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	pipelineServiceGetRecoverySummaryHandler := connect.NewUnaryHandler(
+		PipelineServiceGetRecoverySummaryProcedure,
+		svc.GetRecoverySummary,
+		connect.WithSchema(pipelineServiceMethods.ByName("GetRecoverySummary")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/conduit.v1.PipelineService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PipelineServiceListPipelinesProcedure:
@@ -392,6 +425,8 @@ func NewPipelineServiceHandler(svc PipelineServiceHandler, opts ...connect.Handl
 			pipelineServiceDeletePipelineHandler.ServeHTTP(w, r)
 		case PipelineServiceListDependenciesProcedure:
 			pipelineServiceListDependenciesHandler.ServeHTTP(w, r)
+		case PipelineServiceGetRecoverySummaryProcedure:
+			pipelineServiceGetRecoverySummaryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -439,4 +474,8 @@ func (UnimplementedPipelineServiceHandler) DeletePipeline(context.Context, *conn
 
 func (UnimplementedPipelineServiceHandler) ListDependencies(context.Context, *connect.Request[v1.ListDependenciesRequest]) (*connect.Response[v1.ListDependenciesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.ListDependencies is not implemented"))
+}
+
+func (UnimplementedPipelineServiceHandler) GetRecoverySummary(context.Context, *connect.Request[v1.GetRecoverySummaryRequest]) (*connect.Response[v1.GetRecoverySummaryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("conduit.v1.PipelineService.GetRecoverySummary is not implemented"))
 }
