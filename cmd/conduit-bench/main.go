@@ -72,6 +72,10 @@ func main() {
 	reload := flag.Int("reload", 1000, "pipelines running in the reload benchmark (0 skips it)")
 	reloadRuns := flag.Int("reload-runs", 3, "reload runs of each kind, each in its own process")
 	reloadWatch := flag.Bool("reload-watch", true, "with -child -reload: change files under the watcher (false: reload explicitly) (internal)")
+	depStorm := flag.Int("dep-storm", 10_000, "pipelines in the dependency storm (0 skips it)")
+	depStormDeps := flag.Int("dep-storm-deps", 10, "dependencies the dependency storm's pipelines share")
+	depStormOutage := flag.Duration("dep-storm-outage", 30*time.Second, "how long the dependencies are down in the dependency storm")
+	depStormBreakers := flag.Bool("dep-storm-breakers", true, "with -child -dep-storm: breakers on (internal)")
 	only := flag.String("scenarios", "", "comma-separated throughput scenarios to run (default: all; builtin always runs, ratios need it)")
 	flag.Parse()
 
@@ -86,6 +90,15 @@ func main() {
 			os.Exit(1)
 		}
 		collector = applied.String()
+	}
+	if *child && *depStorm > 0 && *records == 0 && *storm == 0 && *reload == 0 {
+		res, err := measureDepStorm(*depStorm, *depStormDeps, *depStormOutage, *depStormBreakers)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+		return
 	}
 	if *child && *reload > 0 && *records == 0 && *storm == 0 {
 		res, err := measureReload(*reload, *reloadWatch)
@@ -133,6 +146,12 @@ func main() {
 	}
 	if *reload > 0 && *reloadRuns > 0 {
 		if err := reloadParent(*reloadRuns, *reload); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *depStorm > 0 {
+		if err := depStormParent(*depStorm, *depStormDeps, *depStormOutage); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
