@@ -229,3 +229,31 @@ func TestDependencyFromTheErrorsDetails(t *testing.T) {
 		t.Fatalf("a plain error names %q", info.Dependency)
 	}
 }
+
+// A pipeline whose own rule degrades it degrades, breaker or not, and
+// leaves the breaker.
+func TestARuleThatDegradesWinsOverTheBreaker(t *testing.T) {
+	b := NewBreakers(BreakerConfig{Threshold: 1, Window: time.Minute, Stagger: time.Second}, newFakeClock(), nil)
+	dep := func(id string) func(*Config) {
+		return func(c *Config) {
+			c.PipelineID, c.Breakers = id, b
+			c.DependencyOf = func(string) string { return "orders-db" }
+		}
+	}
+	canary := newHarnessWith(t, defaultPolicy(), State{Status: StatusRunning}, dep("canary"))
+	canary.expect(auditlog.KindRunning)
+	canary.nextRun().fail(transientErr())
+	canary.expect(auditlog.KindRecovering)
+
+	strict := mustPolicy(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "no-503", Action: config.ActionDegrade,
+		Match: config.RuleMatch{Codes: []config.CodeRange{{From: 503, To: 503}}}}}})
+	h := newHarnessWith(t, strict, State{Status: StatusRunning}, dep("strict"))
+	h.expect(auditlog.KindRunning)
+	h.nextRun().fail(transientErr())
+	if e := h.expect(auditlog.KindDegraded); e.Reason != string(ReasonRule) {
+		t.Fatalf("degraded for %q, want its rule", e.Reason)
+	}
+	if st := b.States(); len(st) != 1 || len(st[0].Held) != 0 {
+		t.Fatalf("breakers %+v, want the degraded pipeline not held", st)
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -41,7 +42,11 @@ func ParseRulesFile(name string, data []byte) ([]RuleText, error) {
 	}
 	rules, fe := parseRules(list, path, name)
 	if fe != nil {
-		return nil, &PipelineError{File: name, Line: fe.line, Field: fe.field, Err: fe.err}
+		err := fe.err
+		if rule := ruleNameAt(list, path, fe.field); rule != "" {
+			err = fmt.Errorf("rule %q: %w", rule, err)
+		}
+		return nil, &PipelineError{File: name, Line: fe.line, Field: fe.field, Err: err}
 	}
 	out := make([]RuleText, len(rules))
 	for i, r := range rules {
@@ -90,4 +95,17 @@ func resolved(n *yaml.Node, depth int) *yaml.Node {
 		}
 	}
 	return &c
+}
+
+// ruleNameAt returns the name of the rule a field of the list is in
+// ("rules[2].min-delay" is in the third), when it has one.
+func ruleNameAt(list *yaml.Node, path, field string) string {
+	var i int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(field, path), "[%d]", &i); err != nil || i < 0 || i >= len(list.Content) {
+		return ""
+	}
+	if n := lookup(unalias(list.Content[i]), "name"); n != nil && unalias(n).Kind == yaml.ScalarNode {
+		return unalias(n).Value
+	}
+	return ""
 }

@@ -45,7 +45,7 @@ func TestParseRulesFile(t *testing.T) {
 
 	for data, want := range map[string]string{
 		"- name: x\n  match: {codes: [abc]}\n":                        "bad.yml:2",
-		"- name: x\n  match: {codes: [\"429\"]}\n  min-delay: soon\n": "rules[0].min-delay",
+		"- name: x\n  match: {codes: [\"429\"]}\n  min-delay: soon\n": `rules[0].min-delay: rule "x"`,
 		"version: 2.2\n": "expected a list of rules",
 		"- name: a\n  match: {class: fatal}\n- name: a\n  match: {class: fatal}\n": "defined twice",
 	} {
