@@ -1,0 +1,447 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+// Postgres is a Store in a PostgreSQL database (db.type postgres): one
+// table of keys and values, created and migrated by conduit, with the
+// schema's version in a table of its own. Keys are bytea, which
+// PostgreSQL orders byte by byte, as the Store contract needs. Commit is
+// one transaction; Update is a serializable transaction run again when
+// PostgreSQL finds it conflicted with another.
+type Postgres struct {
+	pool *pgxpool.Pool
+	log  *zap.Logger
+	// lock holds the session advisory lock of an exclusive store.
+	lock *pgxpool.Conn
+
+	// inflight counts the operations under way; Close waits for them, so
+	// that none fails on a pool closed under it.
+	mu       sync.RWMutex
+	closed   atomic.Bool
+	inflight sync.WaitGroup
+	once     sync.Once
+	closeErr error
+}
+
+// PostgresOptions configure OpenPostgres.
+type PostgresOptions struct {
+	// Exclusive makes the store refuse a second process (ErrInUse), as a
+	// Badger directory does: a standalone conduit owns its database.
+	Exclusive bool
+}
+
+// postgresSchema is the version this build writes; migrations[i] takes a
+// database from version i to i+1.
+const postgresSchema = 1
+
+var postgresMigrations = []string{
+	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
+}
+
+// Advisory lock keys (any constants that are conduit's): one serializes
+// migrations, one marks the database of a standalone conduit.
+const (
+	pgMigrationLock = 0x636f6e6401
+	pgProcessLock   = 0x636f6e6402
+)
+
+// scanPage is how many keys a scan reads per query.
+const scanPage = 1000
+
+// OpenPostgres connects to the database at url (a libpq URL or DSN) and
+// creates or migrates conduit's schema.
+func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts PostgresOptions) (_ *Postgres, err error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("db.postgres.url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("db.postgres.url: %w", err)
+	}
+	s := &Postgres{pool: pool, log: log}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+	if err := pool.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL (db.postgres.url, %s): %w", describeTarget(cfg), err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Exclusive {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var got bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(pgProcessLock)).Scan(&got); err != nil {
+			conn.Release()
+			return nil, err
+		}
+		if !got {
+			conn.Release()
+			return nil, fmt.Errorf("%w: PostgreSQL database %s", ErrInUse, describeTarget(cfg))
+		}
+		s.lock = conn
+	}
+	return s, nil
+}
+
+func describeTarget(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// migrate brings the schema to postgresSchema, one migration per
+// transaction, serialized across processes by an advisory lock.
+func (s *Postgres) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgMigrationLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS conduit_schema (version int NOT NULL)`); err != nil {
+			return fmt.Errorf("creating conduit's schema table: %w", err)
+		}
+		var version int
+		err := tx.QueryRow(ctx, `SELECT version FROM conduit_schema`).Scan(&version)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, `INSERT INTO conduit_schema (version) VALUES (0)`); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		}
+		if version > postgresSchema {
+			return fmt.Errorf("%w: the database's schema is version %d, newer than this conduit's (%d): run a newer conduit",
+				ErrCorrupt, version, postgresSchema)
+		}
+		for v := version; v < postgresSchema; v++ {
+			if _, err := tx.Exec(ctx, postgresMigrations[v]); err != nil {
+				return fmt.Errorf("migrating conduit's schema to version %d: %w", v+1, err)
+			}
+		}
+		if version < postgresSchema {
+			if _, err := tx.Exec(ctx, `UPDATE conduit_schema SET version = $1`, postgresSchema); err != nil {
+				return err
+			}
+			s.log.Info("PostgreSQL schema migrated", zap.Int("from", version), zap.Int("to", postgresSchema))
+		}
+		return nil
+	})
+}
+
+// enter registers an operation; false once the store is closed.
+func (s *Postgres) enter() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+// pgErr maps a driver error: a closed store, a cancelled context.
+func (s *Postgres) pgErr(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case s.closed.Load():
+		return ErrClosed
+	}
+	return err
+}
+
+// Get implements Store.
+func (s *Postgres) Get(ctx context.Context, key []byte) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.inflight.Done()
+	var v []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM conduit_kv WHERE key = $1`, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, s.pgErr(ctx, err)
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+const (
+	pgUpsert = `INSERT INTO conduit_kv (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`
+	pgDelete = `DELETE FROM conduit_kv WHERE key = $1`
+)
+
+// Set implements Store.
+func (s *Postgres) Set(ctx context.Context, key, value []byte) error {
+	return s.Commit(ctx, []Op{{Key: key, Value: value}})
+}
+
+// Delete implements Store.
+func (s *Postgres) Delete(ctx context.Context, key []byte) error {
+	return s.Commit(ctx, []Op{{Key: key, Delete: true}})
+}
+
+// Commit implements Store: one transaction, the ops sent in one batch.
+func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
+	for _, op := range ops {
+		if err := checkKey(op.Key); err != nil {
+			return err
+		}
+	}
+	if len(ops) == 0 {
+		return ctx.Err()
+	}
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.inflight.Done()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, op := range ops {
+			if op.Delete {
+				b.Queue(pgDelete, op.Key)
+				continue
+			}
+			v := op.Value
+			if v == nil {
+				v = []byte{}
+			}
+			b.Queue(pgUpsert, op.Key, v)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return s.pgErr(ctx, err)
+}
+
+// pgTxn is Txn inside a PostgreSQL transaction.
+type pgTxn struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (t pgTxn) Get(key []byte) ([]byte, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT value FROM conduit_kv WHERE key = $1`, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if v == nil && err == nil {
+		v = []byte{}
+	}
+	return v, err
+}
+
+func (t pgTxn) Set(key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	_, err := t.tx.Exec(t.ctx, pgUpsert, key, value)
+	return err
+}
+
+func (t pgTxn) Delete(key []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(t.ctx, pgDelete, key)
+	return err
+}
+
+// errFnFailed carries fn's own error out of the transaction unchanged.
+type errFnFailed struct{ err error }
+
+func (e errFnFailed) Error() string { return e.err.Error() }
+func (e errFnFailed) Unwrap() error { return e.err }
+
+// Update implements Store: a serializable transaction, run again when
+// PostgreSQL reports a serialization failure.
+func (s *Postgres) Update(ctx context.Context, fn func(tx Txn) error) error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.inflight.Done()
+	for {
+		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+			if err := fn(pgTxn{ctx: ctx, tx: tx}); err != nil {
+				return errFnFailed{err}
+			}
+			return nil
+		})
+		// A conflict shows in a statement fn ran (and fn returns it) or in
+		// the commit: either way fn runs again on fresh data.
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && ctx.Err() == nil {
+			continue
+		}
+		var fnErr errFnFailed
+		if errors.As(err, &fnErr) {
+			return fnErr.err
+		}
+		return s.pgErr(ctx, err)
+	}
+}
+
+// Scan implements Store.
+func (s *Postgres) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {
+	return s.scan(ctx, prefix, prefix, nil, false, fn)
+}
+
+// ScanFrom implements Store.
+func (s *Postgres) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	lo := prefix
+	if bytes.Compare(start, prefix) > 0 {
+		lo = start
+	}
+	return s.scan(ctx, prefix, lo, nil, false, fn)
+}
+
+// ScanReverse implements Store.
+func (s *Postgres) ScanReverse(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	var hi []byte
+	if len(start) > 0 {
+		hi = start
+	}
+	return s.scan(ctx, prefix, prefix, hi, true, fn)
+}
+
+// scan visits the keys with prefix from lo (and up to hi inclusive when
+// given), in key order or reversed, a page at a time, all in one
+// repeatable-read transaction: the callback sees the keys present when
+// the scan began, and may write to the store meanwhile.
+func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool, fn func(key, value []byte) error) error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.inflight.Done()
+	end := prefixEnd(prefix)
+	var fnErr error
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var after []byte // the last key visited
+		for {
+			var rows pgx.Rows
+			var err error
+			switch {
+			case !reverse:
+				from, op := lo, ">="
+				if after != nil {
+					from, op = after, ">"
+				}
+				q := `SELECT key, value FROM conduit_kv WHERE key ` + op + ` $1 AND ($2::bytea IS NULL OR key < $2) ORDER BY key LIMIT $3`
+				rows, err = tx.Query(ctx, q, from, nullable(end), scanPage)
+			default:
+				top, op := hi, "<="
+				if after != nil {
+					top, op = after, "<"
+				}
+				upper := `($2::bytea IS NULL OR key ` + op + ` $2)`
+				if top == nil {
+					top, upper = end, `($2::bytea IS NULL OR key < $2)`
+				}
+				q := `SELECT key, value FROM conduit_kv WHERE key >= $1 AND ` + upper + ` ORDER BY key DESC LIMIT $3`
+				rows, err = tx.Query(ctx, q, prefix, nullable(top), scanPage)
+			}
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rows.Next() {
+				var k, v []byte
+				if err := rows.Scan(&k, &v); err != nil {
+					rows.Close()
+					return err
+				}
+				n++
+				after = k
+				if !bytes.HasPrefix(k, prefix) {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					rows.Close()
+					return err
+				}
+				if v == nil {
+					v = []byte{}
+				}
+				if err := fn(k, v); err != nil {
+					rows.Close()
+					fnErr = err
+					return err
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if n < scanPage {
+				return nil
+			}
+		}
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	return s.pgErr(ctx, err)
+}
+
+// nullable is nil for an empty bound (none), so that SQL sees NULL.
+func nullable(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+// Close implements Store: it waits for the operations under way, releases
+// the process lock and closes the connections.
+func (s *Postgres) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed.Store(true)
+		s.mu.Unlock()
+		s.inflight.Wait()
+		s.release()
+	})
+	return s.closeErr
+}
+
+func (s *Postgres) release() {
+	if s.lock != nil {
+		_, _ = s.lock.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(pgProcessLock))
+		s.lock.Release()
+		s.lock = nil
+	}
+	s.pool.Close()
+}
