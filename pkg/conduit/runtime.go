@@ -362,6 +362,13 @@ func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.S
 		}
 		log.Info("store opened", zap.String("db.type", cfg.DB.Type), zap.String("db.badger.path", cfg.DB.Badger.Path))
 		return db, nil
+	case config.DBTypePostgres:
+		db, err := store.OpenPostgres(ctx, cfg.DB.Postgres.URL, log, store.PostgresOptions{Exclusive: true})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("store opened", zap.String("db.type", cfg.DB.Type))
+		return db, nil
 	default:
 		return nil, fmt.Errorf("db.type: unknown type %q", cfg.DB.Type)
 	}

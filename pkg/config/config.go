@@ -17,11 +17,16 @@ var DefaultConfigFile []byte
 // Load (file, environment and flags applied, validated) or Default.
 type Config struct {
 	DB struct {
-		// Type is the storage backend: DBTypeBadger or DBTypeInMemory.
+		// Type is the storage backend: DBTypeBadger, DBTypeInMemory or
+		// DBTypePostgres.
 		Type   string
 		Badger struct {
 			// Path is the directory of the Badger database.
 			Path string
+		}
+		Postgres struct {
+			// URL is the PostgreSQL connection string.
+			URL string
 		}
 	}
 	Log struct {
@@ -113,6 +118,7 @@ type Config struct {
 const (
 	DBTypeBadger   = "badger"
 	DBTypeInMemory = "inmemory"
+	DBTypePostgres = "postgres"
 )
 
 // Values of Config.Log.Format.

@@ -54,11 +54,14 @@ var keyTable = buildKeyTable()
 func buildKeyTable() []key {
 	keys := []key{
 		newKey("db.type", DBTypeBadger,
-			"Storage backend for pipeline state, positions, dedup entries and the audit log: badger (on disk) or inmemory (lost on exit).",
-			func(c *Config) *string { return &c.DB.Type }, oneOf(DBTypeBadger, DBTypeInMemory)),
+			"Storage backend for pipeline state, positions, dedup entries and the audit log: badger (on disk), postgres (db.postgres.url) or inmemory (lost on exit).",
+			func(c *Config) *string { return &c.DB.Type }, oneOf(DBTypeBadger, DBTypePostgres, DBTypeInMemory)),
 		newKey("db.badger.path", "conduit.db",
 			"Directory of the Badger database; created when missing.",
 			func(c *Config) *string { return &c.DB.Badger.Path }, notEmpty),
+		newKey("db.postgres.url", "",
+			"PostgreSQL connection string (postgres://user@host:5432/db) when db.type is postgres; conduit creates and migrates its tables there.",
+			func(c *Config) *string { return &c.DB.Postgres.URL }, nil),
 		newKey("log.level", "info",
 			"Lowest level of log messages that are written: debug, info, warn or error.",
 			func(c *Config) *string { return &c.Log.Level }, oneOf("debug", "info", "warn", "error")),

@@ -324,6 +324,9 @@ func (l *loader) apply(k *key, v any, o origin) error {
 // one most recently written by the user), and says where the other came
 // from.
 func (l *loader) crossCheck() error {
+	if l.cfg.DB.Type == DBTypePostgres && strings.TrimSpace(l.cfg.DB.Postgres.URL) == "" {
+		return l.origins["db.type"].keyError("db.postgres.url", errors.New("required when db.type is postgres (e.g. postgres://conduit@127.0.0.1:5432/conduit)"))
+	}
 	er := l.cfg.Pipelines.ErrorRecovery
 	if er.MinDelay > er.MaxDelay {
 		minKey, maxKey := errorRecoveryPrefix+"min-delay", errorRecoveryPrefix+"max-delay"

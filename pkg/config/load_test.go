@@ -107,6 +107,7 @@ func TestDefault(t *testing.T) {
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
+		{"db.postgres.url", c.DB.Postgres.URL, ""},
 		{"pipelines.breakers.enabled", c.Pipelines.Breakers.Enabled, true},
 		{"pipelines.breakers.threshold", c.Pipelines.Breakers.Threshold, 3},
 		{"pipelines.breakers.window", c.Pipelines.Breakers.Window, time.Minute},
@@ -137,8 +138,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 40 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 40; add the new key here", len(Keys()))
+	if len(Keys()) != 41 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 41; add the new key here", len(Keys()))
 	}
 }
 
@@ -426,8 +427,8 @@ func TestLoadFileErrors(t *testing.T) {
 		},
 		{
 			name:    "unknown key without a close match lists the known ones",
-			content: "db:\n  postgres: {}\n",
-			line:    2, key: "db.postgres",
+			content: "db:\n  mysql: {}\n",
+			line:    2, key: "db.mysql",
 			want: []string{"unknown key; known: ", "db.type"},
 		},
 		{
@@ -470,7 +471,7 @@ func TestLoadFileErrors(t *testing.T) {
 			name:    "scalar where a section is expected",
 			content: "db: badger\n",
 			line:    1, key: "db",
-			want: []string{"expected a map of keys (db.type, db.badger)", `got the string "badger"`},
+			want: []string{"expected a map of keys (db.type, db.badger, db.postgres)", `got the string "badger"`},
 		},
 		{
 			name:    "empty value",
@@ -560,7 +561,7 @@ func TestLoadFileErrors(t *testing.T) {
 			name:    "invalid enum with suggestion",
 			content: "db:\n  type: badgr\n",
 			line:    2, key: "db.type",
-			want: []string{`must be one of badger, inmemory, got "badgr"`, `did you mean "badger"?`},
+			want: []string{`must be one of badger, postgres, inmemory, got "badgr"`, `did you mean "badger"?`},
 		},
 		{
 			name:    "invalid log level",
