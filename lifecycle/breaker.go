@@ -94,6 +94,9 @@ func (b *Breakers) Fault(dep, pipeline string, release func(after time.Duration)
 	now := b.clock.Now()
 	var change *BreakerChange
 	b.mu.Lock()
+	if len(b.deps) >= pruneBreakersAt {
+		b.prune(now)
+	}
 	br := b.get(dep)
 	br.failures[pipeline] = now
 	for p, at := range br.failures {
@@ -120,6 +123,32 @@ func (b *Breakers) Fault(dep, pipeline string, release func(after time.Duration)
 		b.observe(*change)
 	}
 	return hold
+}
+
+// pruneBreakersAt is how many dependencies the breakers track before the
+// closed ones whose failures all left the window are forgotten: errors
+// name their dependencies, and a connector that puts a request id in the
+// name must not grow the map without end.
+const pruneBreakersAt = 1024
+
+// prune forgets closed breakers with no failure in the window; the caller
+// holds mu.
+func (b *Breakers) prune(now time.Time) {
+	for dep, br := range b.deps {
+		if br.open {
+			continue
+		}
+		recent := false
+		for _, at := range br.failures {
+			if now.Sub(at) <= b.cfg.Window {
+				recent = true
+				break
+			}
+		}
+		if !recent {
+			delete(b.deps, dep)
+		}
+	}
 }
 
 // Success records that pipeline got a record through after failing on

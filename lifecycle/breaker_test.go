@@ -257,3 +257,23 @@ func TestARuleThatDegradesWinsOverTheBreaker(t *testing.T) {
 		t.Fatalf("breakers %+v, want the degraded pipeline not held", st)
 	}
 }
+
+// Dependencies named once and never again are forgotten once they are
+// many: an error that puts a request id in its dependency cannot grow the
+// breakers without end.
+func TestBreakersForgetOldDependencies(t *testing.T) {
+	clock := newFakeClock()
+	b := NewBreakers(BreakerConfig{Threshold: 3, Window: time.Minute}, clock, nil)
+	for i := range 5000 {
+		b.Fault(fmt.Sprintf("db-%d", i), "p", func(time.Duration) {})
+		if i%1000 == 999 {
+			clock.Advance(2 * time.Minute)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.deps)
+	b.mu.Unlock()
+	if n > 2*pruneBreakersAt {
+		t.Fatalf("%d dependencies tracked after 5,000 named once", n)
+	}
+}

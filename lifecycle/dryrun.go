@@ -67,58 +67,96 @@ const unmatchedMessage = 80
 // taken to match the faults it fits even when the error named no record:
 // the audit log does not say.
 func DryRun(rules []config.Rule, base config.ErrorRecovery, faults []PastFault) (DryRunReport, error) {
-	compiled, err := compileRules(base, rules)
+	d, err := NewDryRunner(rules, base)
 	if err != nil {
 		return DryRunReport{}, err
 	}
-	rep := DryRunReport{Faults: len(faults), Rules: make([]DryRunRule, len(compiled))}
-	for i, r := range compiled {
-		rep.Rules[i] = DryRunRule{Name: r.Name, Action: r.Action, Pipelines: map[string]int{}, Actual: map[string]int{}}
-		if r.Action == config.ActionRetry {
-			rep.Rules[i].Schedule = describeSchedule(r.Policy)
-		}
-	}
-	unmatched := map[string]*UnmatchedFaults{}
 	for _, f := range faults {
-		f.NamesRecord = true
-		i := -1
-		for j := range compiled {
-			if compiled[j].matches(f.Fault) {
-				i = j
-				break
-			}
-		}
-		if i < 0 {
-			rep.Unmatched++
-			// Faults that differ only in numbers (a counter, an id, a
-			// port) are one kind.
-			msg := digits.ReplaceAllString(f.Message, "#")
-			if r := []rune(msg); len(r) > unmatchedMessage {
-				msg = string(r[:unmatchedMessage]) + "..."
-			}
-			key := fmt.Sprintf("%d|%s|%s", f.Code, f.Class, msg)
-			u := unmatched[key]
-			if u == nil {
-				u = &UnmatchedFaults{Code: f.Code, Class: f.Class.String(), Message: msg, Pipelines: map[string]int{}}
-				unmatched[key] = u
-			}
-			u.Count++
-			u.Pipelines[f.Pipeline]++
-			continue
-		}
-		r := &rep.Rules[i]
-		r.Matched++
-		r.Pipelines[f.Pipeline]++
-		actual := f.ActualAction
-		if actual == "" {
-			actual = "unknown"
-		}
-		if f.ActualRule != "" {
-			actual += " by rule " + f.ActualRule
-		}
-		r.Actual[actual]++
+		d.Add(f)
 	}
-	for _, u := range unmatched {
+	return d.Report(), nil
+}
+
+// DryRunner is DryRun fed one fault at a time, so that replaying a large
+// audit log holds the report, not the faults.
+type DryRunner struct {
+	compiled  []Rule
+	rep       DryRunReport
+	unmatched map[string]*UnmatchedFaults
+}
+
+// NewDryRunner compiles rules over base; a rule that does not compile is
+// an error naming it.
+func NewDryRunner(rules []config.Rule, base config.ErrorRecovery) (*DryRunner, error) {
+	compiled, err := compileRules(base, rules)
+	if err != nil {
+		return nil, err
+	}
+	d := &DryRunner{compiled: compiled, unmatched: map[string]*UnmatchedFaults{},
+		rep: DryRunReport{Rules: make([]DryRunRule, len(compiled))}}
+	for i, r := range compiled {
+		d.rep.Rules[i] = DryRunRule{Name: r.Name, Action: r.Action, Pipelines: map[string]int{}, Actual: map[string]int{}}
+		if r.Action == config.ActionRetry {
+			d.rep.Rules[i].Schedule = describeSchedule(r.Policy)
+		}
+	}
+	return d, nil
+}
+
+// maxUnmatchedKinds bounds the kinds of unmatched faults a report keeps;
+// faults of further kinds are counted in Unmatched only.
+const maxUnmatchedKinds = 1000
+
+// Add replays one fault.
+func (d *DryRunner) Add(f PastFault) {
+	d.rep.Faults++
+	f.NamesRecord = true
+	i := -1
+	for j := range d.compiled {
+		if d.compiled[j].matches(f.Fault) {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		d.rep.Unmatched++
+		// Faults that differ only in numbers (a counter, an id, a port)
+		// are one kind.
+		msg := digits.ReplaceAllString(f.Message, "#")
+		if r := []rune(msg); len(r) > unmatchedMessage {
+			msg = string(r[:unmatchedMessage]) + "..."
+		}
+		key := fmt.Sprintf("%d|%s|%s", f.Code, f.Class, msg)
+		u := d.unmatched[key]
+		if u == nil {
+			if len(d.unmatched) >= maxUnmatchedKinds {
+				return
+			}
+			u = &UnmatchedFaults{Code: f.Code, Class: f.Class.String(), Message: msg, Pipelines: map[string]int{}}
+			d.unmatched[key] = u
+		}
+		u.Count++
+		u.Pipelines[f.Pipeline]++
+		return
+	}
+	r := &d.rep.Rules[i]
+	r.Matched++
+	r.Pipelines[f.Pipeline]++
+	actual := f.ActualAction
+	if actual == "" {
+		actual = "unknown"
+	}
+	if f.ActualRule != "" {
+		actual += " by rule " + f.ActualRule
+	}
+	r.Actual[actual]++
+}
+
+// Report returns the report of the faults added so far.
+func (d *DryRunner) Report() DryRunReport {
+	rep := d.rep
+	rep.UnmatchedKinds = nil
+	for _, u := range d.unmatched {
 		rep.UnmatchedKinds = append(rep.UnmatchedKinds, *u)
 	}
 	sort.Slice(rep.UnmatchedKinds, func(a, b int) bool {
@@ -128,7 +166,7 @@ func DryRun(rules []config.Rule, base config.ErrorRecovery, faults []PastFault) 
 		}
 		return x.Message < y.Message
 	})
-	return rep, nil
+	return rep
 }
 
 // describeSchedule says how a rule restarts, for people.

@@ -237,14 +237,17 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 			rules = append(rules, rt.Rule)
 		}
 	}
-	if err := lifecycle.CheckRules(r.cfg.Pipelines.ErrorRecovery, rules); err != nil {
+	runner, err := lifecycle.NewDryRunner(rules, r.cfg.Pipelines.ErrorRecovery)
+	if err != nil {
 		return api.DryRunResult{}, &api.InvalidRulesError{Err: err}
 	}
 	res := api.DryRunResult{To: time.Now().UTC()}
 	if since > 0 {
 		res.From = res.To.Add(-since)
 	}
-	var faults []lifecycle.PastFault
+	earliest := time.Time{}
+	// One pipeline's faults at a time: the report holds counts, so a large
+	// audit log is replayed without holding it.
 	for _, id := range r.audit.PipelineIDs() {
 		events, err := r.audit.List(ctx, id, auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindFault}})
 		if err != nil {
@@ -262,17 +265,16 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 			if m != nil && e.Component != "" {
 				f.Plugin = m.pluginOf(e.Component)
 			}
-			if res.From.IsZero() || e.Time.Before(res.From) {
-				res.From = e.Time
+			if earliest.IsZero() || e.Time.Before(earliest) {
+				earliest = e.Time
 			}
-			faults = append(faults, f)
+			runner.Add(f)
 		}
 	}
-	rep, err := lifecycle.DryRun(rules, r.cfg.Pipelines.ErrorRecovery, faults)
-	if err != nil {
-		return api.DryRunResult{}, &api.InvalidRulesError{Err: err}
+	if res.From.IsZero() {
+		res.From = earliest
 	}
-	res.Report = rep
+	res.Report = runner.Report()
 	return res, nil
 }
 
