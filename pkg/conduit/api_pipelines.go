@@ -134,7 +134,7 @@ var _ api.Changes = apiChanges{}
 
 // parseApplied parses applied files and refuses ids that a file under
 // pipelines.path defines: a pipeline has one source.
-func (r *Runtime) parseApplied(files []config.FileContent, fromFiles []reconciler.Desired) ([]reconciler.Desired, []reconciler.Problem) {
+func (r *Runtime) parseApplied(files []config.FileContent, fromFiles []reconciler.Desired, fileProblems []reconciler.Problem) ([]reconciler.Desired, []reconciler.Problem) {
 	named := make([]config.FileContent, len(files))
 	for i, f := range files {
 		named[i] = config.FileContent{Name: apiFileName(f.Name), Data: f.Data}
@@ -144,6 +144,15 @@ func (r *Runtime) parseApplied(files []config.FileContent, fromFiles []reconcile
 	inFile := map[string]string{}
 	for _, d := range fromFiles {
 		inFile[d.Pipeline.ID] = d.Origin.String()
+	}
+	// An entry of a file that is invalid now still claims its id: fixed,
+	// it would take the id from the API's pipeline.
+	for _, p := range fileProblems {
+		if p.PipelineID != "" && !isAPIFile(p.File) {
+			if _, ok := inFile[p.PipelineID]; !ok {
+				inFile[p.PipelineID] = fmt.Sprintf("%s:%d (invalid there now)", p.File, p.Line)
+			}
+		}
 	}
 	var applied []reconciler.Desired
 	for _, p := range loaded {
@@ -169,7 +178,7 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	if err != nil {
 		return reconciler.Plan{}, err
 	}
-	applied, appliedProblems := r.parseApplied(files, fromFiles)
+	applied, appliedProblems := r.parseApplied(files, fromFiles, problems)
 	appliedIDs := map[string]bool{}
 	for _, d := range applied {
 		appliedIDs[d.Pipeline.ID] = true
@@ -326,8 +335,8 @@ func appliedSource(files []config.FileContent, file string) (data []byte, name s
 func (a apiChanges) Validate(files []config.FileContent) ([]string, []api.ConfigError) {
 	r := a.r
 	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
-	fromFiles, _ := reconciler.FromFiles(loaded, errs)
-	applied, problems := r.parseApplied(files, fromFiles)
+	fromFiles, fileProblems := reconciler.FromFiles(loaded, errs)
+	applied, problems := r.parseApplied(files, fromFiles, fileProblems)
 	return r.validateAll(applied, problems)
 }
 

@@ -189,3 +189,34 @@ func TestAppliedPipelinesShareTheirFile(t *testing.T) {
 		t.Fatalf("deleting b twice: %v", err)
 	}
 }
+
+// An id that an invalid file entry claims cannot be applied through the
+// API: fixed, the file would take the id over.
+func TestApplyRefusesAnIdAnInvalidFileClaims(t *testing.T) {
+	dir := t.TempDir()
+	broken := strings.Replace(stoppedPipelineFile("orders"), "builtin:log", "builtin:nosuch", 1)
+	if err := os.WriteFile(filepath.Join(dir, "orders.yml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	cfg.Pipelines.Watch = false
+	ctx := context.Background()
+	rt, err := New(ctx, cfg, zap.NewNop(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	plan, err := apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("orders"))}}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Changes) != 1 || plan.Changes[0].Action != reconciler.Invalid || !strings.Contains(plan.Changes[0].Problems[0].Err.Error(), "is defined in "+filepath.Join(dir, "orders.yml")) {
+		t.Fatalf("plan %+v", plan)
+	}
+	if rt.get("orders") != nil {
+		t.Fatal("the API's pipeline was created under an id a file claims")
+	}
+}
