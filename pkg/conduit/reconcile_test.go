@@ -198,6 +198,11 @@ func TestApplyRefusesAnIdAnInvalidFileClaims(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "orders.yml"), []byte(broken), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An entry that does not even parse claims its id too.
+	unparsable := strings.Replace(stoppedPipelineFile("billing"), "type: source", "type: sauce", 1)
+	if err := os.WriteFile(filepath.Join(dir, "billing.yml"), []byte(unparsable), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := config.Default()
 	cfg.API.Enabled = false
 	cfg.DB.Type = config.DBTypeInMemory
@@ -218,5 +223,15 @@ func TestApplyRefusesAnIdAnInvalidFileClaims(t *testing.T) {
 	}
 	if rt.get("orders") != nil {
 		t.Fatal("the API's pipeline was created under an id a file claims")
+	}
+	plan, err = apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("billing"))}}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Changes) != 1 || plan.Changes[0].Action != reconciler.Invalid || !strings.Contains(fmt.Sprint(plan.Changes[0].Problems), "invalid there now") {
+		t.Fatalf("plan %+v", plan)
+	}
+	if rt.get("billing") != nil {
+		t.Fatal("the API's pipeline was created under an id an unparsable file entry claims")
 	}
 }
