@@ -44,10 +44,23 @@ type PostgresOptions struct {
 
 // postgresSchema is the version this build writes; migrations[i] takes a
 // database from version i to i+1.
-const postgresSchema = 1
+const postgresSchema = 2
 
 var postgresMigrations = []string{
 	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
+	// Several processes on one database (pkg/cluster): who is alive, and
+	// which instance runs each pipeline, with the lease's fencing token.
+	`CREATE TABLE conduit_instances (
+		id text PRIMARY KEY,
+		heartbeat_at timestamptz NOT NULL,
+		started_at timestamptz NOT NULL
+	);
+	CREATE TABLE conduit_leases (
+		pipeline_id text PRIMARY KEY,
+		owner text NOT NULL,
+		token bigint NOT NULL,
+		expires_at timestamptz NOT NULL
+	)`,
 }
 
 // Advisory lock keys (any constants that are conduit's): one serializes
@@ -169,6 +182,10 @@ func (s *Postgres) pgErr(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// Pool returns the connection pool, for what shares the database beside
+// the key-value table (pkg/cluster).
+func (s *Postgres) Pool() *pgxpool.Pool { return s.pool }
 
 // Get implements Store.
 func (s *Postgres) Get(ctx context.Context, key []byte) ([]byte, error) {

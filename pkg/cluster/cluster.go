@@ -1,0 +1,196 @@
+// Package cluster lets several conduit processes share one PostgreSQL
+// database (DESIGN 12): each instance heartbeats in conduit_instances, and
+// each pipeline is run by the instance that holds its lease in
+// conduit_leases. A lease carries a fencing token that grows every time
+// the lease changes hands, so that a write made with a stale token (a
+// process that was paused past its lease and woke up) can be refused.
+// Times are the database's, so that the instances' clocks do not matter.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrDuplicateInstance refuses an instance whose id a live instance has.
+var ErrDuplicateInstance = errors.New("another live conduit instance has this id (cluster.instance-id)")
+
+// ErrLeaseLost is returned for an operation on a lease another instance
+// holds now, or that expired.
+var ErrLeaseLost = errors.New("the lease is lost")
+
+// Membership is one instance's part in the cluster.
+type Membership struct {
+	pool *pgxpool.Pool
+	id   string
+	ttl  time.Duration
+}
+
+// Join registers the instance id; an id that a live instance (one that
+// heartbeat within ttl) has is refused with ErrDuplicateInstance. A dead
+// instance's row is taken over.
+func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration) (*Membership, error) {
+	if id == "" {
+		return nil, errors.New("cluster.instance-id: empty")
+	}
+	tag, err := pool.Exec(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ($1, now(), now())
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = now()
+		WHERE conduit_instances.heartbeat_at < now() - $2::interval`, id, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, fmt.Errorf("%w: %q heartbeat less than %s ago", ErrDuplicateInstance, id, ttl)
+	}
+	return &Membership{pool: pool, id: id, ttl: ttl}, nil
+}
+
+// ID is the instance's id.
+func (m *Membership) ID() string { return m.id }
+
+// Heartbeat says the instance is alive. It fails when another instance
+// took the id over (this one was presumed dead).
+func (m *Membership) Heartbeat(ctx context.Context) error {
+	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now() WHERE id = $1`, m.id)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("instance %q is no longer registered", m.id)
+	}
+	return nil
+}
+
+// Leave removes the instance and gives up its leases at once, so that the
+// others take its pipelines without waiting for the leases to expire.
+func (m *Membership) Leave(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE owner = $1`, m.id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM conduit_instances WHERE id = $1`, m.id)
+		return err
+	})
+}
+
+// Live returns the ids of the instances that heartbeat within the TTL,
+// sorted.
+func (m *Membership) Live(ctx context.Context) ([]string, error) {
+	rows, err := m.pool.Query(ctx, `SELECT id FROM conduit_instances WHERE heartbeat_at >= now() - $1::interval ORDER BY id`, m.ttl)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Lease is a pipeline's lease as this instance holds it.
+type Lease struct {
+	PipelineID string
+	// Token grows each time the lease changes hands: a write is valid only
+	// with the token of the lease that is current.
+	Token   int64
+	Expires time.Time
+}
+
+// Acquire takes the pipeline's lease when it is free, expired or this
+// instance's already (then it is renewed with the same token); ok is false
+// when another instance holds it.
+func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, ok bool, err error) {
+	err = m.pool.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES ($1, $2, 1, now() + $3::interval)
+		ON CONFLICT (pipeline_id) DO UPDATE SET
+			token = CASE WHEN conduit_leases.owner = $2 AND conduit_leases.expires_at >= now() THEN conduit_leases.token ELSE conduit_leases.token + 1 END,
+			owner = $2, expires_at = now() + $3::interval
+		WHERE conduit_leases.owner = $2 OR conduit_leases.expires_at < now()
+		RETURNING token, expires_at`, pipelineID, m.id, m.ttl).Scan(&l.Token, &l.Expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, false, nil
+	}
+	if err != nil {
+		return Lease{}, false, err
+	}
+	l.PipelineID = pipelineID
+	return l, true, nil
+}
+
+// Renew extends the leases this instance still holds with their tokens
+// and returns the ones it lost (taken over after they expired).
+func (m *Membership) Renew(ctx context.Context, leases []Lease) (lost []string, err error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(leases))
+	tokens := make([]int64, len(leases))
+	for i, l := range leases {
+		ids[i], tokens[i] = l.PipelineID, l.Token
+	}
+	rows, err := m.pool.Query(ctx, `UPDATE conduit_leases AS l SET expires_at = now() + $2::interval
+		FROM unnest($3::text[], $4::bigint[]) AS mine(pipeline_id, token)
+		WHERE l.pipeline_id = mine.pipeline_id AND l.token = mine.token AND l.owner = $1 AND l.expires_at >= now()
+		RETURNING l.pipeline_id`, m.id, m.ttl, ids, tokens)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if !slices.Contains(kept, id) {
+			lost = append(lost, id)
+		}
+	}
+	return lost, nil
+}
+
+// Release gives a lease up at once (a graceful hand-over).
+func (m *Membership) Release(ctx context.Context, l Lease) error {
+	_, err := m.pool.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
+		l.PipelineID, m.id, l.Token)
+	return err
+}
+
+// Current reports whether token is the current token of the pipeline's
+// lease and the lease has not expired: the check a write of the
+// pipeline's state makes inside its transaction.
+func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 AND token = $2 AND expires_at >= now())`,
+		pipelineID, token).Scan(&ok)
+	return ok, err
+}
+
+// Owner is the instance that should run a pipeline: rendezvous hashing
+// over the live instances, so that pipelines spread evenly and an
+// instance joining or leaving moves only its share.
+func Owner(pipelineID string, live []string) string {
+	var best string
+	var bestScore uint64
+	for _, id := range live {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(id))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(pipelineID))
+		if s := mix(h.Sum64()); best == "" || s > bestScore {
+			best, bestScore = id, s
+		}
+	}
+	return best
+}
+
+// mix spreads a hash's bits (splitmix64's finalizer): FNV alone orders
+// ids that differ in a digit too alike for a fair spread.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
