@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/dedup"
@@ -68,6 +70,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measured phase to this file")
 	scenario := flag.String("scenario", "", "with -child: builtin, dedup or standalone (internal)")
 	pluginDir := flag.String("plugin-dir", "", "with -child: directory holding the flaky standalone connector (internal)")
+	postgresURL := flag.String("postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"PostgreSQL server for the postgres scenario: the bench creates a database there per run and drops it")
 	child := flag.Bool("child", false, "run one measurement in this process and print it as JSON (internal)")
 	reload := flag.Int("reload", 1000, "pipelines running in the reload benchmark (0 skips it)")
 	reloadRuns := flag.Int("reload-runs", 3, "reload runs of each kind, each in its own process")
@@ -119,7 +123,7 @@ func main() {
 		return
 	}
 	if *child {
-		res, err := measure(*records, *scenario, *pluginDir, *cpuProfile)
+		res, err := measure(*records, *scenario, *pluginDir, *cpuProfile, *postgresURL)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
@@ -133,7 +137,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(2)
 		}
-		if err := parent(*runs, *records, selected); err != nil {
+		if err := parent(*runs, *records, selected, *postgresURL); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
@@ -233,6 +237,7 @@ var scenarios = []scenario{
 	{"builtin", "generator -> file", 1},
 	{"dedup", "generator -> file with the dedup store on", 1},
 	{"standalone", "standalone source (examples/connectors/flaky, its own process) -> file", 1},
+	{"postgres", "generator -> file with positions in PostgreSQL (db.type postgres) instead of Badger", 1},
 	{"conduit", "standalone source of Conduit's SDK (Conduit's generator " + conduitGeneratorVersion + ", its own process) -> file", 10},
 }
 
@@ -293,7 +298,7 @@ func buildConduitGenerator(dir string) error {
 	return nil
 }
 
-func parent(runs int, records int64, selected []scenario) error {
+func parent(runs int, records int64, selected []scenario, postgresURL string) error {
 	has := func(name string) bool {
 		return slices.ContainsFunc(selected, func(sc scenario) bool { return sc.name == name })
 	}
@@ -317,7 +322,8 @@ func parent(runs int, records int64, selected []scenario) error {
 	cpus := map[string][]float64{}
 	for i := range runs {
 		for _, sc := range selected {
-			out, err := runChild("-records", strconv.FormatInt(max(records/sc.fraction, 1), 10), "-scenario", sc.name, "-plugin-dir", pluginDir)
+			out, err := runChild("-records", strconv.FormatInt(max(records/sc.fraction, 1), 10), "-scenario", sc.name, "-plugin-dir", pluginDir,
+				"-postgres-url", postgresURL)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", sc.name, i+1, err)
 			}
@@ -343,6 +349,7 @@ func parent(runs int, records int64, selected []scenario) error {
 	base := median(rates["builtin"])
 	ratios := []struct{ name, label, note string }{
 		{"dedup", "dedup on / off", "(target >= 0.90)"},
+		{"postgres", "postgres / badger", "(positions in PostgreSQL against Badger)"},
 		{"standalone", "standalone / builtin", "(our SDK's protocol; target >= 0.50)"},
 		{"conduit", "conduit / builtin", "(Conduit's protocol)"},
 	}
@@ -370,6 +377,32 @@ func parent(runs int, records int64, selected []scenario) error {
 }
 
 // perRecordMicros is the median CPU per record, in microseconds.
+// createBenchDatabase creates a database for one run on the server at
+// admin and returns its URL and a function that drops it.
+func createBenchDatabase(ctx context.Context, admin string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", nil, fmt.Errorf("the postgres scenario needs PostgreSQL at %s (-postgres-url): %w", admin, err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("conduit_bench_%d", os.Getpid())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		if c, err := pgx.Connect(context.Background(), admin); err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			_ = c.Close(context.Background())
+		}
+	}
+	return u.String(), drop, nil
+}
+
 func perRecordMicros(cpu []float64, records int64) float64 {
 	return median(cpu) / float64(max(records, 1)) * 1e6
 }
@@ -395,7 +428,7 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func measure(records int64, scenario, pluginDir, profile string) (result, error) {
+func measure(records int64, scenario, pluginDir, profile, postgresURL string) (result, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "conduit-bench-")
 	if err != nil {
@@ -404,8 +437,17 @@ func measure(records int64, scenario, pluginDir, profile string) (result, error)
 	defer os.RemoveAll(dir)
 
 	log := zap.NewNop()
-	db, err := store.OpenBadger(ctx, filepath.Join(dir, "db"), log)
-	if err != nil {
+	var db store.Store
+	if scenario == "postgres" {
+		dbURL, drop, err := createBenchDatabase(ctx, postgresURL)
+		if err != nil {
+			return result{}, err
+		}
+		defer drop()
+		if db, err = store.OpenPostgres(ctx, dbURL, log, store.PostgresOptions{Exclusive: true}); err != nil {
+			return result{}, err
+		}
+	} else if db, err = store.OpenBadger(ctx, filepath.Join(dir, "db"), log); err != nil {
 		return result{}, err
 	}
 	defer db.Close()
