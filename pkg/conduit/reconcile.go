@@ -98,9 +98,9 @@ func (r *Runtime) running() []reconciler.Running {
 // applyPlan makes the running pipelines what plan says, one change after
 // the other: deletes first, then updates and creates. An entry that is
 // not valid leaves a running pipeline of its id as it is and is listed
-// with its errors until it is fixed. actor is who asked, for the audit
-// log. The caller holds r.reconciling.
-func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, actor string) (reconciler.Plan, error) {
+// with its errors until it is fixed. asked is who asked, for the audit log
+// (see actorFor). The caller holds r.reconciling.
+func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked string) (reconciler.Plan, error) {
 	if r.shuttingDown() {
 		return plan, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
 	}
@@ -117,6 +117,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, actor str
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
 		}
+		actor := actorFor(c, asked)
 		switch c.Action {
 		case reconciler.Delete:
 			r.deletePipeline(ctx, c.ID, actor)
@@ -159,6 +160,20 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, actor str
 	r.invalid = invalid
 	r.mu.Unlock()
 	return plan, nil
+}
+
+// actorFor is who a change is by: whoever asked, for the pipelines of
+// their source; a change to a file's pipeline that a reconciliation asked
+// for through the API finds is the files', by config.
+func actorFor(c reconciler.Change, asked string) string {
+	origin := c.Desired
+	switch {
+	case origin != nil && !origin.Origin.API():
+		return lifecycle.ActorConfig
+	case origin == nil && c.Before != nil && !c.Before.Origin.API():
+		return lifecycle.ActorConfig
+	}
+	return asked
 }
 
 // plan validates the desired pipelines - an entry that parses but names
