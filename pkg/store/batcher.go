@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -88,6 +90,48 @@ type Op struct {
 	// its schedule), and a value that a later write of the same key
 	// replaces before the commit is never encoded at all.
 	Encode func() ([]byte, error)
+	// Fence, when set, makes the op conditional on a pipeline's lease
+	// (several processes on one PostgreSQL, pkg/cluster): a store that
+	// shares its database refuses it when the token is not the lease's
+	// current one. A store only one process uses ignores it.
+	Fence *Fence
+}
+
+// Fence names the lease a write is made under.
+type Fence struct {
+	Pipeline string
+	Token    int64
+}
+
+// ErrFenced refuses a write made under a lease another instance took over.
+var ErrFenced = errors.New("write refused: another instance holds the pipeline's lease now (stale fencing token)")
+
+// FencedError is what Commit returns when it left out the ops of stale
+// leases and committed the others.
+type FencedError struct {
+	// Pipelines are those whose ops were left out.
+	Pipelines []string
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("%v: pipelines %s", ErrFenced, strings.Join(e.Pipelines, ", "))
+}
+
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// writeErr is a write's part of its chunk's error: a fenced commit fails
+// only the writes made under a stale lease.
+func writeErr(err error, fences []string) error {
+	var fe *FencedError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	for _, p := range fences {
+		if slices.Contains(fe.Pipelines, p) {
+			return err
+		}
+	}
+	return nil
 }
 
 // lazyValueSize is what a chunk counts for a value that is encoded only at
@@ -128,6 +172,8 @@ type chunk struct {
 type Pending struct {
 	r *round
 	c *chunk
+	// fences are the pipelines whose leases the write was made under.
+	fences []string
 }
 
 // Wait returns once the write is durable, with the error of its commit, or
@@ -138,7 +184,7 @@ func (p Pending) Wait(ctx context.Context) error {
 	}
 	select {
 	case <-p.r.done:
-		return p.c.err
+		return writeErr(p.c.err, p.fences)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -221,11 +267,17 @@ func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, 
 		c.ops = append(c.ops, op)
 		c.bytes += op.size()
 	}
+	var fences []string
+	for _, op := range ops {
+		if op.Fence != nil && !slices.Contains(fences, op.Fence.Pipeline) {
+			fences = append(fences, op.Fence.Pipeline)
+		}
+	}
 	if done != nil {
-		c.callbacks = append(c.callbacks, done)
+		c.callbacks = append(c.callbacks, func(err error) { done(writeErr(err, fences)) })
 	}
 	c.writes++
-	return Pending{r: r, c: c}, nil
+	return Pending{r: r, c: c, fences: fences}, nil
 }
 
 // chunkFor returns the chunk a write of n ops and size bytes joins: the

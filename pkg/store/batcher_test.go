@@ -341,3 +341,64 @@ func TestBatcherConcurrentWritersLandWhole(t *testing.T) {
 		}
 	}
 }
+
+// fencingStore fails the ops of one pipeline's fence as a shared store does.
+type fencingStore struct {
+	Store
+	stale string
+}
+
+func (f fencingStore) Commit(ctx context.Context, ops []Op) error {
+	var kept []Op
+	fenced := false
+	for _, op := range ops {
+		if op.Fence != nil && op.Fence.Pipeline == f.stale {
+			fenced = true
+			continue
+		}
+		kept = append(kept, op)
+	}
+	if err := f.Store.Commit(ctx, kept); err != nil {
+		return err
+	}
+	if fenced {
+		return &FencedError{Pipelines: []string{f.stale}}
+	}
+	return nil
+}
+
+// A fenced commit fails only the writes made under the stale lease.
+func TestBatcherReportsFencingPerWrite(t *testing.T) {
+	ctx := context.Background()
+	db := fencingStore{Store: NewInMemory(), stale: "orders"}
+	b := NewBatcher(db, nil)
+	defer b.Close()
+	var calls sync.WaitGroup
+	calls.Add(3)
+	results := make([]error, 3)
+	pending := make([]Pending, 3)
+	for i, ops := range [][]Op{
+		{{Key: []byte("a"), Value: []byte("1"), Fence: &Fence{Pipeline: "orders", Token: 1}}},
+		{{Key: []byte("b"), Value: []byte("2"), Fence: &Fence{Pipeline: "billing", Token: 3}}},
+		{{Key: []byte("c"), Value: []byte("3")}},
+	} {
+		p, err := b.SubmitFunc(func(err error) { results[i] = err; calls.Done() }, ops...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending[i] = p
+	}
+	calls.Wait()
+	if !errors.Is(results[0], ErrFenced) || results[1] != nil || results[2] != nil {
+		t.Fatalf("callbacks: %v", results)
+	}
+	if err := pending[0].Wait(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the fenced write's Wait: %v", err)
+	}
+	if err := pending[1].Wait(ctx); err != nil {
+		t.Fatalf("another pipeline's write: %v", err)
+	}
+	if _, err := db.Get(ctx, []byte("a")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the fenced write landed: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -239,9 +240,17 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 		return ErrClosed
 	}
 	defer s.inflight.Done()
+	var stale map[Fence]bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if stale, err = staleFences(ctx, tx, ops); err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		for _, op := range ops {
+			if op.Fence != nil && stale[*op.Fence] {
+				continue
+			}
 			if op.Delete {
 				b.Queue(pgDelete, op.Key)
 				continue
@@ -254,7 +263,46 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
+	if err == nil && len(stale) > 0 {
+		fe := &FencedError{}
+		for f := range stale {
+			if !slices.Contains(fe.Pipelines, f.Pipeline) {
+				fe.Pipelines = append(fe.Pipelines, f.Pipeline)
+			}
+		}
+		slices.Sort(fe.Pipelines)
+		return fe
+	}
 	return s.pgErr(ctx, err)
+}
+
+// staleFences returns the fences among ops whose token is not their
+// lease's current one (or whose lease expired). The lease rows are locked
+// until the transaction ends, so that a takeover waits for this commit
+// instead of overtaking it.
+func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, error) {
+	var stale map[Fence]bool
+	checked := map[Fence]bool{}
+	for _, op := range ops {
+		if op.Fence == nil || checked[*op.Fence] {
+			continue
+		}
+		f := *op.Fence
+		checked[f] = true
+		var current bool
+		err := tx.QueryRow(ctx, `SELECT token = $2 AND expires_at >= now() FROM conduit_leases WHERE pipeline_id = $1 FOR SHARE`,
+			f.Pipeline, f.Token).Scan(&current)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+		if !current {
+			if stale == nil {
+				stale = map[Fence]bool{}
+			}
+			stale[f] = true
+		}
+	}
+	return stale, nil
 }
 
 // pgTxn is Txn inside a PostgreSQL transaction.

@@ -60,3 +60,31 @@ func TestPostgresSchemaAndExclusiveLock(t *testing.T) {
 		t.Fatalf("an unreachable server: %v", err)
 	}
 }
+
+// A write made under a stale lease is left out and fails its writer;
+// the writes of the same commit under current leases, or none, land.
+func TestPostgresFencedCommit(t *testing.T) {
+	ctx := context.Background()
+	s := openTestPostgres(t, pgtest.Database(t), PostgresOptions{})
+	if _, err := s.pool.Exec(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES
+		('orders', 'b', 2, now() + interval '1 minute'), ('old', 'a', 1, now() - interval '1 second')`); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Commit(ctx, []Op{
+		{Key: []byte("stale"), Value: []byte("a"), Fence: &Fence{Pipeline: "orders", Token: 1}},
+		{Key: []byte("current"), Value: []byte("b"), Fence: &Fence{Pipeline: "orders", Token: 2}},
+		{Key: []byte("expired"), Value: []byte("c"), Fence: &Fence{Pipeline: "old", Token: 1}},
+		{Key: []byte("unknown"), Value: []byte("d"), Fence: &Fence{Pipeline: "nobody", Token: 1}},
+		{Key: []byte("plain"), Value: []byte("e")},
+	})
+	var fe *FencedError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrFenced) || strings.Join(fe.Pipelines, ",") != "nobody,old,orders" {
+		t.Fatalf("Commit: %v", err)
+	}
+	for key, want := range map[string]bool{"stale": false, "current": true, "expired": false, "unknown": false, "plain": true} {
+		_, err := s.Get(ctx, []byte(key))
+		if got := err == nil; got != want {
+			t.Errorf("%s written %v, want %v (%v)", key, got, want, err)
+		}
+	}
+}
