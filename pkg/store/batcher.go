@@ -57,6 +57,8 @@ type Batcher struct {
 	wake    chan struct{}
 	done    chan struct{}
 	onError func(writes int, err error)
+	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
+	fenceOf func(key []byte) *Fence
 }
 
 // Priority is the lane of a write (see Batcher).
@@ -194,11 +196,27 @@ func (p Pending) Wait(ctx context.Context) error {
 // failed commit, which the writes nobody waits for have no other way to
 // report.
 func NewBatcher(db Store, onError func(writes int, err error)) *Batcher {
+	return NewBatcherWith(db, BatcherOptions{OnError: onError})
+}
+
+// BatcherOptions configure NewBatcherWith.
+type BatcherOptions struct {
+	// OnError is NewBatcher's onError.
+	OnError func(writes int, err error)
+	// FenceOf, when set, gives each op without a Fence the fence of the
+	// lease it is written under (nil: none), so that every write of a
+	// pipeline's state is fenced without its writer knowing.
+	FenceOf func(key []byte) *Fence
+}
+
+// NewBatcherWith is NewBatcher with options.
+func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	b := &Batcher{
 		db:      db,
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		onError: onError,
+		onError: opts.OnError,
+		fenceOf: opts.FenceOf,
 	}
 	go b.loop()
 	return b
@@ -234,6 +252,16 @@ func (b *Batcher) Apply(ctx context.Context, ops ...Op) error {
 
 // SubmitWith is SubmitFunc in the lane of p; done may be nil.
 func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, error) {
+	if b.fenceOf != nil {
+		// The caller's slice stays as it is: the fences go on copies.
+		fenced := slices.Clone(ops)
+		for i := range fenced {
+			if fenced[i].Fence == nil {
+				fenced[i].Fence = b.fenceOf(fenced[i].Key)
+			}
+		}
+		ops = fenced
+	}
 	size := 0
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {

@@ -402,3 +402,44 @@ func TestBatcherReportsFencingPerWrite(t *testing.T) {
 		t.Fatalf("the fenced write landed: %v", err)
 	}
 }
+
+func TestPipelineOfKey(t *testing.T) {
+	for key, want := range map[string]string{
+		PrefixPipelineState + "orders":             "orders",
+		PrefixPosition + KeyPart("a/b") + "/src":   "a/b",
+		PrefixDedup + "orders/dst/\x00\x01":        "orders",
+		PrefixAuditLog + "orders/000000000000002a": "orders",
+		PrefixConnectorState + "orders/dst":        "orders",
+		KeyProcess:                                 "",
+		PrefixManagedRule + "rate-limits":          "",
+		PrefixAPIPipeline + "orders":               "",
+		PrefixPosition + "no-slash":                "",
+	} {
+		got, ok := PipelineOfKey([]byte(key))
+		if got != want || ok != (want != "") {
+			t.Errorf("%q: %q %v, want %q", key, got, ok, want)
+		}
+	}
+}
+
+// A Batcher with a fencer fences every write of a pipeline's state.
+func TestBatcherFencesPipelineWrites(t *testing.T) {
+	db := fencingStore{Store: NewInMemory(), stale: "orders"}
+	b := NewBatcherWith(db, BatcherOptions{FenceOf: func(key []byte) *Fence {
+		if p, ok := PipelineOfKey(key); ok {
+			return &Fence{Pipeline: p, Token: 7}
+		}
+		return nil
+	}})
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.Apply(ctx, Op{Key: []byte(PrefixPipelineState + "orders"), Value: []byte("x")}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a write of a pipeline whose lease is stale: %v", err)
+	}
+	if err := b.Apply(ctx, Op{Key: []byte(PrefixPipelineState + "billing"), Value: []byte("x")}); err != nil {
+		t.Fatalf("another pipeline's write: %v", err)
+	}
+	if err := b.Apply(ctx, Op{Key: []byte(KeyProcess), Value: []byte("x")}); err != nil {
+		t.Fatalf("a write of no pipeline: %v", err)
+	}
+}

@@ -201,3 +201,28 @@ func ParseKeyPart(esc string) (id string, ok bool) {
 	}
 	return b.String(), true
 }
+
+// PipelineOfKey returns the pipeline a key of the runtime's state belongs
+// to - its persisted state, a position, a dedup entry, an audit event or a
+// connector's state - and false for keys that belong to no pipeline (the
+// process marker, managed rules, applied pipeline files). It is how writes
+// are fenced by their pipeline's lease when several processes share a
+// database.
+func PipelineOfKey(key []byte) (string, bool) {
+	k := string(key)
+	if rest, ok := strings.CutPrefix(k, PrefixPipelineState); ok {
+		return rest, rest != ""
+	}
+	for _, prefix := range []string{PrefixPosition, PrefixDedup, PrefixAuditLog, PrefixConnectorState} {
+		rest, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		esc, _, found := strings.Cut(rest, "/")
+		if !found || esc == "" {
+			return "", false
+		}
+		return ParseKeyPart(esc)
+	}
+	return "", false
+}
