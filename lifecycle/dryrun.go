@@ -61,24 +61,12 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // unmatchedMessage is how much of a message groups unmatched faults.
 const unmatchedMessage = 80
 
-// DryRun replays faults against rules, in the order the rules would be
-// tried, compiled over base (the global policy): the first rule that
-// matches a fault decides it. It changes nothing. A dead-letter rule is
-// taken to match the faults it fits even when the error named no record:
-// the audit log does not say.
-func DryRun(rules []config.Rule, base config.ErrorRecovery, faults []PastFault) (DryRunReport, error) {
-	d, err := NewDryRunner(rules, base)
-	if err != nil {
-		return DryRunReport{}, err
-	}
-	for _, f := range faults {
-		d.Add(f)
-	}
-	return d.Report(), nil
-}
-
-// DryRunner is DryRun fed one fault at a time, so that replaying a large
-// audit log holds the report, not the faults.
+// DryRunner replays past faults against rules, in the order the rules
+// would be tried, compiled over the global policy: the first rule that
+// matches a fault decides it. It changes nothing, and holds counts, not
+// the faults, so that a large audit log can be replayed. A dead-letter
+// rule is taken to match the faults it fits even when the error named no
+// record: the audit log does not say.
 type DryRunner struct {
 	compiled  []Rule
 	rep       DryRunReport

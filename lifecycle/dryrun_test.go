@@ -36,7 +36,7 @@ func TestDryRun(t *testing.T) {
 		fault("billing", 404, "no such table", "degrade", ""),
 		fault("billing", 404, "no such table", "degrade", ""),
 	}
-	rep, err := DryRun(rules, base, faults)
+	rep, err := dryRun(rules, base, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestDryRun(t *testing.T) {
 
 	bad := []config.Rule{{Name: "clash", Action: config.ActionRetry, Match: config.RuleMatch{Class: "transient"},
 		Policy: config.ErrorRecoveryOverride{Strategy: ptr("schedule"), Schedule: &[]time.Duration{}}}}
-	if _, err := DryRun(bad, base, faults); err == nil || !strings.Contains(err.Error(), "clash") {
+	if _, err := dryRun(bad, base, faults); err == nil || !strings.Contains(err.Error(), "clash") {
 		t.Errorf("a rule that does not compile: %v", err)
 	}
 }
@@ -80,4 +80,15 @@ func TestCodeClass(t *testing.T) {
 			t.Errorf("%+v: %v", tc, got)
 		}
 	}
+}
+
+func dryRun(rules []config.Rule, base config.ErrorRecovery, faults []PastFault) (DryRunReport, error) {
+	d, err := NewDryRunner(rules, base)
+	if err != nil {
+		return DryRunReport{}, err
+	}
+	for _, f := range faults {
+		d.Add(f)
+	}
+	return d.Report(), nil
 }

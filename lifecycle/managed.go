@@ -40,11 +40,6 @@ func (m *ManagedRules) Set(rules []config.Rule) {
 	m.current.Store(&managedSet{rules: sorted, compiled: map[string][]Rule{}})
 }
 
-// Rules returns the rules in the order they are tried.
-func (m *ManagedRules) Rules() []config.Rule {
-	return slices.Clone(m.current.Load().rules)
-}
-
 // forPolicy returns the rules compiled over base (whose key is baseKey),
 // compiling them on first use. A rule whose keys clash with base (a
 // min-delay above the pipeline's max-delay) does not apply to the

@@ -52,9 +52,6 @@ func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration)
 	return &Membership{pool: pool, id: id, ttl: ttl}, nil
 }
 
-// ID is the instance's id.
-func (m *Membership) ID() string { return m.id }
-
 // Heartbeat says the instance is alive. It fails when another instance
 // took the id over (this one was presumed dead).
 func (m *Membership) Heartbeat(ctx context.Context) error {

@@ -128,11 +128,6 @@ func (p Plan) Count(a Action) int {
 	return n
 }
 
-// Empty reports whether the plan changes nothing that runs.
-func (p Plan) Empty() bool {
-	return p.Count(Create)+p.Count(Update)+p.Count(Delete) == 0
-}
-
 // Make computes the plan that turns running into desired. problems are the
 // entries that did not load. A problem naming no pipeline (an unreadable
 // file, a missing directory) protects the running pipelines of that file
