@@ -62,9 +62,18 @@ func (s *PipelineService) changesOrUnimplemented() (Changes, error) {
 	return s.changes, nil
 }
 
-func filesFromProto(in []*conduitv1.PipelineFile) ([]config.FileContent, error) {
+// fileMessage is a file a request carries: a pipeline file or a rules
+// file.
+type fileMessage interface {
+	GetName() string
+	GetContent() string
+}
+
+// filesOf turns a request's files into config's; kind names them in
+// errors ("pipeline", "rules").
+func filesOf[F fileMessage](in []F, kind string) ([]config.FileContent, error) {
 	if len(in) == 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("files: at least one pipeline file is required"))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("files: at least one %s file is required", kind))
 	}
 	if len(in) > maxApplyFiles {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("files: %d files, at most %d in one call", len(in), maxApplyFiles))
@@ -86,7 +95,7 @@ func (s *PipelineService) ApplyPipelines(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
-	files, err := filesFromProto(req.Msg.GetFiles())
+	files, err := filesOf(req.Msg.GetFiles(), "pipeline")
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +112,7 @@ func (s *PipelineService) ValidatePipelines(_ context.Context, req *connect.Requ
 	if err != nil {
 		return nil, err
 	}
-	files, err := filesFromProto(req.Msg.GetFiles())
+	files, err := filesOf(req.Msg.GetFiles(), "pipeline")
 	if err != nil {
 		return nil, err
 	}

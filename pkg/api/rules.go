@@ -128,27 +128,9 @@ func (s *RuleService) GetRecoveryRule(_ context.Context, req *connect.Request[co
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("recovery rule %q not found", name))
 }
 
-func rulesFiles(in []*conduitv1.RulesFile) ([]config.FileContent, error) {
-	if len(in) == 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("files: at least one rules file is required"))
-	}
-	if len(in) > maxApplyFiles {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("files: %d files, at most %d in one call", len(in), maxApplyFiles))
-	}
-	files := make([]config.FileContent, len(in))
-	for i, f := range in {
-		name := f.GetName()
-		if name == "" {
-			name = fmt.Sprintf("files[%d]", i)
-		}
-		files[i] = config.FileContent{Name: name, Data: []byte(f.GetContent())}
-	}
-	return files, nil
-}
-
 // LoadRecoveryRules implements the RPC.
 func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.LoadRecoveryRulesRequest]) (*connect.Response[conduitv1.LoadRecoveryRulesResponse], error) {
-	files, err := rulesFiles(req.Msg.GetFiles())
+	files, err := filesOf(req.Msg.GetFiles(), "rules")
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +175,7 @@ func (s *RuleService) ClearRecoveryRules(ctx context.Context, _ *connect.Request
 
 // DryRunRecoveryRules implements the RPC.
 func (s *RuleService) DryRunRecoveryRules(ctx context.Context, req *connect.Request[conduitv1.DryRunRecoveryRulesRequest]) (*connect.Response[conduitv1.DryRunRecoveryRulesResponse], error) {
-	files, err := rulesFiles(req.Msg.GetFiles())
+	files, err := filesOf(req.Msg.GetFiles(), "rules")
 	if err != nil {
 		return nil, err
 	}
