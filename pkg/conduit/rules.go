@@ -114,33 +114,54 @@ func (r *Runtime) globalRule(name string) (config.Rule, bool) {
 	return r.cfg.Pipelines.ErrorRecovery.Rules[i], true
 }
 
-// Load implements api.Rules.
-func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, replaceAll bool) (api.LoadResult, error) {
-	r := rr.r
-	var loaded []api.RuleInfo
+// parsedRule is a rule of a rules file the API was sent.
+type parsedRule struct {
+	config.RuleText
+	file, where string // the file's name, and file:line of the rule
+}
+
+// parseRulesFiles reads the rules of files, with names unique across them;
+// a bad file is an *api.InvalidRulesError naming the file, line, rule and
+// key.
+func parseRulesFiles(files []config.FileContent) ([]parsedRule, error) {
+	var out []parsedRule
 	names := map[string]string{} // rule name -> file:line
-	now := time.Now().UTC()
 	for _, f := range files {
 		rules, err := config.ParseRulesFile(f.Name, f.Data)
 		if err != nil {
-			return api.LoadResult{}, &api.InvalidRulesError{Err: err}
+			return nil, &api.InvalidRulesError{Err: err}
 		}
 		for _, rt := range rules {
 			where := fmt.Sprintf("%s:%d", f.Name, rt.Rule.Line)
 			if first, dup := names[rt.Rule.Name]; dup {
-				return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q is defined twice (first at %s); names must be unique", where, rt.Rule.Name, first)}
+				return nil, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q is defined twice (first at %s); names must be unique", where, rt.Rule.Name, first)}
 			}
 			names[rt.Rule.Name] = where
-			if g, ok := r.globalRule(rt.Rule.Name); ok {
-				return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q: a global rule of %s:%d has that name; give the managed rule its own", where, rt.Rule.Name, g.File, g.Line)}
-			}
-			if err := lifecycle.CheckRules(r.cfg.Pipelines.ErrorRecovery, []config.Rule{rt.Rule}); err != nil {
-				return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: %w", where, err)}
-			}
-			rule := rt.Rule
-			rule.File = managedFileName(f.Name)
-			loaded = append(loaded, api.RuleInfo{Rule: rule, Managed: true, YAML: rt.YAML, LoadedAt: now})
+			out = append(out, parsedRule{RuleText: rt, file: f.Name, where: where})
 		}
+	}
+	return out, nil
+}
+
+// Load implements api.Rules.
+func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, replaceAll bool) (api.LoadResult, error) {
+	r := rr.r
+	parsed, err := parseRulesFiles(files)
+	if err != nil {
+		return api.LoadResult{}, err
+	}
+	loaded := make([]api.RuleInfo, 0, len(parsed))
+	now := time.Now().UTC()
+	for _, p := range parsed {
+		if g, ok := r.globalRule(p.Rule.Name); ok {
+			return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q: a global rule of %s:%d has that name; give the managed rule its own", p.where, p.Rule.Name, g.File, g.Line)}
+		}
+		if err := lifecycle.CheckRules(r.cfg.Pipelines.ErrorRecovery, []config.Rule{p.Rule}); err != nil {
+			return api.LoadResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: %w", p.where, err)}
+		}
+		rule := p.Rule
+		rule.File = managedFileName(p.file)
+		loaded = append(loaded, api.RuleInfo{Rule: rule, Managed: true, YAML: p.YAML, LoadedAt: now})
 	}
 	r.rulesMu.Lock()
 	defer r.rulesMu.Unlock()
@@ -148,7 +169,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 	next := make([]api.RuleInfo, 0, len(r.managedInfo)+len(loaded))
 	var ops []store.Op
 	for _, old := range r.managedInfo {
-		_, again := names[old.Rule.Name]
+		again := slices.ContainsFunc(loaded, func(ri api.RuleInfo) bool { return ri.Rule.Name == old.Rule.Name })
 		switch {
 		case again:
 			res.Replaced = append(res.Replaced, old.Rule.Name)
@@ -160,7 +181,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 		}
 	}
 	for _, ri := range loaded {
-		b, err := json.Marshal(storedRule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, "managed:"),
+		b, err := json.Marshal(storedRule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, managedFileName("")),
 			Line: ri.Rule.Line, LoadedAt: ri.LoadedAt})
 		if err != nil {
 			return api.LoadResult{}, err
@@ -221,21 +242,13 @@ func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
 // DryRun implements api.Rules.
 func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, since time.Duration) (api.DryRunResult, error) {
 	r := rr.r
-	var rules []config.Rule
-	names := map[string]string{}
-	for _, f := range files {
-		parsed, err := config.ParseRulesFile(f.Name, f.Data)
-		if err != nil {
-			return api.DryRunResult{}, &api.InvalidRulesError{Err: err}
-		}
-		for _, rt := range parsed {
-			where := fmt.Sprintf("%s:%d", f.Name, rt.Rule.Line)
-			if first, dup := names[rt.Rule.Name]; dup {
-				return api.DryRunResult{}, &api.InvalidRulesError{Err: fmt.Errorf("%s: rule %q is defined twice (first at %s); names must be unique", where, rt.Rule.Name, first)}
-			}
-			names[rt.Rule.Name] = where
-			rules = append(rules, rt.Rule)
-		}
+	parsed, err := parseRulesFiles(files)
+	if err != nil {
+		return api.DryRunResult{}, err
+	}
+	rules := make([]config.Rule, len(parsed))
+	for i, p := range parsed {
+		rules[i] = p.Rule
 	}
 	runner, err := lifecycle.NewDryRunner(rules, r.cfg.Pipelines.ErrorRecovery)
 	if err != nil {
