@@ -53,6 +53,21 @@ type savedState struct {
 	Settings map[string]string `json:"settings"`
 }
 
+// loadSaved reads the settings the connector last ran with; ok is false
+// when there are none: it never ran, a deletion forgot them, or they are
+// unreadable (written by this adapter only, so damaged), which is the
+// history of a connector that never ran.
+func loadSaved(ctx context.Context, st State) (saved savedState, ok bool, err error) {
+	raw, err := st.Load(ctx)
+	if err != nil {
+		return savedState{}, false, fmt.Errorf("loading the connector's state: %w", err)
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &saved) != nil {
+		return savedState{}, false, nil
+	}
+	return saved, true, nil
+}
+
 // lifecycleEvent sends LifecycleOnCreated on the connector's first run and
 // LifecycleOnUpdated when its settings changed since the last run, as
 // Conduit does, and then remembers the settings.
@@ -63,23 +78,12 @@ func lifecycleEvent(ctx context.Context, o Options,
 	if o.State == nil {
 		return nil
 	}
-	raw, err := o.State.Load(ctx)
+	saved, ok, err := loadSaved(ctx, o.State)
 	if err != nil {
-		return fmt.Errorf("loading the connector's state: %w", err)
-	}
-	var saved savedState
-	if len(raw) == 0 {
-		raw = nil // none, or forgotten by a deletion
-	}
-	if raw != nil {
-		if err := json.Unmarshal(raw, &saved); err != nil {
-			// Written by this adapter only; unreadable means damaged, and a
-			// created event is what a connector without history gets.
-			raw = nil
-		}
+		return err
 	}
 	switch {
-	case raw == nil:
+	case !ok:
 		if err := created(ctx, o.Settings); err != nil {
 			return fmt.Errorf("lifecycle event created: %w", err)
 		}
@@ -146,13 +150,9 @@ func deletedEvent(ctx context.Context, o Options, deleted func(context.Context, 
 	if o.State == nil {
 		return nil
 	}
-	raw, err := o.State.Load(ctx)
-	if err != nil {
-		return fmt.Errorf("loading the connector's state: %w", err)
-	}
-	var saved savedState
-	if len(raw) == 0 || json.Unmarshal(raw, &saved) != nil || saved.Settings == nil {
-		return nil
+	saved, ok, err := loadSaved(ctx, o.State)
+	if err != nil || !ok {
+		return err
 	}
 	if err := deleted(ctx, saved.Settings); err != nil {
 		return fmt.Errorf("lifecycle event deleted: %w", err)
