@@ -36,6 +36,23 @@ pipelines:
 `, id)
 }
 
+// newFilesRuntime is a runtime on an in-memory store for the pipeline
+// files in dir, not watching them: the tests ask for reloads, so that they
+// know when one happened.
+func newFilesRuntime(t *testing.T, dir string, log *zap.Logger) *Runtime {
+	t.Helper()
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = dir
+	cfg.Pipelines.Watch = false
+	rt, err := New(context.Background(), cfg, log, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
 // reloaded asks for a reload and waits until it was applied.
 func reloaded(t *testing.T, rt *Runtime, logs *observer.ObservedLogs) {
 	t.Helper()
@@ -69,16 +86,8 @@ func TestReconcileThousandFilesAndBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := config.Default()
-	cfg.API.Enabled = false
-	cfg.DB.Type = config.DBTypeInMemory
-	cfg.Pipelines.Path = dir
-	cfg.Pipelines.Watch = false // reloads are asked for, so the test knows when
 	core, logs := observer.New(zap.InfoLevel)
-	rt, err := New(context.Background(), cfg, zap.New(core), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := newFilesRuntime(t, dir, zap.New(core))
 	if got := len(rt.Pipelines()); got != n {
 		t.Fatalf("loaded %d pipelines, want %d", got, n)
 	}
@@ -140,16 +149,8 @@ func TestReconcileThousandFilesAndBadInput(t *testing.T) {
 // while one of them needs it.
 func TestAppliedPipelinesShareTheirFile(t *testing.T) {
 	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.API.Enabled = false
-	cfg.DB.Type = config.DBTypeInMemory
-	cfg.Pipelines.Path = dir
-	cfg.Pipelines.Watch = false
 	ctx := context.Background()
-	rt, err := New(ctx, cfg, zap.NewNop(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := newFilesRuntime(t, dir, zap.NewNop())
 	defer rt.Close()
 	two := stoppedPipelineFile("a") + strings.TrimPrefix(stoppedPipelineFile("b"), "version: \"2.2\"\npipelines:\n")
 	plan, err := apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "two.yml", Data: []byte(two)}}, false, false)
@@ -203,16 +204,8 @@ func TestApplyRefusesAnIdAnInvalidFileClaims(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "billing.yml"), []byte(unparsable), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
-	cfg.API.Enabled = false
-	cfg.DB.Type = config.DBTypeInMemory
-	cfg.Pipelines.Path = dir
-	cfg.Pipelines.Watch = false
 	ctx := context.Background()
-	rt, err := New(ctx, cfg, zap.NewNop(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := newFilesRuntime(t, dir, zap.NewNop())
 	defer rt.Close()
 	plan, err := apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("orders"))}}, false, false)
 	if err != nil {
