@@ -1,8 +1,9 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -111,12 +112,7 @@ func (b *Breakers) Fault(dep, pipeline string, release func(after time.Duration)
 		hold = true
 	case len(br.failures) >= b.cfg.Threshold:
 		br.open, br.openedAt, br.canary = true, now, pipeline
-		failed := make([]string, 0, len(br.failures))
-		for p := range br.failures {
-			failed = append(failed, p)
-		}
-		sort.Strings(failed)
-		change = &BreakerChange{Dependency: dep, Open: true, Canary: pipeline, Failed: failed}
+		change = &BreakerChange{Dependency: dep, Open: true, Canary: pipeline, Failed: slices.Sorted(maps.Keys(br.failures))}
 	}
 	b.mu.Unlock()
 	if change != nil && b.observe != nil {
@@ -178,11 +174,7 @@ func (b *Breakers) Success(dep, pipeline string) {
 // close closes br and returns what to release; the caller holds mu and
 // calls release after unlocking.
 func (b *Breakers) close(dep string, br *breaker) ([]func(), []string) {
-	ids := make([]string, 0, len(br.held))
-	for p := range br.held {
-		ids = append(ids, p)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(br.held))
 	releases := make([]func(), len(ids))
 	for i, p := range ids {
 		var after time.Duration
@@ -221,11 +213,7 @@ func (b *Breakers) Leave(dep, pipeline string) {
 			delete(b.deps, dep)
 			change = &BreakerChange{Dependency: dep, Canary: pipeline}
 		} else {
-			ids := make([]string, 0, len(br.held))
-			for p := range br.held {
-				ids = append(ids, p)
-			}
-			sort.Strings(ids)
+			ids := slices.Sorted(maps.Keys(br.held))
 			br.canary, next = ids[0], br.held[ids[0]]
 			delete(br.held, ids[0])
 		}
@@ -248,8 +236,8 @@ func (b *Breakers) States() []BreakerState {
 	out := make([]BreakerState, 0, len(b.deps))
 	for dep, br := range b.deps {
 		st := BreakerState{Dependency: dep, Open: br.open, OpenedAt: br.openedAt, Canary: br.canary}
-		for p := range br.held {
-			st.Held = append(st.Held, p)
+		if len(br.held) > 0 {
+			st.Held = slices.Sorted(maps.Keys(br.held))
 		}
 		for p, at := range br.failures {
 			if now.Sub(at) <= b.cfg.Window {
@@ -259,18 +247,9 @@ func (b *Breakers) States() []BreakerState {
 		if !st.Open && len(st.RecentFailures) == 0 {
 			continue
 		}
-		slices.Sort(st.Held)
 		slices.Sort(st.RecentFailures)
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b BreakerState) int {
-		if a.Dependency < b.Dependency {
-			return -1
-		}
-		if a.Dependency > b.Dependency {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b BreakerState) int { return strings.Compare(a.Dependency, b.Dependency) })
 	return out
 }
