@@ -135,12 +135,8 @@ func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Reques
 		return nil, err
 	}
 	res, err := s.rules.Load(ctx, files, req.Msg.GetReplaceAll())
-	var invalid *InvalidRulesError
-	switch {
-	case errors.As(err, &invalid):
-		return nil, connect.NewError(connect.CodeInvalidArgument, invalid.Err)
-	case err != nil:
-		return nil, internalError(ctx, err)
+	if err != nil {
+		return nil, rulesError(ctx, err)
 	}
 	return connect.NewResponse(&conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}), nil
 }
@@ -186,12 +182,8 @@ func (s *RuleService) DryRunRecoveryRules(ctx context.Context, req *connect.Requ
 		}
 	}
 	res, err := s.rules.DryRun(ctx, files, since)
-	var invalid *InvalidRulesError
-	switch {
-	case errors.As(err, &invalid):
-		return nil, connect.NewError(connect.CodeInvalidArgument, invalid.Err)
-	case err != nil:
-		return nil, internalError(ctx, err)
+	if err != nil {
+		return nil, rulesError(ctx, err)
 	}
 	rep := res.Report
 	out := &conduitv1.DryRunRecoveryRulesResponse{Faults: int32(rep.Faults), Unmatched: int32(rep.Unmatched),
@@ -237,4 +229,14 @@ func (s *RuleService) ApplyRecoveryRules(ctx context.Context, req *connect.Reque
 			Restarted: a.Restarted, NextAttemptAt: timeToProto(a.NextAttemptAt), Reason: a.Reason})
 	}
 	return connect.NewResponse(out), nil
+}
+
+// rulesError maps the error of a call with rules files: rules that do
+// not load are the caller's to fix.
+func rulesError(ctx context.Context, err error) error {
+	var invalid *InvalidRulesError
+	if errors.As(err, &invalid) {
+		return connect.NewError(connect.CodeInvalidArgument, invalid.Err)
+	}
+	return internalError(ctx, err)
 }
