@@ -31,7 +31,16 @@
 // A pipeline keeps at most Options.MaxEventsPerPipeline events (the oldest
 // go first, deleted in batches) and, with Options.MaxAge set, none older
 // than that, except that the newest event of a pipeline is always kept: its
-// sequence is what lets the numbering continue after a restart.
+// sequence is what lets the numbering continue after a restart. When
+// several processes share the store, each trims only the pipelines it runs
+// (Options.Owns).
+//
+// # Several processes, one store
+//
+// A Log knows the events it appended and those stored when it opened. When
+// another process appends to a pipeline (it runs the pipeline, or ran it
+// before this one took it over), Sync takes those events up: it publishes
+// them to this Log's watchers and continues the numbering after them.
 //
 // # What it is not
 //

@@ -52,6 +52,13 @@ type Options struct {
 	// Logger receives the lines about skipped entries and failed retention
 	// passes; nil discards them.
 	Logger *zap.Logger
+	// Owns reports whether this process runs the pipeline, when several
+	// processes share one store: retention then deletes only the events
+	// of pipelines it owns, as each owner trims its own (and the store
+	// refuses this process's writes for the others anyway). nil owns
+	// every pipeline. It is called from the retention goroutines, so it
+	// must be safe for concurrent use, and quick.
+	Owns func(pipelineID string) bool
 }
 
 // Log is the audit log of every pipeline. Its methods are safe for
@@ -66,6 +73,7 @@ type Log struct {
 	sweepEvery time.Duration
 	now        func() time.Time
 	log        *zap.Logger
+	owns       func(pipelineID string) bool
 
 	// life is cancelled by Close. It is the context of everything the Log
 	// does on its own (retention, watcher goroutines), so that Close can
@@ -167,6 +175,7 @@ func open(ctx context.Context, db store.Store, w *store.Batcher, opts Options) (
 		sweepEvery: opts.SweepInterval,
 		now:        opts.Now,
 		log:        opts.Logger,
+		owns:       opts.Owns,
 		pipelines:  make(map[string]*pipelineLog),
 	}
 	if l.sweepEvery == 0 {
@@ -390,6 +399,11 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 		l.settle(p, event, err == nil)
 		switch {
 		case !recorded:
+		case errors.Is(err, store.ErrFenced):
+			// The pipeline moved to another instance, which writes its
+			// events now: this one's late events are refused on purpose.
+			l.log.Info("audit event of a pipeline another instance runs now not written", zap.String("pipeline_id", event.PipelineID),
+				zap.String("event", string(event.Kind)), zap.Uint64("sequence", event.Sequence))
 		case err != nil:
 			l.log.Error("could not write an audit event", zap.String("pipeline_id", event.PipelineID),
 				zap.String("event", string(event.Kind)), zap.Uint64("sequence", event.Sequence), zap.Error(err))

@@ -54,6 +54,11 @@ func (l *Log) sweep(ctx context.Context) {
 	}
 }
 
+// owned reports whether retention may delete p's events (Options.Owns).
+func (l *Log) owned(p *pipelineLog) bool {
+	return l.owns == nil || l.owns(p.id)
+}
+
 // begin claims p for a retention pass; false when one is under way.
 func (p *pipelineLog) begin() bool {
 	p.mu.Lock()
@@ -74,14 +79,15 @@ func (p *pipelineLog) end(oldest uint64) {
 }
 
 // trimCount deletes p's oldest events beyond maxEvents once there are more
-// than maxEvents+slack of them. It counts sequences, not stored entries, so
-// it may delete a little early where failed writes left gaps.
+// than maxEvents+slack of them, if p is owned. It counts sequences, not
+// stored entries, so it may delete a little early where failed writes left
+// gaps.
 func (l *Log) trimCount(p *pipelineLog, slack uint64) {
 	p.mu.Lock()
 	published, oldest := p.published.Load(), p.oldest
 	over := published >= oldest && published-oldest+1 > l.maxEvents+slack
 	p.mu.Unlock()
-	if !over || !p.begin() {
+	if !over || !l.owned(p) || !p.begin() {
 		return
 	}
 	to := published - l.maxEvents
@@ -95,12 +101,12 @@ func (l *Log) trimCount(p *pipelineLog, slack uint64) {
 }
 
 // trimAge deletes p's events older than maxAge, oldest first, up to the
-// first younger one. Sequence order is time order (Append stamps events
-// under the pipeline's lock), so one look at the oldest event usually
-// settles it. The newest event always stays, so that its sequence survives
+// first younger one, if p is owned. Sequence order is time order (Append
+// stamps events under the pipeline's lock), so one look at the oldest event
+// usually settles it. The newest event always stays, so that its sequence survives
 // a restart; an entry that cannot be read goes with the events around it.
 func (l *Log) trimAge(ctx context.Context, p *pipelineLog) {
-	if !p.begin() {
+	if !l.owned(p) || !p.begin() {
 		return
 	}
 	p.mu.Lock()

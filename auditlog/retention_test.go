@@ -205,3 +205,37 @@ func TestSweeperRunsAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRetentionOnlyOwnedPipelines: with Options.Owns, neither limit
+// deletes the events of a pipeline another process owns.
+func TestRetentionOnlyOwnedPipelines(t *testing.T) {
+	db := store.NewInMemory()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &fakeClock{t: start}
+	l := openLog(t, db, Options{MaxEventsPerPipeline: 3, MaxAge: time.Hour, Now: clock.Now,
+		Owns: func(id string) bool { return id != "q" }})
+	for range 10 {
+		mustAppend(t, l, "p", KindRunning)
+		mustAppend(t, l, "q", KindRunning)
+	}
+	steps := []struct {
+		name         string
+		now          time.Duration // since start
+		wantP, wantQ []uint64
+	}{
+		{name: "count", now: 0, wantP: seqRange(8, 10), wantQ: seqRange(1, 10)},
+		{name: "age", now: 2 * time.Hour, wantP: []uint64{10}, wantQ: seqRange(1, 10)},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			clock.Set(start.Add(s.now))
+			l.sweep(context.Background())
+			if got := stored(t, db, "p"); !equalSeqs(evs(got), s.wantP) {
+				t.Fatalf("p stored %v, want %v", got, s.wantP)
+			}
+			if got := stored(t, db, "q"); !equalSeqs(evs(got), s.wantQ) {
+				t.Fatalf("q stored %v, want %v", got, s.wantQ)
+			}
+		})
+	}
+}

@@ -97,6 +97,11 @@ const (
 	StopReasonUpdated StopReason = "updated"
 	// StopReasonDeleted: the pipeline was deleted while the process ran.
 	StopReasonDeleted StopReason = "deleted"
+	// StopReasonHandover: the instance that ran the pipeline handed it
+	// over to another instance of the cluster (rebalancing, its
+	// shutdown, or its lease could not be renewed); the new instance
+	// takes up the status it had.
+	StopReasonHandover StopReason = "handover"
 )
 
 // resumable says the pipeline was stopped by a retirement, not for itself:
@@ -104,5 +109,5 @@ const (
 // that ends between retiring a pipeline for an update or a deletion and
 // recording what follows leaves such a state behind.)
 func (r StopReason) resumable() bool {
-	return r == StopReasonShutdown || r == StopReasonUpdated || r == StopReasonDeleted
+	return r == StopReasonShutdown || r == StopReasonUpdated || r == StopReasonDeleted || r == StopReasonHandover
 }

@@ -41,9 +41,12 @@ func (s *Supervisor) resume() {
 	how := "conduit had not stopped cleanly (crash, kill or power loss)"
 	switch {
 	case s.state.StopReason.resumable():
-		if s.state.StopReason == StopReasonShutdown {
+		switch s.state.StopReason {
+		case StopReasonShutdown:
 			how = "conduit had stopped cleanly"
-		} else {
+		case StopReasonHandover:
+			how = "another instance handed the pipeline over"
+		default:
 			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
 		}
 		s.state.Status = s.m.current()

@@ -26,11 +26,18 @@ var ErrDuplicateInstance = errors.New("another live conduit instance has this id
 // holds now, or that expired.
 var ErrLeaseLost = errors.New("the lease is lost")
 
+// ErrNotRegistered is returned by Heartbeat once another process joined
+// with this instance's id (this one was presumed dead).
+var ErrNotRegistered = errors.New("another process joined the cluster with this instance's id")
+
 // Membership is one instance's part in the cluster.
 type Membership struct {
 	pool *pgxpool.Pool
 	id   string
 	ttl  time.Duration
+	// joined is the start time the database recorded at Join: it tells
+	// this process from a later one with the same id.
+	joined time.Time
 }
 
 // Join registers the instance id; an id that a live instance (one that
@@ -40,27 +47,38 @@ func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration)
 	if id == "" {
 		return nil, errors.New("cluster.instance-id: empty")
 	}
-	tag, err := pool.Exec(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ($1, now(), now())
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = now()
-		WHERE conduit_instances.heartbeat_at < now() - $2::interval`, id, ttl)
+	var joined time.Time
+	err := pool.QueryRow(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ($1, now(), clock_timestamp())
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = clock_timestamp()
+		WHERE conduit_instances.heartbeat_at < now() - $2::interval
+		RETURNING started_at`, id, ttl).Scan(&joined)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q heartbeat less than %s ago", ErrDuplicateInstance, id, ttl)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return nil, fmt.Errorf("%w: %q heartbeat less than %s ago", ErrDuplicateInstance, id, ttl)
+	// Instances that are gone for a day are forgotten (an id with the
+	// process id in it is never seen again); a new one is announced, so
+	// that the others hand over its share at once.
+	if _, err := pool.Exec(ctx, `DELETE FROM conduit_instances WHERE heartbeat_at < now() - interval '1 day'`); err != nil {
+		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
 	}
-	return &Membership{pool: pool, id: id, ttl: ttl}, nil
+	if _, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, LeasesChannel, id); err != nil {
+		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
+	}
+	return &Membership{pool: pool, id: id, ttl: ttl, joined: joined}, nil
 }
 
 // Heartbeat says the instance is alive. It fails when another instance
 // took the id over (this one was presumed dead).
 func (m *Membership) Heartbeat(ctx context.Context) error {
-	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now() WHERE id = $1`, m.id)
+	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now() WHERE id = $1 AND started_at = $2`, m.id, m.joined)
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("instance %q is no longer registered", m.id)
+		return fmt.Errorf("%w (%q)", ErrNotRegistered, m.id)
 	}
 	return nil
 }
@@ -72,7 +90,10 @@ func (m *Membership) Leave(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE owner = $1`, m.id); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM conduit_instances WHERE id = $1`, m.id)
+		if _, err := tx.Exec(ctx, `DELETE FROM conduit_instances WHERE id = $1 AND started_at = $2`, m.id, m.joined); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, LeasesChannel, m.id)
 		return err
 	})
 }
@@ -146,11 +167,58 @@ func (m *Membership) Renew(ctx context.Context, leases []Lease) (lost []string, 
 	return lost, nil
 }
 
-// Release gives a lease up at once (a graceful hand-over).
+// Release gives a lease up at once (a graceful hand-over) and tells the
+// other instances, so that the one it belongs to takes it without waiting
+// for its next round.
 func (m *Membership) Release(ctx context.Context, l Lease) error {
-	_, err := m.pool.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
+			l.PipelineID, m.id, l.Token); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, LeasesChannel, m.id)
+		return err
+	})
+}
+
+// Drop deletes the lease of a pipeline that was deleted, if this instance
+// still holds it with l's token.
+func (m *Membership) Drop(ctx context.Context, l Lease) error {
+	_, err := m.pool.Exec(ctx, `DELETE FROM conduit_leases WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
 		l.PipelineID, m.id, l.Token)
 	return err
+}
+
+// ID is the instance's id.
+func (m *Membership) ID() string { return m.id }
+
+// TTL is the lease TTL.
+func (m *Membership) TTL() time.Duration { return m.ttl }
+
+// Holder is who holds a pipeline's lease, as the database says now.
+type Holder struct {
+	Instance string
+	// Live: the lease has not expired.
+	Live bool
+}
+
+// Holders returns the holder of every lease, by pipeline id.
+func (m *Membership) Holders(ctx context.Context) (map[string]Holder, error) {
+	rows, err := m.pool.Query(ctx, `SELECT pipeline_id, owner, expires_at >= now() FROM conduit_leases`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Holder{}
+	for rows.Next() {
+		var id string
+		var h Holder
+		if err := rows.Scan(&id, &h.Instance, &h.Live); err != nil {
+			return nil, err
+		}
+		out[id] = h
+	}
+	return out, rows.Err()
 }
 
 // Current reports whether token is the current token of the pipeline's
@@ -190,4 +258,19 @@ func mix(x uint64) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// OpenPool opens the connections of an instance's part in the cluster,
+// apart from those of its pipelines' state: a heartbeat or a renewal must
+// never wait behind the pipelines' writes, or a busy instance would lose
+// its leases. One connection listens for notifications, one renews, the
+// rest serve listings and commands.
+func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 4
+	cfg.MinConns = 2
+	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -51,11 +51,17 @@ func TestMembership(t *testing.T) {
 	if live, _ := a.Live(ctx); fmt.Sprint(live) != "[a]" {
 		t.Fatalf("live after b went quiet: %v", live)
 	}
-	if _, err := Join(ctx, pool, "b", time.Second); err != nil {
+	b2, err := Join(ctx, pool, "b", time.Second)
+	if err != nil {
 		t.Fatalf("taking over a dead instance's id: %v", err)
 	}
-	if err := b.Heartbeat(ctx); err != nil {
-		t.Fatalf("heartbeat: %v", err)
+	// The process that went quiet wakes up: it learns that its id is
+	// another's now, and the new one is not disturbed.
+	if err := b.Heartbeat(ctx); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("heartbeat of the presumed dead instance: %v", err)
+	}
+	if err := b2.Heartbeat(ctx); err != nil {
+		t.Fatalf("heartbeat of the instance that took the id: %v", err)
 	}
 	if err := a.Leave(ctx); err != nil {
 		t.Fatal(err)

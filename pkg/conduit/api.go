@@ -38,6 +38,9 @@ type managedPipeline struct {
 	durable func(context.Context) error
 	// metrics are the pipeline's status, restart and fault series.
 	metrics *metrics.Pipeline
+	// instance is the id of the cluster instance that runs it; "" when
+	// conduit runs alone.
+	instance string
 
 	// events orders the pipeline's audit events with status, the status
 	// the last of them left it in, so that an event the supervisor did
@@ -53,7 +56,7 @@ var _ api.Supervised = (*managedPipeline)(nil)
 func (m *managedPipeline) Info() api.PipelineInfo {
 	o := m.origin.Load()
 	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: o.File, Line: o.Line,
-		Recovery: m.recovery}
+		Recovery: m.recovery, Instance: m.instance}
 }
 
 func (m *managedPipeline) State(ctx context.Context) (lifecycle.State, error) {
@@ -185,6 +188,9 @@ func (t trackedRun) Run(ctx context.Context) error {
 type apiPipelines struct{ r *Runtime }
 
 func (a apiPipelines) List() []api.Supervised {
+	if f := a.r.fleet; f != nil {
+		return a.clusterList(f)
+	}
 	a.r.mu.RLock()
 	defer a.r.mu.RUnlock()
 	out := make([]api.Supervised, len(a.r.pipelines))
@@ -201,6 +207,15 @@ func (a apiPipelines) Invalid() []api.ConfigError {
 }
 
 func (a apiPipelines) Get(id string) (api.Supervised, bool) {
+	if f := a.r.fleet; f != nil {
+		for _, k := range f.knownPipelines() {
+			if k.Pipeline.ID == id {
+				f.refreshHolders(context.Background())
+				return a.clusterGet(f, k), true
+			}
+		}
+		return nil, false
+	}
 	a.r.mu.RLock()
 	m := a.r.byID[id]
 	a.r.mu.RUnlock()

@@ -86,6 +86,9 @@ func (r *Runtime) reconcileFiles(ctx context.Context) {
 
 // running is what the reconciler compares the desired pipelines with.
 func (r *Runtime) running() []reconciler.Running {
+	if r.fleet != nil {
+		return r.fleet.knownPipelines()
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]reconciler.Running, len(r.pipelines))
@@ -126,6 +129,9 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 				invalidate(c.Desired.Pipeline, err, false)
 			}
 		case reconciler.Create:
+			if r.fleet != nil {
+				continue // the instance it belongs to takes it up
+			}
 			m, err := r.provision(ctx, c.Desired.Pipeline, c.Desired.Origin, actor)
 			if err != nil {
 				invalidate(c.Desired.Pipeline, err, false)
@@ -159,6 +165,9 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 	r.mu.Lock()
 	r.invalid = invalid
 	r.mu.Unlock()
+	if r.fleet != nil {
+		r.fleet.setKnown(knownAfter(r.fleet.knownPipelines(), plan))
+	}
 	return plan, nil
 }
 
@@ -240,6 +249,12 @@ func (r *Runtime) remove(m *managedPipeline) int {
 // gracefully, for at most pipelines.graceful-stop-timeout, then it is
 // forced. What it handed over is on disk when retire returns.
 func (r *Runtime) retire(ctx context.Context, m *managedPipeline, why lifecycle.Retirement) {
+	r.retireWithin(ctx, m, why, r.cfg.Pipelines.GracefulStopTimeout)
+}
+
+// retireWithin is retire with its own bound on the graceful stop (0:
+// forced at once).
+func (r *Runtime) retireWithin(ctx context.Context, m *managedPipeline, why lifecycle.Retirement, timeout time.Duration) {
 	r.mu.RLock()
 	started := r.supCtx != nil
 	r.mu.RUnlock()
@@ -247,19 +262,30 @@ func (r *Runtime) retire(ctx context.Context, m *managedPipeline, why lifecycle.
 		if err := m.sup.Retire(ctx, why); err != nil {
 			r.log.Warn("could not ask the pipeline to stop", zap.String("pipeline_id", m.cfg.ID), zap.Error(err))
 		}
-		timeout := time.NewTimer(r.cfg.Pipelines.GracefulStopTimeout)
-		select {
-		case <-m.sup.Done():
-		case <-timeout.C:
-			r.log.Warn("graceful stop timed out: force-stopping the pipeline", zap.String("pipeline_id", m.cfg.ID),
-				zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
+		if timeout <= 0 {
+			// Nothing it would write is accepted any more (its lease is
+			// gone): no drain.
 			m.sup.Kill()
 			<-m.sup.Done()
+		} else {
+			timer := time.NewTimer(timeout)
+			select {
+			case <-m.sup.Done():
+			case <-timer.C:
+				r.log.Warn("graceful stop timed out: force-stopping the pipeline", zap.String("pipeline_id", m.cfg.ID),
+					zap.Duration("timeout", timeout))
+				m.sup.Kill()
+				<-m.sup.Done()
+			}
+			timer.Stop()
 		}
-		timeout.Stop()
 	}
 	if err := r.durable(context.WithoutCancel(ctx)); err != nil {
-		r.log.Error("could not write the pipeline's last state", zap.String("pipeline_id", m.cfg.ID), zap.Error(err))
+		if errors.Is(err, store.ErrFenced) {
+			r.log.Info("the pipeline's last state was not written: another instance runs it now", zap.String("pipeline_id", m.cfg.ID))
+		} else {
+			r.log.Error("could not write the pipeline's last state", zap.String("pipeline_id", m.cfg.ID), zap.Error(err))
+		}
 	}
 }
 
@@ -268,6 +294,9 @@ func (r *Runtime) retire(ctx context.Context, m *managedPipeline, why lifecycle.
 // (a pipeline of the same id resumes where it was, as after a restart).
 func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
 	m := r.get(id)
+	if r.fleet != nil {
+		r.fleet.deleted(ctx, id, m != nil, actor)
+	}
 	if m == nil {
 		return
 	}
@@ -280,6 +309,9 @@ func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
 	r.forget(context.WithoutCancel(ctx), id, lifecycle.StatusStopped.String(), actor,
 		"pipeline deleted; its state is forgotten, its position kept")
 	r.metrics.ForgetPipeline(id)
+	if r.fleet != nil {
+		r.fleet.dropLease(ctx, id)
+	}
 }
 
 // deleteTimeout bounds a connector's cleanup after its pipeline was
@@ -346,6 +378,9 @@ func (r *Runtime) forget(ctx context.Context, id, before, actor, message string)
 // dedup entries: the new run continues where the old one stopped.
 func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor string) error {
 	old := r.get(c.ID)
+	if old == nil && r.fleet != nil {
+		return nil // run by another instance, which updates it
+	}
 	if old == nil {
 		return fmt.Errorf("pipeline %s: not running any more", c.ID)
 	}
@@ -364,6 +399,7 @@ func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor
 	}
 	// Prometheus counters must not go down across the update.
 	m.records.ended = old.records.read()
+	m.instance = old.instance
 	r.add(m, at)
 	return nil
 }

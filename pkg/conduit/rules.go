@@ -14,6 +14,7 @@ import (
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -194,6 +195,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 		return api.LoadResult{}, fmt.Errorf("storing the recovery rules: %w", err)
 	}
 	r.setManaged(next)
+	r.changed(ctx, cluster.RulesChannel)
 	r.log.Info("managed recovery rules loaded", zap.Strings("loaded", res.Loaded), zap.Strings("replaced", res.Replaced),
 		zap.Strings("removed", res.Removed), zap.Int("managed", len(next)))
 	return res, nil
@@ -215,6 +217,7 @@ func (rr runtimeRules) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting recovery rule %s: %w", name, err)
 	}
 	r.setManaged(slices.Delete(slices.Clone(r.managedInfo), i, i+1))
+	r.changed(ctx, cluster.RulesChannel)
 	r.log.Info("managed recovery rule deleted", zap.String("rule", name))
 	return nil
 }
@@ -235,6 +238,7 @@ func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
 		return 0, errors.Join(errors.New("deleting the managed recovery rules"), err)
 	}
 	r.setManaged(nil)
+	r.changed(ctx, cluster.RulesChannel)
 	r.log.Info("managed recovery rules cleared", zap.Int("deleted", len(ops)))
 	return len(ops), nil
 }

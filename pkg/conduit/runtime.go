@@ -67,6 +67,9 @@ type Runtime struct {
 	dedup       *dedup.Store
 	metrics     *metrics.Metrics
 	server      *api.Server
+	// fleet is this instance's part in a cluster; nil when conduit runs
+	// alone (cluster.enabled off).
+	fleet *fleet
 
 	// mu guards the set of pipelines, which the reconciler changes while
 	// the API, the metrics and shutdown read it.
@@ -226,23 +229,43 @@ func (r *Runtime) openState(ctx context.Context) error {
 		return err
 	}
 	r.db = db
-	r.writer = store.NewBatcher(db, func(writes int, err error) {
+	writeFailed := func(writes int, err error) {
+		if errors.Is(err, store.ErrFenced) {
+			// Expected once in a while: a pipeline that just moved to
+			// another instance had writes in flight here.
+			r.log.Info("writes of pipelines another instance took over were refused", zap.Int("writes", writes), zap.Error(err))
+			return
+		}
 		r.log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
 			zap.Int("writes", writes), zap.Error(err))
-	})
-	crashed, err := markRunning(ctx, db, r.writer)
-	if err != nil {
-		return err
 	}
-	r.marked, r.crashed = true, crashed
-	if crashed {
-		r.log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
+	var ownsEvents func(string) bool
+	if r.cfg.Cluster.Enabled {
+		r.fleet, err = joinCluster(ctx, r)
+		if err != nil {
+			return err
+		}
+		ownsEvents = r.fleet.holds
+		r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, FenceOf: r.fleet.fenceOf})
+	} else {
+		r.writer = store.NewBatcher(db, writeFailed)
+		// The process marker is one process's: in a cluster, whether a
+		// pipeline's last instance stopped cleanly is in its state.
+		crashed, err := markRunning(ctx, db, r.writer)
+		if err != nil {
+			return err
+		}
+		r.marked, r.crashed = true, crashed
+		if crashed {
+			r.log.Warn("conduit had not stopped cleanly last time (crash, kill or power loss): pipelines resume from their last saved positions, and records in flight then may be written again unless dedup skips them")
+		}
 	}
 	r.states = lifecycle.NewStateStore(db, r.writer)
 	r.audit, err = auditlog.Open(ctx, db, r.writer, auditlog.Options{
 		MaxEventsPerPipeline: r.cfg.AuditLog.MaxEventsPerPipeline,
 		MaxAge:               r.cfg.AuditLog.MaxAge,
 		Logger:               r.log.Named("auditlog"),
+		Owns:                 ownsEvents,
 	})
 	if err != nil {
 		return err
@@ -252,6 +275,11 @@ func (r *Runtime) openState(ctx context.Context) error {
 	}
 	r.positions = pipeline.NewPositionStore(db, r.writer, nil)
 	r.dedup = dedup.New(db, r.writer, dedup.Options{TTL: r.cfg.Dedup.TTL, Logger: r.log.Named("dedup")})
+	if r.fleet != nil {
+		// Other instances' entries are theirs to expire; a pipeline's own
+		// expire when a run of it loads them.
+		return nil
+	}
 	if n, err := r.dedup.Sweep(ctx); err != nil {
 		r.log.Error("could not sweep expired dedup entries", zap.Error(err))
 	} else if n > 0 {
@@ -286,6 +314,11 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 	}
 	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
 		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", len(r.invalid)))
+	if r.fleet != nil {
+		// A pipeline missing from this instance's files may run on
+		// another: deletions are seen while the instances run.
+		return nil
+	}
 	for _, d := range apiPipelines {
 		loaded = append(loaded, d.Pipeline)
 	}
@@ -301,7 +334,11 @@ func (r *Runtime) serveAPI() {
 	if r.server == nil {
 		return
 	}
-	svc := api.NewPipelineService(apiPipelines{r}, r.audit, nil).WithChanges(apiChanges{r}).WithSummaries(r)
+	var events api.Events = r.audit
+	if r.fleet != nil {
+		events = clusterEvents{log: r.audit, f: r.fleet}
+	}
+	svc := api.NewPipelineService(apiPipelines{r}, events, nil).WithChanges(apiChanges{r}).WithSummaries(r)
 	if r.breakers != nil {
 		svc.WithDependencies(r.breakers)
 	}
@@ -363,7 +400,8 @@ func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.S
 		log.Info("store opened", zap.String("db.type", cfg.DB.Type), zap.String("db.badger.path", cfg.DB.Badger.Path))
 		return db, nil
 	case config.DBTypePostgres:
-		db, err := store.OpenPostgres(ctx, cfg.DB.Postgres.URL, log, store.PostgresOptions{Exclusive: true})
+		db, err := store.OpenPostgres(ctx, cfg.DB.Postgres.URL, log,
+			store.PostgresOptions{Exclusive: !cfg.Cluster.Enabled, NotifyEvents: cfg.Cluster.Enabled})
 		if err != nil {
 			return nil, err
 		}
@@ -681,6 +719,10 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	}
 	cfg.OnOpen = release
 	cfg.OnAck = hooks.OnAck
+	if f := r.fleet; f != nil {
+		id := m.cfg.ID
+		cfg.WriteGuard = func() error { return f.mayWrite(id) }
+	}
 	cfg.DeadLetter = m.deadLetter
 	if q := hooks.Quarantine; q != nil {
 		cfg.Quarantine = map[string]pipeline.QuarantinedRecord{string(q.Position): {
@@ -907,10 +949,40 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	// pipeline they start while the process shuts down is waited for.
 	r.supervisors.Go(func() { r.reconcileLoop(supCtx) })
 	r.watchFiles(supCtx)
-	r.ready.Store(true)
+	var fatal <-chan error
+	if f := r.fleet; f != nil {
+		fatal = f.fatal
+		// The leases are renewed until the last pipeline stopped (a
+		// shutdown drains them, which may take longer than a lease
+		// lasts); pipelines are taken up and handed over only until the
+		// shutdown begins.
+		leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+		leasesDone := make(chan struct{})
+		go func() {
+			defer close(leasesDone)
+			f.run(leaseCtx, supCtx)
+		}()
+		defer func() {
+			stopLeases()
+			<-leasesDone
+		}()
+		// Ready once the first round took up this instance's pipelines.
+		r.supervisors.Go(func() {
+			select {
+			case <-f.ready:
+				r.ready.Store(supCtx.Err() == nil)
+			case <-supCtx.Done():
+			}
+		})
+	} else {
+		r.ready.Store(true)
+	}
 
 	var result error
 	select {
+	case err := <-fatal:
+		result = err
+		r.log.Error("stopping", zap.Error(err))
 	case <-ctx.Done():
 		r.log.Info("stopping pipelines gracefully (send the signal again to force)",
 			zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
@@ -993,6 +1065,11 @@ func (r *Runtime) close() error {
 			r.markStopped()
 		}
 		r.writer.Close()
+	}
+	if r.fleet != nil {
+		// After the last write of the pipelines' states: the instance
+		// that takes one over next reads what this one left.
+		r.fleet.leave()
 	}
 	if r.db == nil {
 		return nil

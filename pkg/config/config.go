@@ -2,6 +2,8 @@ package config
 
 import (
 	_ "embed"
+	"fmt"
+	"os"
 	"time"
 )
 
@@ -103,6 +105,16 @@ type Config struct {
 		// override it per pipeline (see ErrorRecoveryOverride.Resolve).
 		ErrorRecovery ErrorRecovery
 	}
+	Cluster struct {
+		// Enabled shares the pipelines with the other conduit processes
+		// on the same PostgreSQL database (DESIGN 12).
+		Enabled bool
+		// InstanceID names this process among them; "" takes the host
+		// name and the process id (see InstanceID).
+		InstanceID string
+		// LeaseTTL is how long a pipeline's lease lasts without renewal.
+		LeaseTTL time.Duration
+	}
 	Runtime struct {
 		// GCPercent is the Go collector's GOGC (see pkg/gctuning).
 		GCPercent int
@@ -136,4 +148,18 @@ func Default() Config {
 		k.set(&c, k.def)
 	}
 	return c
+}
+
+// InstanceID is cluster.instance-id, or the host name and the process id
+// when it is empty: unique among processes running at the same time,
+// which is all the cluster needs.
+func (c Config) InstanceID() string {
+	if c.Cluster.InstanceID != "" {
+		return c.Cluster.InstanceID
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "conduit"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

@@ -327,6 +327,9 @@ func (l *loader) crossCheck() error {
 	if l.cfg.DB.Type == DBTypePostgres && strings.TrimSpace(l.cfg.DB.Postgres.URL) == "" {
 		return l.origins["db.type"].keyError("db.postgres.url", errors.New("required when db.type is postgres (e.g. postgres://conduit@127.0.0.1:5432/conduit)"))
 	}
+	if l.cfg.Cluster.Enabled && l.cfg.DB.Type != DBTypePostgres {
+		return l.origins["cluster.enabled"].keyError("cluster.enabled", fmt.Errorf("needs db.type postgres (the instances share their state there), db.type is %s", l.cfg.DB.Type))
+	}
 	er := l.cfg.Pipelines.ErrorRecovery
 	if er.MinDelay > er.MaxDelay {
 		minKey, maxKey := errorRecoveryPrefix+"min-delay", errorRecoveryPrefix+"max-delay"

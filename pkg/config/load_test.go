@@ -127,6 +127,9 @@ func TestDefault(t *testing.T) {
 		{"max-flaps", c.Pipelines.ErrorRecovery.MaxFlaps, -1},
 		{"flap-window", c.Pipelines.ErrorRecovery.FlapWindow, 5 * time.Minute},
 		{"quarantine-after", c.Pipelines.ErrorRecovery.QuarantineAfter, 0},
+		{"cluster.enabled", c.Cluster.Enabled, false},
+		{"cluster.instance-id", c.Cluster.InstanceID, ""},
+		{"cluster.lease-ttl", c.Cluster.LeaseTTL, 15 * time.Second},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
@@ -138,8 +141,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 41 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 41; add the new key here", len(Keys()))
+	if len(Keys()) != 44 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 44; add the new key here", len(Keys()))
 	}
 }
 
@@ -562,6 +565,24 @@ func TestLoadFileErrors(t *testing.T) {
 			content: "db:\n  type: badgr\n",
 			line:    2, key: "db.type",
 			want: []string{`must be one of badger, postgres, inmemory, got "badgr"`, `did you mean "badger"?`},
+		},
+		{
+			name:    "cluster without postgres",
+			content: "cluster:\n  enabled: true\n",
+			line:    2, key: "cluster.enabled",
+			want: []string{"needs db.type postgres", "db.type is badger"},
+		},
+		{
+			name:    "lease ttl too short",
+			content: "cluster:\n  lease-ttl: 500ms\n",
+			line:    2, key: "cluster.lease-ttl",
+			want: []string{"must be at least 1s, got 500ms"},
+		},
+		{
+			name:    "instance id with a space",
+			content: "cluster:\n  instance-id: \"a b\"\n",
+			line:    2, key: "cluster.instance-id",
+			want: []string{"must not contain white space"},
 		},
 		{
 			name:    "invalid log level",

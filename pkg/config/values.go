@@ -315,6 +315,29 @@ func positiveDuration(d time.Duration) error {
 	return nil
 }
 
+// instanceID keeps an instance id printable and short: it is shown in
+// tables and stored with every lease.
+func instanceID(s string) error {
+	if len(s) > 128 {
+		return fmt.Errorf("must have at most 128 characters, got %d", len(s))
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("must not contain white space or control characters: %q", s)
+		}
+	}
+	return nil
+}
+
+// leaseTTL is at least a second: leases are renewed three times per TTL,
+// and a shorter one would be lost on every pause of the database.
+func leaseTTL(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("must be at least 1s, got %s", formatDuration(d))
+	}
+	return nil
+}
+
 func backoffFactor(f float64) error {
 	if !(f >= 1) || math.IsInf(f, 1) { // !(f >= 1) also rejects NaN
 		return fmt.Errorf("must be at least 1, got %s", formatValue(f))

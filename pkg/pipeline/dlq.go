@@ -47,6 +47,12 @@ func (e *Engine) writeDLQ(ctx context.Context, recs []record.Record) error {
 		return nil
 	}
 	for written := 0; written < len(recs); {
+		// The queue is a destination too: the same guard as in writeAll.
+		if guard := e.cfg.WriteGuard; guard != nil {
+			if err := guard(); err != nil {
+				return &StageError{Kind: KindDLQ, ID: DLQID, Op: "write", Err: cerrors.Transient(err)}
+			}
+		}
 		n, err := dlq.Write(ctx, recs[written:])
 		written += min(max(n, 0), len(recs)-written)
 		if err == nil && written < len(recs) {

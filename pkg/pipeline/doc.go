@@ -26,6 +26,9 @@
 //     one durable write per commit, not one per batch.
 //   - With dedup, a destination never writes a batch while the batch before
 //     is written and not yet remembered (dedup/).
+//   - With a WriteGuard, every Write call to a destination (the dead-letter
+//     queue included) comes right after the guard allowed it; a refusal
+//     ends the run.
 //   - Stop is graceful: the reader stops reading, in-flight batches drain,
 //     are acknowledged and the last position is persisted, and Run returns
 //     nil. Cancelling Run's context is a force stop: every stage returns at

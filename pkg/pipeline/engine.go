@@ -143,6 +143,19 @@ type Config struct {
 	// records were skipped: when the last pending position was skipped, or
 	// at the end of the run.
 	OnDedupSkipped func(destinationID string, skipped int64)
+	// WriteGuard, if set, is called right before every Write to a
+	// destination connector and to the dead-letter queue; nil means no
+	// guard. Destinations are not fenced the way the database is, so this
+	// is where an instance that lost the pipeline's lease (paused past it,
+	// while another instance took over) learns that it must not write. An
+	// error means that Write does not happen: the run ends with a
+	// transient StageError for the destination (or the queue), operation
+	// "write", wrapping the error, as after a failed write; what every
+	// destination wrote before is acknowledged, the rest is not. It is
+	// called once per Write call, not per record, from every
+	// destination's goroutine and the acker's at once: it must be cheap
+	// and safe for concurrent use.
+	WriteGuard func() error
 	// Logger is the base logger; the engine adds pipeline_id.
 	Logger *zap.Logger
 

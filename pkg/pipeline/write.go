@@ -220,7 +220,16 @@ func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDe
 func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch, recs []record.Record, toRecord func(int) int,
 	written []record.Position, track bool) (writeResult, []record.Position) {
 	done := 0
+	guard := e.cfg.WriteGuard
 	for done < len(recs) {
+		// Checked before every call, not once per batch, and as late as
+		// possible: a pause (SIGSTOP, a frozen VM) can fall between two
+		// calls for the same batch, and the lease may have run out then.
+		if guard != nil {
+			if err := guard(); err != nil {
+				return writeResult{done: toRecord(done), err: &StageError{Kind: KindDestination, ID: d.ID, Op: "write", Err: cerrors.Transient(err)}}, written
+			}
+		}
 		n, err := d.Connector.Write(ctx, recs[done:])
 		n = min(max(n, 0), len(recs)-done)
 		if track {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -26,6 +27,9 @@ type Postgres struct {
 	log  *zap.Logger
 	// lock holds the session advisory lock of an exclusive store.
 	lock *pgxpool.Conn
+	// notifyEvents: commits notify EventsChannel of the pipelines whose
+	// audit events they write.
+	notifyEvents bool
 
 	// inflight counts the operations under way; Close waits for them, so
 	// that none fails on a pool closed under it.
@@ -41,11 +45,22 @@ type PostgresOptions struct {
 	// Exclusive makes the store refuse a second process (ErrInUse), as a
 	// Badger directory does: a standalone conduit owns its database.
 	Exclusive bool
+	// NotifyEvents makes every commit that writes audit events send a
+	// notification on EventsChannel with each such pipeline's id, so
+	// that the other processes on the database show those events to their
+	// watchers (pkg/cluster listens).
+	NotifyEvents bool
 }
+
+// EventsChannel is the PostgreSQL notification channel of
+// PostgresOptions.NotifyEvents. PostgreSQL delivers a notification when
+// its transaction commits, and one per distinct payload of a
+// transaction.
+const EventsChannel = "conduit_events"
 
 // postgresSchema is the version this build writes; migrations[i] takes a
 // database from version i to i+1.
-const postgresSchema = 2
+const postgresSchema = 3
 
 var postgresMigrations = []string{
 	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
@@ -62,6 +77,18 @@ var postgresMigrations = []string{
 		token bigint NOT NULL,
 		expires_at timestamptz NOT NULL
 	)`,
+	// Start and stop asked of an instance through any instance's API
+	// (pkg/cluster Commands).
+	`CREATE TABLE conduit_commands (
+		id bigserial PRIMARY KEY,
+		pipeline_id text NOT NULL,
+		instance text NOT NULL,
+		action text NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(),
+		done_at timestamptz,
+		error text
+	);
+	CREATE INDEX conduit_commands_pending ON conduit_commands (instance) WHERE done_at IS NULL`,
 }
 
 // Advisory lock keys (any constants that are conduit's): one serializes
@@ -70,6 +97,10 @@ const (
 	pgMigrationLock = 0x636f6e6401
 	pgProcessLock   = 0x636f6e6402
 )
+
+// defaultPostgresConns is the most connections a store opens unless
+// db.postgres.url sets pool_max_conns.
+const defaultPostgresConns = 10
 
 // scanPage is how many keys a scan reads per query.
 const scanPage = 1000
@@ -81,11 +112,17 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default (4, or one per CPU) makes pipelines queue for a
+		// connection while a commit is under way; a URL that says how
+		// many it may use is followed.
+		cfg.MaxConns = max(cfg.MaxConns, defaultPostgresConns)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	s := &Postgres{pool: pool, log: log}
+	s := &Postgres{pool: pool, log: log, notifyEvents: opts.NotifyEvents}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -261,6 +298,9 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 			}
 			b.Queue(pgUpsert, op.Key, v)
 		}
+		if s.notifyEvents {
+			queueEventNotifications(b, ops, stale)
+		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err == nil && len(stale) > 0 {
@@ -274,6 +314,23 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 		return fe
 	}
 	return s.pgErr(ctx, err)
+}
+
+// queueEventNotifications notifies EventsChannel once per pipeline whose
+// audit events ops write (and were not fenced off).
+func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
+	var notified []string
+	for _, op := range ops {
+		if op.Delete || !bytes.HasPrefix(op.Key, []byte(PrefixAuditLog)) || (op.Fence != nil && stale[*op.Fence]) {
+			continue
+		}
+		id, ok := PipelineOfKey(op.Key)
+		if !ok || slices.Contains(notified, id) {
+			continue
+		}
+		notified = append(notified, id)
+		b.Queue(`SELECT pg_notify($1, $2)`, EventsChannel, id)
+	}
 }
 
 // staleFences returns the fences among ops whose token is not their

@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Notification channels: PostgreSQL delivers a notification to every
+// session listening on its channel when the transaction that sent it
+// commits.
+const (
+	// LeasesChannel: an instance joined, left or released a lease; the
+	// others look at the leases again at once.
+	LeasesChannel = "conduit_leases"
+	// CommandsChannel: a command waits for the instance named in the
+	// payload.
+	CommandsChannel = "conduit_commands"
+	// PipelinesChannel: the pipelines created through the API changed;
+	// every instance reads them again.
+	PipelinesChannel = "conduit_pipelines"
+	// RulesChannel: the managed recovery rules changed; every instance
+	// reads them again.
+	RulesChannel = "conduit_rules"
+)
+
+// Actions of a Command.
+const (
+	ActionStart     = "start"
+	ActionStop      = "stop"
+	ActionForceStop = "force-stop"
+)
+
+// Command is a start or stop of a pipeline asked of the instance that
+// runs it, through whichever instance's API a user called.
+type Command struct {
+	ID         int64
+	PipelineID string
+	Action     string
+}
+
+// RefusedError is the answer of an instance that refused a command (the
+// pipeline cannot be started or stopped from its status); Message is its
+// error's.
+type RefusedError struct {
+	Instance, Message string
+}
+
+func (e *RefusedError) Error() string { return e.Message }
+
+// commandPoll is how often Send looks for the answer. Commands are rare
+// (a person asking); polling keeps the requester off a dedicated
+// listening connection.
+const commandPoll = 50 * time.Millisecond
+
+// refusedPrefix marks, in the error column, an answer that is a refusal
+// rather than a failure.
+const refusedPrefix = "refused: "
+
+// Send asks instance to apply action to the pipeline and waits for its
+// answer: nil, a *RefusedError, or another error it failed with. When
+// ctx ends first the command is withdrawn, unless the instance took it
+// meanwhile.
+func Send(ctx context.Context, pool *pgxpool.Pool, instance, pipelineID, action string) error {
+	var id int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO conduit_commands (pipeline_id, instance, action) VALUES ($1, $2, $3) RETURNING id`,
+			pipelineID, instance, action).Scan(&id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, CommandsChannel, instance)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("asking instance %s to %s pipeline %s: %w", instance, action, pipelineID, err)
+	}
+	tick := time.NewTicker(commandPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			withdraw := context.WithoutCancel(ctx)
+			tag, err := pool.Exec(withdraw, `UPDATE conduit_commands SET done_at = now(), error = 'withdrawn' WHERE id = $1 AND done_at IS NULL`, id)
+			if err == nil && tag.RowsAffected() == 0 {
+				if done, answer, err := commandAnswer(withdraw, pool, id, instance); err == nil && done {
+					return answer
+				}
+			}
+			return fmt.Errorf("instance %s did not answer: %w", instance, ctx.Err())
+		case <-tick.C:
+		}
+		done, answer, err := commandAnswer(ctx, pool, id, instance)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("waiting for instance %s: %w", instance, err)
+		}
+		if done {
+			return answer
+		}
+	}
+}
+
+// commandAnswer reads a command's result.
+func commandAnswer(ctx context.Context, pool *pgxpool.Pool, id int64, instance string) (done bool, answer, err error) {
+	var doneAt *time.Time
+	var msg *string
+	if err := pool.QueryRow(ctx, `SELECT done_at, error FROM conduit_commands WHERE id = $1`, id).Scan(&doneAt, &msg); err != nil {
+		return false, nil, err
+	}
+	if doneAt == nil {
+		return false, nil, nil
+	}
+	// Answered: the row has served its purpose.
+	_, _ = pool.Exec(ctx, `DELETE FROM conduit_commands WHERE id = $1`, id)
+	switch {
+	case msg == nil:
+		return true, nil, nil
+	case len(*msg) >= len(refusedPrefix) && (*msg)[:len(refusedPrefix)] == refusedPrefix:
+		return true, &RefusedError{Instance: instance, Message: (*msg)[len(refusedPrefix):]}, nil
+	default:
+		return true, fmt.Errorf("instance %s: %s", instance, *msg), nil
+	}
+}
+
+// Pending returns the commands waiting for this instance, oldest first.
+func (m *Membership) Pending(ctx context.Context) ([]Command, error) {
+	rows, err := m.pool.Query(ctx, `SELECT id, pipeline_id, action FROM conduit_commands WHERE instance = $1 AND done_at IS NULL ORDER BY id`, m.id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Command, error) {
+		var c Command
+		err := row.Scan(&c.ID, &c.PipelineID, &c.Action)
+		return c, err
+	})
+}
+
+// Answer records a command's result: nil, a *RefusedError or another
+// error. A command that was withdrawn meanwhile keeps its answer.
+func (m *Membership) Answer(ctx context.Context, id int64, result error) error {
+	var msg *string
+	if result != nil {
+		s := result.Error()
+		var refused *RefusedError
+		if errors.As(result, &refused) {
+			s = refusedPrefix + refused.Message
+		}
+		msg = &s
+	}
+	_, err := m.pool.Exec(ctx, `UPDATE conduit_commands SET done_at = now(), error = $2 WHERE id = $1 AND done_at IS NULL`, id, msg)
+	return err
+}
+
+// Notify sends a notification without payload on channel
+// (PipelinesChannel, RulesChannel), to every instance this one included.
+func Notify(ctx context.Context, pool *pgxpool.Pool, channel string) error {
+	_, err := pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel)
+	return err
+}

@@ -1,0 +1,733 @@
+package conduit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/cluster"
+	"github.com/conduitry/conduit/pkg/metrics"
+	"github.com/conduitry/conduit/pkg/reconciler"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+// fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12):
+// every instance knows every pipeline (the same pipeline files, and those
+// created through the API, from the database) and runs those whose lease
+// it holds. A lease loop heartbeats, renews the leases, takes up the
+// pipelines rendezvous hashing gives this instance and hands over the
+// others; a listener hears the other instances (leases released, commands
+// for this instance, pipelines changed through the API, audit events).
+//
+// Safety rests on two things: every write of a pipeline's state,
+// positions, dedup entries and events carries its lease's fencing token
+// (store.BatcherOptions.FenceOf; a write for a pipeline this instance does
+// not hold carries token 0, which is never current), and no record is
+// written to a destination once the lease could have expired by this
+// instance's clock (mayWrite), so that a process that was paused and
+// continues writes nothing its successor also writes.
+type fleet struct {
+	r      *Runtime
+	member *cluster.Membership
+	pool   *pgxpool.Pool
+	ttl    time.Duration
+	log    *zap.Logger
+	// kick asks the lease loop for a round now; commands asks the
+	// command loop to look for commands.
+	kick, commands chan struct{}
+	// epoch is the base of renewed: monotonic readings as durations.
+	epoch time.Time
+	// renewed is when (since epoch) the last successful renewal was
+	// sent; the leases last at least ttl from then.
+	renewed atomic.Int64
+	// ready is closed after the first round.
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	mu   sync.RWMutex
+	held map[string]cluster.Lease
+	// known are the valid desired pipelines, in the order of the files:
+	// what this instance runs when it holds their lease.
+	known []reconciler.Running
+	// holders and live are the database's view as of the last round.
+	holders map[string]cluster.Holder
+	live    []string
+	// watched counts the watchers of pipelines run elsewhere, whose
+	// events this instance reads when told of them.
+	watched map[string]int
+	// answering are the commands being carried out.
+	answering map[int64]bool
+
+	figures struct {
+		renewalFailures, takenOver, handedOver, lost atomic.Uint64
+	}
+	// fatal receives why this instance must stop (its id was taken over).
+	fatal chan error
+}
+
+// Shares of the lease TTL: leases are renewed every third of it; after
+// half of it without a renewal the instance stops its pipelines; from
+// three quarters of it, counted from the last renewal that was sent, no
+// record is written any more. The lease lasts the whole TTL from the
+// database's reception of that renewal, which is later.
+const (
+	renewShare     = 3
+	abandonPercent = 50
+	writePercent   = 75
+)
+
+func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet {
+	f := &fleet{
+		r: r, member: member, pool: pool, ttl: member.TTL(), log: r.log.With(zap.String("instance_id", member.ID())),
+		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
+		epoch: time.Now(), ready: make(chan struct{}),
+		held: map[string]cluster.Lease{}, watched: map[string]int{}, answering: map[int64]bool{},
+		fatal: make(chan error, 1),
+	}
+	return f
+}
+
+// joinCluster registers this instance; a live instance with the same id
+// refuses it.
+func joinCluster(ctx context.Context, r *Runtime) (*fleet, error) {
+	id := r.cfg.InstanceID()
+	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL)
+	if err != nil {
+		return nil, fmt.Errorf("db.postgres.url: %w", err)
+	}
+	member, err := cluster.Join(ctx, pool, id, r.cfg.Cluster.LeaseTTL)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
+	}
+	f := newFleet(r, member, pool)
+	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl))
+	r.metrics.WatchCluster(id, f.clusterFigures)
+	return f, nil
+}
+
+func (f *fleet) clusterFigures() metrics.ClusterFigures {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return metrics.ClusterFigures{Leases: len(f.held), Live: len(f.live),
+		RenewalFailures: f.figures.renewalFailures.Load(), TakenOver: f.figures.takenOver.Load(),
+		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load()}
+}
+
+// fenceOf fences a write of a pipeline's keys with the token of the lease
+// this instance holds for it, or with 0 (never current) when it holds
+// none. Keys of no pipeline are not fenced.
+func (f *fleet) fenceOf(key []byte) *store.Fence {
+	id, ok := store.PipelineOfKey(key)
+	if !ok {
+		return nil
+	}
+	f.mu.RLock()
+	l := f.held[id]
+	f.mu.RUnlock()
+	return &store.Fence{Pipeline: id, Token: l.Token}
+}
+
+// errLeaseExpired refuses a destination write once the lease may have
+// expired.
+var errLeaseExpired = errors.New("this instance's lease of the pipeline may have expired (it could not renew it in time): another instance may run the pipeline now, so nothing more is written here")
+
+// mayWrite is the engine's write guard: nil while this instance holds the
+// pipeline's lease and renewed it recently enough.
+func (f *fleet) mayWrite(pipelineID string) error {
+	f.mu.RLock()
+	_, held := f.held[pipelineID]
+	f.mu.RUnlock()
+	if !held || time.Since(f.epoch) > f.deadline(writePercent) {
+		return errLeaseExpired
+	}
+	return nil
+}
+
+// deadline is the time (since epoch) at which percent of the TTL has
+// passed since the last renewal was sent.
+func (f *fleet) deadline(percent int) time.Duration {
+	return time.Duration(f.renewed.Load()) + f.ttl*time.Duration(percent)/100
+}
+
+// holds reports whether this instance holds the pipeline's lease: the
+// audit log trims only those pipelines' events.
+func (f *fleet) holds(pipelineID string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.held[pipelineID]
+	return ok
+}
+
+// setKnown replaces the pipelines this instance knows, and asks for a
+// round so that new ones are taken up.
+func (f *fleet) setKnown(known []reconciler.Running) {
+	f.mu.Lock()
+	f.known = known
+	f.mu.Unlock()
+	f.kickRound()
+}
+
+func (f *fleet) knownPipelines() []reconciler.Running {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.known)
+}
+
+func (f *fleet) kickRound() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the lease loop and the command loop, with the listener, until
+// ctx is done; pipelines are taken up and handed over only until balance
+// is done (the process shuts down). The pipelines it started are the
+// runtime's supervisors'.
+func (f *fleet) run(ctx, balance context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		cluster.Listen(ctx, f.pool, []string{cluster.LeasesChannel, cluster.CommandsChannel, cluster.PipelinesChannel,
+			cluster.RulesChannel, store.EventsChannel},
+			f.log, f.notified)
+	})
+	wg.Go(func() { f.answerLoop(balance) })
+	every := f.ttl / renewShare
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-f.kick:
+		}
+		f.round(ctx, balance)
+		f.readyOnce.Do(func() { close(f.ready) })
+		timer.Reset(every)
+	}
+}
+
+// notified handles a notification of another instance (or of this one).
+func (f *fleet) notified(n cluster.Notification) {
+	switch n.Channel {
+	case cluster.LeasesChannel:
+		if n.Payload != f.member.ID() {
+			f.kickRound()
+		}
+	case cluster.CommandsChannel:
+		if n.Payload == f.member.ID() {
+			select {
+			case f.commands <- struct{}{}:
+			default:
+			}
+		}
+	case cluster.PipelinesChannel:
+		f.r.Reload()
+	case cluster.RulesChannel:
+		f.reloadRules()
+	case store.EventsChannel:
+		f.syncEvents(n.Payload)
+	case "":
+		// The listener reconnected: what was sent meanwhile is lost.
+		f.kickRound()
+		f.r.Reload()
+		f.reloadRules()
+		select {
+		case f.commands <- struct{}{}:
+		default:
+		}
+		f.mu.RLock()
+		ids := make([]string, 0, len(f.watched))
+		for id := range f.watched {
+			ids = append(ids, id)
+		}
+		f.mu.RUnlock()
+		for _, id := range ids {
+			f.syncEvents(id)
+		}
+	}
+}
+
+// syncEvents reads the events another instance wrote of a pipeline that
+// somebody watches here.
+func (f *fleet) syncEvents(pipelineID string) {
+	f.mu.RLock()
+	_, held := f.held[pipelineID]
+	watched := f.watched[pipelineID] > 0
+	f.mu.RUnlock()
+	if held || !watched {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
+	defer cancel()
+	if _, err := f.r.audit.Sync(ctx, pipelineID); err != nil {
+		f.log.Warn("could not read the events another instance wrote", zap.String("pipeline_id", pipelineID), zap.Error(err))
+	}
+}
+
+// watch counts a watcher of a pipeline's events until ctx is done.
+func (f *fleet) watch(ctx context.Context, pipelineID string) {
+	f.mu.Lock()
+	f.watched[pipelineID]++
+	f.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.watched[pipelineID]--; f.watched[pipelineID] <= 0 {
+			delete(f.watched, pipelineID)
+		}
+	})
+}
+
+// round heartbeats, renews the leases and balances the pipelines.
+func (f *fleet) round(ctx, balance context.Context) {
+	sent := time.Since(f.epoch)
+	lost, err := f.renew(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		f.figures.renewalFailures.Add(1)
+		if errors.Is(err, cluster.ErrNotRegistered) {
+			f.log.Error("another process took over this instance's id: stopping", zap.Error(err))
+			f.abandon(ctx, "another process took over this instance's id")
+			select {
+			case f.fatal <- fmt.Errorf("cluster: %w", err):
+			default:
+			}
+			return
+		}
+		since := time.Since(f.epoch) - time.Duration(f.renewed.Load())
+		f.log.Warn("could not renew the leases", zap.Error(err), zap.Duration("since_last_renewal", since))
+		if time.Since(f.epoch) > f.deadline(abandonPercent) && f.holdsAny() {
+			f.abandon(ctx, fmt.Sprintf("its leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
+		}
+		return
+	}
+	f.renewed.Store(int64(sent))
+	if balance.Err() != nil {
+		return
+	}
+	ctx = balance
+	for _, id := range lost {
+		f.figures.lost.Add(1)
+		f.log.Warn("another instance took over the lease of a pipeline this instance ran (it was paused or cut off): stopping it here",
+			zap.String("pipeline_id", id))
+		f.release(ctx, id, "its lease was taken over by another instance", false)
+	}
+	live, err := f.member.Live(ctx)
+	if err != nil {
+		f.log.Warn("could not read the live instances", zap.Error(err))
+		return
+	}
+	holders, err := f.member.Holders(ctx)
+	if err != nil {
+		f.log.Warn("could not read the leases", zap.Error(err))
+		return
+	}
+	f.mu.Lock()
+	f.live, f.holders = live, holders
+	f.mu.Unlock()
+	f.balance(ctx, live, holders)
+}
+
+// renew heartbeats and renews the held leases; lost are those another
+// instance took over.
+func (f *fleet) renew(ctx context.Context) (lost []string, err error) {
+	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
+	defer cancel()
+	if err := f.member.Heartbeat(rctx); err != nil {
+		return nil, err
+	}
+	f.mu.RLock()
+	leases := make([]cluster.Lease, 0, len(f.held))
+	for _, l := range f.held {
+		leases = append(leases, l)
+	}
+	f.mu.RUnlock()
+	return f.member.Renew(rctx, leases)
+}
+
+func (f *fleet) holdsAny() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.held) > 0
+}
+
+// handoverParallelism bounds the pipelines drained at once when handing
+// over: each drains for up to pipelines.graceful-stop-timeout.
+const handoverParallelism = 64
+
+// balance takes up the pipelines rendezvous hashing gives this instance
+// and whose lease is free, and hands over those it gives to another.
+func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder) {
+	self := f.member.ID()
+	var give []string
+	for _, k := range f.knownPipelines() {
+		if ctx.Err() != nil {
+			return
+		}
+		id := k.Pipeline.ID
+		want := cluster.Owner(id, live) == self
+		have := f.holds(id)
+		switch {
+		case want && !have:
+			if h, ok := holders[id]; ok && h.Live && h.Instance != self {
+				continue // its holder hands it over
+			}
+			f.takeUp(ctx, k)
+		case !want && have:
+			give = append(give, id)
+		}
+	}
+	if len(give) == 0 {
+		return
+	}
+	f.log.Info("handing pipelines over to the instances they belong to now", zap.Int("pipelines", len(give)), zap.Strings("live", live))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, handoverParallelism)
+	for _, id := range give {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f.release(ctx, id, "handed over to instance "+cluster.Owner(id, live), true)
+		})
+	}
+	wg.Wait()
+}
+
+// takeUp acquires a pipeline's lease and starts it here from the state
+// its last instance saved: position, dedup entries, status and next
+// attempt time.
+func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
+	id := k.Pipeline.ID
+	lease, ok, err := f.member.Acquire(ctx, id)
+	if err != nil {
+		f.log.Warn("could not acquire a pipeline's lease", zap.String("pipeline_id", id), zap.Error(err))
+		return
+	}
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	f.held[id] = lease
+	f.mu.Unlock()
+	r := f.r
+	// The events the last instance wrote come first: this instance's
+	// continue their sequence.
+	if _, err := r.audit.Sync(ctx, id); err != nil {
+		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
+	}
+	m, err := r.provision(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem)
+	if err != nil {
+		f.log.Error("could not start a pipeline this instance acquired; giving its lease back", zap.String("pipeline_id", id), zap.Error(err))
+		f.giveBack(ctx, id)
+		return
+	}
+	m.instance = f.member.ID()
+	f.figures.takenOver.Add(1)
+	f.log.Info("pipeline taken up", zap.String("pipeline_id", id), zap.Int64("fencing_token", lease.Token))
+	r.add(m, -1)
+}
+
+// release stops a pipeline this instance runs and gives its lease up:
+// gracefully (drain, then the state is written, then the lease released)
+// when it still holds it, at once when the lease is lost.
+func (f *fleet) release(ctx context.Context, id, why string, graceful bool) {
+	r := f.r
+	if m := r.get(id); m != nil {
+		timeout := r.cfg.Pipelines.GracefulStopTimeout
+		if !graceful {
+			timeout = 0
+		}
+		r.retireWithin(ctx, m, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
+			Stopping: "pipeline stopping: " + why + "; source stops reading, in-flight records drain",
+			Stopped:  "pipeline stopped: " + why}, timeout)
+		r.remove(m)
+		r.metrics.ForgetPipeline(id)
+	}
+	f.figures.handedOver.Add(1)
+	if graceful {
+		f.giveBack(ctx, id)
+		return
+	}
+	f.mu.Lock()
+	delete(f.held, id)
+	f.mu.Unlock()
+}
+
+// giveBack releases a held lease.
+func (f *fleet) giveBack(ctx context.Context, id string) {
+	f.mu.Lock()
+	l, ok := f.held[id]
+	delete(f.held, id)
+	f.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := f.member.Release(context.WithoutCancel(ctx), l); err != nil {
+		f.log.Warn("could not release a lease; it expires by itself", zap.String("pipeline_id", id), zap.Error(err))
+	}
+}
+
+// abandon stops every pipeline this instance runs when it cannot renew
+// their leases: they are stopped before another instance may take them
+// over, forced if they do not drain before the leases may expire.
+func (f *fleet) abandon(ctx context.Context, why string) {
+	f.mu.RLock()
+	ids := make([]string, 0, len(f.held))
+	for id := range f.held {
+		ids = append(ids, id)
+	}
+	f.mu.RUnlock()
+	f.log.Error("stopping every pipeline of this instance: "+why, zap.Int("pipelines", len(ids)))
+	left := max(f.deadline(writePercent)-time.Since(f.epoch), 0)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			r := f.r
+			if m := r.get(id); m != nil {
+				r.retireWithin(ctx, m, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
+					Stopping: "pipeline stopping: this instance " + why,
+					Stopped:  "pipeline stopped: this instance " + why}, left)
+				r.remove(m)
+				r.metrics.ForgetPipeline(id)
+			}
+			f.figures.handedOver.Add(1)
+			f.mu.Lock()
+			delete(f.held, id)
+			f.mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// leave gives every lease up once the pipelines stopped (a graceful
+// shutdown): the others take them at once.
+func (f *fleet) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
+	defer cancel()
+	defer f.pool.Close()
+	if err := f.member.Leave(ctx); err != nil {
+		f.log.Warn("could not leave the cluster; this instance's pipelines move once their leases expire", zap.Error(err))
+		return
+	}
+	f.log.Info("left the cluster; the other instances take over its pipelines")
+}
+
+// answerLoop carries out the commands other instances' APIs send here.
+func (f *fleet) answerLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(f.ttl)
+	defer tick.Stop()
+	for {
+		cmds, err := f.member.Pending(ctx)
+		if err != nil && ctx.Err() == nil {
+			f.log.Warn("could not read the commands for this instance", zap.Error(err))
+		}
+		for _, c := range cmds {
+			f.mu.Lock()
+			busy := f.answering[c.ID]
+			f.answering[c.ID] = true
+			f.mu.Unlock()
+			if busy {
+				continue
+			}
+			wg.Go(func() {
+				defer func() {
+					f.mu.Lock()
+					delete(f.answering, c.ID)
+					f.mu.Unlock()
+				}()
+				f.answer(ctx, c)
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.commands:
+		case <-tick.C:
+		}
+	}
+}
+
+// answer carries out one command and records the result.
+func (f *fleet) answer(ctx context.Context, c cluster.Command) {
+	m := f.r.get(c.PipelineID)
+	var err error
+	switch {
+	case m == nil:
+		err = &cluster.RefusedError{Instance: f.member.ID(), Message: fmt.Sprintf("pipeline %s is not run by instance %s any more; try again", c.PipelineID, f.member.ID())}
+	case c.Action == cluster.ActionStart:
+		err = m.Start(ctx)
+	case c.Action == cluster.ActionStop, c.Action == cluster.ActionForceStop:
+		err = m.Stop(ctx, c.Action == cluster.ActionForceStop)
+	default:
+		err = fmt.Errorf("unknown command %q", c.Action)
+	}
+	if errors.Is(err, lifecycle.ErrInvalidTransition) || errors.Is(err, lifecycle.ErrStillStopping) {
+		err = &cluster.RefusedError{Instance: f.member.ID(), Message: err.Error()}
+	}
+	f.log.Info("command of another instance's API carried out", zap.String("pipeline_id", c.PipelineID),
+		zap.String("action", c.Action), zap.Error(err))
+	if aerr := f.member.Answer(context.WithoutCancel(ctx), c.ID, err); aerr != nil {
+		f.log.Warn("could not answer a command", zap.Int64("command", c.ID), zap.Error(aerr))
+	}
+}
+
+// holder is who runs a pipeline as the last round saw it.
+func (f *fleet) holder(id string) cluster.Holder {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if _, ok := f.held[id]; ok {
+		return cluster.Holder{Instance: f.member.ID(), Live: true}
+	}
+	return f.holders[id]
+}
+
+// refreshHolders reads the leases now, for a listing that must not be a
+// round old (a failover just happened).
+func (f *fleet) refreshHolders(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	holders, err := f.member.Holders(ctx)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.holders = holders
+	f.mu.Unlock()
+}
+
+// knownAfter is the pipelines an instance knows once plan is applied to
+// known: in the same order, updated ones in place, deleted ones gone,
+// created ones at the end.
+func knownAfter(known []reconciler.Running, plan reconciler.Plan) []reconciler.Running {
+	changes := make(map[string]reconciler.Change, len(plan.Changes))
+	for _, c := range plan.Changes {
+		changes[c.ID] = c
+	}
+	running := func(c reconciler.Change) reconciler.Running {
+		return reconciler.Running{Pipeline: c.Desired.Pipeline, Origin: c.Desired.Origin, Fingerprint: c.Fingerprint}
+	}
+	out := make([]reconciler.Running, 0, len(known)+len(plan.Changes))
+	seen := map[string]bool{}
+	for _, k := range known {
+		id := k.Pipeline.ID
+		seen[id] = true
+		c, ok := changes[id]
+		switch {
+		case !ok || c.Action == reconciler.Delete:
+			// Not desired any more (a reconciliation plans every id).
+		case c.Action == reconciler.Invalid:
+			if c.Kept {
+				out = append(out, k)
+			}
+		case c.Desired != nil:
+			out = append(out, running(c))
+		default:
+			out = append(out, k)
+		}
+	}
+	for _, c := range plan.Changes {
+		if c.Action == reconciler.Create && !seen[c.ID] {
+			out = append(out, running(c))
+		}
+	}
+	return out
+}
+
+// deleted deletes a pipeline that no instance deletes itself: one this
+// instance does not run (local false) whose lease expired with its
+// instance. The instance that holds a live lease deletes its pipeline
+// itself; one that never ran has nothing to delete.
+func (f *fleet) deleted(ctx context.Context, id string, local bool, actor string) {
+	if local {
+		return
+	}
+	f.mu.RLock()
+	h, leased := f.holders[id]
+	var cfg *reconciler.Running
+	for i := range f.known {
+		if f.known[i].Pipeline.ID == id {
+			cfg = &f.known[i]
+		}
+	}
+	f.mu.RUnlock()
+	if !leased || h.Live || cfg == nil {
+		return
+	}
+	lease, ok, err := f.member.Acquire(ctx, id)
+	if err != nil || !ok {
+		return
+	}
+	f.mu.Lock()
+	f.held[id] = lease
+	f.mu.Unlock()
+	r := f.r
+	if _, err := r.audit.Sync(ctx, id); err != nil {
+		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
+	}
+	f.log.Info("pipeline deleted while no instance ran it: forgetting it", zap.String("pipeline_id", id))
+	r.connectorsDeleted(context.WithoutCancel(ctx), cfg.Pipeline)
+	before := ""
+	if st, ok, err := r.states.Load(ctx, id); err == nil && ok {
+		before = st.Status.String()
+	}
+	r.forget(context.WithoutCancel(ctx), id, before, actor, "pipeline deleted; its state is forgotten, its position kept")
+	if err := r.durable(context.WithoutCancel(ctx)); err != nil {
+		f.log.Warn("could not write the deletion", zap.String("pipeline_id", id), zap.Error(err))
+	}
+	f.dropLease(ctx, id)
+}
+
+// dropLease deletes the lease of a pipeline this instance deleted.
+func (f *fleet) dropLease(ctx context.Context, id string) {
+	f.mu.Lock()
+	l, ok := f.held[id]
+	delete(f.held, id)
+	f.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := f.member.Drop(context.WithoutCancel(ctx), l); err != nil {
+		f.log.Warn("could not delete the lease of a deleted pipeline", zap.String("pipeline_id", id), zap.Error(err))
+	}
+}
+
+// reloadRules reads the managed recovery rules again, after an instance
+// changed them.
+func (f *fleet) reloadRules() {
+	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
+	defer cancel()
+	r := f.r
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	if err := r.loadManagedRules(ctx); err != nil {
+		f.log.Warn("could not read the managed recovery rules another instance changed", zap.Error(err))
+	}
+}
+
+// changed tells every instance that what channel stands for changed
+// here (pipelines through the API, managed rules); nothing when conduit
+// runs alone.
+func (r *Runtime) changed(ctx context.Context, channel string) {
+	if r.fleet == nil {
+		return
+	}
+	if err := cluster.Notify(context.WithoutCancel(ctx), r.fleet.pool, channel); err != nil {
+		r.log.Warn("could not tell the other instances of a change; they see it at their next reload", zap.String("channel", channel), zap.Error(err))
+	}
+}

@@ -1,0 +1,58 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ClusterFigures are what an instance of a cluster reports about its part
+// in it.
+type ClusterFigures struct {
+	// Leases is how many pipelines' leases the instance holds.
+	Leases int
+	// Live is how many instances heartbeat, this one included, as of
+	// the last round.
+	Live int
+	// RenewalFailures counts the rounds whose renewal failed.
+	RenewalFailures uint64
+	// TakenOver and HandedOver count pipelines this instance took up
+	// and gave away (rebalancing, failover, losing contact).
+	TakenOver, HandedOver uint64
+	// Lost counts leases another instance took over while this one
+	// still thought it held them.
+	Lost uint64
+}
+
+// WatchCluster exports the instance's cluster figures, read on each
+// scrape; every series carries the instance id, so that the scrapes of
+// several instances can be told apart and summed.
+func (m *Metrics) WatchCluster(instance string, figures func() ClusterFigures) {
+	labels := prometheus.Labels{"instance_id": instance}
+	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
+	m.registry.MustRegister(&clusterCollector{figures: figures,
+		leases:   desc("conduit_cluster_leases", "Pipelines whose lease this instance holds (the pipelines it runs)."),
+		live:     desc("conduit_cluster_live_instances", "Instances that heartbeat, this one included."),
+		failures: desc("conduit_cluster_lease_renewal_failures_total", "Rounds in which this instance could not renew its leases."),
+		taken:    desc("conduit_cluster_pipelines_taken_over_total", "Pipelines this instance took up (new, rebalanced or failed over)."),
+		handed:   desc("conduit_cluster_pipelines_handed_over_total", "Pipelines this instance gave away (rebalanced, or stopped because it could not renew its leases)."),
+		lost:     desc("conduit_cluster_leases_lost_total", "Leases another instance took over while this one still held them (it was paused or cut off)."),
+	})
+}
+
+type clusterCollector struct {
+	figures                                     func() ClusterFigures
+	leases, live, failures, taken, handed, lost *prometheus.Desc
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.figures()
+	ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(f.Leases))
+	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(f.Live))
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(f.RenewalFailures))
+	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.CounterValue, float64(f.TakenOver))
+	ch <- prometheus.MustNewConstMetric(c.handed, prometheus.CounterValue, float64(f.HandedOver))
+	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(f.Lost))
+}
