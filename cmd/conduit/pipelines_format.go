@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -85,8 +86,18 @@ func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) erro
 		_, err := fmt.Fprintln(w, "no pipelines")
 		return err
 	}
+	// The INSTANCE column is there only in a cluster, so that a
+	// standalone conduit's table stays as it was.
+	cluster := slices.ContainsFunc(pipelines, func(p *conduitv1.Pipeline) bool { return p.GetInstance() != "" })
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tFAILS\tNEXT ATTEMPT\tSOURCE\tLAST ERROR")
+	// row writes cells, with instance after STATUS in a cluster.
+	row := func(instance string, cells ...string) {
+		if cluster {
+			cells = slices.Insert(cells, 2, instance)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	row("INSTANCE", "ID", "STATUS", "FAILS", "NEXT ATTEMPT", "SOURCE", "LAST ERROR")
 	for _, p := range pipelines {
 		next := "-"
 		if p.GetNextAttemptAt() != nil {
@@ -98,8 +109,8 @@ func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) erro
 			ce := p.GetConfigErrors()[0]
 			last = truncate(oneLine(strings.TrimPrefix(ce.GetMessage(), ce.GetConfigFile()+": ")), lastErrorWidth)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(p.GetId()), statusName(p.GetStatus()), p.GetFailCount(),
-			next, oneLine(source(p)), last)
+		row(instanceText(p.GetInstance()),
+			oneLine(p.GetId()), statusName(p.GetStatus()), fmt.Sprint(p.GetFailCount()), next, oneLine(source(p)), last)
 	}
 	return tw.Flush()
 }
@@ -121,6 +132,9 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 	}
 	field(0, "Source", source(p))
 	field(0, "Status", statusName(p.GetStatus()))
+	if p.GetInstance() != "" {
+		field(0, "Instance", p.GetInstance())
+	}
 	if ces := p.GetConfigErrors(); len(ces) > 0 {
 		title := "Configuration errors (a newer version of its file is not applied; this version runs on):"
 		if p.GetStatus() == conduitv1.PipelineStatus_PIPELINE_STATUS_INVALID {
@@ -434,6 +448,15 @@ func source(p *conduitv1.Pipeline) string {
 		return "api"
 	}
 	return p.GetConfigFile()
+}
+
+// instanceText is the instance that runs a pipeline in a cluster table;
+// "-" when none holds it.
+func instanceText(id string) string {
+	if id == "" {
+		return "-"
+	}
+	return oneLine(id)
 }
 
 // statusName is the status as people and the config files say it.

@@ -125,6 +125,54 @@ broken  pipelines/bad.yml:10: pipeline "broken": connectors[gen].settings.rate: 
 	}
 }
 
+// clusterPipelines are testPipelines as a cluster lists them: each with
+// the instance that runs it, but picky, which no instance holds now.
+func clusterPipelines() []*conduitv1.Pipeline {
+	ps := testPipelines()
+	ps[0].Instance, ps[1].Instance, ps[3].Instance = "conduit-a", "conduit-b", "conduit-a"
+	return ps
+}
+
+func TestPipelineTableInAClusterShowsTheInstance(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	if err := testView().writePipelineTable(&b, clusterPipelines(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `ID      STATUS      INSTANCE   FAILS  NEXT ATTEMPT  SOURCE                  LAST ERROR
+seq     running     conduit-a  0      -             api                     -
+orders  recovering  conduit-b  2      in 4s         pipelines/orders.yml:3  503/transient: connection refused again
+picky   degraded    -          0      -             api                     422/fatal: chaos destination "dst": write: column price does not exi...
+idle    stopped     conduit-a  0      -             pipelines/idle.yml:2    -
+broken  invalid     -          0      -             pipelines/bad.yml:10    pipeline "broken": connectors[gen].settings.rate: "fast" ...
+`
+	if got := b.String(); got != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestDescribeTextShowsTheInstanceInACluster(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, instance, want string
+	}{
+		{name: "cluster", instance: "conduit-b", want: "Status:            recovering\nInstance:          conduit-b\n"},
+		{name: "standalone", instance: "", want: "Status:            recovering\nProbation:"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := recoveringPipeline()
+			p.Instance = tt.instance
+			var b bytes.Buffer
+			if err := testView().writeDescription(&b, p, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tt.want) {
+				t.Fatalf("describe lacks %q:\n%s", tt.want, b.String())
+			}
+		})
+	}
+}
+
 func TestDescribeText(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
@@ -331,6 +379,32 @@ func TestYAMLHasTheSameFieldsAsJSON(t *testing.T) {
 	// Key order follows the API, not the alphabet.
 	if strings.Index(y.String(), "  - id: orders") > strings.Index(y.String(), "    name: Orders") {
 		t.Errorf("keys reordered:\n%s", y.String())
+	}
+}
+
+func TestStructuredListCarriesTheInstance(t *testing.T) {
+	t.Parallel()
+	resp := &conduitv1.ListPipelinesResponse{Pipelines: clusterPipelines()}
+	for _, tt := range []struct {
+		format, want string
+	}{
+		{outputJSON, `"instance": "conduit-b"`},
+		{outputYAML, "    instance: conduit-b\n"},
+	} {
+		t.Run(tt.format, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeStructured(&b, tt.format, resp); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tt.want) {
+				t.Errorf("%s lacks %q:\n%s", tt.format, tt.want, b.String())
+			}
+			// seq, orders and idle have one; the empty field of the
+			// others is left out, as the API does.
+			if n := strings.Count(b.String(), "instance"); n != 3 {
+				t.Errorf("%d instances, want 3:\n%s", n, b.String())
+			}
+		})
 	}
 }
 

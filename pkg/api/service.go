@@ -35,6 +35,10 @@ type PipelineInfo struct {
 	Line int
 	// Recovery is its resolved error-recovery policy.
 	Recovery config.ErrorRecovery
+	// Instance is the id of the conduit instance (cluster.instance-id)
+	// that runs the pipeline; empty when conduit runs alone, or when no
+	// instance holds the pipeline right now.
+	Instance string
 }
 
 // Supervised is one pipeline under its supervisor.
@@ -487,6 +491,7 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		Probation:      st.Probation,
 		UpdatedAt:      timeToProto(st.UpdatedAt),
 		Flaps:          int32(st.Flaps),
+		Instance:       info.Instance,
 	}
 	if info.Recovery.Strategy != "" {
 		pb.Policy = policyToProto(info.Recovery, true)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -92,7 +93,7 @@ var testNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
 func testPipelines() fakePipelines {
 	return fakePipelines{
-		{info: PipelineInfo{ID: "orders", Name: "orders", File: "pipelines/orders.yml", Line: 3}, st: lifecycle.State{Status: lifecycle.StatusRunning}},
+		{info: PipelineInfo{ID: "orders", Name: "orders", File: "pipelines/orders.yml", Line: 3, Instance: "conduit-a"}, st: lifecycle.State{Status: lifecycle.StatusRunning}},
 		{info: PipelineInfo{ID: "flaky", Name: "flaky"}, st: lifecycle.State{
 			Status: lifecycle.StatusRecovering, FailCount: 2, NextAttemptAt: testNow.Add(2 * time.Second),
 			LastError: &lifecycle.ErrorInfo{At: testNow, Code: 503, Class: "transient", Source: "typed",
@@ -306,6 +307,49 @@ func TestCurlStyleJSON(t *testing.T) {
 	if code != 400 || out["code"] != "invalid_argument" {
 		t.Fatalf("malformed JSON: %d %v", code, out)
 	}
+}
+
+// Every pipeline comes with the instance that runs it: set in a cluster,
+// empty when none holds it (and for an invalid pipeline, which none runs).
+func TestPipelinesCarryTheInstanceThatRunsThem(t *testing.T) {
+	ts := startServer(t, "")
+	ctx := context.Background()
+	want := map[string]string{"orders": "conduit-a", "flaky": "", "broken": "", "bad": ""}
+	for name, c := range clients(ts.url) {
+		t.Run(name, func(t *testing.T) {
+			list, err := c.ListPipelines(ctx, connect.NewRequest(&conduitv1.ListPipelinesRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, p := range list.Msg.GetPipelines() {
+				got[p.GetId()] = p.GetInstance()
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("instances %v, want %v", got, want)
+			}
+			one, err := c.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: "orders"}))
+			if err != nil || one.Msg.GetPipeline().GetInstance() != "conduit-a" {
+				t.Fatalf("GetPipeline: %v %v", one, err)
+			}
+		})
+	}
+	t.Run("curl", func(t *testing.T) {
+		resp, err := http.Post(ts.url+"/conduit.v1.PipelineService/GetPipeline", "application/json", strings.NewReader(`{"id":"orders"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Pipeline map[string]any `json:"pipeline"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Pipeline["instance"] != "conduit-a" {
+			t.Fatalf("JSON pipeline %v", out.Pipeline)
+		}
+	})
 }
 
 func TestAuth(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -265,12 +266,17 @@ func mix(x uint64) uint64 {
 // never wait behind the pipelines' writes, or a busy instance would lose
 // its leases. One connection listens for notifications, one renews, the
 // rest serve listings and commands.
-func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+//
+// A session left inside a transaction longer than idleInTx (a process
+// paused mid-release) is ended by PostgreSQL, so that the lease rows it
+// locked do not wait for it to wake up.
+func OpenPool(ctx context.Context, url string, idleInTx time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	cfg.MaxConns = 4
 	cfg.MinConns = 2
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTx.Milliseconds(), 10)
 	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -65,6 +65,9 @@ type fleet struct {
 	watched map[string]int
 	// answering are the commands being carried out.
 	answering map[int64]bool
+	// lost are the leases the last renewal found taken over, for the
+	// balance loop to stop their pipelines.
+	lost []cluster.Lease
 
 	figures struct {
 		renewalFailures, takenOver, handedOver, lost atomic.Uint64
@@ -95,11 +98,19 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 	return f
 }
 
+// idleInTransactionTimeout is how long PostgreSQL lets a session of a
+// cluster instance wait inside a transaction: well within the time after
+// which the instance's leases may be taken over, so that a paused process
+// does not keep the lease rows its commit locked.
+func idleInTransactionTimeout(ttl time.Duration) time.Duration {
+	return max(ttl/4, time.Second)
+}
+
 // joinCluster registers this instance; a live instance with the same id
 // refuses it.
 func joinCluster(ctx context.Context, r *Runtime) (*fleet, error) {
 	id := r.cfg.InstanceID()
-	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL)
+	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, idleInTransactionTimeout(r.cfg.Cluster.LeaseTTL))
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
@@ -189,10 +200,11 @@ func (f *fleet) kickRound() {
 	}
 }
 
-// run is the lease loop and the command loop, with the listener, until
-// ctx is done; pipelines are taken up and handed over only until balance
-// is done (the process shuts down). The pipelines it started are the
-// runtime's supervisors'.
+// run is the renewal loop, the balance loop and the command loop, with
+// the listener, until ctx is done; pipelines are taken up and handed over
+// only until balance is done (the process shuts down). The renewals have
+// a loop of their own: taking up a thousand pipelines must not delay
+// them. The pipelines it started are the runtime's supervisors'.
 func (f *fleet) run(ctx, balance context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -202,6 +214,22 @@ func (f *fleet) run(ctx, balance context.Context) {
 			f.log, f.notified)
 	})
 	wg.Go(func() { f.answerLoop(balance) })
+	wg.Go(func() { f.balanceLoop(balance) })
+	every := f.ttl / renewShare
+	for {
+		f.renewRound(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// balanceLoop takes up and hands over pipelines every third of the TTL,
+// and at once when kicked (an instance joined or left, a lease was
+// released, the pipelines changed).
+func (f *fleet) balanceLoop(ctx context.Context) {
 	every := f.ttl / renewShare
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -212,7 +240,7 @@ func (f *fleet) run(ctx, balance context.Context) {
 		case <-timer.C:
 		case <-f.kick:
 		}
-		f.round(ctx, balance)
+		f.balanceRound(ctx)
 		f.readyOnce.Do(func() { close(f.ready) })
 		timer.Reset(every)
 	}
@@ -290,8 +318,9 @@ func (f *fleet) watch(ctx context.Context, pipelineID string) {
 	})
 }
 
-// round heartbeats, renews the leases and balances the pipelines.
-func (f *fleet) round(ctx, balance context.Context) {
+// renewRound heartbeats and renews the leases; when that fails for
+// longer than half a TTL, it stops every pipeline of this instance.
+func (f *fleet) renewRound(ctx context.Context) {
 	sent := time.Since(f.epoch)
 	lost, err := f.renew(ctx)
 	if err != nil {
@@ -316,22 +345,44 @@ func (f *fleet) round(ctx, balance context.Context) {
 		return
 	}
 	f.renewed.Store(int64(sent))
-	if balance.Err() != nil {
-		return
+	if len(lost) > 0 {
+		f.mu.Lock()
+		f.lost = append(f.lost, lost...)
+		f.mu.Unlock()
+		f.kickRound()
 	}
-	ctx = balance
-	for _, id := range lost {
+}
+
+// balanceRound stops the pipelines whose lease was lost, reads who is
+// live and who holds what, and balances.
+func (f *fleet) balanceRound(ctx context.Context) {
+	f.mu.Lock()
+	lost := f.lost
+	f.lost = nil
+	f.mu.Unlock()
+	for _, l := range lost {
+		f.mu.RLock()
+		still := f.held[l.PipelineID] == l
+		f.mu.RUnlock()
+		if !still {
+			continue // given up meanwhile
+		}
 		f.figures.lost.Add(1)
 		f.log.Warn("another instance took over the lease of a pipeline this instance ran (it was paused or cut off): stopping it here",
-			zap.String("pipeline_id", id))
-		f.release(ctx, id, "its lease was taken over by another instance", false)
+			zap.String("pipeline_id", l.PipelineID))
+		f.release(ctx, l.PipelineID, "its lease was taken over by another instance", false)
 	}
-	live, err := f.member.Live(ctx)
+	if !f.renewedRecently() {
+		return // the renewal loop decides what happens to the pipelines
+	}
+	qctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
+	defer cancel()
+	live, err := f.member.Live(qctx)
 	if err != nil {
 		f.log.Warn("could not read the live instances", zap.Error(err))
 		return
 	}
-	holders, err := f.member.Holders(ctx)
+	holders, err := f.member.Holders(qctx)
 	if err != nil {
 		f.log.Warn("could not read the leases", zap.Error(err))
 		return
@@ -342,9 +393,16 @@ func (f *fleet) round(ctx, balance context.Context) {
 	f.balance(ctx, live, holders)
 }
 
+// renewedRecently: the last renewal is less than a third of the TTL old,
+// so that a pipeline taken up now has time to start before this instance
+// might have to give everything up.
+func (f *fleet) renewedRecently() bool {
+	return time.Since(f.epoch)-time.Duration(f.renewed.Load()) < f.ttl/2 && f.renewed.Load() > 0
+}
+
 // renew heartbeats and renews the held leases; lost are those another
 // instance took over.
-func (f *fleet) renew(ctx context.Context) (lost []string, err error) {
+func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
 	if err := f.member.Heartbeat(rctx); err != nil {
@@ -356,7 +414,16 @@ func (f *fleet) renew(ctx context.Context) (lost []string, err error) {
 		leases = append(leases, l)
 	}
 	f.mu.RUnlock()
-	return f.member.Renew(rctx, leases)
+	ids, err := f.member.Renew(rctx, leases)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range leases {
+		if slices.Contains(ids, l.PipelineID) {
+			lost = append(lost, l)
+		}
+	}
+	return lost, nil
 }
 
 func (f *fleet) holdsAny() bool {
@@ -412,7 +479,9 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 // attempt time.
 func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 	id := k.Pipeline.ID
-	lease, ok, err := f.member.Acquire(ctx, id)
+	actx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
+	lease, ok, err := f.member.Acquire(actx, id)
+	cancel()
 	if err != nil {
 		f.log.Warn("could not acquire a pipeline's lease", zap.String("pipeline_id", id), zap.Error(err))
 		return

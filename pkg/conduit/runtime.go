@@ -401,7 +401,7 @@ func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.S
 		return db, nil
 	case config.DBTypePostgres:
 		db, err := store.OpenPostgres(ctx, cfg.DB.Postgres.URL, log,
-			store.PostgresOptions{Exclusive: !cfg.Cluster.Enabled, NotifyEvents: cfg.Cluster.Enabled})
+			clusterStoreOptions(cfg))
 		if err != nil {
 			return nil, err
 		}
@@ -410,6 +410,16 @@ func openStore(ctx context.Context, cfg config.Config, log *zap.Logger) (store.S
 	default:
 		return nil, fmt.Errorf("db.type: unknown type %q", cfg.DB.Type)
 	}
+}
+
+// clusterStoreOptions: a standalone conduit owns its database; the
+// instances of a cluster share it, tell each other of the events they
+// write, and must not keep rows locked while paused.
+func clusterStoreOptions(cfg config.Config) store.PostgresOptions {
+	if !cfg.Cluster.Enabled {
+		return store.PostgresOptions{Exclusive: true}
+	}
+	return store.PostgresOptions{NotifyEvents: true, IdleInTransactionTimeout: idleInTransactionTimeout(cfg.Cluster.LeaseTTL)}
 }
 
 // validate builds everything a run of p needs once (no I/O) and compiles

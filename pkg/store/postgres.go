@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,6 +52,12 @@ type PostgresOptions struct {
 	// that the other processes on the database show those events to their
 	// watchers (pkg/cluster listens).
 	NotifyEvents bool
+	// IdleInTransactionTimeout, when set, makes PostgreSQL end a session
+	// of this store that stays inside a transaction, waiting for the
+	// client, longer than this: a process paused mid-commit (SIGSTOP, a
+	// VM freeze) must not hold the rows it locked - the leases another
+	// instance needs to take its pipelines over - until it wakes up.
+	IdleInTransactionTimeout time.Duration
 }
 
 // EventsChannel is the PostgreSQL notification channel of
@@ -117,6 +125,9 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 		// connection while a commit is under way; a URL that says how
 		// many it may use is followed.
 		cfg.MaxConns = max(cfg.MaxConns, defaultPostgresConns)
+	}
+	if opts.IdleInTransactionTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(opts.IdleInTransactionTimeout.Milliseconds(), 10)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

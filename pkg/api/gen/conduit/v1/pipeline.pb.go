@@ -822,7 +822,10 @@ type Pipeline struct {
 	// Why its configuration is invalid: with status invalid, why it does
 	// not run; otherwise, why a newer version of its file is not applied
 	// (the version that runs stays until the file is fixed).
-	ConfigErrors  []*ConfigError `protobuf:"bytes,16,rep,name=config_errors,json=configErrors,proto3" json:"config_errors,omitempty"`
+	ConfigErrors []*ConfigError `protobuf:"bytes,16,rep,name=config_errors,json=configErrors,proto3" json:"config_errors,omitempty"`
+	// The id of the conduit instance (cluster.instance-id) that runs it;
+	// empty when conduit runs alone, or when no instance holds it right now.
+	Instance      string `protobuf:"bytes,17,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -967,6 +970,13 @@ func (x *Pipeline) GetConfigErrors() []*ConfigError {
 		return x.ConfigErrors
 	}
 	return nil
+}
+
+func (x *Pipeline) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
 }
 
 // PipelineEvent is one entry of a pipeline's audit log.
@@ -2634,7 +2644,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\x9b\x05\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xb7\x05\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2656,7 +2666,8 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x06policy\x18\r \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\x12\x14\n" +
 	"\x05flaps\x18\x0e \x01(\x05R\x05flaps\x12\x16\n" +
 	"\x06origin\x18\x0f \x01(\tR\x06origin\x12<\n" +
-	"\rconfig_errors\x18\x10 \x03(\v2\x17.conduit.v1.ConfigErrorR\fconfigErrors\"\xe2\x04\n" +
+	"\rconfig_errors\x18\x10 \x03(\v2\x17.conduit.v1.ConfigErrorR\fconfigErrors\x12\x1a\n" +
+	"\binstance\x18\x11 \x01(\tR\binstance\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conduitry/conduit/pkg/pgtest"
+)
+
+// clusterPipelineFiles is n generator -> file pipelines, c0 to c<n-1>, each
+// writing out-c<i>.jsonl.
+func clusterPipelineFiles(n, rate int) string {
+	var b strings.Builder
+	b.WriteString("version: \"2.2\"\npipelines:\n")
+	for i := range n {
+		fmt.Fprintf(&b, `  - id: c%d
+    status: running
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings:
+          format.type: structured
+          format.options.id: int
+          rate: %d
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./out-c%d.jsonl
+`, i, rate, i)
+	}
+	return b.String()
+}
+
+// clusterTTL is short, so that failovers happen within the test's patience.
+const clusterTTL = 2 * time.Second
+
+// placement is what `conduit pipelines list -o json` says: pipeline id ->
+// instance ("" for none) and status.
+type placement map[string]struct{ instance, status string }
+
+func (w *workspace) placement(address string) placement {
+	w.t.Helper()
+	res := w.pipelines(address, "list", "-o", "json")
+	if res.code != 0 {
+		return nil
+	}
+	var list struct {
+		Pipelines []struct {
+			ID       string `json:"id"`
+			Instance string `json:"instance"`
+			Status   string `json:"status"`
+		} `json:"pipelines"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &list); err != nil {
+		w.t.Fatalf("pipelines list -o json: %v\n%s", err, res.stdout)
+	}
+	out := placement{}
+	for _, p := range list.Pipelines {
+		out[p.ID] = struct{ instance, status string }{p.Instance, p.Status}
+	}
+	return out
+}
+
+// on returns the pipelines the instance runs, sorted.
+func (p placement) on(instance string) []string {
+	var ids []string
+	for id, at := range p {
+		if at.instance == instance {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// settled: every pipeline runs, on one of the instances given.
+func (p placement) settled(n int, instances ...string) bool {
+	if len(p) != n {
+		return false
+	}
+	for _, at := range p {
+		if !strings.HasSuffix(at.status, "RUNNING") || !slices.Contains(instances, at.instance) {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *workspace) waitPlacement(address, why string, ok func(placement) bool) placement {
+	w.t.Helper()
+	var last placement
+	eventually(w.t, 100*time.Millisecond, func() bool {
+		last = w.placement(address)
+		return last != nil && ok(last)
+	}, func() string { return fmt.Sprintf("%s: the pipelines are placed %v", why, last) })
+	return last
+}
+
+// Three conduits on one PostgreSQL database share twelve pipelines: each
+// runs some; a SIGKILLed one's pipelines move to the others; one paused
+// beyond its lease (SIGSTOP) and continued writes nothing its successor
+// wrote; one that joins again gets its share back; a second process with
+// a live instance's id is refused. The output files show every record
+// once, from 1, without a gap: the file destination tells the dedup store
+// what it holds, so a move duplicates nothing, and two writers would show
+// as duplicates or torn lines.
+func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	dbURL := pgtest.Database(t)
+	w := newWorkspace(t, clusterPipelineFiles(n, 200))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
+		"cluster:\n  enabled: true\n  lease-ttl: %s\npipelines:\n  graceful-stop-timeout: 10s\n", dbURL, clusterTTL))
+	instances := map[string]*process{}
+	addresses := map[string]string{}
+	start := func(id string) {
+		p := w.start("run", "--cluster.instance-id", id)
+		instances[id], addresses[id] = p, apiAddress(t, p)
+	}
+	for _, id := range []string{"i1", "i2", "i3"} {
+		start(id)
+	}
+
+	// Spread: every instance runs some of them.
+	spread := w.waitPlacement(addresses["i1"], "three instances", func(p placement) bool {
+		return p.settled(n, "i1", "i2", "i3") && len(p.on("i1")) > 0 && len(p.on("i2")) > 0 && len(p.on("i3")) > 0
+	})
+	for i := range n {
+		waitForRecords(t, instances["i1"], filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i)), 50)
+	}
+	// The same id as a live instance is refused, and changes nothing.
+	dup := w.start("run", "--cluster.instance-id", "i2")
+	if code := dup.wait(t); code == 0 || !strings.Contains(dup.stderr.String(), "another live conduit instance has this id") {
+		t.Fatalf("a second i2: exit %d\n%s", code, dup.stderr.String())
+	}
+
+	// SIGKILL i3: its pipelines run on i1 and i2 again, from where they
+	// were.
+	moved := spread.on("i3")
+	if err := instances["i3"].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	instances["i3"].wait(t)
+	w.waitPlacement(addresses["i2"], "after i3 was killed", func(p placement) bool { return p.settled(n, "i1", "i2") })
+	for _, id := range moved {
+		out := filepath.Join(w.dir, "out-"+id+".jsonl")
+		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
+	}
+
+	// SIGSTOP i2 past its lease: i1 takes its pipelines over; continued,
+	// i2 finds its leases gone and writes nothing more of them.
+	i2 := instances["i2"]
+	if err := i2.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	w.waitPlacement(addresses["i1"], "while i2 is paused", func(p placement) bool { return p.settled(n, "i1") })
+	paused := w.placement(addresses["i1"])
+	for i := range n {
+		out := filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
+		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
+	}
+	if err := i2.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// i3 joins again (a new process with its id): the three share them
+	// again.
+	start("i3")
+	w.waitPlacement(addresses["i3"], "after i2 continued and i3 joined again", func(p placement) bool {
+		return p.settled(n, "i1", "i2", "i3") && len(p.on("i2")) > 0 && len(p.on("i3")) > 0
+	})
+	if len(paused.on("i1")) != n {
+		t.Fatalf("while i2 was paused: %v", paused)
+	}
+	if !strings.Contains(i2.stderr.String(), "another instance took over the lease") {
+		t.Errorf("i2 does not say it lost its leases:\n%s", i2.stderr.String())
+	}
+	for i := range n {
+		out := filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
+		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
+	}
+	for _, id := range []string{"i1", "i2", "i3"} {
+		stopProcess(t, instances[id])
+	}
+	for i := range n {
+		checkSequence(t, ids(t, filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))), 0)
+	}
+}
