@@ -193,3 +193,62 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 		checkSequence(t, ids(t, filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))), 0)
 	}
 }
+
+// Two instances on a private PostgreSQL: a restart of the server costs
+// them nothing (their pipelines keep or regain their leases), and an
+// outage longer than a lease makes both stop their pipelines - before
+// the leases could be taken over - and run them again once the server is
+// back, every record written once.
+func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	pg := pgtest.Start(t)
+	pg.Exec("CREATE DATABASE conduit")
+	w := newWorkspace(t, clusterPipelineFiles(n, 200))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
+		"cluster:\n  enabled: true\n  lease-ttl: %s\npipelines:\n  graceful-stop-timeout: 10s\n", pg.URL("conduit"), clusterTTL))
+	i1 := w.start("run", "--cluster.instance-id", "i1")
+	i2 := w.start("run", "--cluster.instance-id", "i2")
+	address := apiAddress(t, i1)
+	w.waitPlacement(address, "two instances", func(p placement) bool { return p.settled(n, "i1", "i2") })
+	outs := make([]string, n)
+	grown := func() {
+		t.Helper()
+		for i := range outs {
+			outs[i] = filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
+			waitForRecords(t, i1, outs[i], len(ids(t, outs[i]))+100)
+		}
+	}
+	grown()
+
+	pg.Stop()
+	pg.Start()
+	grown()
+	w.waitPlacement(address, "after the restart", func(p placement) bool { return p.settled(n, "i1", "i2") })
+
+	pg.Stop()
+	for _, p := range []*process{i1, i2} {
+		eventually(t, pollInterval, func() bool {
+			return strings.Contains(p.stderr.String(), "stopping every pipeline of this instance")
+		}, func() string { return "an instance does not stop its pipelines while PostgreSQL is away:\n" + p.stderr.String() })
+	}
+	// Away longer than a lease: nothing is written meanwhile.
+	counts := make([]int, n)
+	for i := range outs {
+		counts[i] = len(ids(t, outs[i]))
+	}
+	time.Sleep(clusterTTL)
+	for i := range outs {
+		if got := len(ids(t, outs[i])); got != counts[i] {
+			t.Errorf("%s grew from %d to %d records while PostgreSQL was away", outs[i], counts[i], got)
+		}
+	}
+	pg.Start()
+	w.waitPlacement(address, "after the outage", func(p placement) bool { return p.settled(n, "i1", "i2") })
+	grown()
+	stopProcess(t, i1)
+	stopProcess(t, i2)
+	for i := range outs {
+		checkSequence(t, ids(t, outs[i]), 0)
+	}
+}

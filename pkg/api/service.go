@@ -340,8 +340,15 @@ func (s *PipelineService) describe(ctx context.Context, p Supervised, invalid []
 }
 
 // transitionError maps the supervisor's refusals to Connect codes.
+// ErrPipelineMoving refuses a start or stop of a pipeline that no instance
+// of a cluster runs at this moment (it is moving to another one); the
+// caller tries again.
+var ErrPipelineMoving = errors.New("no instance runs the pipeline right now (it is moving to another instance); try again in a moment")
+
 func transitionError(err error) error {
 	switch {
+	case errors.Is(err, ErrPipelineMoving):
+		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, lifecycle.ErrInvalidTransition), errors.Is(err, lifecycle.ErrStillStopping):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -21,7 +21,7 @@ import (
 )
 
 // ErrDuplicateInstance refuses an instance whose id a live instance has.
-var ErrDuplicateInstance = errors.New("another live conduit instance has this id (cluster.instance-id)")
+var ErrDuplicateInstance = errors.New("another live conduit instance has this id")
 
 // ErrLeaseLost is returned for an operation on a lease another instance
 // holds now, or that expired.

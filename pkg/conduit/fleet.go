@@ -157,7 +157,7 @@ func (f *fleet) mayWrite(pipelineID string) error {
 	f.mu.RLock()
 	_, held := f.held[pipelineID]
 	f.mu.RUnlock()
-	if !held || time.Since(f.epoch) > f.deadline(writePercent) {
+	if !held || f.renewed.Load() == 0 || time.Since(f.epoch) > f.deadline(writePercent) {
 		return errLeaseExpired
 	}
 	return nil

@@ -81,15 +81,11 @@ func (p remotePipeline) Stop(ctx context.Context, force bool) error {
 	return p.send(ctx, cluster.ActionStop)
 }
 
-// errNoInstance answers a start or stop of a pipeline no instance holds
-// right now.
-var errNoInstance = errors.New("no instance runs the pipeline right now (it is moving to another instance); try again in a moment")
-
 // send asks the pipeline's instance to act and waits for its answer: a
 // graceful stop waits for the drain, as it does on the instance itself.
 func (p remotePipeline) send(ctx context.Context, action string) error {
 	if !p.holder.Live {
-		return fmt.Errorf("pipeline %s: %w", p.k.Pipeline.ID, errNoInstance)
+		return fmt.Errorf("pipeline %s: %w", p.k.Pipeline.ID, api.ErrPipelineMoving)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.r.cfg.Pipelines.GracefulStopTimeout+p.f.ttl)
 	defer cancel()

@@ -1,0 +1,95 @@
+package conduit
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/cluster"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/reconciler"
+	"github.com/conduitry/conduit/pkg/store"
+)
+
+func knownIDs(known []reconciler.Running) []string {
+	ids := make([]string, len(known))
+	for i, k := range known {
+		ids[i] = k.Pipeline.ID + "@" + k.Fingerprint
+	}
+	return ids
+}
+
+// An instance's known pipelines follow each plan: in file order, updated
+// in place, deleted ones gone, created ones last, an invalid version
+// keeps the known one only when the plan keeps it.
+func TestKnownAfterAPlan(t *testing.T) {
+	running := func(id, fp string) reconciler.Running {
+		return reconciler.Running{Pipeline: config.Pipeline{ID: id}, Fingerprint: fp}
+	}
+	desired := func(id string) *reconciler.Desired { return &reconciler.Desired{Pipeline: config.Pipeline{ID: id}} }
+	known := []reconciler.Running{running("a", "1"), running("b", "1"), running("c", "1"), running("d", "1"), running("e", "1")}
+	plan := reconciler.Plan{Changes: []reconciler.Change{
+		{Action: reconciler.Delete, ID: "b"},
+		{Action: reconciler.Update, ID: "c", Desired: desired("c"), Fingerprint: "2"},
+		{Action: reconciler.Create, ID: "f", Desired: desired("f"), Fingerprint: "1"},
+		{Action: reconciler.Invalid, ID: "d", Kept: true},
+		{Action: reconciler.Invalid, ID: "e"},
+		{Action: reconciler.Unchanged, ID: "a", Desired: desired("a"), Fingerprint: "1"},
+	}}
+	got := knownIDs(knownAfter(known, plan))
+	if want := []string{"a@1", "c@2", "d@1", "f@1"}; !slices.Equal(got, want) {
+		t.Fatalf("known after the plan: %v, want %v", got, want)
+	}
+	// A pipeline the plan does not name is no longer desired.
+	if got := knownAfter(known, reconciler.Plan{}); len(got) != 0 {
+		t.Fatalf("known after an empty plan: %v", knownIDs(got))
+	}
+}
+
+// Writes of a pipeline carry the token of the lease this instance holds,
+// and token 0 (never current) when it holds none; keys of no pipeline
+// are not fenced. Destination writes stop once the lease may have
+// expired by this instance's clock.
+func TestFenceAndWriteGuard(t *testing.T) {
+	f := newFleet(&Runtime{log: zap.NewNop()}, &cluster.Membership{}, nil)
+	f.ttl = time.Minute
+	f.held["mine"] = cluster.Lease{PipelineID: "mine", Token: 7}
+	key := func(prefix, id string) []byte { return []byte(prefix + store.KeyPart(id) + "/x") }
+	cases := []struct {
+		key  []byte
+		want *store.Fence
+	}{
+		{key(store.PrefixPosition, "mine"), &store.Fence{Pipeline: "mine", Token: 7}},
+		{[]byte(store.PrefixPipelineState + "mine"), &store.Fence{Pipeline: "mine", Token: 7}},
+		{key(store.PrefixAuditLog, "theirs"), &store.Fence{Pipeline: "theirs", Token: 0}},
+		{[]byte(store.PrefixManagedRule + "r"), nil},
+	}
+	for _, tc := range cases {
+		got := f.fenceOf(tc.key)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("fence of %s: %v, want %v", tc.key, got, tc.want)
+		}
+	}
+
+	// Never renewed: nothing may be written.
+	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
+		t.Fatalf("before any renewal: %v", err)
+	}
+	f.renewed.Store(int64(time.Since(f.epoch)))
+	if err := f.mayWrite("mine"); err != nil {
+		t.Fatalf("just renewed: %v", err)
+	}
+	if err := f.mayWrite("theirs"); !errors.Is(err, errLeaseExpired) {
+		t.Fatalf("a pipeline this instance does not hold: %v", err)
+	}
+	// Renewed longer ago than three quarters of the TTL: the lease may be
+	// gone by the database's clock.
+	f.renewed.Store(int64(time.Since(f.epoch) - f.ttl*writePercent/100 - time.Millisecond))
+	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
+		t.Fatalf("renewed %s ago: %v", f.ttl*writePercent/100, err)
+	}
+}
