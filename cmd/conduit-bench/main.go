@@ -80,6 +80,9 @@ func main() {
 	depStormDeps := flag.Int("dep-storm-deps", 10, "dependencies the dependency storm's pipelines share")
 	depStormOutage := flag.Duration("dep-storm-outage", 30*time.Second, "how long the dependencies are down in the dependency storm")
 	depStormBreakers := flag.Bool("dep-storm-breakers", true, "with -child -dep-storm: breakers on (internal)")
+	clusterPipelines := flag.Int("cluster", 1000, "pipelines in the cluster benchmark: three conduit processes on one PostgreSQL database (-postgres-url); 0 skips it")
+	clusterTTL := flag.Duration("cluster-ttl", 5*time.Second, "cluster.lease-ttl of the cluster benchmark")
+	clusterKills := flag.Int("cluster-kills", 5, "instances SIGKILLed (and started again), one after the other, in the cluster benchmark")
 	only := flag.String("scenarios", "", "comma-separated throughput scenarios to run (default: all; builtin always runs, ratios need it)")
 	flag.Parse()
 
@@ -156,6 +159,12 @@ func main() {
 	}
 	if *depStorm > 0 {
 		if err := depStormParent(*depStorm, *depStormDeps, *depStormOutage); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *clusterPipelines > 0 {
+		if err := clusterParent(*clusterPipelines, *clusterTTL, *clusterKills, *postgresURL); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
@@ -376,7 +385,6 @@ func parent(runs int, records int64, selected []scenario, postgresURL string) er
 	return nil
 }
 
-// perRecordMicros is the median CPU per record, in microseconds.
 // createBenchDatabase creates a database for one run on the server at
 // admin and returns its URL and a function that drops it.
 func createBenchDatabase(ctx context.Context, admin string) (string, func(), error) {
@@ -403,6 +411,7 @@ func createBenchDatabase(ctx context.Context, admin string) (string, func(), err
 	return u.String(), drop, nil
 }
 
+// perRecordMicros is the median CPU per record, in microseconds.
 func perRecordMicros(cpu []float64, records int64) float64 {
 	return median(cpu) / float64(max(records, 1)) * 1e6
 }

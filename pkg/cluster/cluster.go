@@ -41,12 +41,30 @@ type Membership struct {
 	joined time.Time
 }
 
+// New is an instance's membership before it joins: it holds nothing and
+// is not seen by the others.
+func New(pool *pgxpool.Pool, id string, ttl time.Duration) *Membership {
+	return &Membership{pool: pool, id: id, ttl: ttl}
+}
+
 // Join registers the instance id; an id that a live instance (one that
 // heartbeat within ttl) has is refused with ErrDuplicateInstance. A dead
 // instance's row is taken over.
 func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration) (*Membership, error) {
+	m := New(pool, id, ttl)
+	if err := m.Join(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Join registers the instance, as the function Join does. The others
+// start handing over its share at once: an instance joins once it is
+// ready to run pipelines.
+func (m *Membership) Join(ctx context.Context) error {
+	id, pool, ttl := m.id, m.pool, m.ttl
 	if id == "" {
-		return nil, errors.New("cluster.instance-id: empty")
+		return errors.New("cluster.instance-id: empty")
 	}
 	var joined time.Time
 	err := pool.QueryRow(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ($1, now(), clock_timestamp())
@@ -54,21 +72,35 @@ func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration)
 		WHERE conduit_instances.heartbeat_at < now() - $2::interval
 		RETURNING started_at`, id, ttl).Scan(&joined)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %q heartbeat less than %s ago", ErrDuplicateInstance, id, ttl)
+		return fmt.Errorf("%w: %q heartbeat less than %s ago", ErrDuplicateInstance, id, ttl)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
+		return fmt.Errorf("joining the cluster as %q: %w", id, err)
 	}
+	m.joined = joined
 	// Instances that are gone for a day are forgotten (an id with the
 	// process id in it is never seen again); a new one is announced, so
 	// that the others hand over its share at once.
 	if _, err := pool.Exec(ctx, `DELETE FROM conduit_instances WHERE heartbeat_at < now() - interval '1 day'`); err != nil {
-		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
+		return fmt.Errorf("joining the cluster as %q: %w", id, err)
 	}
 	if _, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, LeasesChannel, id); err != nil {
-		return nil, fmt.Errorf("joining the cluster as %q: %w", id, err)
+		return fmt.Errorf("joining the cluster as %q: %w", id, err)
 	}
-	return &Membership{pool: pool, id: id, ttl: ttl, joined: joined}, nil
+	return nil
+}
+
+// Joined reports whether Join succeeded.
+func (m *Membership) Joined() bool { return !m.joined.IsZero() }
+
+// Alive reports whether another process has the id and heartbeat
+// within the TTL: Join would refuse it. It lets an instance refuse to
+// start before it loads its pipelines.
+func Alive(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration) (bool, error) {
+	var alive bool
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_instances WHERE id = $1 AND heartbeat_at >= now() - $2::interval)`,
+		id, ttl).Scan(&alive)
+	return alive, err
 }
 
 // Heartbeat says the instance is alive. It fails when another instance
@@ -102,11 +134,33 @@ func (m *Membership) Leave(ctx context.Context) error {
 // Live returns the ids of the instances that heartbeat within the TTL,
 // sorted.
 func (m *Membership) Live(ctx context.Context) ([]string, error) {
-	rows, err := m.pool.Query(ctx, `SELECT id FROM conduit_instances WHERE heartbeat_at >= now() - $1::interval ORDER BY id`, m.ttl)
+	live, _, err := m.LiveFor(ctx)
+	return live, err
+}
+
+// LiveFor is Live, and the shortest time one of those instances stays
+// live without another heartbeat: when the live instances may change
+// next.
+func (m *Membership) LiveFor(ctx context.Context) (live []string, soonest time.Duration, err error) {
+	rows, err := m.pool.Query(ctx, `SELECT id, heartbeat_at + $1::interval - now() FROM conduit_instances
+		WHERE heartbeat_at >= now() - $1::interval ORDER BY id`, m.ttl)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	defer rows.Close()
+	soonest = m.ttl
+	for rows.Next() {
+		var id string
+		var left time.Duration
+		if err := rows.Scan(&id, &left); err != nil {
+			return nil, 0, err
+		}
+		live = append(live, id)
+		if id != m.id {
+			soonest = min(soonest, left)
+		}
+	}
+	return live, soonest, rows.Err()
 }
 
 // Lease is a pipeline's lease as this instance holds it.
@@ -201,11 +255,14 @@ type Holder struct {
 	Instance string
 	// Live: the lease has not expired.
 	Live bool
+	// ExpiresIn is how long the lease lasts unless it is renewed
+	// (negative once it expired), by the database's clock.
+	ExpiresIn time.Duration
 }
 
 // Holders returns the holder of every lease, by pipeline id.
 func (m *Membership) Holders(ctx context.Context) (map[string]Holder, error) {
-	rows, err := m.pool.Query(ctx, `SELECT pipeline_id, owner, expires_at >= now() FROM conduit_leases`)
+	rows, err := m.pool.Query(ctx, `SELECT pipeline_id, owner, expires_at >= now(), expires_at - now() FROM conduit_leases`)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +271,7 @@ func (m *Membership) Holders(ctx context.Context) (map[string]Holder, error) {
 	for rows.Next() {
 		var id string
 		var h Holder
-		if err := rows.Scan(&id, &h.Instance, &h.Live); err != nil {
+		if err := rows.Scan(&id, &h.Instance, &h.Live, &h.ExpiresIn); err != nil {
 			return nil, err
 		}
 		out[id] = h

@@ -106,23 +106,35 @@ func idleInTransactionTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/4, time.Second)
 }
 
-// joinCluster registers this instance; a live instance with the same id
-// refuses it.
-func joinCluster(ctx context.Context, r *Runtime) (*fleet, error) {
+// openFleet prepares this instance's part in the cluster; join makes it
+// a member once its pipelines are loaded. An id a live instance has is
+// refused at once, before anything is loaded.
+func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 	id := r.cfg.InstanceID()
 	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, idleInTransactionTimeout(r.cfg.Cluster.LeaseTTL))
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	member, err := cluster.Join(ctx, pool, id, r.cfg.Cluster.LeaseTTL)
+	alive, err := cluster.Alive(ctx, pool, id, r.cfg.Cluster.LeaseTTL)
+	if err == nil && alive {
+		err = fmt.Errorf("%w: %q", cluster.ErrDuplicateInstance, id)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
 	}
-	f := newFleet(r, member, pool)
-	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl))
-	r.metrics.WatchCluster(id, f.clusterFigures)
-	return f, nil
+	return newFleet(r, cluster.New(pool, id, r.cfg.Cluster.LeaseTTL), pool), nil
+}
+
+// join makes this instance a member: the others hand it its share of the
+// pipelines from now on.
+func (f *fleet) join(ctx context.Context) error {
+	if err := f.member.Join(ctx); err != nil {
+		return fmt.Errorf("cluster.instance-id %s: %w", f.member.ID(), err)
+	}
+	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl), zap.Int("pipelines", len(f.knownPipelines())))
+	f.r.metrics.WatchCluster(f.member.ID(), f.clusterFigures)
+	return nil
 }
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
@@ -214,15 +226,18 @@ func (f *fleet) run(ctx, balance context.Context) {
 			f.log, f.notified)
 	})
 	wg.Go(func() { f.answerLoop(balance) })
+	// The first renewal before the first balance: taking pipelines up
+	// waits for one.
+	f.renewRound(ctx)
 	wg.Go(func() { f.balanceLoop(balance) })
 	every := f.ttl / renewShare
 	for {
-		f.renewRound(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(every):
 		}
+		f.renewRound(ctx)
 	}
 }
 
@@ -230,7 +245,6 @@ func (f *fleet) run(ctx, balance context.Context) {
 // and at once when kicked (an instance joined or left, a lease was
 // released, the pipelines changed).
 func (f *fleet) balanceLoop(ctx context.Context) {
-	every := f.ttl / renewShare
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -240,9 +254,9 @@ func (f *fleet) balanceLoop(ctx context.Context) {
 		case <-timer.C:
 		case <-f.kick:
 		}
-		f.balanceRound(ctx)
+		next := f.balanceRound(ctx)
 		f.readyOnce.Do(func() { close(f.ready) })
-		timer.Reset(every)
+		timer.Reset(next)
 	}
 }
 
@@ -354,8 +368,12 @@ func (f *fleet) renewRound(ctx context.Context) {
 }
 
 // balanceRound stops the pipelines whose lease was lost, reads who is
-// live and who holds what, and balances.
-func (f *fleet) balanceRound(ctx context.Context) {
+// live and who holds what, and balances. It returns when the next round
+// is due: a third of the TTL from now, or sooner when an instance may
+// die or a lease this instance waits for may expire before then - so
+// that a dead instance's pipelines move as soon as they may.
+func (f *fleet) balanceRound(ctx context.Context) time.Duration {
+	every := f.ttl / renewShare
 	f.mu.Lock()
 	lost := f.lost
 	f.lost = nil
@@ -373,25 +391,33 @@ func (f *fleet) balanceRound(ctx context.Context) {
 		f.release(ctx, l.PipelineID, "its lease was taken over by another instance", false)
 	}
 	if !f.renewedRecently() {
-		return // the renewal loop decides what happens to the pipelines
+		return every // the renewal loop decides what happens to the pipelines
 	}
-	qctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
+	qctx, cancel := context.WithTimeout(ctx, every)
 	defer cancel()
-	live, err := f.member.Live(qctx)
+	live, next, err := f.member.LiveFor(qctx)
 	if err != nil {
 		f.log.Warn("could not read the live instances", zap.Error(err))
-		return
+		return every
 	}
 	holders, err := f.member.Holders(qctx)
 	if err != nil {
 		f.log.Warn("could not read the leases", zap.Error(err))
-		return
+		return every
 	}
 	f.mu.Lock()
 	f.live, f.holders = live, holders
 	f.mu.Unlock()
-	f.balance(ctx, live, holders)
+	if waiting := f.balance(ctx, live, holders); waiting > 0 {
+		next = min(next, waiting)
+	}
+	// A moment after the expiry, so that the database sees it too.
+	return min(max(next+expiryMargin, expiryMargin), every)
 }
+
+// expiryMargin is how long after a lease's or a heartbeat's expiry the
+// balance loop looks again.
+const expiryMargin = 50 * time.Millisecond
 
 // renewedRecently: the last renewal is less than a third of the TTL old,
 // so that a pipeline taken up now has time to start before this instance
@@ -434,36 +460,64 @@ func (f *fleet) holdsAny() bool {
 
 // handoverParallelism bounds the pipelines drained at once when handing
 // over: each drains for up to pipelines.graceful-stop-timeout.
-const handoverParallelism = 64
+// takeUpParallelism bounds the pipelines started at once: each reads its
+// state and opens its connectors.
+const (
+	handoverParallelism = 512
+	takeUpParallelism   = 16
+)
 
 // balance takes up the pipelines rendezvous hashing gives this instance
-// and whose lease is free, and hands over those it gives to another.
-func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder) {
+// and whose lease is free, and hands over those it gives to another. It
+// returns how long until the first lease it waits for expires (0: none).
+// It holds the reconciler's lock: a pipeline is not updated or deleted
+// while it changes hands.
+func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder) (waiting time.Duration) {
 	self := f.member.ID()
 	var give []string
+	var take []reconciler.Running
 	for _, k := range f.knownPipelines() {
-		if ctx.Err() != nil {
-			return
-		}
 		id := k.Pipeline.ID
 		want := cluster.Owner(id, live) == self
 		have := f.holds(id)
 		switch {
 		case want && !have:
 			if h, ok := holders[id]; ok && h.Live && h.Instance != self {
-				continue // its holder hands it over
+				// Its holder hands it over, or dies and its lease expires.
+				if waiting == 0 || h.ExpiresIn < waiting {
+					waiting = max(h.ExpiresIn, time.Millisecond)
+				}
+				continue
 			}
-			f.takeUp(ctx, k)
+			take = append(take, k)
 		case !want && have:
 			give = append(give, id)
 		}
 	}
+	if len(take) == 0 && len(give) == 0 {
+		return waiting
+	}
+	r := f.r
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, takeUpParallelism)
+	for _, k := range take {
+		if ctx.Err() != nil || !f.renewedRecently() {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f.takeUp(ctx, k)
+		})
+	}
+	wg.Wait()
 	if len(give) == 0 {
-		return
+		return waiting
 	}
 	f.log.Info("handing pipelines over to the instances they belong to now", zap.Int("pipelines", len(give)), zap.Strings("live", live))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, handoverParallelism)
+	sem = make(chan struct{}, handoverParallelism)
 	for _, id := range give {
 		sem <- struct{}{}
 		wg.Go(func() {
@@ -472,6 +526,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 		})
 	}
 	wg.Wait()
+	return waiting
 }
 
 // takeUp acquires a pipeline's lease and starts it here from the state
@@ -588,6 +643,9 @@ func (f *fleet) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
 	defer f.pool.Close()
+	if !f.member.Joined() {
+		return
+	}
 	if err := f.member.Leave(ctx); err != nil {
 		f.log.Warn("could not leave the cluster; this instance's pipelines move once their leases expire", zap.Error(err))
 		return

@@ -182,6 +182,11 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err := r.provisionAll(ctx); err != nil {
 		return nil, err
 	}
+	if r.fleet != nil {
+		if err := r.fleet.join(ctx); err != nil {
+			return nil, err
+		}
+	}
 	r.serveAPI()
 	r.warnLowFileLimit()
 	return r, nil
@@ -241,7 +246,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 	}
 	var ownsEvents func(string) bool
 	if r.cfg.Cluster.Enabled {
-		r.fleet, err = joinCluster(ctx, r)
+		r.fleet, err = openFleet(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -312,8 +317,12 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 	if err := r.audit.Flush(ctx); err != nil {
 		return err
 	}
+	valid := len(r.pipelines)
+	if r.fleet != nil {
+		valid = len(r.fleet.knownPipelines())
+	}
 	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
-		zap.Int("valid", len(r.pipelines)), zap.Int("invalid", len(r.invalid)))
+		zap.Int("valid", valid), zap.Int("invalid", len(r.invalid)))
 	if r.fleet != nil {
 		// A pipeline missing from this instance's files may run on
 		// another: deletions are seen while the instances run.

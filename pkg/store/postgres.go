@@ -289,30 +289,32 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	}
 	defer s.inflight.Done()
 	var stale map[Fence]bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if stale, err = staleFences(ctx, tx, ops); err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		for _, op := range ops {
-			if op.Fence != nil && stale[*op.Fence] {
-				continue
+	err := s.retryConflicts(ctx, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			if stale, err = staleFences(ctx, tx, ops); err != nil {
+				return err
 			}
-			if op.Delete {
-				b.Queue(pgDelete, op.Key)
-				continue
+			b := &pgx.Batch{}
+			for _, op := range ops {
+				if op.Fence != nil && stale[*op.Fence] {
+					continue
+				}
+				if op.Delete {
+					b.Queue(pgDelete, op.Key)
+					continue
+				}
+				v := op.Value
+				if v == nil {
+					v = []byte{}
+				}
+				b.Queue(pgUpsert, op.Key, v)
 			}
-			v := op.Value
-			if v == nil {
-				v = []byte{}
+			if s.notifyEvents {
+				queueEventNotifications(b, ops, stale)
 			}
-			b.Queue(pgUpsert, op.Key, v)
-		}
-		if s.notifyEvents {
-			queueEventNotifications(b, ops, stale)
-		}
-		return tx.SendBatch(ctx, b).Close()
+			return tx.SendBatch(ctx, b).Close()
+		})
 	})
 	if err == nil && len(stale) > 0 {
 		fe := &FencedError{}
@@ -347,23 +349,49 @@ func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
 // staleFences returns the fences among ops whose token is not their
 // lease's current one (or whose lease expired). The lease rows are locked
 // until the transaction ends, so that a takeover waits for this commit
-// instead of overtaking it.
+// instead of overtaking it; one statement locks them all in pipeline
+// order, so that commits of several instances and takeovers never wait
+// for each other in a circle.
 func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, error) {
-	var stale map[Fence]bool
-	checked := map[Fence]bool{}
+	var fences []Fence
 	for _, op := range ops {
-		if op.Fence == nil || checked[*op.Fence] {
-			continue
+		if op.Fence != nil && !slices.Contains(fences, *op.Fence) {
+			fences = append(fences, *op.Fence)
 		}
-		f := *op.Fence
-		checked[f] = true
-		var current bool
-		err := tx.QueryRow(ctx, `SELECT token = $2 AND expires_at >= now() FROM conduit_leases WHERE pipeline_id = $1 FOR SHARE`,
-			f.Pipeline, f.Token).Scan(&current)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	}
+	if len(fences) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(fences))
+	for _, f := range fences {
+		if !slices.Contains(ids, f.Pipeline) {
+			ids = append(ids, f.Pipeline)
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT pipeline_id, token, expires_at >= now() FROM conduit_leases
+		WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR SHARE`, ids)
+	if err != nil {
+		return nil, err
+	}
+	current := map[Fence]bool{}
+	for rows.Next() {
+		var f Fence
+		var live bool
+		if err := rows.Scan(&f.Pipeline, &f.Token, &live); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		if !current {
+		if live {
+			current[f] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var stale map[Fence]bool
+	for _, f := range fences {
+		if !current[f] {
 			if stale == nil {
 				stale = map[Fence]bool{}
 			}
@@ -372,6 +400,24 @@ func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, erro
 	}
 	return stale, nil
 }
+
+// retryConflicts runs fn, a whole transaction, again when PostgreSQL
+// aborted it for a deadlock or a serialization failure: the ops of a
+// commit are upserts and deletes, which may be applied again.
+func (s *Postgres) retryConflicts(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		var pe *pgconn.PgError
+		if attempt < maxConflictRetries && errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && ctx.Err() == nil {
+			continue
+		}
+		return err
+	}
+}
+
+// maxConflictRetries bounds how often a commit is tried when PostgreSQL
+// keeps aborting it for conflicts.
+const maxConflictRetries = 5
 
 // pgTxn is Txn inside a PostgreSQL transaction.
 type pgTxn struct {
