@@ -230,7 +230,9 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 	for _, p := range []*process{i1, i2} {
 		eventually(t, pollInterval, func() bool {
 			return strings.Contains(p.stderr.String(), "stopping every pipeline of this instance")
-		}, func() string { return "an instance does not stop its pipelines while PostgreSQL is away:\n" + p.stderr.String() })
+		}, func() string {
+			return "an instance does not stop its pipelines while PostgreSQL is away:\n" + p.stderr.String()
+		})
 	}
 	// Away longer than a lease: nothing is written meanwhile.
 	counts := make([]int, n)
