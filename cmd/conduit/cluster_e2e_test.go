@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -253,4 +255,78 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 	for i := range outs {
 		checkSequence(t, ids(t, outs[i]), 0)
 	}
+}
+
+// Any instance shows every pipeline and acts on it: a stop and a start
+// sent to the instance that does not run a pipeline reach the one that
+// does; a refusal comes back as it would from the owner; a follower on
+// one instance sees the events the other writes; a pipeline applied
+// through one instance runs on whichever it belongs to, and is listed by
+// both.
+func TestClusterOneView(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	w := newWorkspace(t, clusterPipelineFiles(n, 100))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", pgtest.Database(t), clusterTTL))
+	i1 := w.start("run", "--cluster.instance-id", "i1")
+	i2 := w.start("run", "--cluster.instance-id", "i2")
+	a1, a2 := apiAddress(t, i1), apiAddress(t, i2)
+	placed := w.waitPlacement(a1, "two instances", func(p placement) bool {
+		return p.settled(n, "i1", "i2") && len(p.on("i2")) > 0
+	})
+	id := placed.on("i2")[0]
+
+	follower := w.follow(cliEnv("CONDUIT_API_HTTP_ADDRESS="+a1), id)
+	w.mustPipelines(a1, "stop", id)
+	if at := w.placement(a2)[id]; at.status != "PIPELINE_STATUS_STOPPED" || at.instance != "i2" {
+		t.Fatalf("%s after a stop through i1, as i2 lists it: %+v", id, at)
+	}
+	follower.waitForLine(t, `#[0-9]+ +stopped +stopped -> stopped +by user`)
+	if res := w.pipelines(a1, "stop", id); res.code == 0 || !strings.Contains(res.stderr, "cannot stop a stopped pipeline") {
+		t.Fatalf("stopping a stopped pipeline through i1: exit %d\n%s", res.code, res.stderr)
+	}
+	w.mustPipelines(a1, "start", id)
+	follower.waitForLine(t, `#[0-9]+ +running +running -> running +by user`)
+	if at := w.placement(a1)[id]; at.status != "PIPELINE_STATUS_RUNNING" || at.instance != "i2" {
+		t.Fatalf("%s after a start through i1: %+v", id, at)
+	}
+
+	w.write("applied.yml", strings.Replace(clusterPipelineFiles(1, 100), "c0", "applied", -1))
+	w.mustPipelines(a1, "apply", "applied.yml")
+	w.waitPlacement(a2, "after an apply through i1", func(p placement) bool { return p.settled(n+1, "i1", "i2") })
+	waitForRecords(t, i1, filepath.Join(w.dir, "out-applied.jsonl"), 50)
+
+	// Each instance's metrics are its own pipelines' and its part.
+	final := w.placement(a1)
+	for name, address := range map[string]string{"i1": a1, "i2": a2} {
+		resp, err := http.Get("http://" + address + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := fmt.Sprintf(`conduit_cluster_leases{instance_id=%q} %d`, name, len(final.on(name)))
+		if !strings.Contains(string(body), want) || !strings.Contains(string(body), fmt.Sprintf(`conduit_cluster_live_instances{instance_id=%q} 2`, name)) {
+			t.Errorf("%s's /metrics do not say %s with two instances live:\n%s", name, want, grepLines(string(body), "conduit_cluster_"))
+		}
+		for _, other := range final.on(map[string]string{"i1": "i2", "i2": "i1"}[name]) {
+			if strings.Contains(string(body), fmt.Sprintf(`pipeline_id=%q`, other)) {
+				t.Errorf("%s's /metrics have series of %s, which the other instance runs", name, other)
+			}
+		}
+	}
+	stopProcess(t, i1)
+	stopProcess(t, i2)
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
