@@ -330,3 +330,53 @@ func grepLines(text, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A recovering pipeline whose instance is killed keeps its schedule on
+// the instance that takes it over: the next attempt is the one its first
+// instance set, not a new backoff from the takeover.
+func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, chaosPipeline("flaky", "fail.on: read\nfail.after: 5\nfail.count: 1000\nfail.code: 503", "",
+		"min-delay: 1m\nmax-delay: 1m"))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", pgtest.Database(t), clusterTTL))
+	procs := map[string]*process{"i1": w.start("run", "--cluster.instance-id", "i1"), "i2": w.start("run", "--cluster.instance-id", "i2")}
+	addresses := map[string]string{"i1": apiAddress(t, procs["i1"]), "i2": apiAddress(t, procs["i2"])}
+	type schedule struct{ instance, status, next string }
+	read := func(address string) schedule {
+		res := w.pipelines(address, "list", "-o", "json")
+		var list struct {
+			Pipelines []struct {
+				Instance    string `json:"instance"`
+				Status      string `json:"status"`
+				NextAttempt string `json:"next_attempt_at"`
+			} `json:"pipelines"`
+		}
+		if res.code != 0 || json.Unmarshal([]byte(res.stdout), &list) != nil || len(list.Pipelines) != 1 {
+			return schedule{}
+		}
+		p := list.Pipelines[0]
+		return schedule{p.Instance, p.Status, p.NextAttempt}
+	}
+	var before schedule
+	eventually(t, 100*time.Millisecond, func() bool {
+		before = read(addresses["i1"])
+		return before.status == "PIPELINE_STATUS_RECOVERING" && before.next != "" && before.instance != ""
+	}, func() string { return fmt.Sprintf("flaky is not recovering on an instance: %+v", before) })
+	survivor := map[string]string{"i1": "i2", "i2": "i1"}[before.instance]
+	if err := procs[before.instance].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var after schedule
+	eventually(t, 100*time.Millisecond, func() bool {
+		after = read(addresses[survivor])
+		return after.instance == survivor
+	}, func() string { return fmt.Sprintf("flaky did not move to %s: %+v", survivor, after) })
+	if after.status != "PIPELINE_STATUS_RECOVERING" || after.next != before.next {
+		t.Fatalf("flaky on %s: %+v, want recovering with the next attempt %s its first instance set", survivor, after, before.next)
+	}
+	if !strings.Contains(procs[survivor].stderr.String(), "next attempt at its persisted time") {
+		t.Errorf("%s does not say it kept the persisted attempt:\n%s", survivor, procs[survivor].stderr.String())
+	}
+	stopProcess(t, procs[survivor])
+}
