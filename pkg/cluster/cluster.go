@@ -318,22 +318,31 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// OpenPool opens the connections of an instance's part in the cluster,
-// apart from those of its pipelines' state: a heartbeat or a renewal must
-// never wait behind the pipelines' writes, or a busy instance would lose
-// its leases. One connection listens for notifications, one renews, the
-// rest serve listings and commands.
+// OpenPool opens connections of an instance's part in the cluster, apart
+// from those of its pipelines' state: a heartbeat or a renewal must never
+// wait behind the pipelines' writes, or a busy instance would lose its
+// leases. An instance opens two: one of size 1 that only renews, and one
+// for everything else (listening, taking leases up, listings, commands),
+// whose statements may wait for a lease row another instance locked.
 //
 // A session left inside a transaction longer than idleInTx (a process
 // paused mid-release) is ended by PostgreSQL, so that the lease rows it
 // locked do not wait for it to wake up.
-func OpenPool(ctx context.Context, url string, idleInTx time.Duration) (*pgxpool.Pool, error) {
+func OpenPool(ctx context.Context, url string, size int32, idleInTx time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
-	cfg.MaxConns = 4
-	cfg.MinConns = 2
+	cfg.MaxConns = size
+	cfg.MinConns = 1
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTx.Milliseconds(), 10)
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// Using is the membership of the same instance on another pool: the
+// renewals of an instance go through a pool of their own.
+func (m *Membership) Using(pool *pgxpool.Pool) *Membership {
+	c := *m
+	c.pool = pool
+	return &c
 }

@@ -38,6 +38,11 @@ type fleet struct {
 	r      *Runtime
 	member *cluster.Membership
 	pool   *pgxpool.Pool
+	// renewer is member on a pool of its own (renewPool), so that a
+	// renewal never waits for a connection behind take-ups that wait for
+	// a paused instance's locks.
+	renewer   *cluster.Membership
+	renewPool *pgxpool.Pool
 	ttl    time.Duration
 	log    *zap.Logger
 	// kick asks the lease loop for a round now; commands asks the
@@ -98,6 +103,11 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 	return f
 }
 
+// controlConnections is the size of an instance's pool for everything of
+// the cluster but renewals: the listener, the take-ups running at once,
+// listings and commands.
+const controlConnections = takeUpParallelism + 4
+
 // idleInTransactionTimeout is how long PostgreSQL lets a session of a
 // cluster instance wait inside a transaction: well within the time after
 // which the instance's leases may be taken over, so that a paused process
@@ -111,8 +121,14 @@ func idleInTransactionTimeout(ttl time.Duration) time.Duration {
 // refused at once, before anything is loaded.
 func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 	id := r.cfg.InstanceID()
-	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, idleInTransactionTimeout(r.cfg.Cluster.LeaseTTL))
+	idle := idleInTransactionTimeout(r.cfg.Cluster.LeaseTTL)
+	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, controlConnections, idle)
 	if err != nil {
+		return nil, fmt.Errorf("db.postgres.url: %w", err)
+	}
+	renewPool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, 1, idle)
+	if err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
 	alive, err := cluster.Alive(ctx, pool, id, r.cfg.Cluster.LeaseTTL)
@@ -121,9 +137,12 @@ func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 	}
 	if err != nil {
 		pool.Close()
+		renewPool.Close()
 		return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
 	}
-	return newFleet(r, cluster.New(pool, id, r.cfg.Cluster.LeaseTTL), pool), nil
+	f := newFleet(r, cluster.New(pool, id, r.cfg.Cluster.LeaseTTL), pool)
+	f.renewPool = renewPool
+	return f, nil
 }
 
 // join makes this instance a member: the others hand it its share of the
@@ -132,6 +151,7 @@ func (f *fleet) join(ctx context.Context) error {
 	if err := f.member.Join(ctx); err != nil {
 		return fmt.Errorf("cluster.instance-id %s: %w", f.member.ID(), err)
 	}
+	f.renewer = f.member.Using(f.renewPool)
 	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl), zap.Int("pipelines", len(f.knownPipelines())))
 	f.r.metrics.WatchCluster(f.member.ID(), f.clusterFigures)
 	return nil
@@ -431,7 +451,7 @@ func (f *fleet) renewedRecently() bool {
 func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
-	if err := f.member.Heartbeat(rctx); err != nil {
+	if err := f.renewer.Heartbeat(rctx); err != nil {
 		return nil, err
 	}
 	f.mu.RLock()
@@ -440,7 +460,7 @@ func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 		leases = append(leases, l)
 	}
 	f.mu.RUnlock()
-	ids, err := f.member.Renew(rctx, leases)
+	ids, err := f.renewer.Renew(rctx, leases)
 	if err != nil {
 		return nil, err
 	}
@@ -643,6 +663,7 @@ func (f *fleet) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
 	defer f.pool.Close()
+	defer f.renewPool.Close()
 	if !f.member.Joined() {
 		return
 	}

@@ -347,11 +347,14 @@ func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
 }
 
 // staleFences returns the fences among ops whose token is not their
-// lease's current one (or whose lease expired). The lease rows are locked
-// until the transaction ends, so that a takeover waits for this commit
-// instead of overtaking it; one statement locks them all in pipeline
-// order, so that commits of several instances and takeovers never wait
-// for each other in a circle.
+// lease's current one (or whose lease expired). The lease rows of the
+// current fences are locked until the transaction ends, so that a
+// takeover waits for this commit instead of overtaking it; one statement
+// locks them all in pipeline order, so that commits of several instances
+// and takeovers never wait for each other in a circle. Rows whose token
+// moved on are not locked: a process paused in the middle of a late
+// commit must not hold up the renewals of the instance that runs those
+// pipelines now.
 func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, error) {
 	var fences []Fence
 	for _, op := range ops {
@@ -363,31 +366,35 @@ func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, erro
 		return nil, nil
 	}
 	ids := make([]string, 0, len(fences))
+	tokens := make([]int64, 0, len(fences))
 	for _, f := range fences {
-		if !slices.Contains(ids, f.Pipeline) {
-			ids = append(ids, f.Pipeline)
+		if f.Token > 0 { // 0 is never a lease's token
+			ids, tokens = append(ids, f.Pipeline), append(tokens, f.Token)
 		}
-	}
-	rows, err := tx.Query(ctx, `SELECT pipeline_id, token, expires_at >= now() FROM conduit_leases
-		WHERE pipeline_id = ANY($1) ORDER BY pipeline_id FOR SHARE`, ids)
-	if err != nil {
-		return nil, err
 	}
 	current := map[Fence]bool{}
-	for rows.Next() {
-		var f Fence
-		var live bool
-		if err := rows.Scan(&f.Pipeline, &f.Token, &live); err != nil {
-			rows.Close()
+	if len(ids) > 0 {
+		rows, err := tx.Query(ctx, `SELECT l.pipeline_id, l.token, l.expires_at >= now() FROM conduit_leases AS l
+			JOIN unnest($1::text[], $2::bigint[]) AS f(pipeline_id, token) ON l.pipeline_id = f.pipeline_id AND l.token = f.token
+			ORDER BY l.pipeline_id FOR SHARE OF l`, ids, tokens)
+		if err != nil {
 			return nil, err
 		}
-		if live {
-			current[f] = true
+		for rows.Next() {
+			var f Fence
+			var live bool
+			if err := rows.Scan(&f.Pipeline, &f.Token, &live); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if live {
+				current[f] = true
+			}
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
 	}
 	var stale map[Fence]bool
 	for _, f := range fences {

@@ -88,3 +88,51 @@ func TestPostgresFencedCommit(t *testing.T) {
 		}
 	}
 }
+
+// A commit in progress locks only the rows of its current leases: a
+// process paused in the middle of a late commit (with a stale token, or
+// token 0 for a pipeline it does not hold) does not hold up the renewal
+// of the lease's new holder, while a takeover waits for a commit with
+// the current token.
+func TestPostgresLateCommitDoesNotHoldUpTheNewHolder(t *testing.T) {
+	ctx := context.Background()
+	s := openTestPostgres(t, pgtest.Database(t), PostgresOptions{NotifyEvents: true})
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES
+		('mine', 'a', 3, now() + interval '1 minute'),
+		('moved', 'b', 5, now() + interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	op := func(pipeline string, token int64) Op {
+		return Op{Key: []byte(PrefixPipelineState + pipeline), Value: []byte("x"), Fence: &Fence{Pipeline: pipeline, Token: token}}
+	}
+	// A late commit with the stale token, stopped in the middle: the new
+	// holder renews without waiting; the current holder's own commit does
+	// lock its row.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if stale, err := staleFences(ctx, tx, []Op{op("moved", 4), op("mine", 3), op("moved", 0)}); err != nil || len(stale) != 2 {
+		t.Fatalf("fences in the open transaction: %v %v", stale, err)
+	}
+	renew := func(pipeline string) error {
+		conn, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, `SET lock_timeout = '200ms'`); err != nil {
+			return err
+		}
+		_, err = conn.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() + interval '1 minute' WHERE pipeline_id = $1`, pipeline)
+		_, _ = conn.Exec(ctx, `RESET lock_timeout`)
+		return err
+	}
+	if err := renew("moved"); err != nil {
+		t.Fatalf("renewing a lease another process's open commit has a stale token of: %v", err)
+	}
+	if err := renew("mine"); err == nil {
+		t.Fatal("a takeover overtook a commit in progress with the current token")
+	}
+}
