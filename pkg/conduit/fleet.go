@@ -43,8 +43,8 @@ type fleet struct {
 	// a paused instance's locks.
 	renewer   *cluster.Membership
 	renewPool *pgxpool.Pool
-	ttl    time.Duration
-	log    *zap.Logger
+	ttl       time.Duration
+	log       *zap.Logger
 	// kick asks the lease loop for a round now; commands asks the
 	// command loop to look for commands.
 	kick, commands chan struct{}
