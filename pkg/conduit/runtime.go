@@ -428,7 +428,7 @@ func clusterStoreOptions(cfg config.Config) store.PostgresOptions {
 	if !cfg.Cluster.Enabled {
 		return store.PostgresOptions{Exclusive: true}
 	}
-	return store.PostgresOptions{NotifyEvents: true, IdleInTransactionTimeout: idleInTransactionTimeout(cfg.Cluster.LeaseTTL)}
+	return store.PostgresOptions{Shared: true, NotifyEvents: true, IdleInTransactionTimeout: idleInTransactionTimeout(cfg.Cluster.LeaseTTL)}
 }
 
 // validate builds everything a run of p needs once (no I/O) and compiles

@@ -27,8 +27,10 @@ import (
 type Postgres struct {
 	pool *pgxpool.Pool
 	log  *zap.Logger
-	// lock holds the session advisory lock of an exclusive store.
-	lock *pgxpool.Conn
+	// lock holds the session advisory lock of an exclusive or shared
+	// store (sharedLock).
+	lock       *pgxpool.Conn
+	sharedLock bool
 	// notifyEvents: commits notify EventsChannel of the pipelines whose
 	// audit events they write.
 	notifyEvents bool
@@ -47,6 +49,10 @@ type PostgresOptions struct {
 	// Exclusive makes the store refuse a second process (ErrInUse), as a
 	// Badger directory does: a standalone conduit owns its database.
 	Exclusive bool
+	// Shared is the lock of an instance of a cluster: any number of them
+	// share the database, and a conduit that runs alone (Exclusive) is
+	// refused while they do, and they while it does.
+	Shared bool
 	// NotifyEvents makes every commit that writes audit events send a
 	// notification on EventsChannel with each such pipeline's id, so
 	// that the other processes on the database show those events to their
@@ -145,21 +151,25 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
-	if opts.Exclusive {
+	if opts.Exclusive || opts.Shared {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
+		lock, holder := `SELECT pg_try_advisory_lock($1)`, "a conduit alone or the instances of a cluster"
+		if opts.Shared {
+			lock, holder = `SELECT pg_try_advisory_lock_shared($1)`, "a conduit alone, with cluster.enabled off"
+		}
 		var got bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(pgProcessLock)).Scan(&got); err != nil {
+		if err := conn.QueryRow(ctx, lock, int64(pgProcessLock)).Scan(&got); err != nil {
 			conn.Release()
 			return nil, err
 		}
 		if !got {
 			conn.Release()
-			return nil, fmt.Errorf("%w: PostgreSQL database %s", ErrInUse, describeTarget(cfg))
+			return nil, fmt.Errorf("%w: PostgreSQL database %s (%s run on it)", ErrInUse, describeTarget(cfg), holder)
 		}
-		s.lock = conn
+		s.lock, s.sharedLock = conn, opts.Shared
 	}
 	return s, nil
 }
@@ -625,7 +635,11 @@ func (s *Postgres) Close() error {
 
 func (s *Postgres) release() {
 	if s.lock != nil {
-		_, _ = s.lock.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(pgProcessLock))
+		unlock := `SELECT pg_advisory_unlock($1)`
+		if s.sharedLock {
+			unlock = `SELECT pg_advisory_unlock_shared($1)`
+		}
+		_, _ = s.lock.Exec(context.Background(), unlock, int64(pgProcessLock))
 		s.lock.Release()
 		s.lock = nil
 	}

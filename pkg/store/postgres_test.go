@@ -136,3 +136,25 @@ func TestPostgresLateCommitDoesNotHoldUpTheNewHolder(t *testing.T) {
 		t.Fatal("a takeover overtook a commit in progress with the current token")
 	}
 }
+
+// The instances of a cluster share a database; a conduit alone is refused
+// while they run on it, and they while it does.
+func TestPostgresClusterAndStandaloneExcludeEachOther(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.Database(t)
+	a := openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
+	b := openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
+	if _, err := OpenPostgres(ctx, dbURL, zap.NewNop(), PostgresOptions{Exclusive: true}); !errors.Is(err, ErrInUse) ||
+		!strings.Contains(err.Error(), "instances of a cluster") {
+		t.Fatalf("a conduit alone beside a cluster: %v", err)
+	}
+	_ = a.Close()
+	_ = b.Close()
+	alone := openTestPostgres(t, dbURL, PostgresOptions{Exclusive: true})
+	if _, err := OpenPostgres(ctx, dbURL, zap.NewNop(), PostgresOptions{Shared: true}); !errors.Is(err, ErrInUse) ||
+		!strings.Contains(err.Error(), "cluster.enabled off") {
+		t.Fatalf("an instance of a cluster beside a conduit alone: %v", err)
+	}
+	_ = alone.Close()
+	openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
+}
