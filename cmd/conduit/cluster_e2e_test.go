@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,6 +40,20 @@ func clusterPipelineFiles(n, rate int) string {
 `, i, rate, i)
 	}
 	return b.String()
+}
+
+// clusterDatabase is a database of its own for a test on the machine's
+// server, whose instances keep to a few connections each: several
+// cluster tests run at once, and the server takes a hundred clients.
+func clusterDatabase(t *testing.T) string {
+	u, err := url.Parse(pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "4")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // clusterTTL is short, so that failovers happen within the test's patience.
@@ -99,10 +114,16 @@ func (p placement) settled(n int, instances ...string) bool {
 func (w *workspace) waitPlacement(address, why string, ok func(placement) bool) placement {
 	w.t.Helper()
 	var last placement
+	var res cliResult
 	eventually(w.t, 100*time.Millisecond, func() bool {
 		last = w.placement(address)
+		if last == nil {
+			res = w.pipelines(address, "list")
+		}
 		return last != nil && ok(last)
-	}, func() string { return fmt.Sprintf("%s: the pipelines are placed %v", why, last) })
+	}, func() string {
+		return fmt.Sprintf("%s: the pipelines are placed %v (list: exit %d %s)", why, last, res.code, res.stderr)
+	})
 	return last
 }
 
@@ -117,7 +138,7 @@ func (w *workspace) waitPlacement(address, why string, ok func(placement) bool) 
 func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	t.Parallel()
 	const n = 12
-	dbURL := pgtest.Database(t)
+	dbURL := clusterDatabase(t)
 	w := newWorkspace(t, clusterPipelineFiles(n, 200))
 	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
 		"cluster:\n  enabled: true\n  lease-ttl: %s\npipelines:\n  graceful-stop-timeout: 10s\n", dbURL, clusterTTL))
@@ -130,6 +151,13 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	for _, id := range []string{"i1", "i2", "i3"} {
 		start(id)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, p := range instances {
+				t.Logf("output of %s:\n%s", id, p.stderr.String())
+			}
+		}
+	})
 
 	// Spread: every instance runs some of them.
 	spread := w.waitPlacement(addresses["i1"], "three instances", func(p placement) bool {
@@ -268,7 +296,7 @@ func TestClusterOneView(t *testing.T) {
 	const n = 4
 	w := newWorkspace(t, clusterPipelineFiles(n, 100))
 	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
-		"cluster:\n  enabled: true\n  lease-ttl: %s\n", pgtest.Database(t), clusterTTL))
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
 	i1 := w.start("run", "--cluster.instance-id", "i1")
 	i2 := w.start("run", "--cluster.instance-id", "i2")
 	a1, a2 := apiAddress(t, i1), apiAddress(t, i2)
@@ -339,7 +367,7 @@ func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
 	w := newWorkspace(t, chaosPipeline("flaky", "fail.on: read\nfail.after: 5\nfail.count: 1000\nfail.code: 503", "",
 		"min-delay: 1m\nmax-delay: 1m"))
 	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
-		"cluster:\n  enabled: true\n  lease-ttl: %s\n", pgtest.Database(t), clusterTTL))
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
 	procs := map[string]*process{"i1": w.start("run", "--cluster.instance-id", "i1"), "i2": w.start("run", "--cluster.instance-id", "i2")}
 	addresses := map[string]string{"i1": apiAddress(t, procs["i1"]), "i2": apiAddress(t, procs["i2"])}
 	type schedule struct{ instance, status, next string }

@@ -106,7 +106,7 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 // controlConnections is the size of an instance's pool for everything of
 // the cluster but renewals: the listener, the take-ups running at once,
 // listings and commands.
-const controlConnections = takeUpParallelism + 4
+const controlConnections = takeUpParallelism + 2
 
 // idleInTransactionTimeout is how long PostgreSQL lets a session of a
 // cluster instance wait inside a transaction: well within the time after
@@ -484,7 +484,7 @@ func (f *fleet) holdsAny() bool {
 // state and opens its connectors.
 const (
 	handoverParallelism = 512
-	takeUpParallelism   = 16
+	takeUpParallelism   = 4
 )
 
 // balance takes up the pipelines rendezvous hashing gives this instance
