@@ -175,13 +175,24 @@ type Lease struct {
 // Acquire takes the pipeline's lease when it is free, expired or this
 // instance's already (then it is renewed with the same token); ok is false
 // when another instance holds it.
+//
+// A commit of the pipeline's state under the current token holds the
+// lease row FOR KEY SHARE (pkg/store): the row is locked FOR UPDATE
+// first, which waits for such a commit, so that a takeover never
+// overtakes it. (A renewal, which changes no key, does not wait for
+// commits.)
 func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, ok bool, err error) {
-	err = m.pool.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES ($1, $2, 1, now() + $3::interval)
+	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 FOR UPDATE`, pipelineID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES ($1, $2, 1, now() + $3::interval)
 		ON CONFLICT (pipeline_id) DO UPDATE SET
 			token = CASE WHEN conduit_leases.owner = $2 AND conduit_leases.expires_at >= now() THEN conduit_leases.token ELSE conduit_leases.token + 1 END,
 			owner = $2, expires_at = now() + $3::interval
 		WHERE conduit_leases.owner = $2 OR conduit_leases.expires_at < now()
 		RETURNING token, expires_at`, pipelineID, m.id, m.ttl).Scan(&l.Token, &l.Expires)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Lease{}, false, nil
 	}

@@ -358,13 +358,15 @@ func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
 
 // staleFences returns the fences among ops whose token is not their
 // lease's current one (or whose lease expired). The lease rows of the
-// current fences are locked until the transaction ends, so that a
-// takeover waits for this commit instead of overtaking it; one statement
+// current fences are locked FOR KEY SHARE until the transaction ends, so
+// that a takeover (pkg/cluster Acquire locks the row FOR UPDATE) waits
+// for this commit instead of overtaking it, while a renewal, which
+// changes no key, does not wait at all: an instance whose thousand
+// pipelines commit all the time still renews at once. One statement
 // locks them all in pipeline order, so that commits of several instances
 // and takeovers never wait for each other in a circle. Rows whose token
 // moved on are not locked: a process paused in the middle of a late
-// commit must not hold up the renewals of the instance that runs those
-// pipelines now.
+// commit must not hold up the instance that runs those pipelines now.
 func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, error) {
 	var fences []Fence
 	for _, op := range ops {
@@ -386,7 +388,7 @@ func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, erro
 	if len(ids) > 0 {
 		rows, err := tx.Query(ctx, `SELECT l.pipeline_id, l.token, l.expires_at >= now() FROM conduit_leases AS l
 			JOIN unnest($1::text[], $2::bigint[]) AS f(pipeline_id, token) ON l.pipeline_id = f.pipeline_id AND l.token = f.token
-			ORDER BY l.pipeline_id FOR SHARE OF l`, ids, tokens)
+			ORDER BY l.pipeline_id FOR KEY SHARE OF l`, ids, tokens)
 		if err != nil {
 			return nil, err
 		}

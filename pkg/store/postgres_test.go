@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -116,23 +117,33 @@ func TestPostgresLateCommitDoesNotHoldUpTheNewHolder(t *testing.T) {
 	if stale, err := staleFences(ctx, tx, []Op{op("moved", 4), op("mine", 3), op("moved", 0)}); err != nil || len(stale) != 2 {
 		t.Fatalf("fences in the open transaction: %v %v", stale, err)
 	}
-	renew := func(pipeline string) error {
+	// What pkg/cluster does: a renewal updates the row, a takeover locks
+	// it FOR UPDATE first.
+	statement := func(sql, pipeline string) error {
 		conn, err := s.Pool().Acquire(ctx)
 		if err != nil {
 			return err
 		}
 		defer conn.Release()
-		if _, err := conn.Exec(ctx, `SET lock_timeout = '200ms'`); err != nil {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, sql, pipeline)
 			return err
-		}
-		_, err = conn.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() + interval '1 minute' WHERE pipeline_id = $1`, pipeline)
-		_, _ = conn.Exec(ctx, `RESET lock_timeout`)
-		return err
+		})
 	}
-	if err := renew("moved"); err != nil {
-		t.Fatalf("renewing a lease another process's open commit has a stale token of: %v", err)
+	const (
+		renewal  = `UPDATE conduit_leases SET expires_at = now() + interval '1 minute' WHERE pipeline_id = $1`
+		takeover = `SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 FOR UPDATE`
+	)
+	if err := statement(takeover, "moved"); err != nil {
+		t.Fatalf("taking over a lease another process's open commit has a stale token of: %v", err)
 	}
-	if err := renew("mine"); err == nil {
+	if err := statement(renewal, "mine"); err != nil {
+		t.Fatalf("renewing a lease while a commit under it is in progress: %v", err)
+	}
+	if err := statement(takeover, "mine"); err == nil {
 		t.Fatal("a takeover overtook a commit in progress with the current token")
 	}
 }
