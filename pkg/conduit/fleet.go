@@ -22,10 +22,13 @@ import (
 // fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12):
 // every instance knows every pipeline (the same pipeline files, and those
 // created through the API, from the database) and runs those whose lease
-// it holds. A lease loop heartbeats, renews the leases, takes up the
-// pipelines rendezvous hashing gives this instance and hands over the
-// others; a listener hears the other instances (leases released, commands
-// for this instance, pipelines changed through the API, audit events).
+// it holds. A renewal loop heartbeats and renews the leases on a
+// connection of its own; a balance loop takes up the pipelines rendezvous
+// hashing gives this instance and hands over the others; a listener hears
+// the other instances (instances joining and leaving, leases released,
+// commands for this instance, pipelines and rules changed through the
+// API, audit events); a command loop carries out the starts and stops
+// other instances' APIs send here.
 //
 // Safety rests on two things: every write of a pipeline's state,
 // positions, dedup entries and events carries its lease's fencing token
