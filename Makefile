@@ -7,7 +7,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 BENCH_RUNS    ?= 5
 BENCH_RECORDS ?= 3000000
 
-.PHONY: run build test lint generate bench clean
+.PHONY: run build test lint generate bench screenshots clean
 
 ## run: build and run conduit with ./conduit.yml and the example pipelines (Badger state in ./conduit.db)
 run: build
@@ -42,6 +42,11 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=1 ./auditlog/
 	@echo "audit log targets: AppendDurable64 >= 100,000 events/s; ListLast100 p99-ms <= 5; WatchFanout100 p99 <= 10 ms"
 	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS)
+
+## screenshots: the web console's screenshots in docs/images, taken by its browser test
+screenshots:
+	mkdir -p docs/images
+	CONDUIT_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestConsoleShowsRecoveryAndStops ./cmd/conduit/
 
 clean:
 	rm -rf bin connectors conduit.db example.out

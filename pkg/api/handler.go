@@ -47,7 +47,15 @@ type Options struct {
 	Health Health
 	// Rules serves RecoveryRuleService; nil leaves it out.
 	Rules Rules
+	// Console serves the web console's pages under ConsolePath; nil
+	// leaves it out. The pages hold no data: with a token they are
+	// served without it and ask for it; without a token the loopback
+	// rule applies to them as to the API.
+	Console http.Handler
 }
+
+// ConsolePath is where the web console is served.
+const ConsolePath = "/ui/"
 
 // healthPaths are the procedures answered without a token: load balancers
 // and orchestrators probe them without credentials, and they reveal
@@ -89,13 +97,17 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 	if opts.Metrics != nil {
 		mux.Handle("/metrics", opts.Metrics)
 	}
+	if opts.Console != nil {
+		mux.Handle(ConsolePath, opts.Console)
+		mux.Handle(strings.TrimSuffix(ConsolePath, "/"), opts.Console)
+	}
 	if opts.Health != nil {
 		probes := healthHandler(opts.Health)
 		for path := range probePaths {
 			mux.Handle(path, probes)
 		}
 	}
-	return &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter()}
+	return &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter(), console: opts.Console != nil}
 }
 
 // guard decides from the headers alone whether a request is answered, so
@@ -107,11 +119,15 @@ type guard struct {
 	next   http.Handler
 	token  string
 	errors *connect.ErrorWriter
+	// console: the console's pages are served; with a token they need
+	// none (they ask the person for it).
+	console bool
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case healthPaths[r.URL.Path], probePaths[r.URL.Path]:
+	case g.token != "" && g.console && isConsolePath(r.URL.Path):
 	case g.token == "":
 		if host := requestHost(r); !isLoopbackHost(host) {
 			g.reject(w, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
@@ -125,6 +141,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+func isConsolePath(path string) bool {
+	return path == strings.TrimSuffix(ConsolePath, "/") || strings.HasPrefix(path, ConsolePath)
 }
 
 // reject answers in the request's RPC protocol (gRPC clients read a

@@ -26,6 +26,7 @@ import (
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/console"
 	"github.com/conduitry/conduit/pkg/fdlimit"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
@@ -360,7 +361,7 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}, Rules: runtimeRules{r}}))
+		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath)}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// The web console in a real browser: headless Chromium (Debian's chromium
+// package, which .ci/run installs) driven by chromedp against the real
+// binary. CONDUIT_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the
+// pages there (docs/images is where the README's come from).
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browser is a headless Chromium tab; errors collects what the page's
+// JavaScript threw or logged as an error.
+type browser struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	errors []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("the console tests need Chromium at %s (Debian's chromium package; .ci/run installs it): %v", chromiumPath, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()),
+		// Chromium's own connections would go to a network this machine
+		// does not reach.
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &browser{}
+	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			b.record(e.ExceptionDetails.Text + " " + e.ExceptionDetails.URL)
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value))
+				}
+				b.record(strings.Join(parts, " "))
+			}
+		}
+	}))
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	// The first action starts the browser, with no timeout of its own.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	b.ctx = ctx
+	return b
+}
+
+func (b *browser) record(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errors = append(b.errors, s)
+}
+
+// do runs the steps, within e2eTimeout; on failure the test shows the
+// page.
+func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, e2eTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v\npage:\n%s", what, err, b.text(t, "main"))
+	}
+}
+
+// text is the text of the first element sel selects.
+func (b *browser) text(t *testing.T, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, e2eTimeout)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
+
+func (b *browser) noErrors(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errors) > 0 {
+		t.Errorf("JavaScript errors in the console log:\n%s", strings.Join(b.errors, "\n"))
+	}
+}
+
+// screenshot saves the page when CONDUIT_CONSOLE_SCREENSHOTS names a
+// directory.
+func (b *browser) screenshot(t *testing.T, name string) {
+	t.Helper()
+	dir := os.Getenv("CONDUIT_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A recovering pipeline shows in the list with its status and code, its
+// page shows the classified error and the episode's attempts, and a stop
+// from the page stops it.
+func TestConsoleShowsRecoveryAndStops(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 50))
+	w.write("pipelines/flaky.yml", strings.Replace(chaosPipeline("flaky",
+		"fail.on: read\nfail.after: 5\nfail.count: 1000\nfail.code: 503", "", "min-delay: 10m\nmax-delay: 10m"),
+		"./out.jsonl", "./flaky.jsonl", 1))
+	p := w.start("run")
+	address := apiAddress(t, p)
+	b := newBrowser(t)
+
+	b.do(t, "the list", chromedp.Navigate("http://"+address+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="flaky"] .status-recovering`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-running`)))
+	row := b.text(t, `tr[data-id="flaky"]`)
+	for _, want := range []string{"recovering", "503", "injected failure", "1"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the list's row of flaky %q does not say %q", row, want)
+		}
+	}
+	b.screenshot(t, "console-pipelines")
+
+	b.do(t, "the pipeline's page", chromedp.Click(chromedp.CSS(`tr[data-id="flaky"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="recovering"]`)))
+	lastError, timeline := b.text(t, "#last-error"), b.text(t, "#timeline")
+	for _, want := range []string{"503", "transient", "typed", "src (source)"} {
+		if !strings.Contains(lastError, want) {
+			t.Errorf("the last error %q does not say %q", lastError, want)
+		}
+	}
+	if !strings.Contains(timeline, "Attempt 1") || !strings.Contains(timeline, "10m") {
+		t.Errorf("the timeline %q does not show attempt 1 and its delay", timeline)
+	}
+	b.screenshot(t, "console-pipeline")
+
+	// The person answers the confirmation with yes.
+	b.do(t, "stop", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool]("window.confirm = () => true, true")(ctx, tg)
+		return err
+	}), chromedp.Click(chromedp.CSS(`#stop`)),
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
+	if out := w.mustPipelines(address, "list"); !strings.Contains(tableRows(out)["flaky"][1], "stopped") {
+		t.Errorf("after the stop in the console, the CLI lists:\n%s", out)
+	}
+	b.noErrors(t)
+}
+
+// With api.auth.token the console shows nothing until it is given the
+// token: a wrong one is refused, the right one opens the list.
+func TestConsoleAsksForTheToken(t *testing.T) {
+	t.Parallel()
+	const token = "console-test-token-0123"
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 50))
+	p := w.start("run", "--api.auth.token", token)
+	address := apiAddress(t, p)
+	b := newBrowser(t)
+
+	b.do(t, "without a token", chromedp.Navigate("http://"+address+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), "wrong-token-0123456"),
+		chromedp.Click(chromedp.CSS(`form.token button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#token-refused`)))
+	text := b.text(t, "main")
+	if strings.Contains(text, "seq") {
+		t.Fatalf("with a wrong token the console shows a pipeline:\n%s", text)
+	}
+	b.do(t, "with the token",
+		chromedp.SendKeys(chromedp.CSS(`#token`), token+"\r"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"]`)))
+	// The token lives in the tab only: nothing in a cookie.
+	cookies, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cookies != "" {
+		t.Errorf("the console set cookies: %q", cookies)
+	}
+	b.noErrors(t)
+}
