@@ -46,7 +46,7 @@ bench:
 ## screenshots: the web console's screenshots in docs/images, taken by its browser test
 screenshots:
 	mkdir -p docs/images
-	CONDUIT_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestConsoleShowsRecoveryAndStops ./cmd/conduit/
+	CONDUIT_TEST_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestConsoleShowsRecoveryAndStops ./cmd/conduit/
 
 clean:
 	rm -rf bin connectors conduit.db example.out

@@ -15,7 +15,7 @@ import (
 
 // The web console in a real browser: headless Chromium (Debian's chromium
 // package, which .ci/run installs) driven by chromedp against the real
-// binary. CONDUIT_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the
+// binary. CONDUIT_TEST_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the
 // pages there (docs/images is where the README's come from).
 
 const chromiumPath = "/usr/bin/chromium"
@@ -102,11 +102,11 @@ func (b *browser) noErrors(t *testing.T) {
 	}
 }
 
-// screenshot saves the page when CONDUIT_CONSOLE_SCREENSHOTS names a
+// screenshot saves the page when CONDUIT_TEST_CONSOLE_SCREENSHOTS names a
 // directory.
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
-	dir := os.Getenv("CONDUIT_CONSOLE_SCREENSHOTS")
+	dir := os.Getenv("CONDUIT_TEST_CONSOLE_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
