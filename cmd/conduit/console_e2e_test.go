@@ -167,6 +167,29 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	if out := w.mustPipelines(address, "list"); !strings.Contains(tableRows(out)["flaky"][1], "stopped") {
 		t.Errorf("after the stop in the console, the CLI lists:\n%s", out)
 	}
+
+	// A rule pasted on the rules page is tried against the history: it
+	// would have matched flaky's 503.
+	b.do(t, "a dry run", chromedp.Navigate("http://"+address+"/ui/#/rules"),
+		chromedp.WaitVisible(chromedp.CSS(`#dry-run-rules`)),
+		chromedp.SendKeys(chromedp.CSS(`#dry-run-rules`), "- name: unavailable\n  match:\n    codes: [\"503\"]\n  action: degrade\n"),
+		chromedp.Click(chromedp.CSS(`form.dry-run button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#dry-run-table tr[data-rule="unavailable"]`)))
+	if row := b.text(t, `#dry-run-table tr[data-rule="unavailable"]`); !strings.Contains(row, "flaky: 1") || !strings.Contains(row, "degrade") {
+		t.Errorf("the dry run's row %q does not say the rule would have degraded flaky once", row)
+	}
+	b.screenshot(t, "console-rules")
+	b.do(t, "the dependencies", chromedp.Navigate("http://"+address+"/ui/#/dependencies"),
+		chromedp.WaitVisible(chromedp.CSS(`main p.muted`)))
+
+	// A narrow window: the list still reads, its table scrolls inside
+	// its box instead of widening the page.
+	b.do(t, "narrow", chromedp.EmulateViewport(400, 800), chromedp.Navigate("http://"+address+"/ui/#/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="flaky"] .status-stopped`)))
+	wide, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+	if err != nil || wide {
+		t.Errorf("at 400 px the page is wider than the window (%v)", err)
+	}
 	b.noErrors(t)
 }
 

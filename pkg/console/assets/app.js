@@ -4,6 +4,7 @@
 "use strict";
 
 const PIPELINES = "conduit.v1.PipelineService";
+const RULES = "conduit.v1.RecoveryRuleService";
 const TOKEN_KEY = "conduit-api-token";
 const REFRESH_MS = 2000;
 
@@ -299,12 +300,103 @@ function pipelinePage(id) {
   return () => { stop.abort(); clearTimeout(timer); };
 }
 
+function matchText(r) {
+  const parts = [];
+  if ((r.codes || []).length) parts.push("codes " + r.codes.join(","));
+  if (r.class) parts.push("class " + r.class);
+  if (r.message) parts.push(`message "${r.message}"`);
+  if ((r.pipelines || []).length) parts.push("pipelines " + r.pipelines.join(","));
+  if ((r.components || []).length) parts.push("components " + r.components.join(","));
+  if ((r.plugins || []).length) parts.push("plugins " + r.plugins.join(","));
+  return parts.join("; ") || "-";
+}
+
+function rulesPage() {
+  const list = el("div", { class: "table-wrap" });
+  const yaml = el("textarea", { id: "dry-run-rules", rows: "10", spellcheck: "false",
+    placeholder: "- name: rate-limits\n  match:\n    codes: [\"429\"]\n  action: retry\n  strategy: fixed\n  min-delay: 2s" });
+  const since = el("select", { id: "dry-run-since" },
+    [["3600s", "last hour"], ["86400s", "last day"], ["604800s", "last week"], ["", "all kept history"]].map(([v, t]) => el("option", { value: v, text: t, selected: v === "86400s" })));
+  const result = el("div", { id: "dry-run-result", "aria-live": "polite" });
+  main().replaceChildren(el("h1", { text: "Recovery rules" }), list,
+    el("h2", { text: "Dry run" }),
+    el("p", { class: "muted", text: "Paste rules (a YAML list, as in a rules file) to see which faults of the audit history they would have matched, and what they would have done. Nothing is changed." }),
+    el("form", { class: "dry-run", onsubmit: async (ev) => {
+      ev.preventDefault();
+      result.replaceChildren(el("p", { class: "muted", text: "running..." }));
+      try {
+        const body = { files: [{ name: "console", content: yaml.value }] };
+        if (since.value) body.since = since.value;
+        const r = await call(RULES, "DryRunRecoveryRules", body);
+        result.replaceChildren(
+          el("p", { text: `${r.faults || 0} faults in the history${r.from ? ` from ${new Date(r.from).toLocaleString()}` : ""}; ${r.unmatched || 0} matched no rule.` }),
+          el("table", { id: "dry-run-table" }, el("thead", {}, el("tr", {}, el("th", { text: "Rule" }), el("th", { text: "Action" }),
+            el("th", { text: "Matched" }), el("th", { text: "Pipelines" }))),
+          el("tbody", {}, (r.rules || []).map((x) => el("tr", { "data-rule": x.name }, el("td", { text: x.name }),
+            el("td", { text: `${x.action || "retry"}${x.schedule ? " (" + x.schedule + ")" : ""}` }),
+            el("td", { class: "num", text: String(x.matched || 0) }),
+            el("td", { text: Object.entries(x.pipelines || {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "-" }))))));
+      } catch (err) {
+        if (!failed(err)) result.replaceChildren(el("p", { id: "dry-run-error", class: "error-text", text: err.message }));
+      }
+    } },
+    el("label", { for: "dry-run-rules", text: "Rules" }), yaml,
+    el("div", { class: "toolbar" }, el("label", { for: "dry-run-since", text: "Against " }), since,
+      el("button", { type: "submit", text: "Dry run" }))),
+    result);
+  (async () => {
+    try {
+      const r = await call(RULES, "ListRecoveryRules", {});
+      const rules = r.rules || [];
+      list.replaceChildren(rules.length === 0 ? el("p", { class: "muted", text: "No recovery rules: every fault is decided by its code's class and the pipeline's policy." }) :
+        el("table", { id: "rules" }, el("thead", {}, el("tr", {}, el("th", { text: "Name" }), el("th", { text: "Source" }),
+          el("th", { text: "Priority" }), el("th", { text: "Action" }), el("th", { text: "Match" }))),
+        el("tbody", {}, rules.map((m) => el("tr", { "data-rule": m.rule.name }, el("td", { text: m.rule.name }),
+          el("td", { text: m.source || m.rule.definedAt || "-" }), el("td", { class: "num", text: String(m.rule.priority || 0) }),
+          el("td", { text: m.rule.action || "retry" }), el("td", { text: matchText(m.rule) }))))));
+    } catch (err) {
+      if (!failed(err)) list.replaceChildren(el("p", { text: "could not list the rules: " + err.message }));
+    }
+  })();
+  return () => {};
+}
+
+function dependenciesPage() {
+  let timer;
+  const body = el("div", { class: "table-wrap" });
+  main().replaceChildren(el("h1", { text: "Dependencies" }),
+    el("p", { class: "muted", text: "External systems the pipelines name (dependency: on a connector, or in their errors). When several pipelines fail on one, its breaker opens: one canary retries, the others wait." }), body);
+  async function refresh() {
+    clearTimeout(timer);
+    try {
+      const r = await call(PIPELINES, "ListDependencies", {});
+      const deps = r.dependencies || [];
+      body.replaceChildren(deps.length === 0 ? el("p", { class: "muted", text: "No dependency has failed recently." }) :
+        el("table", { id: "dependencies" }, el("thead", {}, el("tr", {}, el("th", { text: "Dependency" }), el("th", { text: "Breaker" }),
+          el("th", { text: "Canary" }), el("th", { text: "Held" }), el("th", { text: "Recent failures" }))),
+        el("tbody", {}, deps.map((d) => el("tr", { "data-dependency": d.name }, el("td", { text: d.name }),
+          el("td", {}, el("span", { class: "status " + (d.open ? "status-degraded" : "status-running"), text: d.open ? `open since ${new Date(d.openedAt).toLocaleTimeString()}` : "closed" })),
+          el("td", { text: d.canary || "-" }), el("td", { text: (d.held || []).join(", ") || "-" }),
+          el("td", { text: (d.recentFailures || []).join(", ") || "-" }))))));
+    } catch (err) {
+      if (failed(err)) return;
+      body.replaceChildren(el("p", { text: "could not list the dependencies: " + err.message }));
+    }
+    if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+  }
+  refresh();
+  return () => clearTimeout(timer);
+}
+
 let leave = () => {};
 function route() {
   leave();
   const hash = location.hash || "#/";
   const m = hash.match(/^#\/pipeline\/(.+)$/);
-  leave = m ? pipelinePage(decodeURIComponent(m[1])) : listPage();
+  if (m) leave = pipelinePage(decodeURIComponent(m[1]));
+  else if (hash === "#/rules") leave = rulesPage();
+  else if (hash === "#/dependencies") leave = dependenciesPage();
+  else leave = listPage();
   main().focus({ preventScroll: true });
 }
 
