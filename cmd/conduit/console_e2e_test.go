@@ -128,6 +128,9 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	w.write("pipelines/flaky.yml", strings.Replace(chaosPipeline("flaky",
 		"fail.on: read\nfail.after: 5\nfail.count: 1000\nfail.code: 503", "", "min-delay: 10m\nmax-delay: 10m"),
 		"./out.jsonl", "./flaky.jsonl", 1))
+	w.write("pipelines/twice.yml", strings.Replace(chaosPipeline("twice",
+		"fail.on: read\nfail.after: 5\nfail.count: 2\nfail.code: 429", "", "strategy: fixed\nmin-delay: 100ms"),
+		"./out.jsonl", "./twice.jsonl", 1))
 	p := w.start("run")
 	address := apiAddress(t, p)
 	b := newBrowser(t)
@@ -156,6 +159,16 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 		t.Errorf("the timeline %q does not show attempt 1 and its delay", timeline)
 	}
 	b.screenshot(t, "console-pipeline")
+
+	// An episode of two attempts, recovered: the timeline shows both.
+	b.do(t, "an episode of two attempts", chromedp.Navigate("http://"+address+"/ui/#/pipeline/twice"),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="recovered"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li:nth-child(2)`)))
+	if tl := b.text(t, "#timeline"); !strings.Contains(tl, "Attempt 1") || !strings.Contains(tl, "Attempt 2") || !strings.Contains(tl, "429") {
+		t.Errorf("the timeline of twice %q does not show its two attempts with their code", tl)
+	}
+	b.do(t, "back to flaky", chromedp.Navigate("http://"+address+"/ui/#/pipeline/flaky"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)))
 
 	// The person answers the confirmation with yes.
 	b.do(t, "stop", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
