@@ -170,11 +170,12 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	b.do(t, "back to flaky", chromedp.Navigate("http://"+address+"/ui/#/pipeline/flaky"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)))
 
-	// The person answers the confirmation with yes.
+	// From the keyboard (Enter on the focused button); the person
+	// answers the confirmation with yes.
 	b.do(t, "stop", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := chromedp.Evaluate[bool]("window.confirm = () => true, true")(ctx, tg)
 		return err
-	}), chromedp.Click(chromedp.CSS(`#stop`)),
+	}), chromedp.SendKeys(chromedp.CSS(`#stop`), "\r"),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
 	if out := w.mustPipelines(address, "list"); !strings.Contains(tableRows(out)["flaky"][1], "stopped") {
