@@ -89,10 +89,13 @@ pipelines:
 // degraded as flapping after max-flaps such episodes.
 func TestFlappingPipelineIsDegradedOnTheRealBinary(t *testing.T) {
 	t.Parallel()
-	// Every run reads 5 records, then fails: each restart recovers on its
-	// first record and fails again right after.
+	// Every run reads 50 records (100 ms at the chaos source's rate),
+	// then fails: each restart recovers on its first record and fails
+	// again right after. (With 5 records, 10 ms, a busy machine sometimes
+	// failed the run before its first record made it end to end: a fault
+	// on probation, not a new flap.)
 	w := newWorkspace(t, chaosPipeline("flappy",
-		"fail.on: read\nfail.after: 5\nfail.every: 5\nfail.count: 1000", "",
+		"fail.on: read\nfail.after: 50\nfail.every: 50\nfail.count: 1000", "",
 		"min-delay: 50ms\nmax-flaps: 2\nflap-window: 1m"))
 	p := w.start("run")
 	e := waitForEvent(t, p, "flappy", "degraded", 1)
