@@ -166,3 +166,64 @@ func TestOwnerSpreadsAndMovesLittle(t *testing.T) {
 		t.Error("an owner without instances")
 	}
 }
+
+// A command reaches the instance it is sent to, which answers it; a
+// refusal comes back as one; answered commands are gone, and old
+// withdrawn ones are pruned.
+func TestCommands(t *testing.T) {
+	ctx := context.Background()
+	pool := openCluster(t)
+	a, err := Join(ctx, pool, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(result error) {
+		for {
+			cmds, err := a.Pending(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(cmds) > 0 {
+				if cmds[0].PipelineID != "orders" || cmds[0].Action != ActionStop {
+					t.Errorf("command %+v", cmds[0])
+				}
+				if err := a.Answer(ctx, cmds[0].ID, result); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	go answer(nil)
+	if err := Send(ctx, pool, "a", "orders", ActionStop); err != nil {
+		t.Fatalf("an answered command: %v", err)
+	}
+	go answer(&RefusedError{Instance: "a", Message: "cannot stop a stopped pipeline"})
+	var refused *RefusedError
+	if err := Send(ctx, pool, "a", "orders", ActionStop); !errors.As(err, &refused) || refused.Message != "cannot stop a stopped pipeline" {
+		t.Fatalf("a refused command: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := Send(short, pool, "a", "orders", ActionStart); err == nil {
+		t.Fatal("a command nobody answers succeeded")
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM conduit_commands`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("commands left: %d %v, want the withdrawn one", left, err)
+	}
+	if pending, _ := a.Pending(ctx); len(pending) != 0 {
+		t.Fatalf("a withdrawn command is still pending: %+v", pending)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE conduit_commands SET done_at = now() - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PruneCommands(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM conduit_commands`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("commands left after pruning: %d %v", left, err)
+	}
+}

@@ -138,6 +138,14 @@ func (m *Membership) Pending(ctx context.Context) ([]Command, error) {
 	})
 }
 
+// PruneCommands deletes commands answered or withdrawn more than an hour
+// ago: a requester deletes the answer it reads, but not one it gave up
+// waiting for.
+func (m *Membership) PruneCommands(ctx context.Context) error {
+	_, err := m.pool.Exec(ctx, `DELETE FROM conduit_commands WHERE done_at < now() - interval '1 hour'`)
+	return err
+}
+
 // Answer records a command's result: nil, a *RefusedError or another
 // error. A command that was withdrawn meanwhile keeps its answer.
 func (m *Membership) Answer(ctx context.Context, id int64, result error) error {

@@ -710,6 +710,9 @@ func (f *fleet) answerLoop(ctx context.Context) {
 			return
 		case <-f.commands:
 		case <-tick.C:
+			if err := f.member.PruneCommands(ctx); err != nil && ctx.Err() == nil {
+				f.log.Debug("could not delete old commands", zap.Error(err))
+			}
 		}
 	}
 }
