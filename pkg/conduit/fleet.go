@@ -557,25 +557,11 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 // attempt time.
 func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 	id := k.Pipeline.ID
-	actx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
-	lease, ok, err := f.member.Acquire(actx, id)
-	cancel()
-	if err != nil {
-		f.log.Warn("could not acquire a pipeline's lease", zap.String("pipeline_id", id), zap.Error(err))
-		return
-	}
+	lease, ok := f.acquire(ctx, id)
 	if !ok {
 		return
 	}
-	f.mu.Lock()
-	f.held[id] = lease
-	f.mu.Unlock()
 	r := f.r
-	// The events the last instance wrote come first: this instance's
-	// continue their sequence.
-	if _, err := r.audit.Sync(ctx, id); err != nil {
-		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
-	}
 	m, err := r.provision(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem)
 	if err != nil {
 		f.log.Error("could not start a pipeline this instance acquired; giving its lease back", zap.String("pipeline_id", id), zap.Error(err))
@@ -586,6 +572,29 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 	f.figures.takenOver.Add(1)
 	f.log.Info("pipeline taken up", zap.String("pipeline_id", id), zap.Int64("fencing_token", lease.Token))
 	r.add(m, -1)
+}
+
+// acquire takes a pipeline's lease when it is free or expired, holds it,
+// and reads the events its last instance wrote, so that this instance's
+// continue their sequence.
+func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
+	actx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
+	lease, ok, err := f.member.Acquire(actx, id)
+	cancel()
+	if err != nil {
+		f.log.Warn("could not acquire a pipeline's lease", zap.String("pipeline_id", id), zap.Error(err))
+		return cluster.Lease{}, false
+	}
+	if !ok {
+		return cluster.Lease{}, false
+	}
+	f.mu.Lock()
+	f.held[id] = lease
+	f.mu.Unlock()
+	if _, err := f.r.audit.Sync(ctx, id); err != nil {
+		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
+	}
+	return lease, true
 }
 
 // release stops a pipeline this instance runs and gives its lease up:
@@ -813,27 +822,19 @@ func (f *fleet) deleted(ctx context.Context, id string, local bool, actor string
 	}
 	f.mu.RLock()
 	h, leased := f.holders[id]
-	var cfg *reconciler.Running
-	for i := range f.known {
-		if f.known[i].Pipeline.ID == id {
-			cfg = &f.known[i]
-		}
+	i := slices.IndexFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
+	var cfg reconciler.Running
+	if i >= 0 {
+		cfg = f.known[i]
 	}
 	f.mu.RUnlock()
-	if !leased || h.Live || cfg == nil {
+	if !leased || h.Live || i < 0 {
 		return
 	}
-	lease, ok, err := f.member.Acquire(ctx, id)
-	if err != nil || !ok {
+	if _, ok := f.acquire(ctx, id); !ok {
 		return
 	}
-	f.mu.Lock()
-	f.held[id] = lease
-	f.mu.Unlock()
 	r := f.r
-	if _, err := r.audit.Sync(ctx, id); err != nil {
-		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
-	}
 	f.log.Info("pipeline deleted while no instance ran it: forgetting it", zap.String("pipeline_id", id))
 	r.connectorsDeleted(context.WithoutCancel(ctx), cfg.Pipeline)
 	before := ""

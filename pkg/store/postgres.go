@@ -342,16 +342,16 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 // queueEventNotifications notifies EventsChannel once per pipeline whose
 // audit events ops write (and were not fenced off).
 func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
-	var notified []string
+	notified := map[string]bool{}
 	for _, op := range ops {
 		if op.Delete || !bytes.HasPrefix(op.Key, []byte(PrefixAuditLog)) || (op.Fence != nil && stale[*op.Fence]) {
 			continue
 		}
 		id, ok := PipelineOfKey(op.Key)
-		if !ok || slices.Contains(notified, id) {
+		if !ok || notified[id] {
 			continue
 		}
-		notified = append(notified, id)
+		notified[id] = true
 		b.Queue(`SELECT pg_notify($1, $2)`, EventsChannel, id)
 	}
 }
@@ -368,9 +368,13 @@ func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
 // moved on are not locked: a process paused in the middle of a late
 // commit must not hold up the instance that runs those pipelines now.
 func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, error) {
+	// A round commits the writes of many pipelines, several ops each:
+	// a set, not a scan of the fences seen so far.
 	var fences []Fence
+	seen := map[Fence]bool{}
 	for _, op := range ops {
-		if op.Fence != nil && !slices.Contains(fences, *op.Fence) {
+		if op.Fence != nil && !seen[*op.Fence] {
+			seen[*op.Fence] = true
 			fences = append(fences, *op.Fence)
 		}
 	}
