@@ -618,17 +618,21 @@ func (f *fleet) release(ctx context.Context, id, why string, graceful bool) {
 		f.giveBack(ctx, id)
 		return
 	}
+	f.unhold(id)
+}
+
+// unhold forgets a lease this instance held and returns it.
+func (f *fleet) unhold(id string) (cluster.Lease, bool) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.held[id]
 	delete(f.held, id)
-	f.mu.Unlock()
+	return l, ok
 }
 
 // giveBack releases a held lease.
 func (f *fleet) giveBack(ctx context.Context, id string) {
-	f.mu.Lock()
-	l, ok := f.held[id]
-	delete(f.held, id)
-	f.mu.Unlock()
+	l, ok := f.unhold(id)
 	if !ok {
 		return
 	}
@@ -661,9 +665,7 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 				r.metrics.ForgetPipeline(id)
 			}
 			f.figures.handedOver.Add(1)
-			f.mu.Lock()
-			delete(f.held, id)
-			f.mu.Unlock()
+			f.unhold(id)
 		})
 	}
 	wg.Wait()
@@ -850,10 +852,7 @@ func (f *fleet) deleted(ctx context.Context, id string, local bool, actor string
 
 // dropLease deletes the lease of a pipeline this instance deleted.
 func (f *fleet) dropLease(ctx context.Context, id string) {
-	f.mu.Lock()
-	l, ok := f.held[id]
-	delete(f.held, id)
-	f.mu.Unlock()
+	l, ok := f.unhold(id)
 	if !ok {
 		return
 	}
