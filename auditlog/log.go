@@ -86,6 +86,9 @@ type Log struct {
 	mu        sync.Mutex
 	closed    bool
 	pipelines map[string]*pipelineLog
+	// every holds the watchers of all pipelines (WatchEvery); each
+	// pipelineLog of pipelines publishes to it too.
+	every *watcherSet
 
 	closeOnce sync.Once
 	// afterSweep, when set by a test before start, runs after each
@@ -117,6 +120,9 @@ type pipelineLog struct {
 	// oldest: no event below it is stored.
 	oldest   uint64
 	watchers map[*Watcher]struct{}
+	// every is the Log's watchers of all pipelines; nil for a pipelineLog
+	// that only names keys.
+	every *watcherSet
 	// maintaining is true while a retention pass deletes this pipeline's
 	// old events; one at a time.
 	maintaining bool
@@ -177,6 +183,7 @@ func open(ctx context.Context, db store.Store, w *store.Batcher, opts Options) (
 		log:        opts.Logger,
 		owns:       opts.Owns,
 		pipelines:  make(map[string]*pipelineLog),
+		every:      &watcherSet{watchers: make(map[*Watcher]struct{})},
 	}
 	if l.sweepEvery == 0 {
 		l.sweepEvery = DefaultSweepInterval
@@ -227,6 +234,7 @@ func (l *Log) load(ctx context.Context) error {
 			continue
 		}
 		p := newPipelineLog(id)
+		p.every = l.every
 		last, err := l.lastStored(ctx, p)
 		if err != nil {
 			return err
@@ -289,6 +297,7 @@ func (l *Log) pipeline(id string, create bool) (*pipelineLog, error) {
 	p := l.pipelines[id]
 	if p == nil && create {
 		p = newPipelineLog(id)
+		p.every = l.every
 		l.pipelines[id] = p
 	}
 	return p, nil
@@ -463,7 +472,8 @@ func (l *Log) settle(p *pipelineLog, e Event, stored bool) {
 }
 
 // publish hands e to every watcher that wants it, without blocking: a
-// watcher whose buffer is full is dropped. Called under p.mu.
+// watcher whose buffer is full is dropped. Called under p.mu, so that the
+// watchers of all pipelines get each pipeline's events in sequence order.
 func (p *pipelineLog) publish(e Event) {
 	for w := range p.watchers {
 		if !w.wants(e.Kind) {
@@ -473,6 +483,32 @@ func (p *pipelineLog) publish(e Event) {
 			delete(p.watchers, w)
 			w.dropErr = fmt.Errorf("%w: more than %d events of pipeline %s were not received in time; watch again after the last sequence received",
 				ErrWatcherTooSlow, WatchBuffer, p.id)
+			w.live.close()
+		}
+	}
+	if p.every != nil {
+		p.every.publish(e)
+	}
+}
+
+// watcherSet is the watchers of every pipeline. Its mu is taken under a
+// pipelineLog's mu, never the other way round.
+type watcherSet struct {
+	mu       sync.Mutex
+	watchers map[*Watcher]struct{}
+}
+
+func (s *watcherSet) publish(e Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watchers {
+		if !w.wants(e.Kind) {
+			continue
+		}
+		if !w.live.push(e) {
+			delete(s.watchers, w)
+			w.dropErr = fmt.Errorf("%w: more than %d events were not received in time; watch again",
+				ErrWatcherTooSlow, WatchBuffer)
 			w.live.close()
 		}
 	}

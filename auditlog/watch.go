@@ -82,6 +82,7 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 	p := l.pipelines[pipelineID]
 	if p == nil {
 		p = newPipelineLog(pipelineID)
+		p.every = l.every
 		l.pipelines[pipelineID] = p
 	}
 	l.wg.Add(1)
@@ -105,18 +106,7 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 		p.mu.Lock()
 		delete(p.watchers, w)
 		p.mu.Unlock()
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			switch {
-			case ctx.Err() != nil:
-				err = ctx.Err()
-			case l.life.Err() != nil:
-				err = ErrClosed
-			}
-		}
-		w.mu.Lock()
-		w.err = err
-		w.mu.Unlock()
-		close(w.c)
+		w.finish(ctx, l.life, err)
 	}()
 	return w, nil
 }
@@ -152,6 +142,18 @@ func (l *Log) follow(ctx context.Context, p *pipelineLog, w *Watcher, after, upT
 	}
 
 	sent := max(after, upTo)
+	return forward(ctx, w, func(e Event) bool {
+		if e.Sequence <= sent {
+			return false
+		}
+		sent = e.Sequence
+		return true
+	})
+}
+
+// forward hands the live events that pass keep to the reader until ctx
+// is done or publish drops the watcher, and returns why it ended.
+func forward(ctx context.Context, w *Watcher, keep func(Event) bool) error {
 	for {
 		e, ok, closed := w.live.pop()
 		if !ok {
@@ -165,16 +167,76 @@ func (l *Log) follow(ctx context.Context, p *pipelineLog, w *Watcher, after, upT
 				return ctx.Err()
 			}
 		}
-		if e.Sequence <= sent {
+		if !keep(e) {
 			continue
 		}
 		select {
 		case w.c <- e:
-			sent = e.Sequence
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// WatchEvery follows the events of every pipeline, of the given kinds (all
+// when empty), from now on: nothing stored is replayed, since sequences
+// are per pipeline and there is no position in all of them to resume
+// from. Each pipeline's events arrive in its sequence order, those of
+// different pipelines interleaved as they became durable. A pipeline that
+// appears later is followed too. The watch ends as Watch's does.
+func (l *Log) WatchEvery(ctx context.Context, kinds []Kind) (*Watcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &Watcher{
+		c:     make(chan Event),
+		live:  newLiveQueue(),
+		kinds: slices.Clone(kinds),
+	}
+	w.C = w.c
+
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	l.wg.Add(1)
+	l.mu.Unlock()
+
+	l.every.mu.Lock()
+	l.every.watchers[w] = struct{}{}
+	l.every.mu.Unlock()
+
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.life, cancel)
+	go func() {
+		defer l.wg.Done()
+		defer stop()
+		defer cancel()
+		err := forward(wctx, w, func(Event) bool { return true })
+		l.every.mu.Lock()
+		delete(l.every.watchers, w)
+		l.every.mu.Unlock()
+		w.finish(ctx, l.life, err)
+	}()
+	return w, nil
+}
+
+// finish records why the watch ended and closes C. A cancelled watch says
+// whose cancel it was: the caller's context, or the Log's Close.
+func (w *Watcher) finish(ctx, life context.Context, err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		case life.Err() != nil:
+			err = ErrClosed
+		}
+	}
+	w.mu.Lock()
+	w.err = err
+	w.mu.Unlock()
+	close(w.c)
 }
 
 // liveQueue holds the live events a watcher's reader has not taken yet,

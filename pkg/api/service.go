@@ -33,6 +33,9 @@ type PipelineInfo struct {
 	// created through the API.
 	File string
 	Line int
+	// Definition is the pipeline as a pipeline file of its own, with the
+	// values of credentials masked.
+	Definition string
 	// Recovery is its resolved error-recovery policy.
 	Recovery config.ErrorRecovery
 	// Instance is the id of the conduit instance (cluster.instance-id)
@@ -71,6 +74,8 @@ type ConfigError struct {
 type Events interface {
 	List(ctx context.Context, pipelineID string, q auditlog.Query) ([]auditlog.Event, error)
 	Watch(ctx context.Context, pipelineID string, afterSequence uint64, kinds []auditlog.Kind) (*auditlog.Watcher, error)
+	// WatchEvery follows the events of all pipelines from now on.
+	WatchEvery(ctx context.Context, kinds []auditlog.Kind) (*auditlog.Watcher, error)
 }
 
 // Limits of ListPipelineEvents.
@@ -253,14 +258,25 @@ func (s *PipelineService) ListPipelineEvents(ctx context.Context, req *connect.R
 // sequence it received.
 func (s *PipelineService) WatchPipelineEvents(ctx context.Context, req *connect.Request[conduitv1.WatchPipelineEventsRequest], stream *connect.ServerStream[conduitv1.WatchPipelineEventsResponse]) error {
 	m := req.Msg
-	if err := s.hasEvents(ctx, m.GetPipelineId()); err != nil {
-		return err
-	}
 	kinds, err := kindsFromProto(m.GetKinds())
 	if err != nil {
 		return err
 	}
-	w, err := s.events.Watch(ctx, m.GetPipelineId(), m.GetAfterSequence(), kinds)
+	var w *auditlog.Watcher
+	if m.GetPipelineId() == "" {
+		// Every pipeline, live: sequences are per pipeline, so there is
+		// nothing to resume after.
+		if m.GetAfterSequence() != 0 {
+			return connect.NewError(connect.CodeInvalidArgument,
+				errors.New("after_sequence: sequences are per pipeline; give a pipeline_id to resume after one, or none to follow every pipeline from now on"))
+		}
+		w, err = s.events.WatchEvery(ctx, kinds)
+	} else {
+		if err := s.hasEvents(ctx, m.GetPipelineId()); err != nil {
+			return err
+		}
+		w, err = s.events.Watch(ctx, m.GetPipelineId(), m.GetAfterSequence(), kinds)
+	}
 	if err != nil {
 		return internalError(ctx, err)
 	}
@@ -504,6 +520,7 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		pb.Policy = policyToProto(info.Recovery, true)
 	}
 	pb.ConfigFile = fileLine(info.File, info.Line)
+	pb.Definition = info.Definition
 	if ep := st.Episode; ep != nil {
 		e := &conduitv1.RecoveryEpisode{
 			StartedAt: timeToProto(ep.StartedAt), EndedAt: timeToProto(ep.EndedAt), Outcome: ep.Outcome,

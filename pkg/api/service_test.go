@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,8 @@ var testNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
 func testPipelines() fakePipelines {
 	return fakePipelines{
-		{info: PipelineInfo{ID: "orders", Name: "orders", File: "pipelines/orders.yml", Line: 3, Instance: "conduit-a"}, st: lifecycle.State{Status: lifecycle.StatusRunning}},
+		{info: PipelineInfo{ID: "orders", Name: "orders", File: "pipelines/orders.yml", Line: 3, Instance: "conduit-a",
+			Definition: "version: \"2.2\"\npipelines:\n  - id: orders\n"}, st: lifecycle.State{Status: lifecycle.StatusRunning}},
 		{info: PipelineInfo{ID: "flaky", Name: "flaky"}, st: lifecycle.State{
 			Status: lifecycle.StatusRecovering, FailCount: 2, NextAttemptAt: testNow.Add(2 * time.Second),
 			LastError: &lifecycle.ErrorInfo{At: testNow, Code: 503, Class: "transient", Source: "typed",
@@ -331,6 +333,9 @@ func TestPipelinesCarryTheInstanceThatRunsThem(t *testing.T) {
 			one, err := c.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: "orders"}))
 			if err != nil || one.Msg.GetPipeline().GetInstance() != "conduit-a" {
 				t.Fatalf("GetPipeline: %v %v", one, err)
+			}
+			if got := one.Msg.GetPipeline().GetDefinition(); !strings.Contains(got, "- id: orders") {
+				t.Fatalf("definition %q", got)
 			}
 		})
 	}
@@ -665,5 +670,92 @@ func TestDeletedPipelineEventsStayReadable(t *testing.T) {
 	_, err = c.ListPipelineEvents(ctx, connect.NewRequest(&conduitv1.ListPipelineEventsRequest{PipelineId: "never"}))
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("events of a pipeline that never existed: %v", err)
+	}
+}
+
+// TestWatchEveryPipeline follows the events of all pipelines without a
+// pipeline id: live only, each pipeline's in order.
+func TestWatchEveryPipeline(t *testing.T) {
+	ts := startServer(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := conduitv1connect.NewPipelineServiceClient(http.DefaultClient, ts.url)
+
+	if _, err := ts.log.Append(ctx, auditlog.Event{PipelineID: "orders", Kind: auditlog.KindRunning}); err != nil {
+		t.Fatal(err)
+	}
+	refused, err := c.WatchPipelineEvents(ctx, connect.NewRequest(&conduitv1.WatchPipelineEventsRequest{AfterSequence: 3}))
+	if err == nil {
+		// A stream's error comes with its first receive.
+		if refused.Receive() {
+			t.Fatal("a watch of every pipeline after a sequence sent an event")
+		}
+		err = refused.Err()
+		_ = refused.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "after_sequence") {
+		t.Fatalf("after_sequence without a pipeline id: %v, want invalid argument naming after_sequence", err)
+	}
+
+	// The server registers the watch some time after the request, and
+	// answers it only with the first event: write faults of flaky until
+	// one arrives.
+	firstSeen := make(chan struct{})
+	writer := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, err := ts.log.Append(ctx, auditlog.Event{PipelineID: "flaky", Kind: auditlog.KindFault}); err != nil {
+				writer <- err
+				return
+			}
+			select {
+			case <-firstSeen:
+				writer <- nil
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	stream, err := c.WatchPipelineEvents(ctx, connect.NewRequest(&conduitv1.WatchPipelineEventsRequest{Kinds: []string{"fault", "stopped"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("stream ended: %v", stream.Err())
+	}
+	close(firstSeen)
+	if err := <-writer; err != nil {
+		t.Fatal(err)
+	}
+	last := stream.Msg().GetEvent().GetSequence()
+	for _, e := range []auditlog.Event{
+		{PipelineID: "flaky", Kind: auditlog.KindRecovering}, // filtered out
+		{PipelineID: "orders", Kind: auditlog.KindStopped},
+		{PipelineID: "flaky", Kind: auditlog.KindFault},
+	} {
+		if _, err := ts.log.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := []string{}
+	flakyAfter := last
+	for len(got) < 2 {
+		if !stream.Receive() {
+			t.Fatalf("stream ended: %v", stream.Err())
+		}
+		e := stream.Msg().GetEvent()
+		if e.GetPipelineId() == "flaky" && e.GetSequence() <= flakyAfter {
+			continue // a fault the writer above sent before it stopped
+		}
+		if e.GetPipelineId() == "flaky" {
+			flakyAfter = e.GetSequence()
+		}
+		got = append(got, e.GetPipelineId()+" "+e.GetKind())
+	}
+	if want := []string{"orders stopped", "flaky fault"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -55,7 +55,7 @@ var _ api.Supervised = (*managedPipeline)(nil)
 
 func (m *managedPipeline) Info() api.PipelineInfo {
 	o := m.origin.Load()
-	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: o.File, Line: o.Line,
+	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: o.File, Line: o.Line, Definition: o.Definition,
 		Recovery: m.recovery, Instance: m.instance}
 }
 

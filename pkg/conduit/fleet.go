@@ -71,6 +71,8 @@ type fleet struct {
 	// watched counts the watchers of pipelines run elsewhere, whose
 	// events this instance reads when told of them.
 	watched map[string]int
+	// watchingEvery counts the watchers of every pipeline's events.
+	watchingEvery int
 	// answering are the commands being carried out.
 	answering map[int64]bool
 	// lost are the leases the last renewal found taken over, for the
@@ -317,7 +319,14 @@ func (f *fleet) notified(n cluster.Notification) {
 		for id := range f.watched {
 			ids = append(ids, id)
 		}
+		every := f.watchingEvery > 0
 		f.mu.RUnlock()
+		if every {
+			ids = ids[:0]
+			for _, k := range f.knownPipelines() {
+				ids = append(ids, k.Pipeline.ID)
+			}
+		}
 		for _, id := range ids {
 			f.syncEvents(id)
 		}
@@ -329,7 +338,7 @@ func (f *fleet) notified(n cluster.Notification) {
 func (f *fleet) syncEvents(pipelineID string) {
 	f.mu.RLock()
 	_, held := f.held[pipelineID]
-	watched := f.watched[pipelineID] > 0
+	watched := f.watched[pipelineID] > 0 || f.watchingEvery > 0
 	f.mu.RUnlock()
 	if held || !watched {
 		return
@@ -339,6 +348,20 @@ func (f *fleet) syncEvents(pipelineID string) {
 	if _, err := f.r.audit.Sync(ctx, pipelineID); err != nil {
 		f.log.Warn("could not read the events another instance wrote", zap.String("pipeline_id", pipelineID), zap.Error(err))
 	}
+}
+
+// watchEvery counts a watcher of every pipeline's events until ctx is
+// done: while there is one, the events of all pipelines run elsewhere are
+// read as they are notified.
+func (f *fleet) watchEvery(ctx context.Context) {
+	f.mu.Lock()
+	f.watchingEvery++
+	f.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.watchingEvery--
+	})
 }
 
 // watch counts a watcher of a pipeline's events until ctx is done.

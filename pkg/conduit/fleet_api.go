@@ -47,7 +47,8 @@ var _ api.Supervised = remotePipeline{}
 
 func (p remotePipeline) Info() api.PipelineInfo {
 	cfg := p.k.Pipeline
-	info := api.PipelineInfo{ID: cfg.ID, Name: cfg.Name, Description: cfg.Description, File: p.k.Origin.File, Line: p.k.Origin.Line}
+	info := api.PipelineInfo{ID: cfg.ID, Name: cfg.Name, Description: cfg.Description, File: p.k.Origin.File, Line: p.k.Origin.Line,
+		Definition: p.k.Origin.Definition}
 	if recovery, err := cfg.ResolveErrorRecovery(p.r.cfg.Pipelines.ErrorRecovery); err == nil {
 		info.Recovery = recovery
 	}
@@ -138,4 +139,9 @@ func (e clusterEvents) Watch(ctx context.Context, pipelineID string, afterSequen
 		return nil, err
 	}
 	return e.log.Watch(ctx, pipelineID, afterSequence, kinds)
+}
+
+func (e clusterEvents) WatchEvery(ctx context.Context, kinds []auditlog.Kind) (*auditlog.Watcher, error) {
+	e.f.watchEvery(ctx)
+	return e.log.WatchEvery(ctx, kinds)
 }

@@ -54,6 +54,11 @@ type Pipeline struct {
 	// File and Line locate the pipeline (its `- id:` entry).
 	File string
 	Line int
+	// Definition is the pipeline as a pipeline file of its own, as
+	// written (comments kept, aliases written out), with the values of
+	// credentials masked; empty when it is too large to show. It is not
+	// part of what the pipeline runs.
+	Definition string `json:"-"`
 
 	// lines maps field paths ("connectors[src].settings.rate") to the line
 	// of their key, for FieldError.

@@ -286,6 +286,9 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 		}
 		return parsed{p: p, err: pe}
 	}
+	// A definition that cannot be written is left out: it is for reading,
+	// and the pipeline is valid.
+	p.Definition, _ = definitionOf(n)
 	return parsed{p: p}
 }
 

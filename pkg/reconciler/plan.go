@@ -22,6 +22,9 @@ type Origin struct {
 	// File is empty for a pipeline created through the API.
 	File string
 	Line int
+	// Definition is the pipeline as written, credentials masked
+	// (config.Pipeline's Definition).
+	Definition string
 }
 
 // API reports whether the pipeline was created through the API.
@@ -230,7 +233,7 @@ func protectedBy(origin Origin, problems []Problem) (Problem, bool) {
 func FromFiles(loaded []config.Pipeline, errs []error) ([]Desired, []Problem) {
 	desired := make([]Desired, len(loaded))
 	for i, p := range loaded {
-		desired[i] = Desired{Pipeline: p, Origin: Origin{File: p.File, Line: p.Line}}
+		desired[i] = Desired{Pipeline: p, Origin: Origin{File: p.File, Line: p.Line, Definition: p.Definition}}
 	}
 	problems := make([]Problem, 0, len(errs))
 	for _, err := range errs {

@@ -825,7 +825,12 @@ type Pipeline struct {
 	ConfigErrors []*ConfigError `protobuf:"bytes,16,rep,name=config_errors,json=configErrors,proto3" json:"config_errors,omitempty"`
 	// The id of the conduit instance (cluster.instance-id) that runs it;
 	// empty when conduit runs alone, or when no instance holds it right now.
-	Instance      string `protobuf:"bytes,17,opt,name=instance,proto3" json:"instance,omitempty"`
+	Instance string `protobuf:"bytes,17,opt,name=instance,proto3" json:"instance,omitempty"`
+	// The pipeline as a pipeline file of its own, as written (comments
+	// kept, aliases written out), with the values of credentials - keys
+	// named like password, secret or token, passwords in URLs and connection
+	// strings - replaced by *****. Empty when too large to show.
+	Definition    string `protobuf:"bytes,18,opt,name=definition,proto3" json:"definition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -975,6 +980,13 @@ func (x *Pipeline) GetConfigErrors() []*ConfigError {
 func (x *Pipeline) GetInstance() string {
 	if x != nil {
 		return x.Instance
+	}
+	return ""
+}
+
+func (x *Pipeline) GetDefinition() string {
+	if x != nil {
+		return x.Definition
 	}
 	return ""
 }
@@ -1722,10 +1734,11 @@ func (x *ListPipelineEventsResponse) GetEvents() []*PipelineEvent {
 }
 
 type WatchPipelineEventsRequest struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	PipelineId string                 `protobuf:"bytes,1,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: every pipeline, live only.
+	PipelineId string `protobuf:"bytes,1,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
 	// Replay events after this sequence before following live; 0 replays the
-	// whole log that retention kept.
+	// whole log that retention kept. Must be 0 without a pipeline id.
 	AfterSequence uint64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
 	// Only these kinds; empty means all.
 	Kinds         []string `protobuf:"bytes,3,rep,name=kinds,proto3" json:"kinds,omitempty"`
@@ -2644,7 +2657,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xb7\x05\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xd7\x05\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2667,7 +2680,10 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x05flaps\x18\x0e \x01(\x05R\x05flaps\x12\x16\n" +
 	"\x06origin\x18\x0f \x01(\tR\x06origin\x12<\n" +
 	"\rconfig_errors\x18\x10 \x03(\v2\x17.conduit.v1.ConfigErrorR\fconfigErrors\x12\x1a\n" +
-	"\binstance\x18\x11 \x01(\tR\binstance\"\xe2\x04\n" +
+	"\binstance\x18\x11 \x01(\tR\binstance\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x12 \x01(\tR\n" +
+	"definition\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +

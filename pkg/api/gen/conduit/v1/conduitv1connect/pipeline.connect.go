@@ -90,6 +90,8 @@ type PipelineServiceClient interface {
 	ListPipelineEvents(context.Context, *connect.Request[v1.ListPipelineEventsRequest]) (*connect.Response[v1.ListPipelineEventsResponse], error)
 	// WatchPipelineEvents replays a pipeline's audit log after a sequence and
 	// then follows it live, with no gap and no duplicate between the two.
+	// Without a pipeline id it follows the events of every pipeline from now
+	// on (nothing is replayed: sequences are per pipeline).
 	WatchPipelineEvents(context.Context, *connect.Request[v1.WatchPipelineEventsRequest]) (*connect.ServerStreamForClient[v1.WatchPipelineEventsResponse], error)
 	// ApplyPipelines takes the text of pipeline files and returns the plan:
 	// for each pipeline in them create, update (with the fields that
@@ -296,6 +298,8 @@ type PipelineServiceHandler interface {
 	ListPipelineEvents(context.Context, *connect.Request[v1.ListPipelineEventsRequest]) (*connect.Response[v1.ListPipelineEventsResponse], error)
 	// WatchPipelineEvents replays a pipeline's audit log after a sequence and
 	// then follows it live, with no gap and no duplicate between the two.
+	// Without a pipeline id it follows the events of every pipeline from now
+	// on (nothing is replayed: sequences are per pipeline).
 	WatchPipelineEvents(context.Context, *connect.Request[v1.WatchPipelineEventsRequest], *connect.ServerStream[v1.WatchPipelineEventsResponse]) error
 	// ApplyPipelines takes the text of pipeline files and returns the plan:
 	// for each pipeline in them create, update (with the fields that
