@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -301,10 +302,13 @@ func TestClusterOneView(t *testing.T) {
 	i2 := w.start("run", "--cluster.instance-id", "i2")
 	a1, a2 := apiAddress(t, i1), apiAddress(t, i2)
 	placed := w.waitPlacement(a1, "two instances", func(p placement) bool {
-		return p.settled(n, "i1", "i2") && len(p.on("i2")) > 0
+		return p.settled(n, "i1", "i2") && len(p.on("i2")) > 1
 	})
-	id := placed.on("i2")[0]
+	id, other := placed.on("i2")[0], placed.on("i2")[1]
 
+	// A follower of every pipeline on i1, started first so that it is
+	// watching by the time the stops below are written on i2.
+	everyFollower := w.follow(cliEnv("CONDUIT_API_HTTP_ADDRESS="+a1), "--all")
 	follower := w.follow(cliEnv("CONDUIT_API_HTTP_ADDRESS="+a1), id)
 	w.mustPipelines(a1, "stop", id)
 	if at := w.placement(a2)[id]; at.status != "PIPELINE_STATUS_STOPPED" || at.instance != "i2" {
@@ -316,6 +320,10 @@ func TestClusterOneView(t *testing.T) {
 	}
 	w.mustPipelines(a1, "start", id)
 	follower.waitForLine(t, `#[0-9]+ +running +running -> running +by user`)
+	// other is watched on i1 by nobody but the follower of every pipeline.
+	w.mustPipelines(a1, "stop", other)
+	everyFollower.waitForLine(t, `^`+regexp.QuoteMeta(other)+` .*#[0-9]+ +stopped +stopped -> stopped +by user`)
+	w.mustPipelines(a1, "start", other)
 	if at := w.placement(a1)[id]; at.status != "PIPELINE_STATUS_RUNNING" || at.instance != "i2" {
 		t.Fatalf("%s after a start through i1: %+v", id, at)
 	}

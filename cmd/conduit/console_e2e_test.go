@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -81,6 +82,17 @@ func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromed
 	}
 }
 
+// doWithin is do with a shorter limit, for a step that must not wait
+// for a slower path to the same result.
+func (b *browser) doWithin(t *testing.T, what string, limit time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, limit)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v\npage:\n%s", what, err, b.text(t, "main"))
+	}
+}
+
 // text is the text of the first element sel selects.
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
@@ -146,6 +158,16 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	}
 	b.screenshot(t, "console-pipelines")
 
+	// The list follows the watch of every pipeline: a stop from the CLI
+	// shows without a reload, well before the list's reading every 30 s
+	// (its fallback for a missed event) could show it.
+	w.mustPipelines(address, "stop", "seq")
+	b.doWithin(t, "the list follows a stop made elsewhere", 20*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-stopped`)))
+	if summary := b.text(t, "#summary"); strings.Contains(summary, "interrupted") {
+		t.Errorf("the list's watch failed: %q", summary)
+	}
+
 	b.do(t, "the pipeline's page", chromedp.Click(chromedp.CSS(`tr[data-id="flaky"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="recovering"]`)))
@@ -157,6 +179,10 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	}
 	if !strings.Contains(timeline, "Attempt 1") || !strings.Contains(timeline, "10m") {
 		t.Errorf("the timeline %q does not show attempt 1 and its delay", timeline)
+	}
+	// Its configuration as written, a pipeline file of its own.
+	if def := b.text(t, "#definition"); !strings.Contains(def, "- id: flaky") || !strings.Contains(def, "fail.code: 503") {
+		t.Errorf("the configuration shown is not flaky's:\n%s", def)
 	}
 	b.screenshot(t, "console-pipeline")
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -303,6 +304,30 @@ func TestDialableAddress(t *testing.T) {
 	} {
 		if got := dialableAddress(in); got != want {
 			t.Errorf("dialableAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// --all follows every pipeline, live: it takes no id, needs --follow and
+// refuses the flags that name events of one pipeline.
+func TestEventsAllArguments(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--all"}, "--all needs --follow"},
+		{[]string{"--all", "-f", "orders"}, "give no pipeline id"},
+		{[]string{"--all", "-f", "--after", "3"}, "--after and --limit"},
+		{[]string{"--all", "-f", "--limit", "3"}, "--after and --limit"},
+		{[]string{}, "want one pipeline id"},
+	} {
+		cmd := newPipelinesEventsCommand()
+		cmd.SetArgs(tt.args)
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("events %v: %v, want an error saying %q", tt.args, err, tt.want)
 		}
 	}
 }

@@ -30,14 +30,15 @@ const (
 func newPipelinesEventsCommand() *cobra.Command {
 	var (
 		follow bool
+		every  bool
 		kinds  []string
 		after  uint64
 		limit  int32
 		output string
 	)
 	cmd := &cobra.Command{
-		Use:   "events <id>",
-		Short: "Show a pipeline's audit log, or follow it live",
+		Use:   "events (<id> | --all --follow)",
+		Short: "Show a pipeline's audit log, or follow it live (or every pipeline's)",
 		Long: `Events prints a pipeline's audit log, one event per line: time, sequence,
 kind, status change, attempt/delay/next attempt, error code/class and the
 message. -o json prints one JSON object per line (NDJSON), -o yaml one
@@ -49,17 +50,36 @@ oldest first. With --after N it prints the events after sequence N.
 --follow keeps printing new events until Ctrl-C. Without --after it first
 prints the last 10 events (or --limit). If the connection drops (the server
 restarts, or this reader fell too far behind) it reconnects and continues
-after the last event it printed: no event is printed twice or skipped.`,
+after the last event it printed: no event is printed twice or skipped.
+
+--all --follow prints the events of every pipeline from now on, each line
+starting with the pipeline's id. Nothing earlier is printed (sequences are
+per pipeline), and events written while the connection is down are not
+printed after it comes back (the notice says so; the events of one
+pipeline show them).`,
 		Example: `  conduit pipelines events orders
   conduit pipelines events orders --follow
   conduit pipelines events orders --kind degraded --kind recovering
-  conduit pipelines events orders -f -o json | jq -c 'select(.kind == "degraded")'`,
-		Args: onePipelineID,
+  conduit pipelines events orders -f -o json | jq -c 'select(.kind == "degraded")'
+  conduit pipelines events --all -f --kind degraded`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if !every {
+				return onePipelineID(cmd, args)
+			}
+			switch {
+			case len(args) > 0:
+				return fmt.Errorf("--all follows every pipeline: give no pipeline id (%s)", cmd.UseLine())
+			case !follow:
+				return errors.New("--all needs --follow: it prints the events of every pipeline from now on")
+			case cmd.Flags().Changed("after") || cmd.Flags().Changed("limit"):
+				return errors.New("--all prints live events only: --after and --limit name events of one pipeline")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			id := args[0]
 			client, err := newAPIClient(cmd)
 			if err != nil {
 				return err
@@ -71,7 +91,15 @@ after the last event it printed: no event is printed twice or skipped.`,
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 			}
-			printEvent := eventPrinter{w: cmd.OutOrStdout(), output: output, view: newView()}.print
+			printEvent := eventPrinter{w: cmd.OutOrStdout(), output: output, view: newView(), withPipeline: every}.print
+			if every {
+				f := &follower{
+					client: client, kinds: kinds, print: printEvent, notices: cmd.ErrOrStderr(),
+					minDelay: followMinDelay, maxDelay: followMaxDelay, sleep: sleepContext,
+				}
+				return f.run(ctx, 0)
+			}
+			id := args[0]
 
 			last := after
 			afterGiven := cmd.Flags().Changed("after")
@@ -114,6 +142,7 @@ after the last event it printed: no event is printed twice or skipped.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until Ctrl-C")
+	cmd.Flags().BoolVar(&every, "all", false, "with --follow: the events of every pipeline, from now on")
 	cmd.Flags().StringSliceVar(&kinds, "kind", nil, "only events of these kinds, e.g. fault, recovering, degraded, stopped (repeat or separate with commas)")
 	cmd.Flags().Uint64Var(&after, "after", 0, "only events with a sequence greater than this")
 	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many events, 1-1000 (default 100; with --follow, 10 before the live ones)")
@@ -126,6 +155,9 @@ type eventPrinter struct {
 	w      io.Writer
 	output string
 	view   view
+	// withPipeline starts each line with the pipeline id (the JSON and
+	// YAML forms always hold it).
+	withPipeline bool
 }
 
 func (p eventPrinter) print(e *conduitv1.PipelineEvent) error {
@@ -145,7 +177,11 @@ func (p eventPrinter) print(e *conduitv1.PipelineEvent) error {
 			line = append([]byte("---\n"), y...)
 		}
 	default:
-		line = []byte(p.view.eventLine(e) + "\n")
+		text := p.view.eventLine(e)
+		if p.withPipeline {
+			text = fmt.Sprintf("%-20s %s", oneLine(e.GetPipelineId()), text)
+		}
+		line = []byte(text + "\n")
 	}
 	_, err := p.w.Write(line)
 	return err
@@ -153,7 +189,9 @@ func (p eventPrinter) print(e *conduitv1.PipelineEvent) error {
 
 // follower prints a pipeline's events live. When the stream drops, it
 // reconnects with backoff and watches again after the last sequence it
-// printed, so that nothing is printed twice and nothing is skipped.
+// printed, so that nothing is printed twice and nothing is skipped. With
+// no pipeline id it follows every pipeline, live only: what was written
+// while the stream was down is not printed.
 type follower struct {
 	client     *apiClient
 	pipelineID string
@@ -186,7 +224,12 @@ func (f *follower) run(ctx context.Context, after uint64) error {
 			delay = min(2*delay, f.maxDelay)
 			// A unary call tells whether the server is back; a watch
 			// stream says nothing until the next event.
-			_, err := f.client.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: f.pipelineID}))
+			var err error
+			if f.pipelineID == "" {
+				_, err = f.client.ListPipelines(ctx, connect.NewRequest(&conduitv1.ListPipelinesRequest{}))
+			} else {
+				_, err = f.client.GetPipeline(ctx, connect.NewRequest(&conduitv1.GetPipelineRequest{Id: f.pipelineID}))
+			}
 			switch {
 			case ctx.Err() != nil:
 				return nil
@@ -196,7 +239,11 @@ func (f *follower) run(ctx context.Context, after uint64) error {
 				notice(f.client.explain(err, f.pipelineID).Error() + "; retrying")
 				continue
 			}
-			notice(fmt.Sprintf("reconnected; following after event #%d", after))
+			if f.pipelineID == "" {
+				notice("reconnected; events written while disconnected are not shown here (conduit pipelines events <id> lists them)")
+			} else {
+				notice(fmt.Sprintf("reconnected; following after event #%d", after))
+			}
 		}
 
 		received, err := f.watch(ctx, &after)
@@ -233,13 +280,15 @@ func (f *follower) watch(ctx context.Context, after *uint64) (received bool, err
 	for stream.Receive() {
 		e := stream.Msg().GetEvent()
 		received = true
-		if e.GetSequence() <= *after {
+		if f.pipelineID != "" && e.GetSequence() <= *after {
 			continue // the server promises none; make sure
 		}
 		if err := f.print(e); err != nil {
 			return received, &outputError{err}
 		}
-		*after = e.GetSequence()
+		if f.pipelineID != "" {
+			*after = e.GetSequence()
+		}
 	}
 	return received, stream.Err()
 }

@@ -142,6 +142,9 @@ function showTokenForm(again) {
 
 function failed(err) {
   if (err instanceof AuthError) {
+    // Several calls of a page may be refused at once; the first one
+    // says why.
+    if (document.getElementById("token")) return true;
     const had = !!sessionStorage.getItem(TOKEN_KEY);
     sessionStorage.removeItem(TOKEN_KEY);
     showTokenForm(had);
@@ -150,56 +153,143 @@ function failed(err) {
   return false;
 }
 
+// follower keeps a watch stream open for as long as its page lives: it
+// calls onEvent for every event, onDown when the stream drops (a server
+// restart, a network fault), and onBack when it watches again, a little
+// later.
+function follower(signal, body, onEvent, onDown, onBack) {
+  (async function follow(again) {
+    if (again && onBack) onBack();
+    try {
+      await watch(PIPELINES, "WatchPipelineEvents", body(), signal, onEvent);
+      if (!signal.aborted) onDown(new Error("the server ended the stream"));
+    } catch (err) {
+      if (signal.aborted || failed(err)) return;
+      onDown(err);
+    }
+    if (!signal.aborted) setTimeout(() => follow(true), REFRESH_MS);
+  })(false);
+}
+
+// ticker rewrites every element with a data-at time ("in 5s", "2m ago")
+// each second, without touching anything else on the page (a focused link
+// or button stays focused).
+function ticker(root) {
+  const id = setInterval(() => {
+    for (const node of root.querySelectorAll("[data-at]")) node.textContent = when(node.dataset.at);
+  }, 1000);
+  return () => clearInterval(id);
+}
+
+// A watch is followed; the list is read again when an event says that
+// something changed, and every SAFETY_MS in case an event was missed
+// (every REFRESH_MS while the watch is down).
+const SAFETY_MS = 30000;
+
 function listPage() {
+  const stop = new AbortController();
   let filter = sessionStorage.getItem("conduit-filter") || "";
-  let timer;
-  const select = el("select", { id: "filter", onchange: (ev) => { filter = ev.target.value; sessionStorage.setItem("conduit-filter", filter); refresh(); } },
+  let pipelines = null, timer, soon, live = true;
+  const select = el("select", { id: "filter", onchange: (ev) => { filter = ev.target.value; sessionStorage.setItem("conduit-filter", filter); render(); } },
     ["", "running", "recovering", "degraded", "stopped", "invalid"].map((s) => el("option", { value: s, text: s || "all", selected: s === filter })));
-  const summary = el("span", { class: "muted", id: "summary" });
+  const summary = el("span", { class: "muted", id: "summary", "aria-live": "polite" });
   const body = el("div", { class: "table-wrap" });
   main().replaceChildren(el("h1", { text: "Pipelines" }),
     el("div", { class: "toolbar" }, el("label", { for: "filter", text: "Status " }), select, summary), body);
+
+  // Rows are kept by id and their cells changed in place, so that a
+  // focused link keeps its focus while the list updates.
+  let table = null, cluster = null;
+  const rows = new Map();
+  const columns = () => [
+    { head: "ID", sig: (p) => p.id, make: (p) => el("a", { href: "#/pipeline/" + encodeURIComponent(p.id), text: p.id }) },
+    { head: "Status", sig: (p) => p.status, make: (p) => statusBadge(p.status) },
+    cluster && { head: "Instance", sig: (p) => p.instance, make: (p) => p.instance || "-" },
+    { head: "Fails", cls: "num", sig: (p) => p.failCount, make: (p) => String(p.failCount || 0) },
+    { head: "Next attempt", sig: (p) => p.nextAttemptAt, make: (p) => p.nextAttemptAt ? el("span", { "data-at": p.nextAttemptAt, text: when(p.nextAttemptAt) }) : "-" },
+    { head: "Last error", sig: (p) => JSON.stringify(p.lastError || null), make: (p) => errorCell(p.lastError) },
+    { head: "Source", cls: "hide-narrow muted", sig: (p) => p.origin + p.configFile, make: (p) => p.origin === "api" ? "api" : (p.configFile || "-") },
+  ].filter(Boolean);
+
+  function render() {
+    if (!pipelines) return;
+    const shown = pipelines.filter((p) => !filter || statusName(p.status) === filter);
+    summary.textContent = `${shown.length} of ${pipelines.length}` + (live ? "" : " (live updates interrupted; reading every few seconds)");
+    const inCluster = pipelines.some((p) => p.instance);
+    if (!table || inCluster !== cluster) {
+      cluster = inCluster;
+      rows.clear();
+      table = el("table", { id: "pipelines" },
+        el("thead", {}, el("tr", {}, columns().map((c) => el("th", { class: c.cls, text: c.head })))), el("tbody"));
+      body.replaceChildren(table);
+    }
+    const tbody = table.tBodies[0], cols = columns(), seen = new Set();
+    shown.forEach((p, i) => {
+      let row = rows.get(p.id);
+      if (!row) {
+        row = { tr: el("tr", { "data-id": p.id }, cols.map((c) => el("td", { class: c.cls }))), sigs: [] };
+        rows.set(p.id, row);
+      }
+      cols.forEach((c, j) => {
+        const sig = String(c.sig(p));
+        if (row.sigs[j] !== sig) {
+          row.tr.cells[j].replaceChildren(c.make(p));
+          row.sigs[j] = sig;
+        }
+      });
+      if (tbody.rows[i] !== row.tr) tbody.insertBefore(row.tr, tbody.rows[i] || null);
+      seen.add(p.id);
+    });
+    for (const [id, row] of rows) {
+      if (!seen.has(id)) { row.tr.remove(); rows.delete(id); }
+    }
+  }
 
   async function refresh() {
     clearTimeout(timer);
     try {
       const data = await call(PIPELINES, "ListPipelines", {});
-      const all = data.pipelines || [];
-      const shown = all.filter((p) => !filter || statusName(p.status) === filter);
-      const cluster = all.some((p) => p.instance);
-      summary.textContent = `${shown.length} of ${all.length}`;
-      body.replaceChildren(el("table", { id: "pipelines" },
-        el("thead", {}, el("tr", {}, el("th", { text: "ID" }), el("th", { text: "Status" }), cluster && el("th", { text: "Instance" }),
-          el("th", { text: "Fails" }), el("th", { text: "Next attempt" }), el("th", { text: "Last error" }),
-          el("th", { class: "hide-narrow", text: "Source" }))),
-        el("tbody", {}, shown.map((p) => el("tr", { "data-id": p.id },
-          el("td", {}, el("a", { href: "#/pipeline/" + encodeURIComponent(p.id), text: p.id })),
-          el("td", {}, statusBadge(p.status)),
-          cluster && el("td", { text: p.instance || "-" }),
-          el("td", { class: "num", text: String(p.failCount || 0) }),
-          el("td", { text: when(p.nextAttemptAt) }),
-          el("td", {}, errorCell(p.lastError)),
-          el("td", { class: "hide-narrow muted", text: p.origin === "api" ? "api" : (p.configFile || "-") }))))));
+      pipelines = data.pipelines || [];
+      render();
       document.getElementById("forget-token").hidden = !sessionStorage.getItem(TOKEN_KEY);
     } catch (err) {
-      if (failed(err)) return;
+      if (failed(err)) { stop.abort(); return; }
       summary.textContent = "could not list the pipelines: " + err.message;
     }
-    if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+    if (!stop.signal.aborted) timer = setTimeout(refresh, live ? SAFETY_MS : REFRESH_MS);
   }
-  const onVisible = () => { if (!document.hidden) refresh(); };
-  document.addEventListener("visibilitychange", onVisible);
+  // Events come in bursts (a restart writes several): one read for each
+  // burst.
+  function changed() {
+    live = true;
+    if (soon) return;
+    soon = setTimeout(() => { soon = null; if (!stop.signal.aborted) refresh(); }, 250);
+  }
+  // While the stream is down the list is read every few seconds; when it
+  // is back, once more for what happened in between.
+  follower(stop.signal, () => ({}), changed, () => { live = false; refresh(); }, () => { live = true; refresh(); });
+  const untick = ticker(body);
   refresh();
-  return () => { clearTimeout(timer); document.removeEventListener("visibilitychange", onVisible); };
+  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); untick(); };
 }
 
 function pipelinePage(id) {
   const stop = new AbortController();
-  let timer;
-  const head = el("div");
+  let timer, soon;
+  const badge = el("span");
+  const startButton = el("button", { type: "button", id: "start", disabled: true, onclick: () => act("StartPipeline", {}, null), text: "Start" });
+  const stopButton = el("button", { type: "button", id: "stop", disabled: true,
+    onclick: () => act("StopPipeline", { force: false }, `Stop ${id}? In-flight records drain first.`), text: "Stop" });
+  const forceButton = el("button", { type: "button", id: "force-stop", class: "danger", disabled: true,
+    onclick: () => act("StopPipeline", { force: true }, `Force-stop ${id}? In-flight records are dropped (read again later) and it becomes degraded.`), text: "Force stop" });
+  const head = el("div", {}, el("h1", {}, id + " ", badge), el("div", { class: "actions" }, startButton, stopButton, forceButton));
+  const problem = el("p", { class: "error-text" });
   const details = el("div");
+  const definition = el("pre", { id: "definition", class: "definition", tabindex: "0" });
+  const definitionAt = el("p", { class: "muted" });
+  const configuration = el("section", { hidden: true }, el("h2", { text: "Configuration" }), definitionAt, definition);
   const events = el("tbody");
-  main().replaceChildren(head, details, el("h2", { text: "Events" }),
+  main().replaceChildren(head, problem, details, configuration, el("h2", { text: "Events" }),
     el("div", { class: "table-wrap" }, el("table", { id: "events" },
       el("thead", {}, el("tr", {}, el("th", { text: "#" }), el("th", { text: "Time" }), el("th", { text: "Event" }),
         el("th", { text: "Status" }), el("th", { class: "hide-narrow", text: "By" }), el("th", { text: "Message" }))),
@@ -218,19 +308,17 @@ function pipelinePage(id) {
 
   function render(p) {
     const status = statusName(p.status);
-    head.replaceChildren(el("h1", {}, p.id + " ", statusBadge(p.status)),
-      el("div", { class: "actions" },
-        el("button", { type: "button", id: "start", disabled: !(status === "stopped" || status === "degraded"), onclick: () => act("StartPipeline", {}, null), text: "Start" }),
-        el("button", { type: "button", id: "stop", disabled: !(status === "running" || status === "recovering"),
-          onclick: () => act("StopPipeline", { force: false }, `Stop ${id}? In-flight records drain first.`), text: "Stop" }),
-        el("button", { type: "button", id: "force-stop", class: "danger", disabled: !(status === "running" || status === "recovering"),
-          onclick: () => act("StopPipeline", { force: true }, `Force-stop ${id}? In-flight records are dropped (read again later) and it becomes degraded.`), text: "Force stop" })));
+    badge.replaceChildren(statusBadge(p.status));
+    startButton.disabled = !(status === "stopped" || status === "degraded");
+    stopButton.disabled = forceButton.disabled = !(status === "running" || status === "recovering");
+    problem.textContent = (p.configErrors || []).map((c) => `${c.configFile}: ${c.message}`).join("\n");
     const e = p.lastError;
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
-      ["Instance", p.instance || null], ["Fail count", String(p.failCount || 0)], ["Next attempt", when(p.nextAttemptAt)],
+      ["Instance", p.instance || null], ["Fail count", String(p.failCount || 0)],
+      ["Next attempt", p.nextAttemptAt ? el("span", { "data-at": p.nextAttemptAt, text: when(p.nextAttemptAt) }) : "-"],
       ["Degraded because", p.degradedReason || null], ["Probation", p.probation ? "yes: restarted, not proved yet" : null]]
       .filter(([, v]) => v !== null);
-    const parts = [el("h2", { text: "State" }), el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]))];
+    const parts = [el("h2", { text: "State" }), el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]))];
     if (e && (e.message || e.code)) {
       parts.push(el("h2", { text: "Last error" }), el("dl", { class: "facts", id: "last-error" },
         [["Code", e.code ? String(e.code) : "-"], ["Class", (e.class || "").replace("ERROR_CLASS_", "").toLowerCase() || "-"],
@@ -242,18 +330,25 @@ function pipelinePage(id) {
     if (ep && (ep.attempts || []).length) {
       parts.push(el("h2", { text: "Recovery episode" }),
         el("p", { class: "muted", text: `started ${new Date(ep.startedAt).toLocaleString()}` + (ep.endedAt ? `, ended ${new Date(ep.endedAt).toLocaleString()} (${ep.outcome || "?"})` : ", under way") +
-          (ep.droppedAttempts ? `; ${ep.droppedAttempts} earlier attempts not kept` : "") }),
+          (ep.duration ? `, ${dur(ep.duration)} in all` : "") + (ep.droppedAttempts ? `; ${ep.droppedAttempts} earlier attempts not kept` : "") }),
         el("ol", { class: "timeline", id: "timeline" }, ep.attempts.map((a) => el("li", {},
           el("strong", { text: `Attempt ${a.number}` }), " failed ", a.failedAt ? new Date(a.failedAt).toLocaleTimeString() : "", ": ",
-          errorCell(a.error), el("br"),
-          el("span", { class: "muted", text: `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` })))));
+          errorCell(a.error), a.error && a.error.rule ? el("span", { class: "muted", text: ` (rule ${a.error.rule})` }) : "", el("br"),
+          el("span", { class: "muted", text: a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` : "no restart scheduled" })))));
     }
     const policy = p.policy;
     if (policy) {
       parts.push(el("h2", { text: "Recovery policy" }), el("p", { class: "muted",
-        text: `${policy.preset || "conduit"} preset, ${policy.strategy || "exponential"}, ${dur(policy.minDelay)} to ${dur(policy.maxDelay)}, max retries ${policy.maxRetries ?? "-"}` }));
+        text: `${policy.preset || "conduit"} preset, ${policy.strategy || "exponential"}, ${dur(policy.minDelay)} to ${dur(policy.maxDelay)}, max retries ${policy.maxRetries ?? "-"}` +
+          ((policy.rules || []).length ? `; rules tried in order: ${policy.rules.map((r) => r.name).join(", ")}` : "") }));
     }
     details.replaceChildren(...parts);
+    // Only when it changed: a reader may be scrolling through it.
+    const text = p.definition || "";
+    configuration.hidden = !text;
+    if (definition.textContent !== text) definition.textContent = text;
+    definitionAt.textContent = (p.origin === "api" ? "Created through the API" : `From ${p.configFile || "?"}`) +
+      "; values of settings that look like credentials are shown as *****.";
   }
 
   function addEvent(ev) {
@@ -274,30 +369,34 @@ function pipelinePage(id) {
       const data = await call(PIPELINES, "GetPipeline", { id });
       render(data.pipeline || {});
     } catch (err) {
-      if (failed(err)) return;
-      head.replaceChildren(el("h1", { text: id }), el("p", { text: err.message }));
+      if (failed(err)) { stop.abort(); return; }
+      problem.textContent = err.message;
     }
-    if (!stop.signal.aborted) timer = setTimeout(refresh, REFRESH_MS);
+    if (!stop.signal.aborted) timer = setTimeout(refresh, SAFETY_MS);
   }
 
-  async function follow() {
+  // The events shown so far, then the live ones after the last of them;
+  // each one also reads the pipeline again.
+  let after = 0;
+  (async () => {
     try {
       const data = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, limit: 100, newestFirst: true });
       const list = data.events || [];
       list.slice().sort((a, b) => Number(a.sequence) - Number(b.sequence)).forEach(addEvent);
-      const after = list.reduce((m, e) => Math.max(m, Number(e.sequence)), 0);
-      await watch(PIPELINES, "WatchPipelineEvents", { pipelineId: id, afterSequence: String(after) }, stop.signal, (m) => {
-        if (m.event) { addEvent(m.event); refresh(); }
-      });
+      after = list.reduce((m, e) => Math.max(m, Number(e.sequence)), 0);
     } catch (err) {
-      if (stop.signal.aborted || failed(err)) return;
-      notice(`events of ${id}: ${err.message}; following again`);
-      setTimeout(() => { if (!stop.signal.aborted) follow(); }, REFRESH_MS);
+      if (failed(err)) { stop.abort(); return; }
     }
-  }
+    follower(stop.signal, () => ({ pipelineId: id, afterSequence: String(after) }), (m) => {
+      if (!m.event) return;
+      addEvent(m.event);
+      after = Math.max(after, Number(m.event.sequence));
+      if (!soon) soon = setTimeout(() => { soon = null; if (!stop.signal.aborted) refresh(); }, 250);
+    }, (err) => notice(`events of ${id}: ${err.message}; following again`));
+  })();
+  const untick = ticker(main());
   refresh();
-  follow();
-  return () => { stop.abort(); clearTimeout(timer); };
+  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); untick(); };
 }
 
 function matchText(r) {
