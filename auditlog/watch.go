@@ -102,7 +102,10 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 		defer l.wg.Done()
 		defer stop()
 		defer cancel()
-		err := l.follow(wctx, p, w, afterSequence, upTo)
+		sent, err := l.replay(wctx, p, w, afterSequence, upTo)
+		if err == nil {
+			err = forward(wctx, w, sent, true)
+		}
 		p.mu.Lock()
 		delete(p.watchers, w)
 		p.mu.Unlock()
@@ -111,10 +114,11 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 	return w, nil
 }
 
-// follow replays the stored events in (after, upTo], then forwards the live
-// ones above both, until ctx is done or publish drops the watcher. It
-// returns why it ended.
-func (l *Log) follow(ctx context.Context, p *pipelineLog, w *Watcher, after, upTo uint64) error {
+// replay hands the stored events in (after, upTo] to the reader and
+// returns the sequence the live ones must pass. (The live part runs in
+// forward, after replay's frames are gone: an idle watcher's goroutine
+// keeps the stack its deepest call needed.)
+func (l *Log) replay(ctx context.Context, p *pipelineLog, w *Watcher, after, upTo uint64) (uint64, error) {
 	next := after + 1
 	var page []Event
 	for after < upTo && next <= upTo {
@@ -126,13 +130,13 @@ func (l *Log) follow(ctx context.Context, p *pipelineLog, w *Watcher, after, upT
 			return len(page) < replayPage
 		})
 		if err != nil {
-			return fmt.Errorf("replay audit events of pipeline %s: %w", p.id, err)
+			return 0, fmt.Errorf("replay audit events of pipeline %s: %w", p.id, err)
 		}
 		for _, e := range page {
 			select {
 			case w.c <- e:
 			case <-ctx.Done():
-				return ctx.Err()
+				return 0, ctx.Err()
 			}
 		}
 		if len(page) < replayPage {
@@ -141,19 +145,14 @@ func (l *Log) follow(ctx context.Context, p *pipelineLog, w *Watcher, after, upT
 		next = seen + 1
 	}
 
-	sent := max(after, upTo)
-	return forward(ctx, w, func(e Event) bool {
-		if e.Sequence <= sent {
-			return false
-		}
-		sent = e.Sequence
-		return true
-	})
+	return max(after, upTo), nil
 }
 
-// forward hands the live events that pass keep to the reader until ctx
-// is done or publish drops the watcher, and returns why it ended.
-func forward(ctx context.Context, w *Watcher, keep func(Event) bool) error {
+// forward hands the live events to the reader until ctx is done or
+// publish drops the watcher, and returns why it ended. With ordered (the
+// watcher of one pipeline), events at or below sent, which the replay
+// gave already, are skipped.
+func forward(ctx context.Context, w *Watcher, sent uint64, ordered bool) error {
 	for {
 		e, ok, closed := w.live.pop()
 		if !ok {
@@ -167,8 +166,11 @@ func forward(ctx context.Context, w *Watcher, keep func(Event) bool) error {
 				return ctx.Err()
 			}
 		}
-		if !keep(e) {
-			continue
+		if ordered {
+			if e.Sequence <= sent {
+				continue
+			}
+			sent = e.Sequence
 		}
 		select {
 		case w.c <- e:
@@ -213,7 +215,7 @@ func (l *Log) WatchEvery(ctx context.Context, kinds []Kind) (*Watcher, error) {
 		defer l.wg.Done()
 		defer stop()
 		defer cancel()
-		err := forward(wctx, w, func(Event) bool { return true })
+		err := forward(wctx, w, 0, false)
 		l.every.mu.Lock()
 		delete(l.every.watchers, w)
 		l.every.mu.Unlock()

@@ -193,15 +193,20 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	if tl := b.text(t, "#timeline"); !strings.Contains(tl, "Attempt 1") || !strings.Contains(tl, "Attempt 2") || !strings.Contains(tl, "429") {
 		t.Errorf("the timeline of twice %q does not show its two attempts with their code", tl)
 	}
+	// The person answers every confirmation with yes.
+	answerYes := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool]("window.confirm = () => true, true")(ctx, tg)
+		return err
+	})
+	// A click on stop stops it.
+	b.do(t, "stop twice with a click", answerYes, chromedp.WaitEnabled(chromedp.CSS(`#stop`)), chromedp.Click(chromedp.CSS(`#stop`)),
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
 	b.do(t, "back to flaky", chromedp.Navigate("http://"+address+"/ui/#/pipeline/flaky"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)))
 
-	// From the keyboard (Enter on the focused button); the person
-	// answers the confirmation with yes.
-	b.do(t, "stop", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := chromedp.Evaluate[bool]("window.confirm = () => true, true")(ctx, tg)
-		return err
-	}), chromedp.SendKeys(chromedp.CSS(`#stop`), "\r"),
+	// From the keyboard: Enter on the focused button.
+	b.do(t, "stop", answerYes, chromedp.SendKeys(chromedp.CSS(`#stop`), "\r"),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
 	if out := w.mustPipelines(address, "list"); !strings.Contains(tableRows(out)["flaky"][1], "stopped") {
