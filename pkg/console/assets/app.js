@@ -339,7 +339,7 @@ function pipelinePage(id) {
     const policy = p.policy;
     if (policy) {
       parts.push(el("h2", { text: "Recovery policy" }), el("p", { class: "muted",
-        text: `${policy.preset || "conduit"} preset, ${policy.strategy || "exponential"}, ${dur(policy.minDelay)} to ${dur(policy.maxDelay)}, max retries ${policy.maxRetries ?? "-"}` +
+        text: `${policy.preset || "conduit"} preset, ${policy.strategy || "exponential"}, ${dur(policy.minDelay)} to ${dur(policy.maxDelay)}, ${policy.maxRetries === -1 ? "retries without limit" : `max retries ${policy.maxRetries ?? 0}`}` +
           ((policy.rules || []).length ? `; rules tried in order: ${policy.rules.map((r) => r.name).join(", ")}` : "") }));
     }
     details.replaceChildren(...parts);
