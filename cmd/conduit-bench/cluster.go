@@ -194,14 +194,14 @@ func (b *clusterBench) stopAll() {
 }
 
 // waitPlaced waits until every pipeline's lease is live and held by the
-// instance rendezvous hashing gives it among live.
+// instance cluster.Assign gives it among live.
 func (b *clusterBench) waitPlaced(ctx context.Context, live []string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	want := make(map[string]string, b.n)
-	for i := range b.n {
-		id := fmt.Sprintf("p%04d", i)
-		want[id] = cluster.Owner(id, live)
+	ids := make([]string, b.n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%04d", i)
 	}
+	want := cluster.Assign(ids, live)
 	for {
 		rows, err := b.conn.Query(ctx, `SELECT pipeline_id, owner FROM conduit_leases WHERE expires_at >= now()`)
 		var pe *pgconn.PgError

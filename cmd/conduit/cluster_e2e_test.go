@@ -160,9 +160,9 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 		}
 	})
 
-	// Spread: every instance runs some of them.
-	spread := w.waitPlacement(addresses["i1"], "three instances", func(p placement) bool {
-		return p.settled(n, "i1", "i2", "i3") && len(p.on("i1")) > 0 && len(p.on("i2")) > 0 && len(p.on("i3")) > 0
+	// Spread: every instance runs a third of them.
+	spread := w.waitPlacement(addresses["i1"], "three instances, four pipelines each", func(p placement) bool {
+		return p.settled(n, "i1", "i2", "i3") && len(p.on("i1")) == n/3 && len(p.on("i2")) == n/3 && len(p.on("i3")) == n/3
 	})
 	for i := range n {
 		waitForRecords(t, instances["i1"], filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i)), 50)
@@ -180,7 +180,9 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	instances["i3"].wait(t)
-	w.waitPlacement(addresses["i2"], "after i3 was killed", func(p placement) bool { return p.settled(n, "i1", "i2") })
+	w.waitPlacement(addresses["i2"], "after i3 was killed", func(p placement) bool {
+		return p.settled(n, "i1", "i2") && len(p.on("i1")) == n/2
+	})
 	for _, id := range moved {
 		out := filepath.Join(w.dir, "out-"+id+".jsonl")
 		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
@@ -205,7 +207,7 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	// again.
 	start("i3")
 	w.waitPlacement(addresses["i3"], "after i2 continued and i3 joined again", func(p placement) bool {
-		return p.settled(n, "i1", "i2", "i3") && len(p.on("i2")) > 0 && len(p.on("i3")) > 0
+		return p.settled(n, "i1", "i2", "i3") && len(p.on("i1")) == n/3 && len(p.on("i2")) == n/3 && len(p.on("i3")) == n/3
 	})
 	if len(paused.on("i1")) != n {
 		t.Fatalf("while i2 was paused: %v", paused)

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -300,22 +301,85 @@ func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (bo
 	return ok, err
 }
 
-// Owner is the instance that should run a pipeline: rendezvous hashing
-// over the live instances, so that pipelines spread evenly and an
-// instance joining or leaving moves only its share.
-func Owner(pipelineID string, live []string) string {
-	var best string
-	var bestScore uint64
-	for _, id := range live {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(id))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(pipelineID))
-		if s := mix(h.Sum64()); best == "" || s > bestScore {
-			best, bestScore = id, s
+// Assign gives each pipeline the instance that should run it: rendezvous
+// hashing with bounded loads. Pipelines are placed one by one, in an order
+// fixed by their ids' hashes, each on the first instance of its
+// rendezvous ranking that has room: floor(pipelines/instances), and one
+// more for as many instances as the division leaves over. Every instance computes the same assignment from the same
+// pipelines and live instances, whatever their order; the loads differ
+// by at most one, however few the pipelines (plain rendezvous hashing
+// gives 9 pipelines over 3 instances as 6, 3 and 0 as often as not); and
+// an instance joining or leaving moves about its share and little more.
+func Assign(pipelineIDs, live []string) map[string]string {
+	out := make(map[string]string, len(pipelineIDs))
+	if len(live) == 0 {
+		return out
+	}
+	instances := slices.Clone(live)
+	slices.Sort(instances)
+	instances = slices.Compact(instances)
+	ids := slices.Clone(pipelineIDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	order := make([]uint64, len(ids))
+	for i, id := range ids {
+		order[i] = hashOf(id)
+	}
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(order[a], order[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(ids[a], ids[b])
+	})
+	// Every instance gets floor(n/k) pipelines, and the first n mod k
+	// to reach that get one more.
+	base, extra := len(ids)/len(instances), len(ids)%len(instances)
+	load := make([]int, len(instances))
+	scores := make([]uint64, len(instances))
+	ranked := make([]int, len(instances))
+	for _, i := range idx {
+		id := ids[i]
+		for j, inst := range instances {
+			scores[j] = score(inst, id)
+			ranked[j] = j
+		}
+		slices.SortFunc(ranked, func(a, b int) int {
+			if c := cmp.Compare(scores[b], scores[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(instances[a], instances[b])
+		})
+		for _, j := range ranked {
+			if load[j] < base || (load[j] == base && extra > 0) {
+				if load[j] == base {
+					extra--
+				}
+				load[j]++
+				out[id] = instances[j]
+				break
+			}
 		}
 	}
-	return best
+	return out
+}
+
+func hashOf(s string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	return mix(h.Sum64())
+}
+
+// score is an instance's rendezvous score for a pipeline; higher wins.
+func score(instance, pipelineID string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(instance))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(pipelineID))
+	return mix(h.Sum64())
 }
 
 // mix spreads a hash's bits (splitmix64's finalizer): FNV alone orders

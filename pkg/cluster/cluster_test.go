@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,36 +137,93 @@ func TestLeasesAndFencing(t *testing.T) {
 	}
 }
 
-func TestOwnerSpreadsAndMovesLittle(t *testing.T) {
-	three := []string{"a", "b", "c"}
-	counts := map[string]int{}
-	owners := map[string]string{}
-	for i := range 3000 {
-		id := fmt.Sprintf("p-%d", i)
-		o := Owner(id, three)
-		counts[o]++
-		owners[id] = o
-	}
-	for _, id := range three {
-		if counts[id] < 900 || counts[id] > 1100 {
-			t.Errorf("instance %s runs %d of 3000", id, counts[id])
+func TestAssignIsFairForAnyCount(t *testing.T) {
+	for _, k := range []int{1, 2, 3, 5, 7} {
+		live := make([]string, k)
+		for i := range live {
+			live[i] = fmt.Sprintf("host-%d", i)
 		}
-	}
-	// c leaves: only c's pipelines move.
-	moved := 0
-	for id, o := range owners {
-		if now := Owner(id, []string{"a", "b"}); now != o {
-			moved++
-			if o != "c" {
-				t.Fatalf("%s moved from %s, which is still there", id, o)
+		for _, n := range []int{0, 1, 2, 3, 5, 9, 10, 100, 1000, 3001} {
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("p%d", i)
+			}
+			got := Assign(ids, live)
+			if len(got) != n {
+				t.Fatalf("%d over %d: %d assigned", n, k, len(got))
+			}
+			load := map[string]int{}
+			for _, inst := range got {
+				if !slices.Contains(live, inst) {
+					t.Fatalf("assigned to %q, not live", inst)
+				}
+				load[inst]++
+			}
+			lo, hi := n, 0
+			for _, inst := range live {
+				lo, hi = min(lo, load[inst]), max(hi, load[inst])
+			}
+			if hi-lo > 1 {
+				t.Errorf("%d pipelines over %d instances: loads %v", n, k, load)
 			}
 		}
 	}
-	if moved != counts["c"] {
-		t.Errorf("%d moved, want c's %d", moved, counts["c"])
+	if got := Assign([]string{"x"}, nil); len(got) != 0 {
+		t.Errorf("assigned without instances: %v", got)
 	}
-	if Owner("x", nil) != "" {
-		t.Error("an owner without instances")
+}
+
+func TestAssignIsTheSameOnEveryInstance(t *testing.T) {
+	ids := make([]string, 500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("orders-%d", i)
+	}
+	live := []string{"c", "a", "b", "d"}
+	want := Assign(ids, live)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 5 {
+		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
+		if got := Assign(ids, live); !maps.Equal(got, want) {
+			t.Fatal("another order of the same pipelines and instances gives another assignment")
+		}
+	}
+}
+
+// An instance leaving moves its pipelines and few others; one joining
+// takes about its share.
+func TestAssignMovesLittle(t *testing.T) {
+	ids := make([]string, 3000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p-%d", i)
+	}
+	three := Assign(ids, []string{"a", "b", "c"})
+	two := Assign(ids, []string{"a", "b"})
+	movedOthers, onC := 0, 0
+	for _, id := range ids {
+		if three[id] == "c" {
+			onC++
+			continue
+		}
+		if two[id] != three[id] {
+			movedOthers++
+		}
+	}
+	t.Logf("c leaves: its %d move, and %d of the others", onC, movedOthers)
+	if movedOthers > len(ids)/20 {
+		t.Errorf("c leaving moved %d pipelines of a and b, want at most 5%%", movedOthers)
+	}
+	// c comes back: about its share moves to it, little else.
+	again := Assign(ids, []string{"a", "b", "c"})
+	moved := 0
+	for _, id := range ids {
+		if again[id] != two[id] {
+			moved++
+		}
+	}
+	t.Logf("c joins: %d move", moved)
+	if moved > len(ids)/3+len(ids)/20 {
+		t.Errorf("c joining moved %d pipelines, want about a third of %d", moved, len(ids))
 	}
 }
 

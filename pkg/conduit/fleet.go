@@ -23,8 +23,8 @@ import (
 // every instance knows every pipeline (the same pipeline files, and those
 // created through the API, from the database) and runs those whose lease
 // it holds. A renewal loop heartbeats and renews the leases on a
-// connection of its own; a balance loop takes up the pipelines rendezvous
-// hashing gives this instance and hands over the others; a listener hears
+// connection of its own; a balance loop takes up the pipelines cluster.Assign
+// gives this instance and hands over the others; a listener hears
 // the other instances (instances joining and leaving, leases released,
 // commands for this instance, pipelines and rules changed through the
 // API, audit events); a command loop carries out the starts and stops
@@ -513,7 +513,7 @@ const (
 	takeUpParallelism   = 4
 )
 
-// balance takes up the pipelines rendezvous hashing gives this instance
+// balance takes up the pipelines cluster.Assign gives this instance
 // and whose lease is free, and hands over those it gives to another. It
 // returns how long until the first lease it waits for expires (0: none).
 // It holds the reconciler's lock: a pipeline is not updated or deleted
@@ -522,9 +522,15 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	self := f.member.ID()
 	var give []string
 	var take []reconciler.Running
-	for _, k := range f.knownPipelines() {
+	known := f.knownPipelines()
+	ids := make([]string, len(known))
+	for i, k := range known {
+		ids[i] = k.Pipeline.ID
+	}
+	owners := cluster.Assign(ids, live)
+	for _, k := range known {
 		id := k.Pipeline.ID
-		want := cluster.Owner(id, live) == self
+		want := owners[id] == self
 		have := f.holds(id)
 		switch {
 		case want && !have:
@@ -568,7 +574,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			f.release(ctx, id, "handed over to instance "+cluster.Owner(id, live), true)
+			f.release(ctx, id, "handed over to instance "+owners[id], true)
 		})
 	}
 	wg.Wait()
