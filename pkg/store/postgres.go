@@ -553,27 +553,38 @@ func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var after []byte // the last key visited
 		for {
-			var rows pgx.Rows
-			var err error
+			// Both bounds are index conditions only when written as plain
+			// comparisons: a bound behind "$2 IS NULL OR" is a filter, and
+			// the index scan then runs past the prefix through the rest of
+			// the table.
+			var (
+				rows pgx.Rows
+				err  error
+			)
 			switch {
 			case !reverse:
 				from, op := lo, ">="
 				if after != nil {
 					from, op = after, ">"
 				}
-				q := `SELECT key, value FROM conduit_kv WHERE key ` + op + ` $1 AND ($2::bytea IS NULL OR key < $2) ORDER BY key LIMIT $3`
-				rows, err = tx.Query(ctx, q, from, nullable(end), scanPage)
+				if end == nil {
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key `+op+` $1 ORDER BY key LIMIT $2`, from, scanPage)
+				} else {
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key `+op+` $1 AND key < $2 ORDER BY key LIMIT $3`, from, end, scanPage)
+				}
 			default:
 				top, op := hi, "<="
 				if after != nil {
 					top, op = after, "<"
 				}
-				upper := `($2::bytea IS NULL OR key ` + op + ` $2)`
 				if top == nil {
-					top, upper = end, `($2::bytea IS NULL OR key < $2)`
+					top, op = end, "<"
 				}
-				q := `SELECT key, value FROM conduit_kv WHERE key >= $1 AND ` + upper + ` ORDER BY key DESC LIMIT $3`
-				rows, err = tx.Query(ctx, q, prefix, nullable(top), scanPage)
+				if top == nil {
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key >= $1 ORDER BY key DESC LIMIT $2`, prefix, scanPage)
+				} else {
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key >= $1 AND key `+op+` $2 ORDER BY key DESC LIMIT $3`, prefix, top, scanPage)
+				}
 			}
 			if err != nil {
 				return err
@@ -616,14 +627,6 @@ func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool
 		return fnErr
 	}
 	return s.pgErr(ctx, err)
-}
-
-// nullable is nil for an empty bound (none), so that SQL sees NULL.
-func nullable(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return b
 }
 
 // Close implements Store: it waits for the operations under way, releases
