@@ -418,3 +418,56 @@ func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
 	}
 	stopProcess(t, procs[survivor])
 }
+
+// Instances given different pipeline files: after two lease TTLs both say
+// so (log and metric) and spread by plain rendezvous hashing, on which
+// they agree for the pipelines they share, so that each of those runs;
+// once the files agree again, the even spread comes back.
+func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	w := newWorkspace(t, clusterPipelineFiles(n, 100))
+	w.write("pipelines-b/c.yml", clusterPipelineFiles(n-1, 100))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
+	i1 := w.start("run", "--cluster.instance-id", "i1")
+	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b")
+	a1, a2 := apiAddress(t, i1), apiAddress(t, i2)
+
+	differ := func(address, id string, want int) func() bool {
+		return func() bool {
+			resp, err := http.Get("http://" + address + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return strings.Contains(string(body), fmt.Sprintf("conduit_cluster_views_differ{instance_id=%q} %d", id, want))
+		}
+	}
+	for id, address := range map[string]string{"i1": a1, "i2": a2} {
+		eventually(t, 100*time.Millisecond, differ(address, id, 1), func() string {
+			return id + " does not report that the views differ"
+		})
+	}
+	for _, p := range []*process{i1, i2} {
+		if !strings.Contains(p.stderr.String(), "do not know the same pipelines") {
+			t.Errorf("an instance does not warn that the pipeline files differ:\n%s", p.stderr.String())
+		}
+	}
+	// Every pipeline both know runs, on one of them.
+	w.waitPlacement(a2, "the shared pipelines with plain rendezvous", func(p placement) bool { return p.settled(n-1, "i1", "i2") })
+
+	// The files agree again: the views do, and the spread is even.
+	w.write("pipelines-b/c.yml", clusterPipelineFiles(n, 100))
+	for id, address := range map[string]string{"i1": a1, "i2": a2} {
+		eventually(t, 100*time.Millisecond, differ(address, id, 0), func() string {
+			return id + " still reports that the views differ"
+		})
+	}
+	w.waitPlacement(a1, "the same pipelines everywhere", func(p placement) bool {
+		return p.settled(n, "i1", "i2") && len(p.on("i1")) == n/2
+	})
+	stopProcess(t, i1)
+	stopProcess(t, i2)
+}

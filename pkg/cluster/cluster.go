@@ -104,10 +104,12 @@ func Alive(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration
 	return alive, err
 }
 
-// Heartbeat says the instance is alive. It fails when another instance
-// took the id over (this one was presumed dead).
-func (m *Membership) Heartbeat(ctx context.Context) error {
-	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now() WHERE id = $1 AND started_at = $2`, m.id, m.joined)
+// Heartbeat says the instance is alive, and what it knows of the
+// pipelines (view: any text that is the same on instances that know the
+// same pipelines; LiveFor shows it to the others). It fails when another
+// instance took the id over (this one was presumed dead).
+func (m *Membership) Heartbeat(ctx context.Context, view string) error {
+	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now(), view = $3 WHERE id = $1 AND started_at = $2`, m.id, m.joined, view)
 	if err != nil {
 		return err
 	}
@@ -135,33 +137,44 @@ func (m *Membership) Leave(ctx context.Context) error {
 // Live returns the ids of the instances that heartbeat within the TTL,
 // sorted.
 func (m *Membership) Live(ctx context.Context) ([]string, error) {
-	live, _, err := m.LiveFor(ctx)
-	return live, err
+	l, err := m.LiveFor(ctx)
+	return l.IDs, err
 }
 
-// LiveFor is Live, and the shortest time one of those instances stays
-// live without another heartbeat: when the live instances may change
-// next.
-func (m *Membership) LiveFor(ctx context.Context) (live []string, soonest time.Duration, err error) {
-	rows, err := m.pool.Query(ctx, `SELECT id, heartbeat_at + $1::interval - now() FROM conduit_instances
+// LiveInstances are the instances that heartbeat within the TTL.
+type LiveInstances struct {
+	// IDs, sorted.
+	IDs []string
+	// Views are what each one said of the pipelines in its last
+	// heartbeat; empty for one that has not said yet.
+	Views map[string]string
+	// Soonest is the shortest time one of the others stays live without
+	// another heartbeat: when the live instances may change next.
+	Soonest time.Duration
+}
+
+// LiveFor returns the live instances with their views.
+func (m *Membership) LiveFor(ctx context.Context) (LiveInstances, error) {
+	rows, err := m.pool.Query(ctx, `SELECT id, view, heartbeat_at + $1::interval - now() FROM conduit_instances
 		WHERE heartbeat_at >= now() - $1::interval ORDER BY id`, m.ttl)
 	if err != nil {
-		return nil, 0, err
+		return LiveInstances{}, err
 	}
 	defer rows.Close()
-	soonest = m.ttl
+	l := LiveInstances{Views: map[string]string{}, Soonest: m.ttl}
 	for rows.Next() {
-		var id string
+		var id, view string
 		var left time.Duration
-		if err := rows.Scan(&id, &left); err != nil {
-			return nil, 0, err
+		if err := rows.Scan(&id, &view, &left); err != nil {
+			return LiveInstances{}, err
 		}
-		live = append(live, id)
+		l.IDs = append(l.IDs, id)
+		l.Views[id] = view
 		if id != m.id {
-			soonest = min(soonest, left)
+			l.Soonest = min(l.Soonest, left)
 		}
 	}
-	return live, soonest, rows.Err()
+	return l, rows.Err()
 }
 
 // Lease is a pipeline's lease as this instance holds it.
@@ -299,6 +312,21 @@ func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (bo
 	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 AND token = $2 AND expires_at >= now())`,
 		pipelineID, token).Scan(&ok)
 	return ok, err
+}
+
+// Rendezvous is the instance plain rendezvous hashing gives a pipeline:
+// it depends on the pipeline and the live instances alone, so instances
+// that know different pipelines still agree on the ones they share (at
+// the price of uneven shares when pipelines are few).
+func Rendezvous(pipelineID string, live []string) string {
+	var best string
+	var bestScore uint64
+	for _, id := range live {
+		if s := score(id, pipelineID); best == "" || s > bestScore || (s == bestScore && id < best) {
+			best, bestScore = id, s
+		}
+	}
+	return best
 }
 
 // Assign gives each pipeline the instance that should run it: rendezvous

@@ -60,16 +60,21 @@ func TestMembership(t *testing.T) {
 	}
 	// The process that went quiet wakes up: it learns that its id is
 	// another's now, and the new one is not disturbed.
-	if err := b.Heartbeat(ctx); !errors.Is(err, ErrNotRegistered) {
+	if err := b.Heartbeat(ctx, ""); !errors.Is(err, ErrNotRegistered) {
 		t.Fatalf("heartbeat of the presumed dead instance: %v", err)
 	}
-	if err := b2.Heartbeat(ctx); err != nil {
+	if err := b2.Heartbeat(ctx, "3 pipelines, 0a"); err != nil {
 		t.Fatalf("heartbeat of the instance that took the id: %v", err)
+	}
+	// Each live instance's view is what its last heartbeat said; a
+	// heartbeat that came late says nothing.
+	if l, err := a.LiveFor(ctx); err != nil || fmt.Sprint(l.IDs) != "[a b]" || l.Views["b"] != "3 pipelines, 0a" || l.Views["a"] != "" {
+		t.Fatalf("live instances %+v %v", l, err)
 	}
 	if err := a.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Heartbeat(ctx); err == nil {
+	if err := a.Heartbeat(ctx, ""); err == nil {
 		t.Fatal("an instance that left heartbeats")
 	}
 }

@@ -2,6 +2,7 @@ package conduit
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,6 +69,14 @@ type fleet struct {
 	// holders and live are the database's view as of the last round.
 	holders map[string]cluster.Holder
 	live    []string
+	// view is what this instance knows of the pipelines, as it tells the
+	// others in its heartbeat (viewOf known).
+	view string
+	// differSince is when the live instances' views were first seen to
+	// differ, zero while they agree; plainSpread is set once they have
+	// differed for viewGrace.
+	differSince time.Time
+	plainSpread bool
 	// watched counts the watchers of pipelines run elsewhere, whose
 	// events this instance reads when told of them.
 	watched map[string]int
@@ -167,7 +176,7 @@ func (f *fleet) clusterFigures() metrics.ClusterFigures {
 	defer f.mu.RUnlock()
 	return metrics.ClusterFigures{Leases: len(f.held), Live: len(f.live),
 		RenewalFailures: f.figures.renewalFailures.Load(), TakenOver: f.figures.takenOver.Load(),
-		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load()}
+		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.plainSpread}
 }
 
 // fenceOf fences a write of a pipeline's keys with the token of the lease
@@ -218,8 +227,9 @@ func (f *fleet) holds(pipelineID string) bool {
 // setKnown replaces the pipelines this instance knows, and asks for a
 // round so that new ones are taken up.
 func (f *fleet) setKnown(known []reconciler.Running) {
+	view := viewOf(known)
 	f.mu.Lock()
-	f.known = known
+	f.known, f.view = known, view
 	f.mu.Unlock()
 	f.kickRound()
 }
@@ -441,7 +451,8 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 	}
 	qctx, cancel := context.WithTimeout(ctx, every)
 	defer cancel()
-	live, next, err := f.member.LiveFor(qctx)
+	instances, err := f.member.LiveFor(qctx)
+	live, next := instances.IDs, instances.Soonest
 	if err != nil {
 		f.log.Warn("could not read the live instances", zap.Error(err))
 		return every
@@ -451,14 +462,75 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 		f.log.Warn("could not read the leases", zap.Error(err))
 		return every
 	}
+	plain := f.compareViews(instances.Views)
 	f.mu.Lock()
 	f.live, f.holders = live, holders
 	f.mu.Unlock()
-	if waiting := f.balance(ctx, live, holders); waiting > 0 {
+	if waiting := f.balance(ctx, live, holders, plain); waiting > 0 {
 		next = min(next, waiting)
 	}
 	// A moment after the expiry, so that the database sees it too.
 	return min(max(next+expiryMargin, expiryMargin), every)
+}
+
+// viewGrace is how long, in lease TTLs, the live instances' views of the
+// pipelines may differ before the spread falls back to plain rendezvous
+// hashing: a change of the pipelines reaches the instances a moment
+// apart, which must not move every pipeline twice.
+const viewGrace = 2
+
+// compareViews reads the views the live instances heartbeat and says
+// whether to spread by plain rendezvous hashing. The bounded spread of
+// cluster.Assign depends on every pipeline: instances that know different
+// pipelines would compute different owners, and a pipeline could be left
+// to an instance that thinks it another's. Plain rendezvous depends on
+// the pipeline alone, so they agree on the ones they share.
+func (f *fleet) compareViews(views map[string]string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	agree := true
+	for _, v := range views {
+		// An instance that has not heartbeat its view yet (it just
+		// joined) is not counted.
+		if v != "" && v != f.view {
+			agree = false
+		}
+	}
+	switch {
+	case agree:
+		if f.plainSpread {
+			f.log.Info("the live instances know the same pipelines again: spreading them evenly")
+		}
+		f.differSince, f.plainSpread = time.Time{}, false
+	case f.differSince.IsZero():
+		f.differSince = time.Now()
+	case !f.plainSpread && time.Since(f.differSince) >= viewGrace*f.ttl:
+		f.plainSpread = true
+		described := make([]string, 0, len(views))
+		for id, v := range views {
+			described = append(described, id+": "+v)
+		}
+		slices.Sort(described)
+		f.log.Warn("the live instances do not know the same pipelines (their pipeline files differ): each pipeline runs on the instance plain rendezvous hashing gives it, and a pipeline runs only if that instance knows it; give every instance the same pipeline files",
+			zap.String("this_view", f.view), zap.Strings("views", described))
+	}
+	return f.plainSpread
+}
+
+// viewOf says which pipelines an instance knows: their count and a digest
+// of their ids.
+func viewOf(known []reconciler.Running) string {
+	ids := make([]string, len(known))
+	for i, k := range known {
+		ids[i] = k.Pipeline.ID
+	}
+	slices.Sort(ids)
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%d pipelines, %x", len(ids), h.Sum(nil)[:6])
 }
 
 // expiryMargin is how long after a lease's or a heartbeat's expiry the
@@ -477,7 +549,10 @@ func (f *fleet) renewedRecently() bool {
 func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
-	if err := f.renewer.Heartbeat(rctx); err != nil {
+	f.mu.RLock()
+	view := f.view
+	f.mu.RUnlock()
+	if err := f.renewer.Heartbeat(rctx, view); err != nil {
 		return nil, err
 	}
 	f.mu.RLock()
@@ -518,7 +593,7 @@ const (
 // returns how long until the first lease it waits for expires (0: none).
 // It holds the reconciler's lock: a pipeline is not updated or deleted
 // while it changes hands.
-func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder) (waiting time.Duration) {
+func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder, plain bool) (waiting time.Duration) {
 	self := f.member.ID()
 	var give []string
 	var take []reconciler.Running
@@ -527,7 +602,15 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	for i, k := range known {
 		ids[i] = k.Pipeline.ID
 	}
-	owners := cluster.Assign(ids, live)
+	var owners map[string]string
+	if plain {
+		owners = make(map[string]string, len(ids))
+		for _, id := range ids {
+			owners[id] = cluster.Rendezvous(id, live)
+		}
+	} else {
+		owners = cluster.Assign(ids, live)
+	}
 	for _, k := range known {
 		id := k.Pipeline.ID
 		want := owners[id] == self

@@ -18,6 +18,9 @@ type ClusterFigures struct {
 	// Lost counts leases another instance took over while this one
 	// still thought it held them.
 	Lost uint64
+	// ViewsDiffer is true while the live instances have not known the
+	// same pipelines for a while (their pipeline files differ).
+	ViewsDiffer bool
 }
 
 // WatchCluster exports the instance's cluster figures, read on each
@@ -33,16 +36,18 @@ func (m *Metrics) WatchCluster(instance string, figures func() ClusterFigures) {
 		taken:    desc("conduit_cluster_pipelines_taken_over_total", "Pipelines this instance took up (new, rebalanced or failed over)."),
 		handed:   desc("conduit_cluster_pipelines_handed_over_total", "Pipelines this instance gave away (rebalanced, or stopped because it could not renew its leases)."),
 		lost:     desc("conduit_cluster_leases_lost_total", "Leases another instance took over while this one still held them (it was paused or cut off)."),
+		differ:   desc("conduit_cluster_views_differ", "1 while the live instances have not known the same pipelines for two lease TTLs (give every instance the same pipeline files); pipelines are then spread by plain rendezvous hashing."),
 	})
 }
 
 type clusterCollector struct {
 	figures                                     func() ClusterFigures
 	leases, live, failures, taken, handed, lost *prometheus.Desc
+	differ                                      *prometheus.Desc
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost} {
+	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost, c.differ} {
 		ch <- d
 	}
 }
@@ -55,4 +60,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.CounterValue, float64(f.TakenOver))
 	ch <- prometheus.MustNewConstMetric(c.handed, prometheus.CounterValue, float64(f.HandedOver))
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(f.Lost))
+	differ := 0.0
+	if f.ViewsDiffer {
+		differ = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.differ, prometheus.GaugeValue, differ)
 }

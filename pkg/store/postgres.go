@@ -74,7 +74,7 @@ const EventsChannel = "conduit_events"
 
 // postgresSchema is the version this build writes; migrations[i] takes a
 // database from version i to i+1.
-const postgresSchema = 3
+const postgresSchema = 4
 
 var postgresMigrations = []string{
 	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
@@ -103,6 +103,9 @@ var postgresMigrations = []string{
 		error text
 	);
 	CREATE INDEX conduit_commands_pending ON conduit_commands (instance) WHERE done_at IS NULL`,
+	// What each instance knows of the pipelines (pkg/cluster Heartbeat),
+	// so that the instances can tell when they disagree.
+	`ALTER TABLE conduit_instances ADD COLUMN view text NOT NULL DEFAULT ''`,
 }
 
 // Advisory lock keys (any constants that are conduit's): one serializes
