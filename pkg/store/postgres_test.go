@@ -62,6 +62,41 @@ func TestPostgresSchemaAndExclusiveLock(t *testing.T) {
 	}
 }
 
+// A database of the previous schema is migrated in place: its rows stay,
+// the new column has its default.
+func TestPostgresMigratesTheSchemaBefore(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.Database(t)
+	a := openTestPostgres(t, dbURL, PostgresOptions{})
+	for _, q := range []string{
+		`ALTER TABLE conduit_instances DROP COLUMN view`,
+		`UPDATE conduit_schema SET version = 3`,
+		`INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ('old', now(), now())`,
+	} {
+		if _, err := a.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Set(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := openTestPostgres(t, dbURL, PostgresOptions{})
+	var version int
+	var view string
+	if err := b.pool.QueryRow(ctx, `SELECT version FROM conduit_schema`).Scan(&version); err != nil || version != postgresSchema {
+		t.Fatalf("schema version %d %v, want %d", version, err, postgresSchema)
+	}
+	if err := b.pool.QueryRow(ctx, `SELECT view FROM conduit_instances WHERE id = 'old'`).Scan(&view); err != nil || view != "" {
+		t.Fatalf("the instance row after the migration: %q %v", view, err)
+	}
+	if v, err := b.Get(ctx, []byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("after the migration: %q %v", v, err)
+	}
+}
+
 // A write made under a stale lease is left out and fails its writer;
 // the writes of the same commit under current leases, or none, land.
 func TestPostgresFencedCommit(t *testing.T) {
