@@ -193,10 +193,43 @@ func eventually(t *testing.T, interval time.Duration, done func() bool, failure 
 	}
 }
 
+// waitForRecords waits until path holds at least n lines (records). It
+// reads only what was appended since its last look: parsing the whole
+// file on each look would take longer and longer while a fast pipeline
+// keeps writing, and could never catch up with it on a loaded machine.
 func waitForRecords(t *testing.T, p *process, path string, n int) {
 	t.Helper()
-	eventually(t, pollInterval, func() bool { return len(ids(t, path)) >= n }, func() string {
-		return fmt.Sprintf("fewer than %d records in %s; conduit output:\n%s", n, path, p.stderr.String())
+	var (
+		offset int64
+		lines  int
+	)
+	buf := make([]byte, 1<<20)
+	eventually(t, pollInterval, func() bool {
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for lines < n {
+			k, err := f.ReadAt(buf, offset)
+			// Only complete lines count: a line being written is
+			// counted once its newline is there.
+			last := bytes.LastIndexByte(buf[:k], '\n')
+			if last < 0 {
+				break // no complete line beyond offset yet
+			}
+			lines += bytes.Count(buf[:last+1], []byte{'\n'})
+			offset += int64(last + 1)
+			if err != nil || k < len(buf) {
+				break
+			}
+		}
+		return lines >= n
+	}, func() string {
+		return fmt.Sprintf("fewer than %d records in %s (%d); conduit output:\n%s", n, path, lines, p.stderr.String())
 	})
 }
 
