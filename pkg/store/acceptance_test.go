@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -173,6 +174,49 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 					t.Fatalf("Scan: got keys %q, want %q", got, tt.want)
 				}
 			})
+		}
+	})
+
+	t.Run("scans that span several pages", func(t *testing.T) {
+		// More keys than a backend reads per query, so that scans
+		// continue across pages, with keys beside the prefix on both
+		// sides.
+		s := open(t)
+		const n = 2500
+		keys := make([]string, n)
+		var batch []Op
+		for i := range n {
+			keys[i] = fmt.Sprintf("m/%05d", i)
+			batch = append(batch, Op{Key: []byte(keys[i]), Value: []byte("v")})
+		}
+		batch = append(batch, Op{Key: []byte("l"), Value: []byte("v")}, Op{Key: []byte("n"), Value: []byte("v")})
+		if err := s.Commit(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		collect := func(scan func(fn func(k, v []byte) error) error) []string {
+			t.Helper()
+			var got []string
+			if err := scan(func(k, _ []byte) error { got = append(got, string(k)); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		reversed := slices.Clone(keys)
+		slices.Reverse(reversed)
+		for name, tt := range map[string]struct {
+			scan func(fn func(k, v []byte) error) error
+			want []string
+		}{
+			"scan":      {func(fn func(k, v []byte) error) error { return s.Scan(ctx, []byte("m/"), fn) }, keys},
+			"scan from": {func(fn func(k, v []byte) error) error { return s.ScanFrom(ctx, []byte("m/"), []byte(keys[700]), fn) }, keys[700:]},
+			"reverse":   {func(fn func(k, v []byte) error) error { return s.ScanReverse(ctx, []byte("m/"), nil, fn) }, reversed},
+			"reverse from": {func(fn func(k, v []byte) error) error {
+				return s.ScanReverse(ctx, []byte("m/"), []byte(keys[1800]), fn)
+			}, reversed[n-1801:]},
+		} {
+			if got := collect(tt.scan); !slices.Equal(got, tt.want) {
+				t.Errorf("%s: %d keys (first %q), want %d (first %q)", name, len(got), first(got), len(tt.want), first(tt.want))
+			}
 		}
 	})
 
@@ -688,4 +732,11 @@ func wantErrCtx(t *testing.T, s Store, ctx context.Context, want error) {
 	if called {
 		t.Errorf("a callback ran, want none")
 	}
+}
+
+func first(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
 }

@@ -119,8 +119,14 @@ const (
 // db.postgres.url sets pool_max_conns.
 const defaultPostgresConns = 10
 
-// scanPage is how many keys a scan reads per query.
-const scanPage = 1000
+// scanPage is how many keys a scan reads per query after the first,
+// which reads firstScanPage: many scans stop at their first key (the last
+// event of a pipeline, the next pipeline's first), and a query's rows all
+// cross the wire whether the caller reads them or not.
+const (
+	firstScanPage = 16
+	scanPage      = 1000
+)
 
 // OpenPostgres connects to the database at url (a libpq URL or DSN) and
 // creates or migrates conduit's schema.
@@ -555,7 +561,7 @@ func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool
 	var fnErr error
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var after []byte // the last key visited
-		for {
+		for limit := firstScanPage; ; limit = scanPage {
 			// Both bounds are index conditions only when written as plain
 			// comparisons: a bound behind "$2 IS NULL OR" is a filter, and
 			// the index scan then runs past the prefix through the rest of
@@ -571,9 +577,9 @@ func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool
 					from, op = after, ">"
 				}
 				if end == nil {
-					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key `+op+` $1 ORDER BY key LIMIT $2`, from, scanPage)
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key `+op+` $1 ORDER BY key LIMIT $2`, from, limit)
 				} else {
-					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key `+op+` $1 AND key < $2 ORDER BY key LIMIT $3`, from, end, scanPage)
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key `+op+` $1 AND key < $2 ORDER BY key LIMIT $3`, from, end, limit)
 				}
 			default:
 				top, op := hi, "<="
@@ -584,9 +590,9 @@ func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool
 					top, op = end, "<"
 				}
 				if top == nil {
-					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key >= $1 ORDER BY key DESC LIMIT $2`, prefix, scanPage)
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key >= $1 ORDER BY key DESC LIMIT $2`, prefix, limit)
 				} else {
-					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key >= $1 AND key `+op+` $2 ORDER BY key DESC LIMIT $3`, prefix, top, scanPage)
+					rows, err = tx.Query(ctx, `SELECT key, value FROM conduit_kv WHERE key >= $1 AND key `+op+` $2 ORDER BY key DESC LIMIT $3`, prefix, top, limit)
 				}
 			}
 			if err != nil {
@@ -621,7 +627,7 @@ func (s *Postgres) scan(ctx context.Context, prefix, lo, hi []byte, reverse bool
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			if n < scanPage {
+			if n < limit {
 				return nil
 			}
 		}
