@@ -133,8 +133,11 @@ type settledEvent struct {
 	stored bool
 }
 
-func newPipelineLog(id string) *pipelineLog {
+// newPipelineLog is the state of pipeline id; every is the Log's
+// watchers of all pipelines, nil for a state that only names keys.
+func newPipelineLog(id string, every *watcherSet) *pipelineLog {
 	return &pipelineLog{
+		every:    every,
 		id:       id,
 		escID:    escapeID(id),
 		prefix:   pipelinePrefix(id),
@@ -233,8 +236,7 @@ func (l *Log) load(ctx context.Context) error {
 			cursor = append(key, 0)
 			continue
 		}
-		p := newPipelineLog(id)
-		p.every = l.every
+		p := newPipelineLog(id, l.every)
 		last, err := l.lastStored(ctx, p)
 		if err != nil {
 			return err
@@ -296,8 +298,7 @@ func (l *Log) pipeline(id string, create bool) (*pipelineLog, error) {
 	}
 	p := l.pipelines[id]
 	if p == nil && create {
-		p = newPipelineLog(id)
-		p.every = l.every
+		p = newPipelineLog(id, l.every)
 		l.pipelines[id] = p
 	}
 	return p, nil
@@ -475,19 +476,27 @@ func (l *Log) settle(p *pipelineLog, e Event, stored bool) {
 // watcher whose buffer is full is dropped. Called under p.mu, so that the
 // watchers of all pipelines get each pipeline's events in sequence order.
 func (p *pipelineLog) publish(e Event) {
-	for w := range p.watchers {
+	offer(p.watchers, e, func() error {
+		return fmt.Errorf("%w: more than %d events of pipeline %s were not received in time; watch again after the last sequence received",
+			ErrWatcherTooSlow, WatchBuffer, p.id)
+	})
+	if p.every != nil {
+		p.every.publish(e)
+	}
+}
+
+// offer pushes e to the watchers that want it, without blocking, and
+// drops with tooSlow() a watcher whose buffer is full.
+func offer(watchers map[*Watcher]struct{}, e Event, tooSlow func() error) {
+	for w := range watchers {
 		if !w.wants(e.Kind) {
 			continue
 		}
 		if !w.live.push(e) {
-			delete(p.watchers, w)
-			w.dropErr = fmt.Errorf("%w: more than %d events of pipeline %s were not received in time; watch again after the last sequence received",
-				ErrWatcherTooSlow, WatchBuffer, p.id)
+			delete(watchers, w)
+			w.dropErr = tooSlow()
 			w.live.close()
 		}
-	}
-	if p.every != nil {
-		p.every.publish(e)
 	}
 }
 
@@ -501,17 +510,9 @@ type watcherSet struct {
 func (s *watcherSet) publish(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for w := range s.watchers {
-		if !w.wants(e.Kind) {
-			continue
-		}
-		if !w.live.push(e) {
-			delete(s.watchers, w)
-			w.dropErr = fmt.Errorf("%w: more than %d events were not received in time; watch again",
-				ErrWatcherTooSlow, WatchBuffer)
-			w.live.close()
-		}
-	}
+	offer(s.watchers, e, func() error {
+		return fmt.Errorf("%w: more than %d events were not received in time; watch again", ErrWatcherTooSlow, WatchBuffer)
+	})
 }
 
 // LastSequence returns the sequence of the newest event of the pipeline

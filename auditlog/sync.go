@@ -36,7 +36,7 @@ func (l *Log) Sync(ctx context.Context, pipelineID string) (int, error) {
 	// until then, a fresh state serves for its keys.
 	keys := p
 	if keys == nil {
-		keys = newPipelineLog(pipelineID)
+		keys = newPipelineLog(pipelineID, nil)
 	}
 
 	// The store is read a page at a time without p.mu, so that appends and

@@ -54,6 +54,12 @@ func (w *Watcher) wants(k Kind) bool {
 	return len(w.kinds) == 0 || slices.Contains(w.kinds, k)
 }
 
+func newWatcher(kinds []Kind) *Watcher {
+	w := &Watcher{c: make(chan Event), live: newLiveQueue(), kinds: slices.Clone(kinds)}
+	w.C = w.c
+	return w
+}
+
 // Watch follows a pipeline's events of the given kinds (all when empty)
 // with a sequence greater than afterSequence: the stored ones first, then
 // the live ones. afterSequence beyond the end is fine (the watcher waits
@@ -67,12 +73,7 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := &Watcher{
-		c:     make(chan Event),
-		live:  newLiveQueue(),
-		kinds: slices.Clone(kinds),
-	}
-	w.C = w.c
+	w := newWatcher(kinds)
 
 	l.mu.Lock()
 	if l.closed {
@@ -81,8 +82,7 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 	}
 	p := l.pipelines[pipelineID]
 	if p == nil {
-		p = newPipelineLog(pipelineID)
-		p.every = l.every
+		p = newPipelineLog(pipelineID, l.every)
 		l.pipelines[pipelineID] = p
 	}
 	l.wg.Add(1)
@@ -190,12 +190,7 @@ func (l *Log) WatchEvery(ctx context.Context, kinds []Kind) (*Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := &Watcher{
-		c:     make(chan Event),
-		live:  newLiveQueue(),
-		kinds: slices.Clone(kinds),
-	}
-	w.C = w.c
+	w := newWatcher(kinds)
 
 	l.mu.Lock()
 	if l.closed {

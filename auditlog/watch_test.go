@@ -268,7 +268,7 @@ func TestWatchEnds(t *testing.T) {
 // finishing out of order, as concurrent appends' waits may.
 func TestPublishWaitsForLowerSequences(t *testing.T) {
 	l := openLog(t, store.NewInMemory(), Options{})
-	p := newPipelineLog("p")
+	p := newPipelineLog("p", nil)
 	w := &Watcher{live: newLiveQueue()}
 	p.watchers[w] = struct{}{}
 	published := func() []uint64 {
