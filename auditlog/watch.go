@@ -96,22 +96,33 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 	upTo := p.published.Load()
 	p.mu.Unlock()
 
+	l.serve(ctx, w, func(wctx context.Context) error {
+		sent, err := l.replay(wctx, p, w, afterSequence, upTo)
+		if err != nil {
+			return err
+		}
+		return forward(wctx, w, sent, true)
+	}, func() {
+		p.mu.Lock()
+		delete(p.watchers, w)
+		p.mu.Unlock()
+	})
+	return w, nil
+}
+
+// serve runs a registered watcher's goroutine, counted in l.wg: follow
+// until ctx is done or the Log closes, then unregister and finish.
+func (l *Log) serve(ctx context.Context, w *Watcher, follow func(context.Context) error, unregister func()) {
 	wctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.life, cancel)
 	go func() {
 		defer l.wg.Done()
 		defer stop()
 		defer cancel()
-		sent, err := l.replay(wctx, p, w, afterSequence, upTo)
-		if err == nil {
-			err = forward(wctx, w, sent, true)
-		}
-		p.mu.Lock()
-		delete(p.watchers, w)
-		p.mu.Unlock()
+		err := follow(wctx)
+		unregister()
 		w.finish(ctx, l.life, err)
 	}()
-	return w, nil
 }
 
 // replay hands the stored events in (after, upTo] to the reader and
@@ -204,18 +215,11 @@ func (l *Log) WatchEvery(ctx context.Context, kinds []Kind) (*Watcher, error) {
 	l.every.watchers[w] = struct{}{}
 	l.every.mu.Unlock()
 
-	wctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(l.life, cancel)
-	go func() {
-		defer l.wg.Done()
-		defer stop()
-		defer cancel()
-		err := forward(wctx, w, 0, false)
+	l.serve(ctx, w, func(wctx context.Context) error { return forward(wctx, w, 0, false) }, func() {
 		l.every.mu.Lock()
 		delete(l.every.watchers, w)
 		l.every.mu.Unlock()
-		w.finish(ctx, l.life, err)
-	}()
+	})
 	return w, nil
 }
 
