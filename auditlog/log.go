@@ -267,6 +267,23 @@ func (l *Log) lastStored(ctx context.Context, p *pipelineLog) (uint64, error) {
 	return last, nil
 }
 
+// firstStored returns the lowest sequence stored for p (0 for none).
+func (l *Log) firstStored(ctx context.Context, p *pipelineLog) (uint64, error) {
+	var first uint64
+	err := l.db.ScanFrom(ctx, p.prefix, nil, func(k, _ []byte) error {
+		escID, seq, ok := parseKey(k)
+		if !ok || escID != p.escID {
+			return nil
+		}
+		first = seq
+		return errStop
+	})
+	if err != nil && err != errStop {
+		return 0, err
+	}
+	return first, nil
+}
+
 // prefixEnd is the first key after every key starting with prefix, which
 // ends in '/' here, so it always exists.
 func prefixEnd(prefix []byte) []byte {
@@ -476,13 +493,18 @@ func (l *Log) settle(p *pipelineLog, e Event, stored bool) {
 // watcher whose buffer is full is dropped. Called under p.mu, so that the
 // watchers of all pipelines get each pipeline's events in sequence order.
 func (p *pipelineLog) publish(e Event) {
+	p.publishOwn(e)
+	if p.every != nil {
+		p.every.publish(e)
+	}
+}
+
+// publishOwn hands e to the pipeline's own watchers only.
+func (p *pipelineLog) publishOwn(e Event) {
 	offer(p.watchers, e, func() error {
 		return fmt.Errorf("%w: more than %d events of pipeline %s were not received in time; watch again after the last sequence received",
 			ErrWatcherTooSlow, WatchBuffer, p.id)
 	})
-	if p.every != nil {
-		p.every.publish(e)
-	}
 }
 
 // offer pushes e to the watchers that want it, without blocking, and

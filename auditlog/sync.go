@@ -21,6 +21,78 @@ import (
 // and the sequence never moves down. Events that retention removed before
 // Sync read them are not published.
 func (l *Log) Sync(ctx context.Context, pipelineID string) (int, error) {
+	return l.sync(ctx, pipelineID, true)
+}
+
+// CatchUp takes up another process's events of a pipeline as Sync does,
+// but as history rather than news: they reach the pipeline's own watchers
+// (which replay its history anyway) and not the watchers of every
+// pipeline, which follow only what happens from their start. A pipeline
+// without watchers of its own is moved to its last stored sequence with
+// one read of the store, however far behind this Log was.
+func (l *Log) CatchUp(ctx context.Context, pipelineID string) error {
+	if pipelineID == "" {
+		return errors.New("catch up audit events: pipeline id is empty")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := l.pipeline(pipelineID, false)
+	if err != nil {
+		return err
+	}
+	keys := p
+	if keys == nil {
+		keys = newPipelineLog(pipelineID, nil)
+	}
+	last, err := l.lastStored(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("catch up audit events of pipeline %s: %w", pipelineID, err)
+	}
+	if last == 0 {
+		return nil // no events: nothing to take up
+	}
+	var first uint64
+	if p == nil {
+		if first, err = l.firstStored(ctx, keys); err != nil {
+			return fmt.Errorf("catch up audit events of pipeline %s: %w", pipelineID, err)
+		}
+		if p, err = l.pipeline(pipelineID, true); err != nil {
+			return err
+		}
+	}
+	if !p.skipTo(last, first) {
+		// It has watchers of its own now: they get the events in order.
+		_, err := l.sync(ctx, pipelineID, false)
+		return err
+	}
+	l.trimLater(p)
+	return nil
+}
+
+// skipTo moves p to last without publishing, unless p has watchers of its
+// own (then it returns false) or writes in flight (then this process
+// writes the pipeline and publishes its events itself). first is the
+// lowest stored sequence, for a p that held no event.
+func (p *pipelineLog) skipTo(last, first uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.watchers) > 0 {
+		return false
+	}
+	published := p.published.Load()
+	if p.last != published || last <= published {
+		return true
+	}
+	if published < p.oldest && first > 0 {
+		p.oldest = first
+	}
+	p.last = last
+	p.published.Store(last)
+	return true
+}
+
+func (l *Log) sync(ctx context.Context, pipelineID string, news bool) (int, error) {
 	if pipelineID == "" {
 		return 0, errors.New("sync audit events: pipeline id is empty")
 	}
@@ -68,7 +140,7 @@ func (l *Log) Sync(ctx context.Context, pipelineID string) (int, error) {
 				return published, err
 			}
 		}
-		n, ok := p.adopt(page, seen)
+		n, ok := p.adopt(page, seen, news)
 		published += n
 		if !ok || len(page) < replayPage {
 			break // writes in flight, or the scan reached the end
@@ -90,13 +162,14 @@ func (p *pipelineLog) syncFrom() (uint64, bool) {
 	return published + 1, p.last == published
 }
 
-// adopt publishes the events of page above what p published, in order, and
+// adopt publishes the events of page above what p published, in order (to
+// the watchers of every pipeline too when they are news), and
 // moves p's last and published up to seen, the highest sequence stored
 // (some of page may have been published meanwhile by another Sync, and
 // seen may be an entry that did not decode). It returns how many events it
 // published; false, and nothing done, when p has writes in flight: their
 // sequences were handed out here, and the settling of them will publish.
-func (p *pipelineLog) adopt(page []Event, seen uint64) (int, bool) {
+func (p *pipelineLog) adopt(page []Event, seen uint64, news bool) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	published := p.published.Load()
@@ -117,7 +190,11 @@ func (p *pipelineLog) adopt(page []Event, seen uint64) (int, bool) {
 			// there.
 			p.oldest = e.Sequence
 		}
-		p.publish(e)
+		if news {
+			p.publish(e)
+		} else {
+			p.publishOwn(e)
+		}
 		n++
 	}
 	p.last = seen

@@ -2,6 +2,7 @@ package auditlog
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,4 +175,68 @@ func TestSyncConcurrently(t *testing.T) {
 	if e := mustAppend(t, b, "p", KindStopped); e.Sequence != total+1 {
 		t.Fatalf("b's append got sequence %d, want %d", e.Sequence, total+1)
 	}
+}
+
+// TestCatchUpIsHistoryToWatchersOfEveryPipeline: what b catches up of
+// another process's events reaches the watchers of the pipeline (which
+// replay history) but not the watchers of every pipeline, which follow
+// only what happens from their start; what is synced afterwards is news
+// to both.
+func TestCatchUpIsHistoryToWatchersOfEveryPipeline(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, bk backend) {
+		ctx := context.Background()
+		db := bk.open(t, "")
+		a := openLog(t, db, Options{})
+		b := openLog(t, db, Options{})
+		for range 3 {
+			mustAppend(t, a, "quiet", KindRunning)
+			mustAppend(t, a, "watched", KindRunning)
+		}
+		if err := b.CatchUp(ctx, "empty"); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(b.PipelineIDs(), "empty") {
+			t.Fatalf("a pipeline without events was registered: %v", b.PipelineIDs())
+		}
+		own, err := b.Watch(ctx, "watched", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		every, err := b.WatchEvery(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"quiet", "watched"} {
+			if err := b.CatchUp(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.LastSequence(id); got != 3 {
+				t.Fatalf("LastSequence(%s) = %d after CatchUp, want 3", id, got)
+			}
+		}
+		if got := mustList(t, b, "quiet", Query{}); !equalSeqs(got, seqRange(1, 3)) {
+			t.Fatalf("b lists %v of quiet, want 1..3", seqs(got))
+		}
+
+		mustAppend(t, a, "quiet", KindStopped)
+		mustAppend(t, a, "watched", KindStopped)
+		for _, id := range []string{"quiet", "watched"} {
+			if n, err := b.Sync(ctx, id); err != nil || n != 1 {
+				t.Fatalf("Sync(%s) = %d, %v, want 1", id, n, err)
+			}
+		}
+		got := receive(t, every, 2)
+		for _, e := range got {
+			if e.Sequence != 4 || e.Kind != KindStopped {
+				t.Fatalf("the watcher of every pipeline got %s, want only the two events after the catch-up", describeEvents(got))
+			}
+		}
+		if got := receive(t, own, 4); !equalSeqs(got, seqRange(1, 4)) {
+			t.Fatalf("the watcher of the pipeline got %v, want 1..4", seqs(got))
+		}
+		// b continues the numbering of a pipeline it caught up with.
+		if e := mustAppend(t, b, "quiet", KindRunning); e.Sequence != 5 {
+			t.Fatalf("b's append got sequence %d, want 5", e.Sequence)
+		}
+	})
 }

@@ -82,6 +82,9 @@ type fleet struct {
 	watched map[string]int
 	// watchingEvery counts the watchers of every pipeline's events.
 	watchingEvery int
+	// everyGate serializes the starts of watchers of every pipeline's
+	// events, so that none starts before the first has caught up.
+	everyGate sync.Mutex
 	// answering are the commands being carried out.
 	answering map[int64]bool
 	// lost are the leases the last renewal found taken over, for the
@@ -362,16 +365,42 @@ func (f *fleet) syncEvents(pipelineID string) {
 
 // watchEvery counts a watcher of every pipeline's events until ctx is
 // done: while there is one, the events of all pipelines run elsewhere are
-// read as they are notified.
+// read as they are notified. The first one catches up with every such
+// pipeline first: the events written elsewhere while nobody here followed
+// them are history, and must not reach the new watcher as news when the
+// next event of their pipeline is notified.
 func (f *fleet) watchEvery(ctx context.Context) {
+	f.everyGate.Lock()
+	defer f.everyGate.Unlock()
 	f.mu.Lock()
+	first := f.watchingEvery == 0
 	f.watchingEvery++
 	f.mu.Unlock()
+	if first {
+		f.catchUp(ctx)
+	}
 	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.watchingEvery--
 	})
+}
+
+// catchUp takes up, as history, the events other instances wrote of the
+// pipelines this one does not run.
+func (f *fleet) catchUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, f.ttl)
+	defer cancel()
+	for _, k := range f.knownPipelines() {
+		id := k.Pipeline.ID
+		if f.holds(id) {
+			continue
+		}
+		if err := f.r.audit.CatchUp(ctx, id); err != nil {
+			f.log.Warn("could not read the events another instance wrote", zap.String("pipeline_id", id), zap.Error(err))
+			return
+		}
+	}
 }
 
 // watch counts a watcher of a pipeline's events until ctx is done.
