@@ -34,6 +34,18 @@ type EventRecorder interface {
 	RecordLater(pipelineID string, st *State, e *Event) error
 }
 
+// Takeover is what an instance of a cluster that takes a pipeline up
+// knows of how its last run ended.
+type Takeover struct {
+	// HandedOver replaces "another instance handed the pipeline over" for
+	// a pipeline whose state says it was handed over.
+	HandedOver string
+	// Interrupted replaces "conduit had not stopped cleanly" for a
+	// pipeline whose state says it was running or recovering: its last
+	// holder stopped renewing the lease.
+	Interrupted string
+}
+
 // Config is what a Supervisor is built from.
 type Config struct {
 	PipelineID string
@@ -61,6 +73,9 @@ type Config struct {
 	// ProcessCrashed says that the earlier process did not shut down
 	// cleanly (a crash, a kill, a power loss); the resumed events say so.
 	ProcessCrashed bool
+	// Takeover says, for the resumed event, how an instance of a cluster
+	// came to take the pipeline up; zero: it did not.
+	Takeover Takeover
 	// PluginOf returns the plugin of the pipeline's connector or processor
 	// id, which recovery rules may match; nil: none known.
 	PluginOf func(componentID string) string

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -45,13 +46,14 @@ func (s *Supervisor) resume() {
 		case StopReasonShutdown:
 			how = "conduit had stopped cleanly"
 		case StopReasonHandover:
-			how = "another instance handed the pipeline over"
+			how = cmp.Or(s.cfg.Takeover.HandedOver, "another instance handed the pipeline over")
 		default:
 			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
 		}
 		s.state.Status = s.m.current()
 		s.state.StopReason, s.state.ResumeStatus = "", 0
 	case from == StatusRunning || from == StatusRecovering:
+		how = cmp.Or(s.cfg.Takeover.Interrupted, how)
 	case !s.cfg.ProcessCrashed:
 		how = "conduit had stopped cleanly"
 	}

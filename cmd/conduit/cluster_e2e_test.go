@@ -187,6 +187,12 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 		out := filepath.Join(w.dir, "out-"+id+".jsonl")
 		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
 	}
+	// The audit log says who stopped renewing the lease, not that a
+	// process of the new instance crashed.
+	events := w.mustPipelines(addresses["i1"], "events", moved[0], "--kind", "resumed", "-o", "json")
+	if !strings.Contains(events, "instance i3 stopped renewing the pipeline's lease") || strings.Contains(events, "crash") {
+		t.Fatalf("the resumed events of %s after i3 was killed:\n%s", moved[0], events)
+	}
 
 	// SIGSTOP i2 past its lease: i1 takes its pipelines over; continued,
 	// i2 finds its leases gone and writes nothing more of them.
@@ -281,6 +287,25 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 	pg.Start()
 	w.waitPlacement(address, "after the outage", func(p placement) bool { return p.settled(n, "i1", "i2") })
 	grown()
+	// Every event written through the restart and the outage is there (a
+	// write waits for the server), and none says a process crashed.
+	for i := range n {
+		out := w.mustPipelines(address, "events", fmt.Sprintf("c%d", i), "--limit", "1000", "-o", "json")
+		var last uint64
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var e struct {
+				Sequence uint64 `json:"sequence,string"`
+				Message  string `json:"message"`
+			}
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("events of c%d: %v\n%s", i, err, out)
+			}
+			if e.Sequence != last+1 || strings.Contains(e.Message, "crash") {
+				t.Fatalf("events of c%d: #%d after #%d, %q:\n%s", i, e.Sequence, last, e.Message, out)
+			}
+			last = e.Sequence
+		}
+	}
 	stopProcess(t, i1)
 	stopProcess(t, i2)
 	for i := range outs {

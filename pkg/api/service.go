@@ -24,6 +24,7 @@ import (
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // PipelineInfo is what the configuration says about a pipeline.
@@ -372,6 +373,8 @@ func transitionError(err error) error {
 			fmt.Errorf("gave up waiting; the request may still complete: %w", err))
 	case errors.Is(err, lifecycle.ErrSupervisorDone):
 		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	case errors.Is(err, store.ErrUnavailable):
+		return connect.NewError(connect.CodeUnavailable, err)
 	default:
 		return connect.NewError(connect.CodeInternal, err)
 	}
@@ -383,6 +386,8 @@ func internalError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeCanceled, ctx.Err())
 	case errors.Is(err, lifecycle.ErrSupervisorDone), errors.Is(err, auditlog.ErrClosed):
 		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	case errors.Is(err, store.ErrUnavailable):
+		return connect.NewError(connect.CodeUnavailable, err)
 	default:
 		return connect.NewError(connect.CodeInternal, err)
 	}

@@ -184,11 +184,16 @@ type Lease struct {
 	// with the token of the lease that is current.
 	Token   int64
 	Expires time.Time
+	// Previous is the instance that held the lease before Acquire took
+	// it (this one's id when it held it already), "" for a new lease.
+	Previous string
 }
 
 // Acquire takes the pipeline's lease when it is free, expired or this
-// instance's already (then it is renewed with the same token); ok is false
-// when another instance holds it.
+// instance id's already, always with a new token: a process that takes a
+// lease up starts its pipeline anew, and whatever an earlier holder - an
+// earlier process with this id too - still writes under the old token is
+// refused. ok is false when another instance holds it.
 //
 // A commit of the pipeline's state under the current token holds the
 // lease row FOR KEY SHARE (pkg/store): the row is locked FOR UPDATE
@@ -197,12 +202,13 @@ type Lease struct {
 // commits.)
 func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, ok bool, err error) {
 	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 FOR UPDATE`, pipelineID); err != nil {
+		err := tx.QueryRow(ctx, `SELECT owner FROM conduit_leases WHERE pipeline_id = $1 FOR UPDATE`, pipelineID).Scan(&l.Previous)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		return tx.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES ($1, $2, 1, now() + $3::interval)
 		ON CONFLICT (pipeline_id) DO UPDATE SET
-			token = CASE WHEN conduit_leases.owner = $2 AND conduit_leases.expires_at >= now() THEN conduit_leases.token ELSE conduit_leases.token + 1 END,
+			token = conduit_leases.token + 1,
 			owner = $2, expires_at = now() + $3::interval
 		WHERE conduit_leases.owner = $2 OR conduit_leases.expires_at < now()
 		RETURNING token, expires_at`, pipelineID, m.id, m.ttl).Scan(&l.Token, &l.Expires)
@@ -305,11 +311,13 @@ func (m *Membership) Holders(ctx context.Context) (map[string]Holder, error) {
 }
 
 // Current reports whether token is the current token of the pipeline's
-// lease and the lease has not expired: the check a write of the
-// pipeline's state makes inside its transaction.
+// lease: the check a write of the pipeline's state makes inside its
+// transaction (pkg/store). A lease that expired but that nobody took over
+// yet is still current: a takeover gives it a new token, and waits for
+// the commits that hold its row.
 func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (bool, error) {
 	var ok bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 AND token = $2 AND expires_at >= now())`,
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 AND token = $2)`,
 		pipelineID, token).Scan(&ok)
 	return ok, err
 }

@@ -97,9 +97,13 @@ func TestLeasesAndFencing(t *testing.T) {
 	if _, ok, _ := b.Acquire(ctx, "orders"); ok {
 		t.Fatal("b took a lease a holds")
 	}
-	if again, ok, _ := a.Acquire(ctx, "orders"); !ok || again.Token != la.Token {
-		t.Fatalf("a renewing by acquiring: %+v", again)
+	// Taken up again by its holder (a new process with its id), the lease
+	// gets a new token: the earlier one's late writes are refused.
+	again, ok, _ := a.Acquire(ctx, "orders")
+	if !ok || again.Token != la.Token+1 || again.Previous != "a" {
+		t.Fatalf("a acquiring its own lease again: %+v", again)
 	}
+	la = again
 	if lost, err := a.Renew(ctx, []Lease{la}); err != nil || len(lost) != 0 {
 		t.Fatalf("renew: %v %v", lost, err)
 	}
@@ -115,16 +119,20 @@ func TestLeasesAndFencing(t *testing.T) {
 		}
 		return ok
 	}
-	if !current(la.Token) {
-		t.Fatal("a's token is not current")
+	if !current(la.Token) || current(la.Token-1) {
+		t.Fatal("a's token is not current, or its earlier one still is")
 	}
-	// a is paused past its lease: b takes over with a new token, and a's
+	// a is paused past its lease: its token stays current until another
+	// instance takes the lease over; b does, with a new token, and a's
 	// writes with the old one are refused; a learns it lost the lease.
 	if _, err := pool.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
+	if !current(la.Token) {
+		t.Fatal("an expired lease nobody took over is not current")
+	}
 	lb, ok, err := b.Acquire(ctx, "orders")
-	if err != nil || !ok || lb.Token != la.Token+1 {
+	if err != nil || !ok || lb.Token != la.Token+1 || lb.Previous != "a" {
 		t.Fatalf("b takes the expired lease: %+v %v %v", lb, ok, err)
 	}
 	if current(la.Token) || !current(lb.Token) {

@@ -439,7 +439,7 @@ func (f *fleet) renewRound(ctx context.Context) {
 		since := time.Since(f.epoch) - time.Duration(f.renewed.Load())
 		f.log.Warn("could not renew the leases", zap.Error(err), zap.Duration("since_last_renewal", since))
 		if time.Since(f.epoch) > f.deadline(abandonPercent) && f.holdsAny() {
-			f.abandon(ctx, fmt.Sprintf("its leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
+			f.abandon(ctx, fmt.Sprintf("this instance's leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
 		}
 		return
 	}
@@ -703,7 +703,24 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 		return
 	}
 	r := f.r
-	m, err := r.provision(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem)
+	// A pipeline its last instance did not hand over (its state still
+	// says running or recovering) was cut off when that instance stopped
+	// renewing the lease.
+	var takeover lifecycle.Takeover
+	switch lease.Previous {
+	case "":
+	case f.member.ID():
+		takeover = lifecycle.Takeover{
+			HandedOver:  "this instance had stopped the pipeline when it could not renew its lease, and took it up again",
+			Interrupted: "this instance had lost the pipeline's lease (it was paused or cut off from the database), and took it up again",
+		}
+	default:
+		takeover = lifecycle.Takeover{
+			HandedOver:  "instance " + lease.Previous + " handed the pipeline over",
+			Interrupted: "instance " + lease.Previous + " stopped renewing the pipeline's lease (it was killed, paused or cut off from the database)",
+		}
+	}
+	m, err := r.provisionAfter(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem, takeover)
 	if err != nil {
 		f.log.Error("could not start a pipeline this instance acquired; giving its lease back", zap.String("pipeline_id", id), zap.Error(err))
 		f.giveBack(ctx, id)
@@ -800,8 +817,8 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 			r := f.r
 			if m := r.get(id); m != nil {
 				r.retireWithin(ctx, m, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
-					Stopping: "pipeline stopping: this instance " + why,
-					Stopped:  "pipeline stopped: this instance " + why}, left)
+					Stopping: "pipeline stopping: " + why,
+					Stopped:  "pipeline stopped: " + why}, left)
 				r.remove(m)
 				r.metrics.ForgetPipeline(id)
 			}

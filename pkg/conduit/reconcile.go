@@ -409,18 +409,22 @@ type runtimeHealth struct{ r *Runtime }
 
 var _ api.Health = runtimeHealth{}
 
-// Live reads the process marker: the store answers.
+// Live reads the process marker: the store answers. A database server
+// that cannot be reached does not make the process unhealthy - a restart
+// of the process would not bring it back, and every instance would be
+// restarted at once - it makes it not ready.
 func (h runtimeHealth) Live(ctx context.Context) error {
 	_, err := h.r.db.Get(ctx, []byte(store.KeyProcess))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrUnavailable) {
 		return fmt.Errorf("the store does not answer: %w", err)
 	}
 	return nil
 }
 
-// Ready is true while Run supervises the pipelines, unless a pipeline is
-// degraded and api.readyz.fail-on-degraded is on.
-func (h runtimeHealth) Ready(context.Context) api.Readiness {
+// Ready is true while Run supervises the pipelines and the database can
+// be reached, unless a pipeline is degraded and
+// api.readyz.fail-on-degraded is on.
+func (h runtimeHealth) Ready(ctx context.Context) api.Readiness {
 	r := h.r
 	var degraded []string
 	r.mu.RLock()
@@ -431,9 +435,12 @@ func (h runtimeHealth) Ready(context.Context) api.Readiness {
 	}
 	r.mu.RUnlock()
 	rd := api.Readiness{Ready: r.ready.Load(), Degraded: degraded}
+	_, err := r.db.Get(ctx, []byte(store.KeyProcess))
 	switch {
 	case !rd.Ready:
 		rd.Reason = "starting or shutting down"
+	case errors.Is(err, store.ErrUnavailable):
+		rd.Ready, rd.Reason = false, err.Error()
 	case len(degraded) > 0 && r.cfg.API.Readyz.FailOnDegraded:
 		rd.Ready, rd.Reason = false, "pipelines are degraded (api.readyz.fail-on-degraded)"
 	}

@@ -452,6 +452,12 @@ func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.P
 // provision validates p and creates its supervisor from the persisted
 // state; Run, or the reconciler once Run started, starts it.
 func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string) (*managedPipeline, error) {
+	return r.provisionAfter(ctx, p, origin, actor, lifecycle.Takeover{})
+}
+
+// provisionAfter is provision of a pipeline an instance of a cluster
+// takes over (lifecycle.Config.Takeover).
+func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string, takeover lifecycle.Takeover) (*managedPipeline, error) {
 	recovery, policy, err := r.validate(p)
 	if err != nil {
 		return nil, err
@@ -487,6 +493,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin recon
 		ConfigHash:     hash,
 		Persisted:      from.persisted,
 		ProcessCrashed: r.crashed,
+		Takeover:       takeover,
 	}, initial)
 	if err != nil {
 		return nil, err

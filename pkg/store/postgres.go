@@ -2,15 +2,21 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,6 +40,11 @@ type Postgres struct {
 	// notifyEvents: commits notify EventsChannel of the pipelines whose
 	// audit events they write.
 	notifyEvents bool
+	// retryFor is PostgresOptions.RetryFor.
+	retryFor time.Duration
+	// unreachable is set while commits find the server unreachable, so
+	// that an outage is logged once, and its end too.
+	unreachable atomic.Bool
 
 	// inflight counts the operations under way; Close waits for them, so
 	// that none fails on a pool closed under it.
@@ -64,7 +75,18 @@ type PostgresOptions struct {
 	// VM freeze) must not hold the rows it locked - the leases another
 	// instance needs to take its pipelines over - until it wakes up.
 	IdleInTransactionTimeout time.Duration
+	// RetryFor is how long a commit keeps trying while PostgreSQL cannot
+	// be reached (a restart or failover of the server, a network blip),
+	// so that such a blip costs the pipelines a pause rather than a
+	// failure; 0 is defaultRetryFor. Commits are retried whole: their
+	// writes are puts and deletes of keys, which land the same however
+	// often they are applied, and the Batcher sends one commit at a time.
+	RetryFor time.Duration
 }
+
+// defaultRetryFor is PostgresOptions.RetryFor's default: longer than a
+// restart of the server takes.
+const defaultRetryFor = 10 * time.Second
 
 // EventsChannel is the PostgreSQL notification channel of
 // PostgresOptions.NotifyEvents. PostgreSQL delivers a notification when
@@ -148,7 +170,7 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	s := &Postgres{pool: pool, log: log, notifyEvents: opts.NotifyEvents}
+	s := &Postgres{pool: pool, log: log, notifyEvents: opts.NotifyEvents, retryFor: cmp.Or(opts.RetryFor, defaultRetryFor)}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -247,6 +269,8 @@ func (s *Postgres) pgErr(ctx context.Context, err error) error {
 		return ctx.Err()
 	case s.closed.Load():
 		return ErrClosed
+	case unavailable(err):
+		return cerrors.WithCode(fmt.Errorf("%w: %w", ErrUnavailable, err), cerrors.CodeUnavailable)
 	}
 	return err
 }
@@ -308,6 +332,26 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	}
 	defer s.inflight.Done()
 	var stale map[Fence]bool
+	err := s.retryUnavailable(ctx, func() error {
+		return s.commit(ctx, ops, &stale)
+	})
+	if err == nil && len(stale) > 0 {
+		fe := &FencedError{}
+		for f := range stale {
+			if !slices.Contains(fe.Pipelines, f.Pipeline) {
+				fe.Pipelines = append(fe.Pipelines, f.Pipeline)
+			}
+		}
+		slices.Sort(fe.Pipelines)
+		return fe
+	}
+	return s.pgErr(ctx, err)
+}
+
+// commit makes one attempt at Commit; stale receives the fences it found
+// stale.
+func (s *Postgres) commit(ctx context.Context, ops []Op, staleOut *map[Fence]bool) error {
+	var stale map[Fence]bool
 	err := s.retryConflicts(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
@@ -335,17 +379,59 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 			return tx.SendBatch(ctx, b).Close()
 		})
 	})
-	if err == nil && len(stale) > 0 {
-		fe := &FencedError{}
-		for f := range stale {
-			if !slices.Contains(fe.Pipelines, f.Pipeline) {
-				fe.Pipelines = append(fe.Pipelines, f.Pipeline)
+	*staleOut = stale
+	return err
+}
+
+// retryUnavailable runs fn again, with a growing pause, while it fails
+// because the server cannot be reached, for up to s.retryFor.
+func (s *Postgres) retryUnavailable(ctx context.Context, fn func() error) error {
+	start := time.Now()
+	pause := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			if s.unreachable.CompareAndSwap(true, false) {
+				s.log.Info("PostgreSQL can be reached again; the commits that waited for it are written")
 			}
+			return nil
 		}
-		slices.Sort(fe.Pipelines)
-		return fe
+		if !unavailable(err) || ctx.Err() != nil || s.closed.Load() || time.Since(start)+pause > s.retryFor {
+			return err
+		}
+		if s.unreachable.CompareAndSwap(false, true) {
+			s.log.Warn("PostgreSQL cannot be reached; commits wait and try again",
+				zap.Duration("for_at_most", s.retryFor), zap.Error(err))
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, time.Second)
 	}
-	return s.pgErr(ctx, err)
+}
+
+// unavailable reports whether err says the server could not be reached or
+// went away (connection refused or reset, a shutdown or restart of the
+// server), rather than refusing what was asked.
+func unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08 is connection exceptions; 57P01-03 are the server
+		// shutting down, crashing or starting up.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		pgconn.SafeToRetry(err)
 }
 
 // queueEventNotifications notifies EventsChannel once per pipeline whose
@@ -366,7 +452,9 @@ func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
 }
 
 // staleFences returns the fences among ops whose token is not their
-// lease's current one (or whose lease expired). The lease rows of the
+// lease's current one. (A lease that expired but was not taken over is
+// still current: a takeover locks the row, waiting for this commit, and
+// only then gives the lease a new token.) The lease rows of the
 // current fences are locked FOR KEY SHARE until the transaction ends, so
 // that a takeover (pkg/cluster Acquire locks the row FOR UPDATE) waits
 // for this commit instead of overtaking it, while a renewal, which
@@ -399,7 +487,7 @@ func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, erro
 	}
 	current := map[Fence]bool{}
 	if len(ids) > 0 {
-		rows, err := tx.Query(ctx, `SELECT l.pipeline_id, l.token, l.expires_at >= now() FROM conduit_leases AS l
+		rows, err := tx.Query(ctx, `SELECT l.pipeline_id, l.token FROM conduit_leases AS l
 			JOIN unnest($1::text[], $2::bigint[]) AS f(pipeline_id, token) ON l.pipeline_id = f.pipeline_id AND l.token = f.token
 			ORDER BY l.pipeline_id FOR KEY SHARE OF l`, ids, tokens)
 		if err != nil {
@@ -407,14 +495,11 @@ func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, erro
 		}
 		for rows.Next() {
 			var f Fence
-			var live bool
-			if err := rows.Scan(&f.Pipeline, &f.Token, &live); err != nil {
+			if err := rows.Scan(&f.Pipeline, &f.Token); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			if live {
-				current[f] = true
-			}
+			current[f] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -39,6 +39,12 @@ var ErrTxnTooBig = errors.New("transaction too large for one atomic write; split
 // code 507 (insufficient storage, transient) for the supervisor.
 var ErrNoSpace = errors.New("no space left for the database")
 
+// ErrUnavailable is returned when the database server cannot be reached
+// (PostgreSQL restarting, down, or cut off by the network). Commits keep
+// trying for a while before they return it (PostgresOptions.RetryFor);
+// reads return it at once. The error carries code 503 (transient).
+var ErrUnavailable = errors.New("the database cannot be reached")
+
 // ErrCorrupt is returned by Open for a database whose files are damaged or
 // inconsistent (a missing MANIFEST beside data files, a table whose footer
 // or checksums do not match). The store never deletes or repairs anything
