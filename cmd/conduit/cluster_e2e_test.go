@@ -172,6 +172,11 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	if code := dup.wait(t); code == 0 || !strings.Contains(dup.stderr.String(), "another live conduit instance has this id") {
 		t.Fatalf("a second i2: exit %d\n%s", code, dup.stderr.String())
 	}
+	// So is an instance with another lease TTL.
+	other := w.start("run", "--cluster.instance-id", "i4", "--cluster.lease-ttl", "1h")
+	if code := other.wait(t); code == 0 || !strings.Contains(other.stderr.String(), "cluster.lease-ttl: every instance of a cluster must have the same cluster.lease-ttl: this one has 1h0m0s") {
+		t.Fatalf("an instance with another lease TTL: exit %d\n%s", code, other.stderr.String())
+	}
 
 	// SIGKILL i3: its pipelines run on i1 and i2 again, from where they
 	// were.
@@ -450,20 +455,23 @@ func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
 	stopProcess(t, procs[survivor])
 }
 
-// Instances given different pipeline files: after two lease TTLs both say
-// so (log and metric) and spread by plain rendezvous hashing, on which
-// they agree for the pipelines they share, so that each of those runs;
-// once the files agree again, the even spread comes back.
+// Instances given different pipeline files: each pipeline runs on an
+// instance that knows it - the one only i1 knows on i1, none on i3, whose
+// pipelines.path is empty - and after two lease TTLs they say that their
+// files differ (log and metric); once the files agree again, so do the
+// views, and the spread is even.
 func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
 	t.Parallel()
 	const n = 6
 	w := newWorkspace(t, clusterPipelineFiles(n, 100))
 	w.write("pipelines-b/c.yml", clusterPipelineFiles(n-1, 100))
+	w.write("pipelines-empty/README", "no pipeline files here")
 	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
 		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
 	i1 := w.start("run", "--cluster.instance-id", "i1")
 	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b")
-	a1, a2 := apiAddress(t, i1), apiAddress(t, i2)
+	i3 := w.start("run", "--cluster.instance-id", "i3", "--pipelines.path", "pipelines-empty")
+	a1, a2, a3 := apiAddress(t, i1), apiAddress(t, i2), apiAddress(t, i3)
 
 	differ := func(address, id string, want int) func() bool {
 		return func() bool {
@@ -476,20 +484,26 @@ func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
 			return strings.Contains(string(body), fmt.Sprintf("conduit_cluster_views_differ{instance_id=%q} %d", id, want))
 		}
 	}
-	for id, address := range map[string]string{"i1": a1, "i2": a2} {
+	for id, address := range map[string]string{"i1": a1, "i2": a2, "i3": a3} {
 		eventually(t, 100*time.Millisecond, differ(address, id, 1), func() string {
 			return id + " does not report that the views differ"
 		})
 	}
-	for _, p := range []*process{i1, i2} {
+	for _, p := range []*process{i1, i2, i3} {
 		if !strings.Contains(p.stderr.String(), "do not know the same pipelines") {
 			t.Errorf("an instance does not warn that the pipeline files differ:\n%s", p.stderr.String())
 		}
 	}
-	// Every pipeline both know runs, on one of them.
-	w.waitPlacement(a2, "the shared pipelines with plain rendezvous", func(p placement) bool { return p.settled(n-1, "i1", "i2") })
+	// Every pipeline runs, on an instance that knows it.
+	w.waitPlacement(a1, "pipelines known to some instances", func(p placement) bool {
+		return p.settled(n, "i1", "i2") && p[fmt.Sprintf("c%d", n-1)].instance == "i1"
+	})
+	for i := range n {
+		waitForRecords(t, i1, filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i)), 20)
+	}
 
 	// The files agree again: the views do, and the spread is even.
+	stopProcess(t, i3)
 	w.write("pipelines-b/c.yml", clusterPipelineFiles(n, 100))
 	for id, address := range map[string]string{"i1": a1, "i2": a2} {
 		eventually(t, 100*time.Millisecond, differ(address, id, 0), func() string {

@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,53 +34,154 @@ var ErrLeaseLost = errors.New("the lease is lost")
 // with this instance's id (this one was presumed dead).
 var ErrNotRegistered = errors.New("another process joined the cluster with this instance's id")
 
+// ErrTTLMismatch refuses an instance whose lease TTL differs from the
+// live instances': they would take each other for dead, or wait for each
+// other's leases far longer than they expect.
+var ErrTTLMismatch = errors.New("every instance of a cluster must have the same cluster.lease-ttl")
+
 // Membership is one instance's part in the cluster.
 type Membership struct {
 	pool *pgxpool.Pool
 	id   string
 	ttl  time.Duration
+	// host and pid say which process on which machine has the id, so that
+	// a process restarted at once on the same machine can tell that the
+	// live-looking instance with its id is its own dead predecessor.
+	host string
+	pid  int
 	// joined is the start time the database recorded at Join: it tells
 	// this process from a later one with the same id.
 	joined time.Time
+	// sentView is the view the last heartbeat wrote with its pipelines:
+	// they are written again only when the view changes.
+	sentView string
 }
 
 // New is an instance's membership before it joins: it holds nothing and
 // is not seen by the others.
 func New(pool *pgxpool.Pool, id string, ttl time.Duration) *Membership {
-	return &Membership{pool: pool, id: id, ttl: ttl}
+	host, _ := os.Hostname()
+	return &Membership{pool: pool, id: id, ttl: ttl, host: host, pid: os.Getpid()}
 }
 
-// Join registers the instance id; an id that a live instance (one that
-// heartbeat within ttl) has is refused with ErrDuplicateInstance. A dead
-// instance's row is taken over.
-func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration) (*Membership, error) {
+// Join registers the instance id, knowing the given pipelines (view is a
+// digest of them, as for Heartbeat); see Membership.Join.
+func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration, view string, pipelines []string) (*Membership, error) {
 	m := New(pool, id, ttl)
-	if err := m.Join(ctx); err != nil {
+	if err := m.Join(ctx, view, pipelines); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// Join registers the instance, as the function Join does. The others
+// Check refuses what Join would refuse, before anything is loaded: the
+// id of a live instance (ErrDuplicateInstance), and a lease TTL other
+// than the live instances' (ErrTTLMismatch).
+func (m *Membership) Check(ctx context.Context) error {
+	return m.check(ctx, m.pool)
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (m *Membership) check(ctx context.Context, q querier) error {
+	if m.id == "" {
+		return errors.New("cluster.instance-id: empty")
+	}
+	// Live by their own TTL, which older instances did not record.
+	rows, err := q.Query(ctx, `SELECT id, coalesce(lease_ttl, $1::interval), coalesce(host, ''), coalesce(pid, 0) FROM conduit_instances
+		WHERE heartbeat_at >= now() - coalesce(lease_ttl, $1::interval) ORDER BY id`, m.ttl)
+	if err != nil {
+		return err
+	}
+	type instance struct {
+		id   string
+		ttl  time.Duration
+		host string
+		pid  int
+	}
+	var live []instance
+	for rows.Next() {
+		var i instance
+		if err := rows.Scan(&i.id, &i.ttl, &i.host, &i.pid); err != nil {
+			rows.Close()
+			return err
+		}
+		live = append(live, i)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var differ []string
+	for _, i := range live {
+		switch {
+		case i.id == m.id && !m.predecessor(i.host, i.pid):
+			return fmt.Errorf("%w: %q (process %d on %s) heartbeat less than %s ago", ErrDuplicateInstance, m.id, i.pid, cmp.Or(i.host, "a host it did not name"), i.ttl)
+		case i.id != m.id && i.ttl != m.ttl:
+			differ = append(differ, fmt.Sprintf("%s has %s", i.id, i.ttl))
+		}
+	}
+	if len(differ) > 0 {
+		return fmt.Errorf("%w: this one has %s, but %s", ErrTTLMismatch, m.ttl, strings.Join(differ, ", "))
+	}
+	return nil
+}
+
+// predecessor reports whether the live-looking instance with this id,
+// process pid on host, is an earlier process of this one that is gone: on
+// this machine, and its process no longer runs (or has this process's
+// pid, which a container restarted in place gets again).
+func (m *Membership) predecessor(host string, pid int) bool {
+	if host == "" || host != m.host || pid <= 0 {
+		return false
+	}
+	return pid == m.pid || !processRuns(pid)
+}
+
+// joinLock serializes joins (an advisory lock key that is conduit's, as
+// pkg/store's are), so that two instances started at once with different
+// TTLs or the same id cannot both pass the check.
+const joinLock = 0x636f6e6403
+
+// Join registers the instance, knowing the given pipelines. An id that a
+// live instance (one that heartbeat within its TTL) has is refused with
+// ErrDuplicateInstance, unless that instance is a gone process of this
+// machine; a lease TTL that differs from the live instances' is refused
+// with ErrTTLMismatch. A dead instance's row is taken over. The others
 // start handing over its share at once: an instance joins once it is
 // ready to run pipelines.
-func (m *Membership) Join(ctx context.Context) error {
+func (m *Membership) Join(ctx context.Context, view string, pipelines []string) error {
 	id, pool, ttl := m.id, m.pool, m.ttl
 	if id == "" {
 		return errors.New("cluster.instance-id: empty")
 	}
+	if pipelines == nil {
+		pipelines = []string{}
+	}
 	var joined time.Time
-	err := pool.QueryRow(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ($1, now(), clock_timestamp())
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = clock_timestamp()
-		WHERE conduit_instances.heartbeat_at < now() - $2::interval
-		RETURNING started_at`, id, ttl).Scan(&joined)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %q heartbeat less than %s ago", ErrDuplicateInstance, id, ttl)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(joinLock)); err != nil {
+			return err
+		}
+		if err := m.check(ctx, tx); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at, view, pipelines, lease_ttl, host, pid)
+			VALUES ($1, now(), clock_timestamp(), $3, $4, $2, $5, $6)
+			ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = clock_timestamp(),
+				view = $3, pipelines = $4, lease_ttl = $2, host = $5, pid = $6
+			RETURNING started_at`, id, ttl, view, pipelines, m.host, m.pid).Scan(&joined)
+	})
+	if errors.Is(err, ErrDuplicateInstance) || errors.Is(err, ErrTTLMismatch) {
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("joining the cluster as %q: %w", id, err)
 	}
-	m.joined = joined
+	m.joined, m.sentView = joined, view
 	// Instances that are gone for a day are forgotten (an id with the
 	// process id in it is never seen again); a new one is announced, so
 	// that the others hand over its share at once.
@@ -94,29 +197,58 @@ func (m *Membership) Join(ctx context.Context) error {
 // Joined reports whether Join succeeded.
 func (m *Membership) Joined() bool { return !m.joined.IsZero() }
 
-// Alive reports whether another process has the id and heartbeat
-// within the TTL: Join would refuse it. It lets an instance refuse to
-// start before it loads its pipelines.
-func Alive(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration) (bool, error) {
-	var alive bool
-	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_instances WHERE id = $1 AND heartbeat_at >= now() - $2::interval)`,
-		id, ttl).Scan(&alive)
-	return alive, err
-}
-
 // Heartbeat says the instance is alive, and what it knows of the
-// pipelines (view: any text that is the same on instances that know the
-// same pipelines; LiveFor shows it to the others). It fails when another
-// instance took the id over (this one was presumed dead).
-func (m *Membership) Heartbeat(ctx context.Context, view string) error {
-	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now(), view = $3 WHERE id = $1 AND started_at = $2`, m.id, m.joined, view)
+// pipelines: view is any text that is the same on instances that know the
+// same pipelines (LiveFor shows it to the others), pipelines their ids,
+// written only when the view changed since the last heartbeat (Known
+// reads them). It fails when another instance took the id over (this one
+// was presumed dead).
+func (m *Membership) Heartbeat(ctx context.Context, view string, pipelines []string) error {
+	var ids []string // nil: the pipelines written before stand
+	if view != m.sentView {
+		ids = pipelines
+		if ids == nil {
+			ids = []string{}
+		}
+	}
+	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now(), view = $3, pipelines = coalesce($4, pipelines)
+		WHERE id = $1 AND started_at = $2`, m.id, m.joined, view, ids)
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w (%q)", ErrNotRegistered, m.id)
 	}
+	m.sentView = view
 	return nil
+}
+
+// Known returns, for each of the given instances, the view and the ids
+// of the pipelines its last heartbeat that changed its view wrote; an
+// instance that never wrote them (an older conduit) is left out.
+func (m *Membership) Known(ctx context.Context, instances []string) (map[string]KnownPipelines, error) {
+	rows, err := m.pool.Query(ctx, `SELECT id, view, pipelines FROM conduit_instances WHERE id = ANY($1) AND pipelines IS NOT NULL`, instances)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]KnownPipelines{}
+	for rows.Next() {
+		var id string
+		var k KnownPipelines
+		if err := rows.Scan(&id, &k.View, &k.IDs); err != nil {
+			return nil, err
+		}
+		out[id] = k
+	}
+	return out, rows.Err()
+}
+
+// KnownPipelines are the pipelines an instance knows, with its view of
+// them.
+type KnownPipelines struct {
+	View string
+	IDs  []string
 }
 
 // Leave removes the instance and gives up its leases at once, so that the
@@ -155,8 +287,8 @@ type LiveInstances struct {
 
 // LiveFor returns the live instances with their views.
 func (m *Membership) LiveFor(ctx context.Context) (LiveInstances, error) {
-	rows, err := m.pool.Query(ctx, `SELECT id, view, heartbeat_at + $1::interval - now() FROM conduit_instances
-		WHERE heartbeat_at >= now() - $1::interval ORDER BY id`, m.ttl)
+	rows, err := m.pool.Query(ctx, `SELECT id, view, heartbeat_at + coalesce(lease_ttl, $1::interval) - now() FROM conduit_instances
+		WHERE heartbeat_at >= now() - coalesce(lease_ttl, $1::interval) ORDER BY id`, m.ttl)
 	if err != nil {
 		return LiveInstances{}, err
 	}
@@ -322,21 +454,6 @@ func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (bo
 	return ok, err
 }
 
-// Rendezvous is the instance plain rendezvous hashing gives a pipeline:
-// it depends on the pipeline and the live instances alone, so instances
-// that know different pipelines still agree on the ones they share (at
-// the price of uneven shares when pipelines are few).
-func Rendezvous(pipelineID string, live []string) string {
-	var best string
-	var bestScore uint64
-	for _, id := range live {
-		if s := score(id, pipelineID); best == "" || s > bestScore || (s == bestScore && id < best) {
-			best, bestScore = id, s
-		}
-	}
-	return best
-}
-
 // Assign gives each pipeline the instance that should run it: rendezvous
 // hashing with bounded loads. Pipelines are placed one by one, in an order
 // fixed by their ids' hashes, each on the first instance of its
@@ -347,6 +464,17 @@ func Rendezvous(pipelineID string, live []string) string {
 // gives 9 pipelines over 3 instances as 6, 3 and 0 as often as not); and
 // an instance joining or leaving moves about its share and little more.
 func Assign(pipelineIDs, live []string) map[string]string {
+	return AssignKnown(pipelineIDs, live, nil)
+}
+
+// AssignKnown is Assign where not every instance knows every pipeline
+// (their pipeline files differ): a pipeline goes only to an instance
+// knows says knows it - the first of its ranking that knows it and has
+// room, or, when those that know it are full, the least loaded of them -
+// and to none when no live instance knows it. knows nil: every instance
+// knows every pipeline. Instances that compute it from the same
+// pipelines, live instances and knowledge agree.
+func AssignKnown(pipelineIDs, live []string, knows func(instance, pipelineID string) bool) map[string]string {
 	out := make(map[string]string, len(pipelineIDs))
 	if len(live) == 0 {
 		return out
@@ -389,15 +517,27 @@ func Assign(pipelineIDs, live []string) map[string]string {
 			}
 			return cmp.Compare(instances[a], instances[b])
 		})
+		placed, fallback := false, -1
 		for _, j := range ranked {
+			if knows != nil && !knows(instances[j], id) {
+				continue
+			}
+			if fallback < 0 || load[j] < load[fallback] {
+				fallback = j
+			}
 			if load[j] < base || (load[j] == base && extra > 0) {
 				if load[j] == base {
 					extra--
 				}
 				load[j]++
 				out[id] = instances[j]
+				placed = true
 				break
 			}
+		}
+		if !placed && fallback >= 0 {
+			load[fallback]++
+			out[id] = instances[fallback]
 		}
 	}
 	return out

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,14 +35,21 @@ func openCluster(t *testing.T) *pgxpool.Pool {
 func TestMembership(t *testing.T) {
 	ctx := context.Background()
 	pool := openCluster(t)
-	a, err := Join(ctx, pool, "a", time.Second)
+	a, err := Join(ctx, pool, "a", time.Second, "1 pipelines, 0f", []string{"orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Join(ctx, pool, "a", time.Second); !errors.Is(err, ErrDuplicateInstance) {
+	// Another process with the same id - here, on this machine, the
+	// parent of the test, which runs - is refused.
+	second := New(pool, "a", time.Second)
+	second.pid = os.Getppid()
+	if err := second.Join(ctx, "", nil); !errors.Is(err, ErrDuplicateInstance) {
 		t.Fatalf("a second live instance with the same id: %v", err)
 	}
-	b, err := Join(ctx, pool, "b", time.Second)
+	if err := second.Check(ctx); !errors.Is(err, ErrDuplicateInstance) {
+		t.Fatalf("Check of a second live instance with the same id: %v", err)
+	}
+	b, err := Join(ctx, pool, "b", time.Second, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,39 +64,95 @@ func TestMembership(t *testing.T) {
 	if live, _ := a.Live(ctx); fmt.Sprint(live) != "[a]" {
 		t.Fatalf("live after b went quiet: %v", live)
 	}
-	b2, err := Join(ctx, pool, "b", time.Second)
+	b2, err := Join(ctx, pool, "b", time.Second, "", nil)
 	if err != nil {
 		t.Fatalf("taking over a dead instance's id: %v", err)
 	}
 	// The process that went quiet wakes up: it learns that its id is
 	// another's now, and the new one is not disturbed.
-	if err := b.Heartbeat(ctx, ""); !errors.Is(err, ErrNotRegistered) {
+	if err := b.Heartbeat(ctx, "", nil); !errors.Is(err, ErrNotRegistered) {
 		t.Fatalf("heartbeat of the presumed dead instance: %v", err)
 	}
-	if err := b2.Heartbeat(ctx, "3 pipelines, 0a"); err != nil {
+	if err := b2.Heartbeat(ctx, "3 pipelines, 0a", []string{"a", "b", "c"}); err != nil {
 		t.Fatalf("heartbeat of the instance that took the id: %v", err)
 	}
-	// Each live instance's view is what its last heartbeat said; a
-	// heartbeat that came late says nothing.
-	if l, err := a.LiveFor(ctx); err != nil || fmt.Sprint(l.IDs) != "[a b]" || l.Views["b"] != "3 pipelines, 0a" || l.Views["a"] != "" {
+	// Each live instance's view is what its last heartbeat said, and its
+	// pipelines those of the last heartbeat that changed the view.
+	if l, err := a.LiveFor(ctx); err != nil || fmt.Sprint(l.IDs) != "[a b]" || l.Views["b"] != "3 pipelines, 0a" || l.Views["a"] != "1 pipelines, 0f" {
 		t.Fatalf("live instances %+v %v", l, err)
+	}
+	if err := b2.Heartbeat(ctx, "3 pipelines, 0a", []string{"ignored"}); err != nil {
+		t.Fatal(err)
+	}
+	known, err := a.Known(ctx, []string{"a", "b", "nobody"})
+	if err != nil || fmt.Sprint(known) != "map[a:{1 pipelines, 0f [orders]} b:{3 pipelines, 0a [a b c]}]" {
+		t.Fatalf("Known = %v, %v", known, err)
 	}
 	if err := a.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Heartbeat(ctx, ""); err == nil {
+	if err := a.Heartbeat(ctx, "", nil); err == nil {
 		t.Fatal("an instance that left heartbeats")
+	}
+}
+
+// A process restarted at once on the same machine takes its id back from
+// its dead predecessor, whose heartbeat is still fresh; a live-looking
+// instance with the id on another machine, or whose process runs, is
+// refused.
+func TestMembershipAfterARestartInPlace(t *testing.T) {
+	ctx := context.Background()
+	pool := openCluster(t)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := New(pool, "x", time.Minute)
+	dead.pid = gone.Process.Pid
+	if err := dead.Join(ctx, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := New(pool, "x", time.Minute)
+	elsewhere.host = "another-machine"
+	if err := elsewhere.Join(ctx, "", nil); !errors.Is(err, ErrDuplicateInstance) {
+		t.Fatalf("the same id from another machine while the first heartbeats: %v", err)
+	}
+	restarted := New(pool, "x", time.Minute)
+	if err := restarted.Join(ctx, "", nil); err != nil {
+		t.Fatalf("a process restarted in place: %v", err)
+	}
+	if err := dead.Heartbeat(ctx, "", nil); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("the predecessor's heartbeat after the restart: %v", err)
+	}
+}
+
+// Instances with different lease TTLs are refused: they would take each
+// other for dead, or wait for each other's leases longer than they think.
+func TestMembershipRefusesAnotherLeaseTTL(t *testing.T) {
+	ctx := context.Background()
+	pool := openCluster(t)
+	if _, err := Join(ctx, pool, "a", 5*time.Second, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	other := New(pool, "b", time.Hour)
+	for name, err := range map[string]error{"Check": other.Check(ctx), "Join": other.Join(ctx, "", nil)} {
+		if !errors.Is(err, ErrTTLMismatch) || !strings.Contains(err.Error(), "this one has 1h0m0s, but a has 5s") {
+			t.Fatalf("%s with another lease TTL: %v", name, err)
+		}
+	}
+	if _, err := Join(ctx, pool, "b", 5*time.Second, "", nil); err != nil {
+		t.Fatalf("the same TTL: %v", err)
 	}
 }
 
 func TestLeasesAndFencing(t *testing.T) {
 	ctx := context.Background()
 	pool := openCluster(t)
-	a, err := Join(ctx, pool, "a", 500*time.Millisecond)
+	a, err := Join(ctx, pool, "a", 500*time.Millisecond, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Join(ctx, pool, "b", 500*time.Millisecond)
+	b, err := Join(ctx, pool, "b", 500*time.Millisecond, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +312,7 @@ func TestAssignMovesLittle(t *testing.T) {
 func TestCommands(t *testing.T) {
 	ctx := context.Background()
 	pool := openCluster(t)
-	a, err := Join(ctx, pool, "a", time.Minute)
+	a, err := Join(ctx, pool, "a", time.Minute, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,5 +364,50 @@ func TestCommands(t *testing.T) {
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM conduit_commands`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("commands left after pruning: %d %v", left, err)
+	}
+}
+
+// Instances that know different pipelines: each pipeline goes to an
+// instance that knows it, evenly among those, and to none when no live
+// instance knows it; every instance computes the same.
+func TestAssignKnownGivesPipelinesOnlyToInstancesThatKnowThem(t *testing.T) {
+	ids := make([]string, 90)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%d", i)
+	}
+	knownBy := map[string]func(string) bool{
+		"a":     func(string) bool { return true },
+		"b":     func(string) bool { return true },
+		"c":     func(id string) bool { return id != "p7" },
+		"empty": func(string) bool { return false },
+	}
+	knows := func(instance, id string) bool { return id != "orphan" && knownBy[instance](id) }
+	live := []string{"a", "b", "c", "empty"}
+	got := AssignKnown(append(slices.Clone(ids), "orphan"), live, knows)
+	if _, ok := got["orphan"]; ok || len(got) != len(ids) {
+		t.Fatalf("%d assigned (orphan: %q), want the %d known ones", len(got), got["orphan"], len(ids))
+	}
+	load := map[string]int{}
+	for id, inst := range got {
+		if !knows(inst, id) {
+			t.Fatalf("%s given to %s, which does not know it", id, inst)
+		}
+		load[inst]++
+	}
+	if load["empty"] != 0 || load["a"] != 30 || load["b"] != 30 || load["c"] != 30 {
+		t.Fatalf("loads %v, want 30 each on a, b and c", load)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 3 {
+		rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
+		shuffled := slices.Clone(ids)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if again := AssignKnown(append(shuffled, "orphan"), live, knows); !maps.Equal(again, got) {
+			t.Fatal("another order of the same input gives another assignment")
+		}
+	}
+	// Everybody knowing everything is Assign.
+	if !maps.Equal(AssignKnown(ids, live, func(string, string) bool { return true }), Assign(ids, live)) {
+		t.Fatal("AssignKnown with complete knowledge differs from Assign")
 	}
 }

@@ -70,13 +70,18 @@ type fleet struct {
 	holders map[string]cluster.Holder
 	live    []string
 	// view is what this instance knows of the pipelines, as it tells the
-	// others in its heartbeat (viewOf known).
-	view string
+	// others in its heartbeat (viewOf known), and knownIDs their ids,
+	// sorted.
+	view     string
+	knownIDs []string
+	// viewSets are the pipelines of the views other instances heartbeat
+	// (cluster Known), by view, for the views of the live instances.
+	viewSets map[string]map[string]bool
 	// differSince is when the live instances' views were first seen to
-	// differ, zero while they agree; plainSpread is set once they have
+	// differ, zero while they agree; viewsDiffer is set once they have
 	// differed for viewGrace.
 	differSince time.Time
-	plainSpread bool
+	viewsDiffer bool
 	// watched counts the watchers of pipelines run elsewhere, whose
 	// events this instance reads when told of them.
 	watched map[string]int
@@ -115,6 +120,7 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
 		epoch: time.Now(), ready: make(chan struct{}),
 		held: map[string]cluster.Lease{}, watched: map[string]int{}, answering: map[int64]bool{},
+		viewSets: map[string]map[string]bool{},
 		fatal: make(chan error, 1),
 	}
 	return f
@@ -148,16 +154,16 @@ func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 		pool.Close()
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	alive, err := cluster.Alive(ctx, pool, id, r.cfg.Cluster.LeaseTTL)
-	if err == nil && alive {
-		err = fmt.Errorf("%w: %q", cluster.ErrDuplicateInstance, id)
-	}
-	if err != nil {
+	member := cluster.New(pool, id, r.cfg.Cluster.LeaseTTL)
+	if err := member.Check(ctx); err != nil {
 		pool.Close()
 		renewPool.Close()
+		if errors.Is(err, cluster.ErrTTLMismatch) {
+			return nil, fmt.Errorf("cluster.lease-ttl: %w", err)
+		}
 		return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
 	}
-	f := newFleet(r, cluster.New(pool, id, r.cfg.Cluster.LeaseTTL), pool)
+	f := newFleet(r, member, pool)
 	f.renewPool = renewPool
 	return f, nil
 }
@@ -165,7 +171,13 @@ func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 // join makes this instance a member: the others hand it its share of the
 // pipelines from now on.
 func (f *fleet) join(ctx context.Context) error {
-	if err := f.member.Join(ctx); err != nil {
+	f.mu.RLock()
+	view, ids := f.view, f.knownIDs
+	f.mu.RUnlock()
+	if err := f.member.Join(ctx, view, ids); err != nil {
+		if errors.Is(err, cluster.ErrTTLMismatch) {
+			return fmt.Errorf("cluster.lease-ttl: %w", err)
+		}
 		return fmt.Errorf("cluster.instance-id %s: %w", f.member.ID(), err)
 	}
 	f.renewer = f.member.Using(f.renewPool)
@@ -179,7 +191,7 @@ func (f *fleet) clusterFigures() metrics.ClusterFigures {
 	defer f.mu.RUnlock()
 	return metrics.ClusterFigures{Leases: len(f.held), Live: len(f.live),
 		RenewalFailures: f.figures.renewalFailures.Load(), TakenOver: f.figures.takenOver.Load(),
-		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.plainSpread}
+		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.viewsDiffer}
 }
 
 // fenceOf fences a write of a pipeline's keys with the token of the lease
@@ -230,9 +242,9 @@ func (f *fleet) holds(pipelineID string) bool {
 // setKnown replaces the pipelines this instance knows, and asks for a
 // round so that new ones are taken up.
 func (f *fleet) setKnown(known []reconciler.Running) {
-	view := viewOf(known)
+	view, ids := viewOf(known)
 	f.mu.Lock()
-	f.known, f.view = known, view
+	f.known, f.view, f.knownIDs = known, view, ids
 	f.mu.Unlock()
 	f.kickRound()
 }
@@ -491,11 +503,16 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 		f.log.Warn("could not read the leases", zap.Error(err))
 		return every
 	}
-	plain := f.compareViews(instances.Views)
+	f.compareViews(instances.Views)
+	all, knows, err := f.knowledge(qctx, instances)
+	if err != nil {
+		f.log.Warn("could not read the pipelines the other instances know", zap.Error(err))
+		return every
+	}
 	f.mu.Lock()
 	f.live, f.holders = live, holders
 	f.mu.Unlock()
-	if waiting := f.balance(ctx, live, holders, plain); waiting > 0 {
+	if waiting := f.balance(ctx, live, holders, all, knows); waiting > 0 {
 		next = min(next, waiting)
 	}
 	// A moment after the expiry, so that the database sees it too.
@@ -503,52 +520,131 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 }
 
 // viewGrace is how long, in lease TTLs, the live instances' views of the
-// pipelines may differ before the spread falls back to plain rendezvous
-// hashing: a change of the pipelines reaches the instances a moment
-// apart, which must not move every pipeline twice.
+// pipelines may differ before it is reported: a change of the pipeline
+// files reaches the instances a moment apart.
 const viewGrace = 2
 
-// compareViews reads the views the live instances heartbeat and says
-// whether to spread by plain rendezvous hashing. The bounded spread of
-// cluster.Assign depends on every pipeline: instances that know different
-// pipelines would compute different owners, and a pipeline could be left
-// to an instance that thinks it another's. Plain rendezvous depends on
-// the pipeline alone, so they agree on the ones they share.
-func (f *fleet) compareViews(views map[string]string) bool {
+// compareViews reads the views the live instances heartbeat, and warns
+// (and says so in a metric) when they have differed for viewGrace: the
+// instances' pipeline files differ. Pipelines are still spread over the
+// instances that know them (knowledge); the warning is for the operator.
+func (f *fleet) compareViews(views map[string]string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	agree := true
 	for _, v := range views {
-		// An instance that has not heartbeat its view yet (it just
-		// joined) is not counted.
+		// An instance that has not said its view (an older conduit) is not
+		// counted.
 		if v != "" && v != f.view {
 			agree = false
 		}
 	}
 	switch {
 	case agree:
-		if f.plainSpread {
-			f.log.Info("the live instances know the same pipelines again: spreading them evenly")
+		if f.viewsDiffer {
+			f.log.Info("the live instances know the same pipelines again")
 		}
-		f.differSince, f.plainSpread = time.Time{}, false
+		f.differSince, f.viewsDiffer = time.Time{}, false
 	case f.differSince.IsZero():
 		f.differSince = time.Now()
-	case !f.plainSpread && time.Since(f.differSince) >= viewGrace*f.ttl:
-		f.plainSpread = true
+	case !f.viewsDiffer && time.Since(f.differSince) >= viewGrace*f.ttl:
+		f.viewsDiffer = true
 		described := make([]string, 0, len(views))
 		for id, v := range views {
 			described = append(described, id+": "+v)
 		}
 		slices.Sort(described)
-		f.log.Warn("the live instances do not know the same pipelines (their pipeline files differ): each pipeline runs on the instance plain rendezvous hashing gives it, and a pipeline runs only if that instance knows it; give every instance the same pipeline files",
+		f.log.Warn("the live instances do not know the same pipelines (their pipeline files differ): each pipeline runs on one of the instances that know it, and the shares may be uneven; give every instance the same pipeline files",
 			zap.String("this_view", f.view), zap.Strings("views", described))
 	}
-	return f.plainSpread
+}
+
+// knowledge returns every pipeline some live instance knows, and which
+// instance knows which: nil when they all know what this one knows (or
+// have not said, being older conduits), the common case. The pipelines of
+// a view are read from the database once, when an instance first
+// heartbeats it.
+func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) ([]string, func(instance, pipelineID string) bool, error) {
+	f.mu.RLock()
+	mine, own := f.view, f.knownIDs
+	var missing []string
+	for _, id := range instances.IDs {
+		if v := instances.Views[id]; v != "" && v != mine && f.viewSets[v] == nil {
+			missing = append(missing, id)
+		}
+	}
+	f.mu.RUnlock()
+	differ := false
+	for _, v := range instances.Views {
+		differ = differ || (v != "" && v != mine)
+	}
+	if !differ {
+		return own, nil, nil
+	}
+	var read map[string]cluster.KnownPipelines
+	if len(missing) > 0 {
+		var err error
+		if read, err = f.member.Known(ctx, missing); err != nil {
+			return nil, nil, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range read {
+		set := make(map[string]bool, len(k.IDs))
+		for _, id := range k.IDs {
+			set[id] = true
+		}
+		f.viewSets[k.View] = set
+	}
+	mineSet := make(map[string]bool, len(own))
+	for _, id := range own {
+		mineSet[id] = true
+	}
+	// Each live instance's pipelines: its view's, or, for a view whose
+	// pipelines were not read (it changed meanwhile), those read under
+	// its id.
+	sets := make(map[string]map[string]bool, len(instances.IDs))
+	inUse := map[string]bool{}
+	for _, id := range instances.IDs {
+		v := instances.Views[id]
+		switch {
+		case v == "":
+			sets[id] = nil // an older conduit: taken to know every pipeline
+		case v == mine:
+			sets[id] = mineSet
+		case f.viewSets[v] != nil:
+			sets[id], inUse[v] = f.viewSets[v], true
+		case read[id].IDs != nil:
+			sets[id], inUse[read[id].View] = f.viewSets[read[id].View], true
+		default:
+			sets[id] = map[string]bool{}
+		}
+	}
+	for v := range f.viewSets {
+		if !inUse[v] {
+			delete(f.viewSets, v)
+		}
+	}
+	union := slices.Clone(own)
+	for _, set := range sets {
+		for id := range set {
+			if !mineSet[id] {
+				union = append(union, id)
+			}
+		}
+	}
+	slices.Sort(union)
+	union = slices.Compact(union)
+	return union, func(instance, pipelineID string) bool {
+		set, ok := sets[instance]
+		return !ok || set == nil || set[pipelineID]
+	}, nil
 }
 
 // viewOf says which pipelines an instance knows: their count and a digest
-// of their ids.
-func viewOf(known []reconciler.Running) string {
+// of their ids; and the ids, sorted.
+func viewOf(known []reconciler.Running) (string, []string) {
 	ids := make([]string, len(known))
 	for i, k := range known {
 		ids[i] = k.Pipeline.ID
@@ -559,7 +655,7 @@ func viewOf(known []reconciler.Running) string {
 		h.Write([]byte(id))
 		h.Write([]byte{0})
 	}
-	return fmt.Sprintf("%d pipelines, %x", len(ids), h.Sum(nil)[:6])
+	return fmt.Sprintf("%d pipelines, %x", len(ids), h.Sum(nil)[:6]), ids
 }
 
 // expiryMargin is how long after a lease's or a heartbeat's expiry the
@@ -579,9 +675,9 @@ func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
 	f.mu.RLock()
-	view := f.view
+	view, knownIDs := f.view, f.knownIDs
 	f.mu.RUnlock()
-	if err := f.renewer.Heartbeat(rctx, view); err != nil {
+	if err := f.renewer.Heartbeat(rctx, view, knownIDs); err != nil {
 		return nil, err
 	}
 	f.mu.RLock()
@@ -617,29 +713,17 @@ const (
 	takeUpParallelism   = 4
 )
 
-// balance takes up the pipelines cluster.Assign gives this instance
+// balance takes up the pipelines cluster.AssignKnown gives this instance
 // and whose lease is free, and hands over those it gives to another. It
 // returns how long until the first lease it waits for expires (0: none).
 // It holds the reconciler's lock: a pipeline is not updated or deleted
 // while it changes hands.
-func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder, plain bool) (waiting time.Duration) {
+func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder, all []string, knows func(instance, pipelineID string) bool) (waiting time.Duration) {
 	self := f.member.ID()
 	var give []string
 	var take []reconciler.Running
 	known := f.knownPipelines()
-	ids := make([]string, len(known))
-	for i, k := range known {
-		ids[i] = k.Pipeline.ID
-	}
-	var owners map[string]string
-	if plain {
-		owners = make(map[string]string, len(ids))
-		for _, id := range ids {
-			owners[id] = cluster.Rendezvous(id, live)
-		}
-	} else {
-		owners = cluster.Assign(ids, live)
-	}
+	owners := cluster.AssignKnown(all, live, knows)
 	for _, k := range known {
 		id := k.Pipeline.ID
 		want := owners[id] == self

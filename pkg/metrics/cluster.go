@@ -36,7 +36,7 @@ func (m *Metrics) WatchCluster(instance string, figures func() ClusterFigures) {
 		taken:    desc("conduit_cluster_pipelines_taken_over_total", "Pipelines this instance took up (new, rebalanced or failed over)."),
 		handed:   desc("conduit_cluster_pipelines_handed_over_total", "Pipelines this instance gave away (rebalanced, or stopped because it could not renew its leases)."),
 		lost:     desc("conduit_cluster_leases_lost_total", "Leases another instance took over while this one still held them (it was paused or cut off)."),
-		differ:   desc("conduit_cluster_views_differ", "1 while the live instances have not known the same pipelines for two lease TTLs (give every instance the same pipeline files); pipelines are then spread by plain rendezvous hashing."),
+		differ:   desc("conduit_cluster_views_differ", "1 while the live instances have not known the same pipelines for two lease TTLs (give every instance the same pipeline files); each pipeline runs on one of the instances that know it."),
 	})
 }
 

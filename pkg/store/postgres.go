@@ -96,7 +96,7 @@ const EventsChannel = "conduit_events"
 
 // postgresSchema is the version this build writes; migrations[i] takes a
 // database from version i to i+1.
-const postgresSchema = 4
+const postgresSchema = 5
 
 var postgresMigrations = []string{
 	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
@@ -128,6 +128,15 @@ var postgresMigrations = []string{
 	// What each instance knows of the pipelines (pkg/cluster Heartbeat),
 	// so that the instances can tell when they disagree.
 	`ALTER TABLE conduit_instances ADD COLUMN view text NOT NULL DEFAULT ''`,
+	// The pipelines each instance knows, so that none is given a pipeline
+	// it does not know; each instance's lease TTL, so that instances
+	// with different ones are refused; its host and process, so that a
+	// process restarted at once on the same machine can take its id back
+	// from its dead predecessor. (Additive: instances of schema 4 work on.)
+	`ALTER TABLE conduit_instances ADD COLUMN pipelines text[];
+	ALTER TABLE conduit_instances ADD COLUMN lease_ttl interval;
+	ALTER TABLE conduit_instances ADD COLUMN host text;
+	ALTER TABLE conduit_instances ADD COLUMN pid integer`,
 }
 
 // Advisory lock keys (any constants that are conduit's): one serializes

@@ -69,7 +69,7 @@ func TestPostgresMigratesTheSchemaBefore(t *testing.T) {
 	dbURL := pgtest.Database(t)
 	a := openTestPostgres(t, dbURL, PostgresOptions{})
 	for _, q := range []string{
-		`ALTER TABLE conduit_instances DROP COLUMN view`,
+		`ALTER TABLE conduit_instances DROP COLUMN view, DROP COLUMN pipelines, DROP COLUMN lease_ttl, DROP COLUMN host, DROP COLUMN pid`,
 		`UPDATE conduit_schema SET version = 3`,
 		`INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ('old', now(), now())`,
 	} {
@@ -89,8 +89,9 @@ func TestPostgresMigratesTheSchemaBefore(t *testing.T) {
 	if err := b.pool.QueryRow(ctx, `SELECT version FROM conduit_schema`).Scan(&version); err != nil || version != postgresSchema {
 		t.Fatalf("schema version %d %v, want %d", version, err, postgresSchema)
 	}
-	if err := b.pool.QueryRow(ctx, `SELECT view FROM conduit_instances WHERE id = 'old'`).Scan(&view); err != nil || view != "" {
-		t.Fatalf("the instance row after the migration: %q %v", view, err)
+	var pipelines []string
+	if err := b.pool.QueryRow(ctx, `SELECT view, pipelines FROM conduit_instances WHERE id = 'old'`).Scan(&view, &pipelines); err != nil || view != "" || pipelines != nil {
+		t.Fatalf("the instance row after the migration: %q %v %v", view, pipelines, err)
 	}
 	if v, err := b.Get(ctx, []byte("k")); err != nil || string(v) != "v" {
 		t.Fatalf("after the migration: %q %v", v, err)
