@@ -121,7 +121,7 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 		epoch: time.Now(), ready: make(chan struct{}),
 		held: map[string]cluster.Lease{}, watched: map[string]int{}, answering: map[int64]bool{},
 		viewSets: map[string]map[string]bool{},
-		fatal: make(chan error, 1),
+		fatal:    make(chan error, 1),
 	}
 	return f
 }
