@@ -202,9 +202,19 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	// SIGSTOP i2 past its lease: i1 takes its pipelines over; continued,
 	// i2 finds its leases gone and writes nothing more of them.
 	i2 := instances["i2"]
+	onI2 := w.placement(addresses["i1"]).on("i2")
 	if err := i2.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// A stop asked of i2 through i1 meanwhile reaches the pipeline on
+	// the instance that takes it over (i1 itself).
+	if res := w.pipelines(addresses["i1"], "stop", onI2[0]); res.code != 0 {
+		t.Fatalf("stopping %s of the paused i2 through i1: exit %d\n%s", onI2[0], res.code, res.stderr)
+	}
+	if at := w.placement(addresses["i1"])[onI2[0]]; at.status != "PIPELINE_STATUS_STOPPED" || at.instance != "i1" {
+		t.Fatalf("%s after a stop sent while i2 was paused: %+v", onI2[0], at)
+	}
+	w.mustPipelines(addresses["i1"], "start", onI2[0])
 	w.waitPlacement(addresses["i1"], "while i2 is paused", func(p placement) bool { return p.settled(n, "i1") })
 	paused := w.placement(addresses["i1"])
 	for i := range n {

@@ -362,8 +362,14 @@ func (s *PipelineService) describe(ctx context.Context, p Supervised, invalid []
 // caller tries again.
 var ErrPipelineMoving = errors.New("no instance runs the pipeline right now (it is moving to another instance); try again in a moment")
 
+// ErrNotCarriedOut is a start or stop that timed out and was withdrawn:
+// unlike other timeouts, it will not complete later.
+var ErrNotCarriedOut = errors.New("not carried out")
+
 func transitionError(err error) error {
 	switch {
+	case errors.Is(err, ErrNotCarriedOut):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case errors.Is(err, ErrPipelineMoving):
 		return connect.NewError(connect.CodeUnavailable, err)
 	case errors.Is(err, lifecycle.ErrInvalidTransition), errors.Is(err, lifecycle.ErrStillStopping):

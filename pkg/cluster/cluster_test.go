@@ -335,6 +335,9 @@ func TestCommands(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	if _, ok, err := a.Acquire(ctx, "orders"); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
 	go answer(nil)
 	if err := Send(ctx, pool, "a", "orders", ActionStop); err != nil {
 		t.Fatalf("an answered command: %v", err)
@@ -346,12 +349,20 @@ func TestCommands(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if err := Send(short, pool, "a", "orders", ActionStart); err == nil {
-		t.Fatal("a command nobody answers succeeded")
+	if err := Send(short, pool, "a", "orders", ActionStart); !errors.Is(err, ErrNotAnswered) {
+		t.Fatalf("a command nobody answers: %v", err)
+	}
+	// The instance's lease expires before it answers (it is paused, or
+	// dead): the command is withdrawn, for the next instance.
+	if _, err := pool.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := Send(ctx, pool, "a", "orders", ActionStop); !errors.Is(err, ErrOwnerChanged) {
+		t.Fatalf("a command to an instance whose lease expired: %v", err)
 	}
 	var left int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM conduit_commands`).Scan(&left); err != nil || left != 1 {
-		t.Fatalf("commands left: %d %v, want the withdrawn one", left, err)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM conduit_commands`).Scan(&left); err != nil || left != 2 {
+		t.Fatalf("commands left: %d %v, want the two withdrawn ones", left, err)
 	}
 	if pending, _ := a.Pending(ctx); len(pending) != 0 {
 		t.Fatalf("a withdrawn command is still pending: %+v", pending)

@@ -61,10 +61,22 @@ const commandPoll = 50 * time.Millisecond
 // rather than a failure.
 const refusedPrefix = "refused: "
 
+// ErrOwnerChanged is returned by Send when the instance stopped holding
+// the pipeline's lease (it died, was paused past its lease, or handed the
+// pipeline over) before it answered: the command was withdrawn, and may
+// be sent to the pipeline's new instance.
+var ErrOwnerChanged = errors.New("the instance no longer runs the pipeline")
+
+// ErrNotAnswered is returned by Send when ctx ended before the instance
+// answered: the command was withdrawn, so it will not be carried out.
+var ErrNotAnswered = errors.New("no answer in time; the command was withdrawn and will not be carried out")
+
 // Send asks instance to apply action to the pipeline and waits for its
 // answer: nil, a *RefusedError, or another error it failed with. When
-// ctx ends first the command is withdrawn, unless the instance took it
-// meanwhile.
+// the instance stops holding the pipeline's lease before it answers, the
+// command is withdrawn and Send returns ErrOwnerChanged; when ctx ends
+// first, it is withdrawn and Send returns ErrNotAnswered - unless the
+// instance took it meanwhile: then its answer is returned.
 func Send(ctx context.Context, pool *pgxpool.Pool, instance, pipelineID, action string) error {
 	var id int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -78,50 +90,60 @@ func Send(ctx context.Context, pool *pgxpool.Pool, instance, pipelineID, action 
 	if err != nil {
 		return fmt.Errorf("asking instance %s to %s pipeline %s: %w", instance, action, pipelineID, err)
 	}
+	// withdraw withdraws the command unless the instance answered it
+	// meanwhile; then it returns the answer, and why otherwise.
+	withdraw := func(why error) error {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		tag, err := pool.Exec(wctx, `UPDATE conduit_commands SET done_at = now(), error = 'withdrawn' WHERE id = $1 AND done_at IS NULL`, id)
+		if err == nil && tag.RowsAffected() == 0 {
+			if done, _, answer, err := commandAnswer(wctx, pool, id, instance); err == nil && done {
+				return answer
+			}
+		}
+		return why
+	}
 	tick := time.NewTicker(commandPoll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			withdraw := context.WithoutCancel(ctx)
-			tag, err := pool.Exec(withdraw, `UPDATE conduit_commands SET done_at = now(), error = 'withdrawn' WHERE id = $1 AND done_at IS NULL`, id)
-			if err == nil && tag.RowsAffected() == 0 {
-				if done, answer, err := commandAnswer(withdraw, pool, id, instance); err == nil && done {
-					return answer
-				}
-			}
-			return fmt.Errorf("instance %s did not answer: %w", instance, ctx.Err())
+			return withdraw(fmt.Errorf("instance %s: %w", instance, ErrNotAnswered))
 		case <-tick.C:
 		}
-		done, answer, err := commandAnswer(ctx, pool, id, instance)
-		if err != nil && ctx.Err() == nil {
+		done, owner, answer, err := commandAnswer(ctx, pool, id, instance)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("waiting for instance %s: %w", instance, err)
-		}
-		if done {
+		case done:
 			return answer
+		case err == nil && !owner:
+			return withdraw(fmt.Errorf("instance %s: %w", instance, ErrOwnerChanged))
 		}
 	}
 }
 
-// commandAnswer reads a command's result.
-func commandAnswer(ctx context.Context, pool *pgxpool.Pool, id int64, instance string) (done bool, answer, err error) {
+// commandAnswer reads a command's result, and whether its instance still
+// holds the pipeline's lease.
+func commandAnswer(ctx context.Context, pool *pgxpool.Pool, id int64, instance string) (done, owner bool, answer, err error) {
 	var doneAt *time.Time
 	var msg *string
-	if err := pool.QueryRow(ctx, `SELECT done_at, error FROM conduit_commands WHERE id = $1`, id).Scan(&doneAt, &msg); err != nil {
-		return false, nil, err
+	if err := pool.QueryRow(ctx, `SELECT c.done_at, c.error, coalesce(l.owner = c.instance AND l.expires_at >= now(), false)
+		FROM conduit_commands AS c LEFT JOIN conduit_leases AS l ON l.pipeline_id = c.pipeline_id WHERE c.id = $1`, id).Scan(&doneAt, &msg, &owner); err != nil {
+		return false, false, nil, err
 	}
 	if doneAt == nil {
-		return false, nil, nil
+		return false, owner, nil, nil
 	}
 	// Answered: the row has served its purpose.
 	_, _ = pool.Exec(ctx, `DELETE FROM conduit_commands WHERE id = $1`, id)
 	switch {
 	case msg == nil:
-		return true, nil, nil
+		return true, owner, nil, nil
 	case len(*msg) >= len(refusedPrefix) && (*msg)[:len(refusedPrefix)] == refusedPrefix:
-		return true, &RefusedError{Instance: instance, Message: (*msg)[len(refusedPrefix):]}, nil
+		return true, owner, &RefusedError{Instance: instance, Message: (*msg)[len(refusedPrefix):]}, nil
 	default:
-		return true, fmt.Errorf("instance %s: %s", instance, *msg), nil
+		return true, owner, fmt.Errorf("instance %s: %s", instance, *msg), nil
 	}
 }
 

@@ -1004,6 +1004,31 @@ func (f *fleet) holder(id string) cluster.Holder {
 	return f.holders[id]
 }
 
+// nextHolder waits until an instance holds the pipeline's lease again -
+// another one, this one, or the same one having renewed or taken it back
+// - and returns it.
+func (f *fleet) nextHolder(ctx context.Context, pipelineID string) (string, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if f.holds(pipelineID) {
+			if f.r.get(pipelineID) != nil {
+				return f.member.ID(), nil
+			}
+		} else {
+			f.refreshHolders(ctx)
+			if h := f.holder(pipelineID); h.Live {
+				return h.Instance, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no instance took it over in time: %w", cluster.ErrNotAnswered)
+		case <-tick.C:
+		}
+	}
+}
+
 // refreshHolders reads the leases now, for a listing that must not be a
 // round old (a failover just happened).
 func (f *fleet) refreshHolders(ctx context.Context) {

@@ -84,19 +84,55 @@ func (p remotePipeline) Stop(ctx context.Context, force bool) error {
 
 // send asks the pipeline's instance to act and waits for its answer: a
 // graceful stop waits for the drain, as it does on the instance itself.
+// When that instance stops holding the lease before it answers (it died,
+// or was paused past its lease), the command goes to the instance that
+// takes the pipeline over, once one has; this one, when it is the one.
 func (p remotePipeline) send(ctx context.Context, action string) error {
 	if !p.holder.Live {
 		return fmt.Errorf("pipeline %s: %w", p.k.Pipeline.ID, api.ErrPipelineMoving)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.r.cfg.Pipelines.GracefulStopTimeout+p.f.ttl)
+	id := p.k.Pipeline.ID
+	// A failover takes up to two TTLs; the answer then as long as on the
+	// instance itself.
+	ctx, cancel := context.WithTimeout(ctx, p.r.cfg.Pipelines.GracefulStopTimeout+3*p.f.ttl)
 	defer cancel()
-	err := cluster.Send(ctx, p.f.pool, p.holder.Instance, p.k.Pipeline.ID, action)
-	var refused *cluster.RefusedError
-	if errors.As(err, &refused) {
-		return refusal{refused}
+	instance := p.holder.Instance
+	for {
+		err := cluster.Send(ctx, p.f.pool, instance, id, action)
+		var refused *cluster.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			return refusal{refused}
+		case errors.Is(err, cluster.ErrNotAnswered):
+			return withdrawn{err}
+		case !errors.Is(err, cluster.ErrOwnerChanged):
+			return err
+		}
+		next, err := p.f.nextHolder(ctx, id)
+		if err != nil {
+			return withdrawn{fmt.Errorf("pipeline %s: instance %s stopped running it before it answered, and %w", id, instance, err)}
+		}
+		if next == p.f.member.ID() {
+			m := p.r.get(id)
+			if m == nil {
+				return fmt.Errorf("pipeline %s: %w", id, api.ErrPipelineMoving)
+			}
+			if action == cluster.ActionStart {
+				return m.Start(ctx)
+			}
+			return m.Stop(ctx, action == cluster.ActionForceStop)
+		}
+		instance = next
 	}
-	return err
 }
+
+// withdrawn is a command no instance answered in time, withdrawn so that
+// it will not be carried out later: the API says it timed out.
+type withdrawn struct{ error }
+
+func (w withdrawn) Unwrap() error { return w.error }
+
+func (w withdrawn) Is(target error) bool { return target == api.ErrNotCarriedOut }
 
 // refusal is another instance's refusal of a start or stop, which the
 // API answers as it answers its own (failed precondition).
