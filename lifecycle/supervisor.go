@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,15 +36,34 @@ type EventRecorder interface {
 }
 
 // Takeover is what an instance of a cluster that takes a pipeline up
-// knows of how its last run ended.
+// knows of its last holder, for the resumed event.
 type Takeover struct {
-	// HandedOver replaces "another instance handed the pipeline over" for
-	// a pipeline whose state says it was handed over.
-	HandedOver string
-	// Interrupted replaces "conduit had not stopped cleanly" for a
-	// pipeline whose state says it was running or recovering: its last
-	// holder stopped renewing the lease.
-	Interrupted string
+	// From is the instance that held the pipeline's lease last; empty:
+	// not a takeover.
+	From string
+	// Self: From is this instance (a process with its id).
+	Self bool
+}
+
+// how says how the pipeline's last run ended, for a pipeline its state
+// says was stopped for reason (empty: cut off while running or
+// recovering); "" when t says nothing.
+func (t Takeover) how(reason StopReason) string {
+	switch {
+	case t.From == "":
+		return ""
+	case reason == StopReasonShutdown && !t.Self:
+		return "instance " + t.From + " shut down and handed the pipeline over"
+	case reason == StopReasonHandover && t.Self:
+		return "this instance had stopped the pipeline when it could not renew its lease, and took it up again"
+	case reason == StopReasonHandover:
+		return "instance " + t.From + " handed the pipeline over"
+	case reason == "" && t.Self:
+		return "this instance had lost the pipeline's lease (it was paused or cut off from the database), and took it up again"
+	case reason == "":
+		return "instance " + t.From + " stopped renewing the pipeline's lease (it was killed, paused or cut off from the database)"
+	}
+	return ""
 }
 
 // Config is what a Supervisor is built from.
@@ -73,6 +93,9 @@ type Config struct {
 	// ProcessCrashed says that the earlier process did not shut down
 	// cleanly (a crash, a kill, a power loss); the resumed events say so.
 	ProcessCrashed bool
+	// AfterShutdown says, in the stopped event of a shutdown, what becomes
+	// of the pipeline; empty: it is taken up again when conduit starts.
+	AfterShutdown string
 	// Takeover says, for the resumed event, how an instance of a cluster
 	// came to take the pipeline up; zero: it did not.
 	Takeover Takeover
@@ -227,7 +250,7 @@ func (s *Supervisor) Run(ctx context.Context) {
 func (s *Supervisor) shutdown() {
 	s.retire(Retirement{Reason: StopReasonShutdown, Actor: ActorSystem,
 		Stopping: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain",
-		Stopped:  "pipeline stopped: conduit is shutting down; it is taken up again when conduit starts"})
+		Stopped:  "pipeline stopped: conduit is shutting down; " + cmp.Or(s.cfg.AfterShutdown, "it is taken up again when conduit starts")})
 }
 
 // Retirement says why a supervisor ends for good: the process shuts down,

@@ -44,16 +44,16 @@ func (s *Supervisor) resume() {
 	case s.state.StopReason.resumable():
 		switch s.state.StopReason {
 		case StopReasonShutdown:
-			how = "conduit had stopped cleanly"
+			how = cmp.Or(s.cfg.Takeover.how(StopReasonShutdown), "conduit had stopped cleanly")
 		case StopReasonHandover:
-			how = cmp.Or(s.cfg.Takeover.HandedOver, "another instance handed the pipeline over")
+			how = cmp.Or(s.cfg.Takeover.how(StopReasonHandover), "another instance handed the pipeline over")
 		default:
 			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
 		}
 		s.state.Status = s.m.current()
 		s.state.StopReason, s.state.ResumeStatus = "", 0
 	case from == StatusRunning || from == StatusRecovering:
-		how = cmp.Or(s.cfg.Takeover.Interrupted, how)
+		how = cmp.Or(s.cfg.Takeover.how(""), how)
 	case !s.cfg.ProcessCrashed:
 		how = "conduit had stopped cleanly"
 	}

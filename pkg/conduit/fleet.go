@@ -787,23 +787,8 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 		return
 	}
 	r := f.r
-	// A pipeline its last instance did not hand over (its state still
-	// says running or recovering) was cut off when that instance stopped
-	// renewing the lease.
-	var takeover lifecycle.Takeover
-	switch lease.Previous {
-	case "":
-	case f.member.ID():
-		takeover = lifecycle.Takeover{
-			HandedOver:  "this instance had stopped the pipeline when it could not renew its lease, and took it up again",
-			Interrupted: "this instance had lost the pipeline's lease (it was paused or cut off from the database), and took it up again",
-		}
-	default:
-		takeover = lifecycle.Takeover{
-			HandedOver:  "instance " + lease.Previous + " handed the pipeline over",
-			Interrupted: "instance " + lease.Previous + " stopped renewing the pipeline's lease (it was killed, paused or cut off from the database)",
-		}
-	}
+	// The resumed event says how the pipeline left its last instance.
+	takeover := lifecycle.Takeover{From: lease.Previous, Self: lease.Previous == f.member.ID()}
 	m, err := r.provisionAfter(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem, takeover)
 	if err != nil {
 		f.log.Error("could not start a pipeline this instance acquired; giving its lease back", zap.String("pipeline_id", id), zap.Error(err))

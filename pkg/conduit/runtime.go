@@ -455,6 +455,15 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin recon
 	return r.provisionAfter(ctx, p, origin, actor, lifecycle.Takeover{})
 }
 
+// afterShutdown is what becomes of a pipeline when this process shuts
+// down (lifecycle.Config.AfterShutdown).
+func (r *Runtime) afterShutdown() string {
+	if r.cfg.Cluster.Enabled {
+		return "another instance of the cluster takes it up"
+	}
+	return ""
+}
+
 // provisionAfter is provision of a pipeline an instance of a cluster
 // takes over (lifecycle.Config.Takeover).
 func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string, takeover lifecycle.Takeover) (*managedPipeline, error) {
@@ -494,6 +503,7 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 		Persisted:      from.persisted,
 		ProcessCrashed: r.crashed,
 		Takeover:       takeover,
+		AfterShutdown:  r.afterShutdown(),
 	}, initial)
 	if err != nil {
 		return nil, err
