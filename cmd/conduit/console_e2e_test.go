@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -22,7 +23,8 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // browser is a headless Chromium tab; errors collects what the page's
-// JavaScript threw or logged as an error.
+// JavaScript threw or logged as an error, and the browser's own errors
+// (a request that failed, a policy that refused something).
 type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
@@ -46,6 +48,10 @@ func newBrowser(t *testing.T) *browser {
 		switch e := ev.(type) {
 		case *runtime.EventExceptionThrown:
 			b.record(e.ExceptionDetails.Text + " " + e.ExceptionDetails.URL)
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				b.record(e.Entry.Text + " " + e.Entry.URL)
+			}
 		case *runtime.EventConsoleAPICalled:
 			if e.Type == runtime.ConsoleAPICalledTypeError {
 				var parts []string
@@ -110,7 +116,28 @@ func (b *browser) noErrors(t *testing.T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.errors) > 0 {
-		t.Errorf("JavaScript errors in the console log:\n%s", strings.Join(b.errors, "\n"))
+		t.Errorf("errors in the console log:\n%s", strings.Join(b.errors, "\n"))
+	}
+}
+
+// forgetErrors drops the errors logged so far, after a step that is
+// meant to log one (a refused token).
+func (b *browser) forgetErrors() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errors = nil
+}
+
+// fits fails the test when the table sel is wider than its box (the
+// window is narrow: each row must show as a list, not be cut off).
+func (b *browser) fits(t *testing.T, sel string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, e2eTimeout)
+	defer cancel()
+	over, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(
+		`(() => { const t = document.querySelector(%q); return t.scrollWidth - t.parentElement.clientWidth; })()`, sel)))
+	if err != nil || over > 1 {
+		t.Errorf("%s is %d px wider than its box (%v)", sel, over, err)
 	}
 }
 
@@ -206,9 +233,12 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)))
 
 	// From the keyboard: Enter on the focused button.
+	// The focus moves to Start, which is what can be done next, rather
+	// than to the start of the page.
 	b.do(t, "stop", answerYes, chromedp.SendKeys(chromedp.CSS(`#stop`), "\r"),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
-		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start:focus`)))
 	if out := w.mustPipelines(address, "list"); !strings.Contains(tableRows(out)["flaky"][1], "stopped") {
 		t.Errorf("after the stop in the console, the CLI lists:\n%s", out)
 	}
@@ -227,14 +257,44 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	b.do(t, "the dependencies", chromedp.Navigate("http://"+address+"/ui/#/dependencies"),
 		chromedp.WaitVisible(chromedp.CSS(`main p.muted`)))
 
+	// A pipeline that does not exist, and an address that is not one: the
+	// console says so, offers nothing to act on, and throws nothing. (The
+	// browser logs the API's not_found answers, HTTP 404.)
+	b.noErrors(t)
+	b.do(t, "an unknown pipeline", chromedp.Navigate("http://"+address+"/ui/#/pipeline/nope"),
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-invalid`)),
+		chromedp.WaitVisible(chromedp.CSS(`#stop:disabled`)), chromedp.WaitVisible(chromedp.CSS(`#start:disabled`)))
+	if text := b.text(t, "main"); !strings.Contains(text, "No pipeline nope: it does not exist") {
+		t.Errorf("the page of an unknown pipeline says:\n%s", text)
+	}
+	b.do(t, "a malformed address", chromedp.Navigate("http://"+address+"/ui/#/pipeline/%E0%A4%A"),
+		chromedp.WaitVisible(chromedp.CSS(`main h1`)))
+	if text := b.text(t, "main h1"); text != "Not found" {
+		t.Errorf("a malformed address shows %q", text)
+	}
+	b.forgetErrors()
+
 	// A narrow window: the list still reads, its table scrolls inside
 	// its box instead of widening the page.
-	b.do(t, "narrow", chromedp.EmulateViewport(400, 800), chromedp.Navigate("http://"+address+"/ui/#/"),
+	b.do(t, "narrow", chromedp.EmulateViewport(375, 800), chromedp.Navigate("http://"+address+"/ui/#/"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="flaky"] .status-stopped`)))
 	wide, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
 	if err != nil || wide {
-		t.Errorf("at 400 px the page is wider than the window (%v)", err)
+		t.Errorf("at 375 px the page is wider than the window (%v)", err)
 	}
+	b.fits(t, "#pipelines")
+	// Each cell on a line of its own, after its column's name.
+	label, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+		const td = document.querySelector('tr[data-id="flaky"] td[data-label="Last error"]');
+		return getComputedStyle(td, "::before").content + (td.getBoundingClientRect().width >= 300 ? " full width" : " squeezed");
+	})()`))
+	if err != nil || label != `"Last error" full width` {
+		t.Errorf("at 375 px flaky's last error is not a line of its own with its name: %q %v", label, err)
+	}
+	b.screenshot(t, "console-pipelines-narrow")
+	b.do(t, "narrow pipeline page", chromedp.Navigate("http://"+address+"/ui/#/pipeline/flaky"),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
+	b.fits(t, "#events")
 	b.noErrors(t)
 }
 
@@ -248,11 +308,23 @@ func TestConsoleAsksForTheToken(t *testing.T) {
 	address := apiAddress(t, p)
 	b := newBrowser(t)
 
+	// The form comes first, without a refused call.
 	b.do(t, "without a token", chromedp.Navigate("http://"+address+"/ui/"),
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(`#token-asked`)))
+	b.noErrors(t)
+	// A token an HTTP header cannot carry is refused by the form.
+	b.do(t, "a token with other characters", chromedp.SendKeys(chromedp.CSS(`#token`), "t\u00f6k\u20acn"),
+		chromedp.Click(chromedp.CSS(`form.token button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#token-invalid`)))
+	clear := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`document.getElementById("token").value = "", true`)(ctx, tg)
+		return err
+	})
+	b.do(t, "a wrong token", clear,
 		chromedp.SendKeys(chromedp.CSS(`#token`), "wrong-token-0123456"),
 		chromedp.Click(chromedp.CSS(`form.token button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#token-refused`)))
+	b.forgetErrors() // the browser logs the refused call
 	text := b.text(t, "main")
 	if strings.Contains(text, "seq") {
 		t.Fatalf("with a wrong token the console shows a pipeline:\n%s", text)
@@ -268,5 +340,10 @@ func TestConsoleAsksForTheToken(t *testing.T) {
 	if cookies != "" {
 		t.Errorf("the console set cookies: %q", cookies)
 	}
+	// Forgetting the token shows the form again.
+	b.do(t, "forget the token", chromedp.WaitVisible(chromedp.CSS(`#forget-token`)),
+		chromedp.Navigate("http://"+address+"/ui/#/rules"), chromedp.WaitVisible(chromedp.CSS(`#forget-token`)),
+		chromedp.Click(chromedp.CSS(`#forget-token`)), chromedp.WaitVisible(chromedp.CSS(`#token-asked`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#forget-token`)))
 	b.noErrors(t)
 }

@@ -361,7 +361,7 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath)}))
+		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != "")}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -21,7 +22,7 @@ func get(t *testing.T, h http.Handler, method, path string) *http.Response {
 // origin, never in a frame; /ui redirects to /ui/; nothing but GET and
 // HEAD is answered.
 func TestHandlerServesThePagesSafely(t *testing.T) {
-	h := Handler("/ui/")
+	h := Handler("/ui/", false)
 	res := get(t, h, http.MethodGet, "/ui/")
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `<script src="app.js"`) {
@@ -39,8 +40,24 @@ func TestHandlerServesThePagesSafely(t *testing.T) {
 	if res := get(t, h, http.MethodGet, "/ui/app.js"); res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Type"), "javascript") {
 		t.Errorf("app.js: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	if res := get(t, h, http.MethodGet, "/ui"); res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/ui/" {
-		t.Errorf("/ui: %d %s", res.StatusCode, res.Header.Get("Location"))
+	if res := get(t, h, http.MethodGet, "/ui"); res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/ui/" ||
+		!strings.Contains(res.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("/ui: %d %v", res.StatusCode, res.Header)
+	}
+	// Asked again each time, and not sent again while it is the same.
+	tag := res.Header.Get("ETag")
+	if tag == "" || res.Header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("GET /ui/: ETag %q, Cache-Control %q", tag, res.Header.Get("Cache-Control"))
+	}
+	req := httptest.NewRequest(http.MethodGet, "/ui/", nil)
+	req.Header.Set("If-None-Match", tag)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNotModified {
+		t.Errorf("GET /ui/ with its ETag: %d, want 304", rec.Code)
+	}
+	if res := get(t, h, http.MethodGet, "/ui/app.js"); res.Header.Get("ETag") == "" || res.Header.Get("ETag") == tag {
+		t.Errorf("app.js has ETag %q, index.html %q", res.Header.Get("ETag"), tag)
 	}
 	if res := get(t, h, http.MethodPost, "/ui/"); res.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /ui/: %d", res.StatusCode)
@@ -62,6 +79,9 @@ func TestAssetsAreSelfContained(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		// The SVG namespace is a name, not an address anything is loaded
+		// from.
+		b = []byte(strings.ReplaceAll(string(b), `xmlns="http://www.w3.org/2000/svg"`, ""))
 		if m := external.Find(b); m != nil {
 			t.Errorf("%s refers to the network: %q", path, m)
 		}
@@ -72,5 +92,16 @@ func TestAssetsAreSelfContained(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The pages learn whether the API wants a token before their first call.
+func TestSettingsSayWhetherATokenIsRequired(t *testing.T) {
+	for _, required := range []bool{false, true} {
+		res := get(t, Handler("/ui/", required), http.MethodGet, "/ui/settings.json")
+		body, _ := io.ReadAll(res.Body)
+		if want := fmt.Sprintf(`{"tokenRequired":%v}`, required); res.StatusCode != http.StatusOK || string(body) != want {
+			t.Errorf("settings.json with a token required %v: %d %s, want %s", required, res.StatusCode, body, want)
+		}
 	}
 }

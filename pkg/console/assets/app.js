@@ -13,9 +13,18 @@ class ApiError extends Error {
   constructor(code, message) { super(message); this.code = code; }
 }
 
+// A token travels in an HTTP header: printable ASCII only.
+const validToken = (t) => /^[\x20-\x7e]+$/.test(t);
+
 function authHeaders() {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  return token ? { Authorization: "Bearer " + token } : {};
+  return token && validToken(token) ? { Authorization: "Bearer " + token } : {};
+}
+
+// The "Forget token" button shows while a token is kept and the console
+// shows pages, not the token form.
+function syncForget() {
+  document.getElementById("forget-token").hidden = !sessionStorage.getItem(TOKEN_KEY) || !!document.getElementById("token");
 }
 
 // call is one unary RPC with a JSON body.
@@ -28,6 +37,7 @@ async function call(service, method, body) {
   if (res.status === 401) throw new AuthError("the API wants a token");
   const data = await res.json().catch(() => ({}));
   if (!res.ok) throw new ApiError(data.code || String(res.status), data.message || res.statusText);
+  syncForget();
   return data;
 }
 
@@ -84,6 +94,13 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// cell is a table cell that says its column's name where a narrow window
+// shows each row as a list (table.stack in app.css).
+const cell = (label, attrs, ...children) => el("td", { ...attrs, "data-label": label }, ...children);
+
+// short shortens a text that could fill the page (a pasted rule's name).
+const short = (t, n = 120) => (t && t.length > n ? t.slice(0, n) + "\u2026" : t);
+
 const statusName = (s) => (s || "PIPELINE_STATUS_UNSPECIFIED").replace("PIPELINE_STATUS_", "").toLowerCase();
 const statusBadge = (s) => el("span", { class: "status status-" + statusName(s), text: statusName(s) });
 
@@ -113,6 +130,17 @@ function errorCell(e) {
     el("span", { class: "error-text", text: e.message || "" }));
 }
 
+// lastProblem is what the list shows of a pipeline's trouble: its last
+// error, or for an invalid pipeline its configuration's.
+function lastProblem(p) {
+  if (p.lastError && (p.lastError.message || p.lastError.code)) return errorCell(p.lastError);
+  const c = (p.configErrors || [])[0];
+  return c ? el("span", { class: "error-text", text: configProblem(c) }) : "-";
+}
+
+// configProblem names the file of a configuration error once.
+const configProblem = (c) => (c.configFile && !(c.message || "").startsWith(c.configFile) ? `${c.configFile}: ${c.message}` : c.message || "");
+
 function notice(text) {
   const n = document.getElementById("notice");
   n.textContent = text;
@@ -125,18 +153,27 @@ function notice(text) {
 const main = () => document.getElementById("main");
 
 function showTokenForm(again) {
+  document.title = "Token - conduit";
+  const says = el("p", again ? { id: "token-refused", role: "alert", text: "The API did not accept this token." } :
+    { id: "token-asked", text: "This conduit asks for its API token (api.auth.token). It is kept for this browser tab only." });
   main().replaceChildren(el("h1", { text: "Token" }),
     el("form", {
       class: "token", onsubmit: (ev) => {
         ev.preventDefault();
-        sessionStorage.setItem(TOKEN_KEY, ev.target.elements.token.value.trim());
+        const token = ev.target.elements.token.value.trim();
+        if (!validToken(token)) {
+          says.replaceWith(el("p", { id: "token-invalid", role: "alert", text: "A token is printable ASCII: letters, digits and punctuation." }));
+          return;
+        }
+        sessionStorage.setItem(TOKEN_KEY, token);
         route();
       },
     },
-    el("p", { id: again ? "token-refused" : "token-asked", text: again ? "The API did not accept this token." : "This conduit asks for its API token (api.auth.token). It is kept for this browser tab only." }),
+    says,
     el("label", { for: "token", text: "API token" }),
     el("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true }),
     el("button", { type: "submit", text: "Open the console" })));
+  syncForget();
   document.getElementById("token").focus();
 }
 
@@ -157,7 +194,9 @@ function failed(err) {
 // calls onEvent for every event, onDown when the stream drops (a server
 // restart, a network fault), and onBack when it watches again, a little
 // later.
-function follower(signal, body, onEvent, onDown, onBack) {
+// A watch of a pipeline that does not exist (any more) is not tried
+// again: onGone is called instead.
+function follower(signal, body, onEvent, onDown, onBack, onGone) {
   (async function follow(again) {
     if (again && onBack) onBack();
     try {
@@ -165,6 +204,7 @@ function follower(signal, body, onEvent, onDown, onBack) {
       if (!signal.aborted) onDown(new Error("the server ended the stream"));
     } catch (err) {
       if (signal.aborted || failed(err)) return;
+      if (onGone && err instanceof ApiError && err.code === "not_found") { onGone(err); return; }
       onDown(err);
     }
     if (!signal.aborted) setTimeout(() => follow(true), REFRESH_MS);
@@ -187,15 +227,18 @@ function ticker(root) {
 const SAFETY_MS = 30000;
 
 function listPage() {
+  document.title = "Pipelines - conduit";
   const stop = new AbortController();
   let filter = sessionStorage.getItem("conduit-filter") || "";
   let pipelines = null, timer, soon, live = true;
   const select = el("select", { id: "filter", onchange: (ev) => { filter = ev.target.value; sessionStorage.setItem("conduit-filter", filter); render(); } },
     ["", "running", "recovering", "degraded", "stopped", "invalid"].map((s) => el("option", { value: s, text: s || "all", selected: s === filter })));
   const summary = el("span", { class: "muted", id: "summary", "aria-live": "polite" });
+  const stale = el("p", { class: "stale-note", id: "stale", role: "alert", hidden: true });
+  let readAt = null;
   const body = el("div", { class: "table-wrap" });
   main().replaceChildren(el("h1", { text: "Pipelines" }),
-    el("div", { class: "toolbar" }, el("label", { for: "filter", text: "Status " }), select, summary), body);
+    el("div", { class: "toolbar" }, el("label", { for: "filter", text: "Status " }), select, summary), stale, body);
 
   // Rows are kept by id and their cells changed in place, so that a
   // focused link keeps its focus while the list updates.
@@ -207,7 +250,7 @@ function listPage() {
     cluster && { head: "Instance", sig: (p) => p.instance, make: (p) => p.instance || "-" },
     { head: "Fails", cls: "num", sig: (p) => p.failCount, make: (p) => String(p.failCount || 0) },
     { head: "Next attempt", sig: (p) => p.nextAttemptAt, make: (p) => p.nextAttemptAt ? el("span", { "data-at": p.nextAttemptAt, text: when(p.nextAttemptAt) }) : "-" },
-    { head: "Last error", sig: (p) => JSON.stringify(p.lastError || null), make: (p) => errorCell(p.lastError) },
+    { head: "Last error", sig: (p) => JSON.stringify([p.lastError || null, p.configErrors || null]), make: (p) => lastProblem(p) },
     { head: "Source", cls: "hide-narrow muted", sig: (p) => p.origin + p.configFile, make: (p) => p.origin === "api" ? "api" : (p.configFile || "-") },
   ].filter(Boolean);
 
@@ -219,7 +262,7 @@ function listPage() {
     if (!table || inCluster !== cluster) {
       cluster = inCluster;
       rows.clear();
-      table = el("table", { id: "pipelines" },
+      table = el("table", { id: "pipelines", class: "stack" },
         el("thead", {}, el("tr", {}, columns().map((c) => el("th", { class: c.cls, text: c.head })))), el("tbody"));
       body.replaceChildren(table);
     }
@@ -227,7 +270,7 @@ function listPage() {
     shown.forEach((p, i) => {
       let row = rows.get(p.id);
       if (!row) {
-        row = { tr: el("tr", { "data-id": p.id }, cols.map((c) => el("td", { class: c.cls }))), sigs: [] };
+        row = { tr: el("tr", { "data-id": p.id }, cols.map((c) => cell(c.head, { class: c.cls }))), sigs: [] };
         rows.set(p.id, row);
       }
       cols.forEach((c, j) => {
@@ -251,11 +294,17 @@ function listPage() {
       const data = await call(PIPELINES, "ListPipelines", {});
       pipelines = data.pipelines || [];
       render();
-      document.getElementById("forget-token").hidden = !sessionStorage.getItem(TOKEN_KEY);
+      stale.hidden = true;
+      body.classList.remove("stale");
     } catch (err) {
       if (failed(err)) { stop.abort(); return; }
-      summary.textContent = "could not list the pipelines: " + err.message;
+      summary.textContent = "";
+      const text = `conduit does not answer (${err.message})` + (pipelines ? `: the list below is as it was at ${(readAt || new Date()).toLocaleTimeString()}` : "");
+      if (stale.textContent !== text) stale.textContent = text; // read out once, not at every try
+      stale.hidden = false;
+      body.classList.add("stale");
     }
+    if (!body.classList.contains("stale")) readAt = new Date();
     if (!stop.signal.aborted) timer = setTimeout(refresh, live ? SAFETY_MS : REFRESH_MS);
   }
   // Events come in bursts (a restart writes several): one read for each
@@ -274,15 +323,17 @@ function listPage() {
 }
 
 function pipelinePage(id) {
+  document.title = `${id} - conduit`;
   const stop = new AbortController();
-  let timer, soon;
+  let timer, soon, acted = null;
   const badge = el("span");
   const startButton = el("button", { type: "button", id: "start", disabled: true, onclick: () => act("StartPipeline", {}, null), text: "Start" });
   const stopButton = el("button", { type: "button", id: "stop", disabled: true,
     onclick: () => act("StopPipeline", { force: false }, `Stop ${id}? In-flight records drain first.`), text: "Stop" });
   const forceButton = el("button", { type: "button", id: "force-stop", class: "danger", disabled: true,
     onclick: () => act("StopPipeline", { force: true }, `Force-stop ${id}? In-flight records are dropped (read again later) and it becomes degraded.`), text: "Force stop" });
-  const head = el("div", {}, el("h1", {}, id + " ", badge), el("div", { class: "actions" }, startButton, stopButton, forceButton));
+  const title = el("h1", { tabindex: "-1" }, id + " ", badge);
+  const head = el("div", {}, title, el("div", { class: "actions" }, startButton, stopButton, forceButton));
   const problem = el("p", { class: "error-text" });
   const details = el("div");
   const definition = el("pre", { id: "definition", class: "definition", tabindex: "0" });
@@ -290,13 +341,14 @@ function pipelinePage(id) {
   const configuration = el("section", { hidden: true }, el("h2", { text: "Configuration" }), definitionAt, definition);
   const events = el("tbody");
   main().replaceChildren(head, problem, details, configuration, el("h2", { text: "Events" }),
-    el("div", { class: "table-wrap" }, el("table", { id: "events" },
+    el("div", { class: "table-wrap" }, el("table", { id: "events", class: "stack" },
       el("thead", {}, el("tr", {}, el("th", { text: "#" }), el("th", { text: "Time" }), el("th", { text: "Event" }),
         el("th", { text: "Status" }), el("th", { class: "hide-narrow", text: "By" }), el("th", { text: "Message" }))),
       events)));
 
   async function act(method, body, question) {
     if (question && !window.confirm(question)) return;
+    acted = document.activeElement;
     try {
       await call(PIPELINES, method, { id, ...body });
       notice(`${id}: ${method === "StartPipeline" ? "started" : "stopped"}`);
@@ -311,7 +363,15 @@ function pipelinePage(id) {
     badge.replaceChildren(statusBadge(p.status));
     startButton.disabled = !(status === "stopped" || status === "degraded");
     stopButton.disabled = forceButton.disabled = !(status === "running" || status === "recovering");
-    problem.textContent = (p.configErrors || []).map((c) => `${c.configFile}: ${c.message}`).join("\n");
+    // The button a keyboard user acted with may be disabled now: the focus
+    // goes to the action that makes sense next, not to the page's start.
+    const buttons = [startButton, stopButton, forceButton];
+    if (acted && buttons.includes(acted) && acted.disabled) {
+      const next = buttons.find((b) => !b.disabled);
+      (next || title).focus();
+    }
+    acted = null;
+    problem.textContent = (p.configErrors || []).map(configProblem).join("\n");
     const e = p.lastError;
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
       ["Instance", p.instance || null], ["Fail count", String(p.failCount || 0)],
@@ -351,16 +411,32 @@ function pipelinePage(id) {
       "; values of settings that look like credentials are shown as *****.";
   }
 
+  // The newest MAX_EVENTS events are shown; older ones are in the CLI.
+  const MAX_EVENTS = 500;
   function addEvent(ev) {
     if (events.querySelector(`tr[data-seq="${ev.sequence}"]`)) return;
-    const before = statusName(ev.statusBefore), after = statusName(ev.statusAfter);
+    const before = statusName(ev.statusBefore), after = ev.statusAfter ? statusName(ev.statusAfter) : "";
+    const status = !ev.statusBefore ? after : !after ? before : before === after ? after : `${before} \u2192 ${after}`;
     events.prepend(el("tr", { "data-seq": String(ev.sequence), "data-kind": ev.kind },
-      el("td", { class: "num", text: String(ev.sequence) }),
-      el("td", { text: new Date(ev.time).toLocaleTimeString() }),
-      el("td", { text: ev.kind }),
-      el("td", { text: !ev.statusBefore || before === after ? after : `${before} \u2192 ${after}` }),
-      el("td", { class: "hide-narrow", text: ev.actor || "" }),
-      el("td", {}, ev.error && ev.error.code ? el("span", { class: "error-code", text: ev.error.code + " " }) : "", ev.message || "")));
+      cell("#", { class: "num", text: String(ev.sequence) }),
+      cell("Time", { class: "nowrap", text: new Date(ev.time).toLocaleTimeString() }),
+      cell("Event", { text: ev.kind }),
+      cell("Status", { text: status || "-" }),
+      cell("By", { class: "hide-narrow", text: ev.actor || "" }),
+      cell("Message", { class: "error-text" }, ev.error && ev.error.code ? el("span", { class: "error-code", text: ev.error.code + " " }) : "", ev.message || "")));
+    while (events.rows.length > MAX_EVENTS) events.lastElementChild.remove();
+  }
+
+  // gone: the pipeline does not exist (any more): nothing to act on or
+  // follow.
+  function gone() {
+    stop.abort();
+    clearTimeout(timer);
+    badge.replaceChildren(el("span", { class: "status status-invalid", text: "not found" }));
+    for (const b of [startButton, stopButton, forceButton]) b.disabled = true;
+    details.replaceChildren();
+    configuration.hidden = true;
+    problem.replaceChildren(`No pipeline ${id}: it does not exist, or was deleted. `, el("a", { href: "#/", text: "All pipelines" }));
   }
 
   async function refresh() {
@@ -368,9 +444,12 @@ function pipelinePage(id) {
     try {
       const data = await call(PIPELINES, "GetPipeline", { id });
       render(data.pipeline || {});
+      details.classList.remove("stale");
     } catch (err) {
       if (failed(err)) { stop.abort(); return; }
-      problem.textContent = err.message;
+      if (err instanceof ApiError && err.code === "not_found") { gone(); return; }
+      problem.textContent = `conduit does not answer (${err.message}): what is shown is as it was`;
+      details.classList.add("stale");
     }
     if (!stop.signal.aborted) timer = setTimeout(refresh, SAFETY_MS);
   }
@@ -386,13 +465,15 @@ function pipelinePage(id) {
       after = list.reduce((m, e) => Math.max(m, Number(e.sequence)), 0);
     } catch (err) {
       if (failed(err)) { stop.abort(); return; }
+      if (err instanceof ApiError && err.code === "not_found") { gone(); return; }
     }
+    if (stop.signal.aborted) return;
     follower(stop.signal, () => ({ pipelineId: id, afterSequence: String(after) }), (m) => {
       if (!m.event) return;
       addEvent(m.event);
       after = Math.max(after, Number(m.event.sequence));
       if (!soon) soon = setTimeout(() => { soon = null; if (!stop.signal.aborted) refresh(); }, 250);
-    }, (err) => notice(`events of ${id}: ${err.message}; following again`));
+    }, (err) => notice(`events of ${id}: ${err.message}; following again`), null, gone);
   })();
   const untick = ticker(main());
   refresh();
@@ -410,7 +491,25 @@ function matchText(r) {
   return parts.join("; ") || "-";
 }
 
+// ruleAction says what a rule does: its action, and for a retry the
+// schedule it sets.
+function ruleAction(r) {
+  const action = r.action || "retry";
+  const p = r.policy;
+  if (action !== "retry" || !p) return action;
+  const parts = [];
+  if ((p.schedule || []).length) parts.push("schedule " + p.schedule.map(dur).join(", "));
+  else if (p.strategy || p.minDelay) parts.push(`${p.strategy || "exponential"}${p.minDelay ? " from " + dur(p.minDelay) : ""}${p.maxDelay ? " to " + dur(p.maxDelay) : ""}`);
+  if (p.maxRetries) parts.push(p.maxRetries === -1 ? "no retry limit" : `at most ${p.maxRetries} retries`);
+  return parts.length ? `retry (${parts.join(", ")})` : action;
+}
+
+// MAX_RULES_BYTES bounds what the dry run sends: the API takes requests
+// of up to 1 MiB.
+const MAX_RULES_BYTES = 512 * 1024;
+
 function rulesPage() {
+  document.title = "Recovery rules - conduit";
   const list = el("div", { class: "table-wrap" });
   const yaml = el("textarea", { id: "dry-run-rules", rows: "10", spellcheck: "false",
     placeholder: "- name: rate-limits\n  match:\n    codes: [\"429\"]\n  action: retry\n  strategy: fixed\n  min-delay: 2s" });
@@ -422,6 +521,12 @@ function rulesPage() {
     el("p", { class: "muted", text: "Paste rules (a YAML list, as in a rules file) to see which faults of the audit history they would have matched, and what they would have done. Nothing is changed." }),
     el("form", { class: "dry-run", onsubmit: async (ev) => {
       ev.preventDefault();
+      const refuse = (text) => result.replaceChildren(el("p", { id: "dry-run-error", class: "error-text", role: "alert", text }));
+      if (!yaml.value.trim()) { refuse("Paste at least one rule first: a YAML list, as in a rules file."); return; }
+      if (new TextEncoder().encode(yaml.value).length > MAX_RULES_BYTES) {
+        refuse("The rules are larger than 512 KiB; dry-run them from a file with the CLI: conduit recovery-rules dry-run FILE.");
+        return;
+      }
       result.replaceChildren(el("p", { class: "muted", text: "running..." }));
       try {
         const body = { files: [{ name: "console", content: yaml.value }] };
@@ -429,14 +534,14 @@ function rulesPage() {
         const r = await call(RULES, "DryRunRecoveryRules", body);
         result.replaceChildren(
           el("p", { text: `${r.faults || 0} faults in the history${r.from ? ` from ${new Date(r.from).toLocaleString()}` : ""}; ${r.unmatched || 0} matched no rule.` }),
-          el("table", { id: "dry-run-table" }, el("thead", {}, el("tr", {}, el("th", { text: "Rule" }), el("th", { text: "Action" }),
+          el("div", { class: "table-wrap" }, el("table", { id: "dry-run-table", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Rule" }), el("th", { text: "Action" }),
             el("th", { text: "Matched" }), el("th", { text: "Pipelines" }))),
-          el("tbody", {}, (r.rules || []).map((x) => el("tr", { "data-rule": x.name }, el("td", { text: x.name }),
-            el("td", { text: `${x.action || "retry"}${x.schedule ? " (" + x.schedule + ")" : ""}` }),
-            el("td", { class: "num", text: String(x.matched || 0) }),
-            el("td", { text: Object.entries(x.pipelines || {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "-" }))))));
+          el("tbody", {}, (r.rules || []).map((x) => el("tr", { "data-rule": x.name }, cell("Rule", { class: "error-text", text: short(x.name), title: x.name.length > 120 ? x.name : null }),
+            cell("Action", { text: `${x.action || "retry"}${x.schedule ? " (" + x.schedule + ")" : ""}` }),
+            cell("Matched", { class: "num", text: String(x.matched || 0) }),
+            cell("Pipelines", { class: "error-text", text: Object.entries(x.pipelines || {}).map(([k, v]) => `${k}: ${v}`).join(", ") || "-" })))))));
       } catch (err) {
-        if (!failed(err)) result.replaceChildren(el("p", { id: "dry-run-error", class: "error-text", text: err.message }));
+        if (!failed(err)) refuse(short(err.message, 600));
       }
     } },
     el("label", { for: "dry-run-rules", text: "Rules" }), yaml,
@@ -448,11 +553,11 @@ function rulesPage() {
       const r = await call(RULES, "ListRecoveryRules", {});
       const rules = r.rules || [];
       list.replaceChildren(rules.length === 0 ? el("p", { class: "muted", text: "No recovery rules: every fault is decided by its code's class and the pipeline's policy." }) :
-        el("table", { id: "rules" }, el("thead", {}, el("tr", {}, el("th", { text: "Name" }), el("th", { text: "Source" }),
+        el("table", { id: "rules", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Name" }), el("th", { text: "Source" }),
           el("th", { text: "Priority" }), el("th", { text: "Action" }), el("th", { text: "Match" }))),
-        el("tbody", {}, rules.map((m) => el("tr", { "data-rule": m.rule.name }, el("td", { text: m.rule.name }),
-          el("td", { text: m.source || m.rule.definedAt || "-" }), el("td", { class: "num", text: String(m.rule.priority || 0) }),
-          el("td", { text: m.rule.action || "retry" }), el("td", { text: matchText(m.rule) }))))));
+        el("tbody", {}, rules.map((m) => el("tr", { "data-rule": m.rule.name }, cell("Name", { class: "error-text", text: m.rule.name }),
+          cell("Source", { text: [m.source, m.rule.definedAt].filter(Boolean).join(", ") || "-" }), cell("Priority", { class: "num", text: String(m.rule.priority || 0) }),
+          cell("Action", { text: ruleAction(m.rule) }), cell("Match", { class: "error-text", text: matchText(m.rule) }))))));
     } catch (err) {
       if (!failed(err)) list.replaceChildren(el("p", { text: "could not list the rules: " + err.message }));
     }
@@ -461,6 +566,7 @@ function rulesPage() {
 }
 
 function dependenciesPage() {
+  document.title = "Dependencies - conduit";
   let timer;
   const body = el("div", { class: "table-wrap" });
   main().replaceChildren(el("h1", { text: "Dependencies" }),
@@ -471,12 +577,12 @@ function dependenciesPage() {
       const r = await call(PIPELINES, "ListDependencies", {});
       const deps = r.dependencies || [];
       body.replaceChildren(deps.length === 0 ? el("p", { class: "muted", text: "No dependency has failed recently." }) :
-        el("table", { id: "dependencies" }, el("thead", {}, el("tr", {}, el("th", { text: "Dependency" }), el("th", { text: "Breaker" }),
+        el("table", { id: "dependencies", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Dependency" }), el("th", { text: "Breaker" }),
           el("th", { text: "Canary" }), el("th", { text: "Held" }), el("th", { text: "Recent failures" }))),
-        el("tbody", {}, deps.map((d) => el("tr", { "data-dependency": d.name }, el("td", { text: d.name }),
-          el("td", {}, el("span", { class: "status " + (d.open ? "status-degraded" : "status-running"), text: d.open ? `open since ${new Date(d.openedAt).toLocaleTimeString()}` : "closed" })),
-          el("td", { text: d.canary || "-" }), el("td", { text: (d.held || []).join(", ") || "-" }),
-          el("td", { text: (d.recentFailures || []).join(", ") || "-" }))))));
+        el("tbody", {}, deps.map((d) => el("tr", { "data-dependency": d.name }, cell("Dependency", { class: "error-text", text: d.name }),
+          cell("Breaker", {}, el("span", { class: "status " + (d.open ? "status-degraded" : "status-running"), text: d.open ? `open since ${new Date(d.openedAt).toLocaleTimeString()}` : "closed" })),
+          cell("Canary", { text: d.canary || "-" }), cell("Held", { class: "error-text", text: (d.held || []).join(", ") || "-" }),
+          cell("Recent failures", { class: "error-text", text: (d.recentFailures || []).join(", ") || "-" }))))));
     } catch (err) {
       if (failed(err)) return;
       body.replaceChildren(el("p", { text: "could not list the dependencies: " + err.message }));
@@ -487,22 +593,55 @@ function dependenciesPage() {
   return () => clearTimeout(timer);
 }
 
+// notFoundPage answers an address the console does not have.
+function notFoundPage(hash) {
+  document.title = "Not found - conduit";
+  main().replaceChildren(el("h1", { text: "Not found" }),
+    el("p", {}, `The console has no page at ${short(hash)}. `, el("a", { href: "#/", text: "All pipelines" })));
+  return () => {};
+}
+
+// settings are the server's (settings.json): whether the API wants a
+// token.
+let settings = {};
+const needToken = () => settings.tokenRequired && !validToken(sessionStorage.getItem(TOKEN_KEY) || "");
+
 let leave = () => {};
 function route() {
   leave();
+  leave = () => {};
+  notice(""); // a notice belongs to the page it was given on
+  if (needToken()) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showTokenForm(false);
+    return;
+  }
   const hash = location.hash || "#/";
   const m = hash.match(/^#\/pipeline\/(.+)$/);
-  if (m) leave = pipelinePage(decodeURIComponent(m[1]));
+  let id = null;
+  if (m) {
+    try { id = decodeURIComponent(m[1]); } catch { id = null; }
+  }
+  if (m && id === null) leave = notFoundPage(hash);
+  else if (m) leave = pipelinePage(id);
   else if (hash === "#/rules") leave = rulesPage();
   else if (hash === "#/dependencies") leave = dependenciesPage();
-  else leave = listPage();
+  else if (hash === "#/" || hash === "#") leave = listPage();
+  else leave = notFoundPage(hash);
+  syncForget();
   main().focus({ preventScroll: true });
 }
 
 document.getElementById("forget-token").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
-  location.hash = "#/";
+  history.replaceState(null, "", "#/");
   route();
 });
 window.addEventListener("hashchange", route);
-route();
+
+// settings.json says whether the API wants a token: without one kept, the
+// form comes first, rather than a refused call.
+(async () => {
+  settings = await fetch("settings.json").then((r) => r.json()).catch(() => ({}));
+  route();
+})();
