@@ -17,7 +17,7 @@ func TestTakeoverSaysHowThePipelineLeftItsLastInstance(t *testing.T) {
 		{Takeover{From: "b"}, StopReasonHandover, "instance b handed the pipeline over"},
 		{Takeover{From: "a", Self: true}, StopReasonHandover, "this instance had stopped the pipeline when it could not renew its lease, and took it up again"},
 		{Takeover{From: "b"}, "", "instance b stopped renewing the pipeline's lease (it was killed, paused or cut off from the database)"},
-		{Takeover{From: "a", Self: true}, "", "this instance had lost the pipeline's lease (it was paused or cut off from the database), and took it up again"},
+		{Takeover{From: "a", Self: true}, "", "this instance, or an earlier process with its id, stopped renewing the pipeline's lease (it was killed, paused or cut off from the database), and took it up again"},
 	} {
 		if got := c.t.how(c.reason); got != c.want {
 			t.Errorf("%+v, %q: %q, want %q", c.t, c.reason, got, c.want)

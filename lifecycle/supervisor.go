@@ -59,7 +59,7 @@ func (t Takeover) how(reason StopReason) string {
 	case reason == StopReasonHandover:
 		return "instance " + t.From + " handed the pipeline over"
 	case reason == "" && t.Self:
-		return "this instance had lost the pipeline's lease (it was paused or cut off from the database), and took it up again"
+		return "this instance, or an earlier process with its id, stopped renewing the pipeline's lease (it was killed, paused or cut off from the database), and took it up again"
 	case reason == "":
 		return "instance " + t.From + " stopped renewing the pipeline's lease (it was killed, paused or cut off from the database)"
 	}

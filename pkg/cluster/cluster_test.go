@@ -422,3 +422,30 @@ func TestAssignKnownGivesPipelinesOnlyToInstancesThatKnowThem(t *testing.T) {
 		t.Fatal("AssignKnown with complete knowledge differs from Assign")
 	}
 }
+
+// A killed process that its parent has not reaped yet (a zombie) does not
+// run.
+func TestProcessRunsIsFalseForAZombie(t *testing.T) {
+	if !processRuns(os.Getpid()) {
+		t.Fatal("this process does not run")
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped until Wait: a zombie once the kill landed.
+	deadline := time.Now().Add(10 * time.Second)
+	for processRuns(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed, unreaped process still runs")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Wait()
+	if processRuns(cmd.Process.Pid) {
+		t.Fatal("a reaped process runs")
+	}
+}
