@@ -251,37 +251,31 @@ func (l *Log) load(ctx context.Context) error {
 // lastStored returns the highest sequence stored for p (0 for none), from
 // the key alone: a sequence whose value is corrupt was still handed out.
 func (l *Log) lastStored(ctx context.Context, p *pipelineLog) (uint64, error) {
-	var last uint64
-	err := l.db.ScanReverse(ctx, p.prefix, nil, func(k, _ []byte) error {
-		escID, seq, ok := parseKey(k)
-		if !ok || escID != p.escID {
-			l.log.Warn("skipping an entry under the audit log prefix that is not an audit event", zap.String("key", string(k)))
-			return nil
-		}
-		last = seq
-		return errStop
-	})
-	if err != nil && err != errStop {
-		return 0, err
-	}
-	return last, nil
+	return l.storedEnd(ctx, p, l.db.ScanReverse)
 }
 
 // firstStored returns the lowest sequence stored for p (0 for none).
 func (l *Log) firstStored(ctx context.Context, p *pipelineLog) (uint64, error) {
-	var first uint64
-	err := l.db.ScanFrom(ctx, p.prefix, nil, func(k, _ []byte) error {
-		escID, seq, ok := parseKey(k)
+	return l.storedEnd(ctx, p, l.db.ScanFrom)
+}
+
+// storedEnd returns the sequence of the first event key scan visits in
+// p's range.
+func (l *Log) storedEnd(ctx context.Context, p *pipelineLog, scan func(context.Context, []byte, []byte, func(k, v []byte) error) error) (uint64, error) {
+	var seq uint64
+	err := scan(ctx, p.prefix, nil, func(k, _ []byte) error {
+		escID, s, ok := parseKey(k)
 		if !ok || escID != p.escID {
+			l.log.Warn("skipping an entry under the audit log prefix that is not an audit event", zap.String("key", string(k)))
 			return nil
 		}
-		first = seq
+		seq = s
 		return errStop
 	})
 	if err != nil && err != errStop {
 		return 0, err
 	}
-	return first, nil
+	return seq, nil
 }
 
 // prefixEnd is the first key after every key starting with prefix, which
