@@ -347,3 +347,34 @@ func TestConsoleAsksForTheToken(t *testing.T) {
 		chromedp.WaitNotVisible(chromedp.CSS(`#forget-token`)))
 	b.noErrors(t)
 }
+
+// conduit stopped while the list is open: the list says it does not
+// answer and that what it shows is old; started again, the list is live
+// again, without a reload.
+func TestConsoleSaysWhenConduitDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 50))
+	address := freeAddress(t)
+	p := w.start("run", "--api.http.address", address)
+	apiAddress(t, p)
+	b := newBrowser(t)
+	b.do(t, "the list", chromedp.Navigate("http://"+address+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-running`)))
+
+	stopProcess(t, p)
+	b.do(t, "conduit stopped", chromedp.WaitVisible(chromedp.CSS(`#stale`)),
+		chromedp.WaitVisible(chromedp.CSS(`.table-wrap.stale`)))
+	if text := b.text(t, "#stale"); !strings.Contains(text, "conduit does not answer") || !strings.Contains(text, "the list below is as it was at") {
+		t.Errorf("the list says %q while conduit is stopped", text)
+	}
+	b.forgetErrors() // the browser logs the refused connections
+
+	p = w.start("run", "--api.http.address", address)
+	apiAddress(t, p)
+	b.do(t, "conduit started again", chromedp.WaitNotVisible(chromedp.CSS(`#stale`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-running`)))
+	w.mustPipelines(address, "stop", "seq")
+	b.doWithin(t, "the list follows again", 20*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-stopped`)))
+	stopProcess(t, p)
+}
