@@ -100,7 +100,10 @@ func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) erro
 	row("INSTANCE", "ID", "STATUS", "FAILS", "NEXT ATTEMPT", "SOURCE", "LAST ERROR")
 	for _, p := range pipelines {
 		next := "-"
-		if p.GetNextAttemptAt() != nil {
+		switch {
+		case p.GetHeldBy() != "":
+			next = "held by " + p.GetHeldBy()
+		case p.GetNextAttemptAt() != nil:
 			next = v.relative(p.GetNextAttemptAt().AsTime())
 		}
 		last := errorSummary(p.GetLastError(), lastErrorWidth)
@@ -152,7 +155,11 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 		field(0, "Probation", "yes (restarted, not yet proved healthy)")
 	}
 	field(0, "Fail count", fmt.Sprint(p.GetFailCount()))
-	field(0, "Next attempt", v.timeAndRelative(p.GetNextAttemptAt()))
+	if p.GetHeldBy() != "" {
+		field(0, "Next attempt", "when the breaker of "+p.GetHeldBy()+" closes (its canary gets through)")
+	} else {
+		field(0, "Next attempt", v.timeAndRelative(p.GetNextAttemptAt()))
+	}
 	field(0, "Updated", v.timeAndRelative(p.GetUpdatedAt()))
 
 	if e := p.GetLastError(); e != nil {

@@ -544,3 +544,25 @@ func TestDescribeTextShowsThePolicyWithSourcesAndRules(t *testing.T) {
 		}
 	}
 }
+
+// A pipeline a dependency's open breaker holds restarts when the canary
+// gets through, not at a time: list and describe say which breaker.
+func TestAPipelineHeldByABreakerSaysWhich(t *testing.T) {
+	t.Parallel()
+	p := recoveringPipeline()
+	p.HeldBy = "orders-db"
+	var b bytes.Buffer
+	if err := testView().writePipelineTable(&b, []*conduitv1.Pipeline{p}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "held by orders-db") || strings.Contains(b.String(), "in 4s") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	b.Reset()
+	if err := testView().writeDescription(&b, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Next attempt:      when the breaker of orders-db closes (its canary gets through)") {
+		t.Fatalf("describe:\n%s", b.String())
+	}
+}

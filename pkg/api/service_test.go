@@ -761,3 +761,10 @@ func TestWatchEveryPipeline(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+func TestAPipelineCarriesTheBreakerThatHoldsIt(t *testing.T) {
+	p := pipelineToProto(PipelineInfo{ID: "orders"}, lifecycle.State{Status: lifecycle.StatusRecovering, HeldBy: "orders-db"}, testNow)
+	if p.GetHeldBy() != "orders-db" {
+		t.Fatalf("held_by %q, want orders-db", p.GetHeldBy())
+	}
+}

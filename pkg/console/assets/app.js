@@ -138,6 +138,14 @@ function lastProblem(p) {
   return c ? el("span", { class: "error-text", text: configProblem(c) }) : "-";
 }
 
+// nextAttempt is when a recovering pipeline restarts: at its time, or,
+// held by a dependency's open breaker, when the breaker's canary gets
+// through.
+function nextAttempt(p) {
+  if (p.heldBy) return el("a", { href: "#/dependencies", class: "held", text: `held by ${p.heldBy}` });
+  return p.nextAttemptAt ? el("span", { "data-at": p.nextAttemptAt, text: when(p.nextAttemptAt) }) : "-";
+}
+
 // configProblem names the file of a configuration error once.
 const configProblem = (c) => (c.configFile && !(c.message || "").startsWith(c.configFile) ? `${c.configFile}: ${c.message}` : c.message || "");
 
@@ -249,7 +257,7 @@ function listPage() {
     { head: "Status", sig: (p) => p.status, make: (p) => statusBadge(p.status) },
     cluster && { head: "Instance", sig: (p) => p.instance, make: (p) => p.instance || "-" },
     { head: "Fails", cls: "num", sig: (p) => p.failCount, make: (p) => String(p.failCount || 0) },
-    { head: "Next attempt", sig: (p) => p.nextAttemptAt, make: (p) => p.nextAttemptAt ? el("span", { "data-at": p.nextAttemptAt, text: when(p.nextAttemptAt) }) : "-" },
+    { head: "Next attempt", sig: (p) => p.nextAttemptAt + (p.heldBy || ""), make: nextAttempt },
     { head: "Last error", sig: (p) => JSON.stringify([p.lastError || null, p.configErrors || null]), make: (p) => lastProblem(p) },
     { head: "Source", cls: "hide-narrow muted", sig: (p) => p.origin + p.configFile, make: (p) => p.origin === "api" ? "api" : (p.configFile || "-") },
   ].filter(Boolean);
@@ -375,7 +383,7 @@ function pipelinePage(id) {
     const e = p.lastError;
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
       ["Instance", p.instance || null], ["Fail count", String(p.failCount || 0)],
-      ["Next attempt", p.nextAttemptAt ? el("span", { "data-at": p.nextAttemptAt, text: when(p.nextAttemptAt) }) : "-"],
+      ["Next attempt", nextAttempt(p)],
       ["Degraded because", p.degradedReason || null], ["Probation", p.probation ? "yes: restarted, not proved yet" : null]]
       .filter(([, v]) => v !== null);
     const parts = [el("h2", { text: "State" }), el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]))];

@@ -830,7 +830,11 @@ type Pipeline struct {
 	// kept, aliases written out), with the values of credentials - keys
 	// named like password, secret or token, passwords in URLs and connection
 	// strings - replaced by *****. Empty when too large to show.
-	Definition    string `protobuf:"bytes,18,opt,name=definition,proto3" json:"definition,omitempty"`
+	Definition string `protobuf:"bytes,18,opt,name=definition,proto3" json:"definition,omitempty"`
+	// The dependency whose open breaker a recovering pipeline waits for
+	// instead of a restart time: it restarts once the breaker's canary got
+	// through. Empty when no breaker holds it.
+	HeldBy        string `protobuf:"bytes,19,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -987,6 +991,13 @@ func (x *Pipeline) GetInstance() string {
 func (x *Pipeline) GetDefinition() string {
 	if x != nil {
 		return x.Definition
+	}
+	return ""
+}
+
+func (x *Pipeline) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
 	}
 	return ""
 }
@@ -2657,7 +2668,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xd7\x05\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xf0\x05\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2683,7 +2694,8 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\binstance\x18\x11 \x01(\tR\binstance\x12\x1e\n" +
 	"\n" +
 	"definition\x18\x12 \x01(\tR\n" +
-	"definition\"\xe2\x04\n" +
+	"definition\x12\x17\n" +
+	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
