@@ -618,7 +618,7 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 		case read[id].IDs != nil:
 			sets[id], inUse[read[id].View] = f.viewSets[read[id].View], true
 		default:
-			sets[id] = map[string]bool{}
+			sets[id] = nil // said no pipelines (an older conduit): as above
 		}
 	}
 	for v := range f.viewSets {
