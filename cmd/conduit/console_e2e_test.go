@@ -170,13 +170,20 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	w.write("pipelines/twice.yml", strings.Replace(chaosPipeline("twice",
 		"fail.on: read\nfail.after: 5\nfail.count: 2\nfail.code: 429", "", "strategy: fixed\nmin-delay: 100ms"),
 		"./out.jsonl", "./twice.jsonl", 1))
+	// A file that does not parse: it has no pipeline to list, and the
+	// list says so below the table, as the CLI does.
+	w.write("pipelines/broken.yml", "version: \"2.2\"\npipelines: [\n")
 	p := w.start("run")
 	address := apiAddress(t, p)
 	b := newBrowser(t)
 
 	b.do(t, "the list", chromedp.Navigate("http://"+address+"/ui/"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="flaky"] .status-recovering`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-running`)))
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-running`)),
+		chromedp.WaitVisible(chromedp.CSS(`#config-errors`)))
+	if text := b.text(t, "#config-errors"); !strings.Contains(text, "Configuration errors (1)") || !strings.Contains(text, "pipelines/broken.yml") {
+		t.Errorf("the list's configuration errors say:\n%s", text)
+	}
 	row := b.text(t, `tr[data-id="flaky"]`)
 	for _, want := range []string{"recovering", "503", "injected failure", "1"} {
 		if !strings.Contains(row, want) {
@@ -263,7 +270,7 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	b.noErrors(t)
 	b.do(t, "an unknown pipeline", chromedp.Navigate("http://"+address+"/ui/#/pipeline/nope"),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-invalid`)),
-		chromedp.WaitVisible(chromedp.CSS(`#stop:disabled`)), chromedp.WaitVisible(chromedp.CSS(`#start:disabled`)))
+		chromedp.WaitNotVisible(chromedp.CSS(`#stop`)), chromedp.WaitNotVisible(chromedp.CSS(`#events`)))
 	if text := b.text(t, "main"); !strings.Contains(text, "No pipeline nope: it does not exist") {
 		t.Errorf("the page of an unknown pipeline says:\n%s", text)
 	}

@@ -191,9 +191,9 @@ status is 1 when there is one.`,
 				fmt.Fprintln(out, oneLine(p.Err.Error()))
 			}
 			if len(problems) > 0 {
-				return fmt.Errorf("%d problems; %d valid pipelines", len(problems), len(ids))
+				return fmt.Errorf("%s; %s", count(len(problems), "problem"), count(len(ids), "valid pipeline"))
 			}
-			_, err = fmt.Fprintf(out, "%d valid pipelines: %s\n", len(ids), strings.Join(ids, ", "))
+			_, err = fmt.Fprintf(out, "%s: %s\n", count(len(ids), "valid pipeline"), strings.Join(ids, ", "))
 			return err
 		},
 	}

@@ -116,11 +116,15 @@ func (w *workspace) mustPipelines(address string, args ...string) string {
 	return res.stdout
 }
 
-// tableRows maps the first column of a table to the row's columns.
+// tableRows maps the first column of a table to the row's columns; the
+// table ends at the first blank line (the configuration errors follow).
 func tableRows(table string) map[string][]string {
 	rows := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
 		f := strings.Fields(line)
+		if len(f) == 0 {
+			break
+		}
 		rows[f[0]] = f
 	}
 	return rows

@@ -357,7 +357,7 @@ func (v view) eventLine(e *conduitv1.PipelineEvent) string {
 		details = append(details, "reason "+e.GetReason())
 	}
 	if e.GetCount() > 0 {
-		details = append(details, fmt.Sprintf("%d records", e.GetCount()))
+		details = append(details, count(int(e.GetCount()), "record"))
 	}
 	if e.GetActor() == "user" {
 		details = append(details, "by user")
@@ -647,4 +647,12 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// count is n with its noun, singular for one: "1 record", "3 records".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

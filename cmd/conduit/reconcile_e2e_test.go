@@ -121,7 +121,7 @@ func TestApplyValidateAndDeleteThroughTheCLI(t *testing.T) {
 
 	// Validate needs no server.
 	res := conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", "orders.yml")
-	if res.code != 0 || !strings.Contains(res.stdout, "1 valid pipelines: orders") {
+	if res.code != 0 || !strings.Contains(res.stdout, "1 valid pipeline: orders") {
 		t.Fatalf("validate orders.yml: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	res = conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", "bad.yml")

@@ -177,7 +177,7 @@ the file, line, rule and key.`,
 				return client.explain(err, "")
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "loaded %d rules: %s\n", len(resp.Msg.GetLoaded()), strings.Join(resp.Msg.GetLoaded(), ", "))
+			fmt.Fprintf(out, "loaded %s: %s\n", count(len(resp.Msg.GetLoaded()), "rule"), strings.Join(resp.Msg.GetLoaded(), ", "))
 			if r := resp.Msg.GetReplaced(); len(r) > 0 {
 				fmt.Fprintf(out, "replaced: %s\n", strings.Join(r, ", "))
 			}
@@ -394,7 +394,7 @@ func (v view) writeDryRun(w io.Writer, r *conduitv1.DryRunRecoveryRulesResponse)
 	if r.GetFaults() > 0 {
 		window = fmt.Sprintf("from %s to %s", v.timeText(r.GetFrom()), v.timeText(r.GetTo()))
 	}
-	fmt.Fprintf(w, "Dry run of %d rules against %d faults (%s). Nothing was changed.\n\n", len(r.GetRules()), r.GetFaults(), window)
+	fmt.Fprintf(w, "Dry run of %s against %s (%s). Nothing was changed.\n\n", count(len(r.GetRules()), "rule"), count(int(r.GetFaults()), "fault"), window)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tACTION\tMATCHED\tPIPELINES\tWOULD\tACTUALLY")
 	for _, rule := range r.GetRules() {

@@ -56,7 +56,7 @@ func TestRecoveryRulesCLICycle(t *testing.T) {
 	if res := rules("load", "bad.yml"); res.code == 0 || !strings.Contains(res.stderr, "nothing loaded: bad.yml:3: rules[0].max-retries") {
 		t.Fatalf("load of a bad rule: exit %d\n%s", res.code, res.stderr)
 	}
-	if res := rules("load", "degrade-503.yml"); res.code != 0 || !strings.Contains(res.stdout, "loaded 1 rules: give-up-on-503") {
+	if res := rules("load", "degrade-503.yml"); res.code != 0 || !strings.Contains(res.stdout, "loaded 1 rule: give-up-on-503") {
 		t.Fatalf("load: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	// The running pipeline's next fault is decided by the new rule.

@@ -875,9 +875,13 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 	pipelineID := m.cfg.ID
 	r.log.Info("records already written by an earlier run were not written again",
 		zap.String("pipeline_id", pipelineID), zap.String("destination", destination), zap.Int64("skipped", skipped))
+	records, were := "records", "were"
+	if skipped == 1 {
+		records, were = "record", "was"
+	}
 	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
 		Component: destination, ComponentKind: "destination", Count: skipped,
-		Message: fmt.Sprintf("%d records destination %s already accepted in an earlier run were acknowledged without being written again", skipped, destination)}
+		Message: fmt.Sprintf("%d %s destination %s already accepted in an earlier run %s acknowledged without being written again", skipped, records, destination, were)}
 	m.recordEvent(r, &e, 0)
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
 }

@@ -245,8 +245,11 @@ function listPage() {
   const stale = el("p", { class: "stale-note", id: "stale", role: "alert", hidden: true });
   let readAt = null;
   const body = el("div", { class: "table-wrap" });
+  // Files and pipelines that are invalid, as the CLI lists them under the
+  // table: a file that does not parse has no pipeline to show.
+  const configErrors = el("section", { id: "config-errors", hidden: true });
   main().replaceChildren(el("h1", { text: "Pipelines" }),
-    el("div", { class: "toolbar" }, el("label", { for: "filter", text: "Status " }), select, summary), stale, body);
+    el("div", { class: "toolbar" }, el("label", { for: "filter", text: "Status " }), select, summary), stale, body, configErrors);
 
   // Rows are kept by id and their cells changed in place, so that a
   // focused link keeps its focus while the list updates.
@@ -296,12 +299,26 @@ function listPage() {
     }
   }
 
+  let shownConfigErrors = "";
+  function renderConfigErrors(list) {
+    const sig = JSON.stringify(list);
+    if (sig === shownConfigErrors) return;
+    shownConfigErrors = sig;
+    configErrors.hidden = list.length === 0;
+    configErrors.replaceChildren(el("h2", { text: `Configuration errors (${list.length})` }),
+      el("p", { class: "muted", text: "Not applied until fixed; a pipeline that runs keeps running as it was." }),
+      el("ul", {}, list.map((c) => el("li", {},
+        c.pipelineId ? [el("a", { href: "#/pipeline/" + encodeURIComponent(c.pipelineId), text: c.pipelineId }), ": "] : "",
+        el("span", { class: "error-text", text: configProblem(c) })))));
+  }
+
   async function refresh() {
     clearTimeout(timer);
     try {
       const data = await call(PIPELINES, "ListPipelines", {});
       pipelines = data.pipelines || [];
       render();
+      renderConfigErrors(data.configErrors || []);
       stale.hidden = true;
       body.classList.remove("stale");
     } catch (err) {
@@ -333,33 +350,34 @@ function listPage() {
 function pipelinePage(id) {
   document.title = `${id} - conduit`;
   const stop = new AbortController();
-  let timer, soon, acted = null;
+  let timer, soon;
   const badge = el("span");
-  const startButton = el("button", { type: "button", id: "start", disabled: true, onclick: () => act("StartPipeline", {}, null), text: "Start" });
+  const startButton = el("button", { type: "button", id: "start", disabled: true, onclick: () => act("StartPipeline", {}, null, "started"), text: "Start" });
   const stopButton = el("button", { type: "button", id: "stop", disabled: true,
-    onclick: () => act("StopPipeline", { force: false }, `Stop ${id}? In-flight records drain first.`), text: "Stop" });
+    onclick: () => act("StopPipeline", { force: false }, `Stop ${id}? In-flight records drain first.`, "stopped"), text: "Stop" });
   const forceButton = el("button", { type: "button", id: "force-stop", class: "danger", disabled: true,
-    onclick: () => act("StopPipeline", { force: true }, `Force-stop ${id}? In-flight records are dropped (read again later) and it becomes degraded.`), text: "Force stop" });
+    onclick: () => act("StopPipeline", { force: true }, `Force-stop ${id}? In-flight records are dropped (read again later) and it becomes degraded.`, "force-stopped: degraded"), text: "Force stop" });
   const title = el("h1", { tabindex: "-1" }, id + " ", badge);
-  const head = el("div", {}, title, el("div", { class: "actions" }, startButton, stopButton, forceButton));
+  const actions = el("div", { class: "actions" }, startButton, stopButton, forceButton);
+  const head = el("div", {}, title, actions);
   const problem = el("p", { class: "error-text" });
   const details = el("div");
   const definition = el("pre", { id: "definition", class: "definition", tabindex: "0" });
   const definitionAt = el("p", { class: "muted" });
   const configuration = el("section", { hidden: true }, el("h2", { text: "Configuration" }), definitionAt, definition);
   const events = el("tbody");
-  main().replaceChildren(head, problem, details, configuration, el("h2", { text: "Events" }),
+  const eventsSection = el("section", {}, el("h2", { text: "Events" }),
     el("div", { class: "table-wrap" }, el("table", { id: "events", class: "stack" },
       el("thead", {}, el("tr", {}, el("th", { text: "#" }), el("th", { text: "Time" }), el("th", { text: "Event" }),
         el("th", { text: "Status" }), el("th", { class: "hide-narrow", text: "By" }), el("th", { text: "Message" }))),
       events)));
+  main().replaceChildren(head, problem, details, configuration, eventsSection);
 
-  async function act(method, body, question) {
+  async function act(method, body, question, done) {
     if (question && !window.confirm(question)) return;
-    acted = document.activeElement;
     try {
       await call(PIPELINES, method, { id, ...body });
-      notice(`${id}: ${method === "StartPipeline" ? "started" : "stopped"}`);
+      notice(`${id}: ${done}`);
     } catch (err) {
       if (!failed(err)) notice(`${id}: ${err.message}`);
     }
@@ -369,16 +387,17 @@ function pipelinePage(id) {
   function render(p) {
     const status = statusName(p.status);
     badge.replaceChildren(statusBadge(p.status));
+    // A focused button that is disabled now (after its action, or a
+    // change made elsewhere) hands the focus to the action that makes
+    // sense next, not to the start of the page.
+    const buttons = [startButton, stopButton, forceButton];
+    const focused = buttons.find((b) => b === document.activeElement);
     startButton.disabled = !(status === "stopped" || status === "degraded");
     stopButton.disabled = forceButton.disabled = !(status === "running" || status === "recovering");
-    // The button a keyboard user acted with may be disabled now: the focus
-    // goes to the action that makes sense next, not to the page's start.
-    const buttons = [startButton, stopButton, forceButton];
-    if (acted && buttons.includes(acted) && acted.disabled) {
+    if (focused && focused.disabled) {
       const next = buttons.find((b) => !b.disabled);
       (next || title).focus();
     }
-    acted = null;
     problem.textContent = (p.configErrors || []).map(configProblem).join("\n");
     const e = p.lastError;
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
@@ -402,7 +421,9 @@ function pipelinePage(id) {
         el("ol", { class: "timeline", id: "timeline" }, ep.attempts.map((a) => el("li", {},
           el("strong", { text: `Attempt ${a.number}` }), " failed ", a.failedAt ? new Date(a.failedAt).toLocaleTimeString() : "", ": ",
           errorCell(a.error), a.error && a.error.rule ? el("span", { class: "muted", text: ` (rule ${a.error.rule})` }) : "", el("br"),
-          el("span", { class: "muted", text: a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` : "no restart scheduled" })))));
+          el("span", { class: "muted", text: p.heldBy && a === ep.attempts[ep.attempts.length - 1] ?
+            `held by the breaker of ${p.heldBy}: restarts when its canary gets through` :
+            a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` : "no restart scheduled" })))));
     }
     const policy = p.policy;
     if (policy) {
@@ -442,6 +463,8 @@ function pipelinePage(id) {
     clearTimeout(timer);
     badge.replaceChildren(el("span", { class: "status status-invalid", text: "not found" }));
     for (const b of [startButton, stopButton, forceButton]) b.disabled = true;
+    actions.hidden = true;
+    if (!events.rows.length) eventsSection.hidden = true;
     details.replaceChildren();
     configuration.hidden = true;
     problem.replaceChildren(`No pipeline ${id}: it does not exist, or was deleted. `, el("a", { href: "#/", text: "All pipelines" }));
@@ -466,6 +489,9 @@ function pipelinePage(id) {
   // each one also reads the pipeline again.
   let after = 0;
   (async () => {
+    // The pipeline first: one that does not exist needs no events.
+    await refresh();
+    if (stop.signal.aborted) return;
     try {
       const data = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, limit: 100, newestFirst: true });
       const list = data.events || [];
@@ -484,7 +510,6 @@ function pipelinePage(id) {
     }, (err) => notice(`events of ${id}: ${err.message}; following again`), null, gone);
   })();
   const untick = ticker(main());
-  refresh();
   return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); untick(); };
 }
 
@@ -506,10 +531,21 @@ function ruleAction(r) {
   const p = r.policy;
   if (action !== "retry" || !p) return action;
   const parts = [];
+  const strategy = p.strategy || "exponential";
   if ((p.schedule || []).length) parts.push("schedule " + p.schedule.map(dur).join(", "));
-  else if (p.strategy || p.minDelay) parts.push(`${p.strategy || "exponential"}${p.minDelay ? " from " + dur(p.minDelay) : ""}${p.maxDelay ? " to " + dur(p.maxDelay) : ""}`);
+  else if (strategy === "fixed") parts.push(`fixed ${dur(p.minDelay)}`);
+  else if (strategy === "random") parts.push(`random between ${dur(p.minDelay)} and ${dur(p.maxDelay)}`);
+  else parts.push(`${strategy} from ${dur(p.minDelay)} to ${dur(p.maxDelay)}`);
   if (p.maxRetries) parts.push(p.maxRetries === -1 ? "no retry limit" : `at most ${p.maxRetries} retries`);
   return parts.length ? `retry (${parts.join(", ")})` : action;
+}
+
+// ruleSource says where a rule comes from, and where it is defined
+// there, once.
+function ruleSource(m) {
+  const at = m.rule.definedAt || "";
+  if (!m.source) return at || "-";
+  return at && !at.startsWith(m.source) ? `${m.source}, ${at}` : at || m.source;
 }
 
 // MAX_RULES_BYTES bounds what the dry run sends: the API takes requests
@@ -564,7 +600,7 @@ function rulesPage() {
         el("table", { id: "rules", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Name" }), el("th", { text: "Source" }),
           el("th", { text: "Priority" }), el("th", { text: "Action" }), el("th", { text: "Match" }))),
         el("tbody", {}, rules.map((m) => el("tr", { "data-rule": m.rule.name }, cell("Name", { class: "error-text", text: m.rule.name }),
-          cell("Source", { text: [m.source, m.rule.definedAt].filter(Boolean).join(", ") || "-" }), cell("Priority", { class: "num", text: String(m.rule.priority || 0) }),
+          cell("Source", { text: ruleSource(m) }), cell("Priority", { class: "num", text: String(m.rule.priority || 0) }),
           cell("Action", { text: ruleAction(m.rule) }), cell("Match", { class: "error-text", text: matchText(m.rule) }))))));
     } catch (err) {
       if (!failed(err)) list.replaceChildren(el("p", { text: "could not list the rules: " + err.message }));

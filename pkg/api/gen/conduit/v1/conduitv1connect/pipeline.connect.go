@@ -75,7 +75,7 @@ type PipelineServiceClient interface {
 	ListPipelines(context.Context, *connect.Request[v1.ListPipelinesRequest]) (*connect.Response[v1.ListPipelinesResponse], error)
 	// GetPipeline returns one pipeline with its status, fail count, next
 	// attempt time, last error and current recovery episode. An invalid
-	// pipeline fails with FAILED_PRECONDITION and its configuration error.
+	// pipeline comes with status INVALID and its configuration errors.
 	GetPipeline(context.Context, *connect.Request[v1.GetPipelineRequest]) (*connect.Response[v1.GetPipelineResponse], error)
 	// StartPipeline starts a stopped or degraded pipeline and resets its fail
 	// count. Starting a running or recovering pipeline fails with
@@ -283,7 +283,7 @@ type PipelineServiceHandler interface {
 	ListPipelines(context.Context, *connect.Request[v1.ListPipelinesRequest]) (*connect.Response[v1.ListPipelinesResponse], error)
 	// GetPipeline returns one pipeline with its status, fail count, next
 	// attempt time, last error and current recovery episode. An invalid
-	// pipeline fails with FAILED_PRECONDITION and its configuration error.
+	// pipeline comes with status INVALID and its configuration errors.
 	GetPipeline(context.Context, *connect.Request[v1.GetPipelineRequest]) (*connect.Response[v1.GetPipelineResponse], error)
 	// StartPipeline starts a stopped or degraded pipeline and resets its fail
 	// count. Starting a running or recovering pipeline fails with
