@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -119,7 +120,7 @@ func (w *workspace) waitPlacement(address, why string, ok func(placement) bool) 
 	eventually(w.t, 100*time.Millisecond, func() bool {
 		last = w.placement(address)
 		if last == nil {
-			res = w.pipelines(address, "list")
+			res = w.pipelines(address, "list", "-o", "json")
 		}
 		return last != nil && ok(last)
 	}, func() string {
@@ -523,6 +524,59 @@ func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
 	w.waitPlacement(a1, "the same pipelines everywhere", func(p placement) bool {
 		return p.settled(n, "i1", "i2") && len(p.on("i1")) == n/2
 	})
+	stopProcess(t, i1)
+	stopProcess(t, i2)
+}
+
+// A pipeline file removed from one instance only: the pipeline is handed
+// over to the instance that still has it, with its state (a stopped
+// pipeline stays stopped), not deleted; removed from every instance, it
+// is deleted.
+func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	w := newWorkspace(t, "")
+	for i := range n {
+		file := strings.ReplaceAll(clusterPipelineFiles(1, 100), "c0", fmt.Sprintf("c%d", i))
+		w.write(fmt.Sprintf("pipelines-a/c%d.yml", i), file)
+		w.write(fmt.Sprintf("pipelines-b/c%d.yml", i), file)
+	}
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
+	i1 := w.start("run", "--cluster.instance-id", "i1", "--pipelines.path", "pipelines-a")
+	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b")
+	a1 := apiAddress(t, i1)
+	apiAddress(t, i2)
+	placed := w.waitPlacement(a1, "two instances", func(p placement) bool {
+		return p.settled(n, "i1", "i2") && len(p.on("i2")) == n/2
+	})
+	target := placed.on("i2")[0]
+	w.mustPipelines(a1, "stop", target)
+
+	if err := os.Remove(filepath.Join(w.dir, "pipelines-b", target+".yml")); err != nil {
+		t.Fatal(err)
+	}
+	w.waitPlacement(a1, "after its file was removed from i2", func(p placement) bool {
+		at, ok := p[target]
+		return ok && at.instance == "i1" && at.status == "PIPELINE_STATUS_STOPPED"
+	})
+	if events := w.mustPipelines(a1, "events", target, "-o", "json"); strings.Contains(events, `"kind":"deleted"`) {
+		t.Fatalf("%s was deleted when its file was removed from one instance:\n%s", target, events)
+	}
+	if !strings.Contains(i2.stderr.String(), "other instances still have it: handing it over, not deleting it") {
+		t.Errorf("i2 does not say why it did not delete %s:\n%s", target, i2.stderr.String())
+	}
+
+	if err := os.Remove(filepath.Join(w.dir, "pipelines-a", target+".yml")); err != nil {
+		t.Fatal(err)
+	}
+	w.waitPlacement(a1, "after its file was removed everywhere", func(p placement) bool {
+		_, listed := p[target]
+		return !listed && len(p) == n-1
+	})
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(i1.stderr.String(), `"msg":"pipeline deleted: stopping it","pipeline_id":"`+target+`"`)
+	}, func() string { return "i1 does not delete " + target + ":\n" + i1.stderr.String() })
 	stopProcess(t, i1)
 	stopProcess(t, i2)
 }

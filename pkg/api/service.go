@@ -121,9 +121,19 @@ func (s *PipelineService) ListPipelines(ctx context.Context, req *connect.Reques
 	out := &conduitv1.ListPipelinesResponse{}
 	running := map[string]bool{}
 	for _, p := range s.pipelines.List() {
-		pb, err := s.describe(ctx, p, invalid)
+		pb, err := s.describeOrErr(ctx, p, invalid)
+		if errors.Is(err, lifecycle.ErrSupervisorDone) {
+			// Retired since the listing (updated, deleted, or handed to
+			// another instance of a cluster): described as it is now,
+			// unless it is gone. A shutdown fails this one too.
+			q, ok := s.pipelines.Get(p.Info().ID)
+			if !ok {
+				continue
+			}
+			pb, err = s.describeOrErr(ctx, q, invalid)
+		}
 		if err != nil {
-			return nil, err
+			return nil, internalError(ctx, err)
 		}
 		running[pb.GetId()] = true
 		if wanted(pb.GetStatus()) {
@@ -342,9 +352,19 @@ func fileLine(file string, line int) string {
 // describe is p as the API shows it, with the errors of a newer version of
 // its configuration that is not applied (from invalid, when given).
 func (s *PipelineService) describe(ctx context.Context, p Supervised, invalid []ConfigError) (*conduitv1.Pipeline, error) {
-	st, err := p.State(ctx)
+	pb, err := s.describeOrErr(ctx, p, invalid)
 	if err != nil {
 		return nil, internalError(ctx, err)
+	}
+	return pb, nil
+}
+
+// describeOrErr is describe with the error of reading the state as it
+// is.
+func (s *PipelineService) describeOrErr(ctx context.Context, p Supervised, invalid []ConfigError) (*conduitv1.Pipeline, error) {
+	st, err := p.State(ctx)
+	if err != nil {
+		return nil, err
 	}
 	info := p.Info()
 	pb := pipelineToProto(info, st, s.now())

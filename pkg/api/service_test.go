@@ -768,3 +768,38 @@ func TestAPipelineCarriesTheBreakerThatHoldsIt(t *testing.T) {
 		t.Fatalf("held_by %q, want orders-db", p.GetHeldBy())
 	}
 }
+
+// retiredPipeline was listed, then its supervisor ended (the pipeline was
+// deleted, updated or handed over) before its state was read.
+type retiredPipeline struct{ fakePipeline }
+
+func (r *retiredPipeline) State(context.Context) (lifecycle.State, error) {
+	return lifecycle.State{}, lifecycle.ErrSupervisorDone
+}
+
+// withRetired lists a pipeline that is retired by the time it is read.
+type withRetired struct {
+	fakePipelines
+	retired *retiredPipeline
+}
+
+func (w withRetired) List() []Supervised { return append(w.fakePipelines.List(), w.retired) }
+
+// A pipeline retired while the list is made is left out (gone) or shown
+// as it is now; the list does not fail as if the server shut down.
+func TestListSkipsAPipelineRetiredMeanwhile(t *testing.T) {
+	ps := withRetired{fakePipelines: testPipelines(), retired: &retiredPipeline{fakePipeline{info: PipelineInfo{ID: "gone"}}}}
+	svc := NewPipelineService(ps, nil, func() time.Time { return testNow })
+	res, err := svc.ListPipelines(context.Background(), connect.NewRequest(&conduitv1.ListPipelinesRequest{}))
+	if err != nil {
+		t.Fatalf("ListPipelines: %v", err)
+	}
+	for _, p := range res.Msg.GetPipelines() {
+		if p.GetId() == "gone" {
+			t.Fatal("a pipeline deleted while the list was made is listed")
+		}
+	}
+	if len(res.Msg.GetPipelines()) != len(testPipelines())+1 { // and "bad", invalid
+		t.Fatalf("%d pipelines listed", len(res.Msg.GetPipelines()))
+	}
+}

@@ -223,6 +223,33 @@ func (m *Membership) Heartbeat(ctx context.Context, view string, pipelines []str
 	return nil
 }
 
+// Publish says what the instance knows of the pipelines now, ahead of its
+// next heartbeat (view and pipelines as for Heartbeat): an instance that
+// is about to delete a pipeline its files no longer have tells the others
+// first, so that of two instances that drop it at once, the later one
+// sees that the first does not know it any more.
+func (m *Membership) Publish(ctx context.Context, view string, pipelines []string) error {
+	if pipelines == nil {
+		pipelines = []string{}
+	}
+	_, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET view = $3, pipelines = $4 WHERE id = $1 AND started_at = $2`,
+		m.id, m.joined, view, pipelines)
+	return err
+}
+
+// KnownElsewhere returns the other live instances that know the pipeline
+// (an instance that never said which pipelines it knows, an older
+// conduit, is taken to know it), sorted.
+func (m *Membership) KnownElsewhere(ctx context.Context, pipelineID string) ([]string, error) {
+	rows, err := m.pool.Query(ctx, `SELECT id FROM conduit_instances
+		WHERE id <> $1 AND heartbeat_at >= now() - coalesce(lease_ttl, $2::interval) AND (pipelines IS NULL OR $3 = ANY(pipelines))
+		ORDER BY id`, m.id, m.ttl, pipelineID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // Known returns, for each of the given instances, the view and the ids
 // of the pipelines its last heartbeat that changed its view wrote; an
 // instance that never wrote them (an older conduit) is left out.

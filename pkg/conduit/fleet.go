@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,17 +102,25 @@ type fleet struct {
 	}
 	// fatal receives why this instance must stop (its id was taken over).
 	fatal chan error
+	// renewFailing is set while renewals fail (the renewal loop's own).
+	renewFailing bool
 }
 
-// Shares of the lease TTL: leases are renewed every third of it; after
-// half of it without a renewal the instance stops its pipelines; from
-// three quarters of it, counted from the last renewal that was sent, no
-// record is written any more. The lease lasts the whole TTL from the
-// database's reception of that renewal, which is later.
+// Shares of the lease TTL: leases are renewed every fifth of it, and a
+// failed renewal is tried again every renewRetry; after half of it
+// without a renewal the instance stops its pipelines; from three quarters
+// of it, counted from the last renewal that was sent, no record is
+// written any more. The lease lasts the whole TTL from the database's
+// reception of that renewal, which is later. So the database may be away
+// for three tenths of the TTL at least (a restart of the server, a
+// network blip) before the pipelines stop. The instances balance every
+// third of it.
 const (
-	renewShare     = 3
+	renewShare     = 5
+	balanceShare   = 3
 	abandonPercent = 50
 	writePercent   = 75
+	renewRetry     = 250 * time.Millisecond
 )
 
 func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet {
@@ -249,6 +258,63 @@ func (f *fleet) setKnown(known []reconciler.Running) {
 	f.kickRound()
 }
 
+// dropping is called before a plan that deletes pipelines is applied: it
+// tells the other instances at once what this one will know after it,
+// and returns the pipelines of this instance's files that the plan
+// deletes but that other live instances still know, with those
+// instances. Such a pipeline was removed from this instance's files only:
+// it is handed over, not deleted (its state, dedup entries and
+// connectors' resources are the cluster's). A pipeline created through
+// the API is deleted for all; so is one no other instance knows.
+func (f *fleet) dropping(ctx context.Context, plan reconciler.Plan) map[string][]string {
+	fromFiles := map[string]bool{}
+	for _, k := range f.knownPipelines() {
+		if !k.Origin.API() {
+			fromFiles[k.Pipeline.ID] = true
+		}
+	}
+	var candidates []string
+	for _, c := range plan.Changes {
+		if c.Action == reconciler.Delete && fromFiles[c.ID] {
+			candidates = append(candidates, c.ID)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	after := knownAfter(f.knownPipelines(), plan)
+	view, ids := viewOf(after)
+	ctx, cancel := context.WithTimeout(ctx, f.ttl)
+	defer cancel()
+	if err := f.member.Publish(ctx, view, ids); err != nil {
+		f.log.Warn("could not tell the other instances which pipelines this one knows", zap.Error(err))
+	}
+	kept := map[string][]string{}
+	for _, id := range candidates {
+		others, err := f.member.KnownElsewhere(ctx, id)
+		if err != nil {
+			// Not knowing, the state is kept: a deletion cannot be undone.
+			f.log.Warn("could not read which instances know a pipeline removed from this instance's files: handing it over rather than deleting it",
+				zap.String("pipeline_id", id), zap.Error(err))
+			others = []string{"?"}
+		}
+		if len(others) > 0 {
+			kept[id] = others
+		}
+	}
+	return kept
+}
+
+// handOff stops running a pipeline this instance's files no longer have
+// but other instances' still do, leaving its state to them.
+func (f *fleet) handOff(ctx context.Context, id string, others []string) {
+	f.log.Warn("a pipeline was removed from this instance's pipeline files, but other instances still have it: handing it over, not deleting it (remove it from every instance's files to delete it)",
+		zap.String("pipeline_id", id), zap.Strings("known_by", others))
+	if f.holds(id) {
+		f.release(ctx, id, "its file was removed from this instance (instances "+strings.Join(others, ", ")+" still have it)", true)
+	}
+}
+
 func (f *fleet) knownPipelines() []reconciler.Running {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -278,16 +344,20 @@ func (f *fleet) run(ctx, balance context.Context) {
 	wg.Go(func() { f.answerLoop(balance) })
 	// The first renewal before the first balance: taking pipelines up
 	// waits for one.
-	f.renewRound(ctx)
+	renewed := f.renewRound(ctx)
 	wg.Go(func() { f.balanceLoop(balance) })
 	every := f.ttl / renewShare
 	for {
+		next := every
+		if !renewed {
+			next = min(every, renewRetry)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-time.After(next):
 		}
-		f.renewRound(ctx)
+		renewed = f.renewRound(ctx)
 	}
 }
 
@@ -429,14 +499,15 @@ func (f *fleet) watch(ctx context.Context, pipelineID string) {
 	})
 }
 
-// renewRound heartbeats and renews the leases; when that fails for
-// longer than half a TTL, it stops every pipeline of this instance.
-func (f *fleet) renewRound(ctx context.Context) {
+// renewRound heartbeats and renews the leases, and reports whether it
+// could; when that fails for longer than half a TTL, it stops every
+// pipeline of this instance.
+func (f *fleet) renewRound(ctx context.Context) bool {
 	sent := time.Since(f.epoch)
 	lost, err := f.renew(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		f.figures.renewalFailures.Add(1)
 		if errors.Is(err, cluster.ErrNotRegistered) {
@@ -446,22 +517,31 @@ func (f *fleet) renewRound(ctx context.Context) {
 			case f.fatal <- fmt.Errorf("cluster: %w", err):
 			default:
 			}
-			return
+			return false
 		}
 		since := time.Since(f.epoch) - time.Duration(f.renewed.Load())
-		f.log.Warn("could not renew the leases", zap.Error(err), zap.Duration("since_last_renewal", since))
+		if !f.renewFailing {
+			// Once per outage: it is tried again four times a second.
+			f.log.Warn("could not renew the leases; trying again", zap.Error(err), zap.Duration("since_last_renewal", since))
+			f.renewFailing = true
+		}
 		if time.Since(f.epoch) > f.deadline(abandonPercent) && f.holdsAny() {
 			f.abandon(ctx, fmt.Sprintf("this instance's leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
 		}
-		return
+		return false
 	}
-	f.renewed.Store(int64(sent))
+	previous := time.Duration(f.renewed.Swap(int64(sent)))
+	if f.renewFailing {
+		f.log.Info("leases renewed again", zap.Duration("since_last_renewal", (sent - previous).Round(time.Millisecond)))
+		f.renewFailing = false
+	}
 	if len(lost) > 0 {
 		f.mu.Lock()
 		f.lost = append(f.lost, lost...)
 		f.mu.Unlock()
 		f.kickRound()
 	}
+	return true
 }
 
 // balanceRound stops the pipelines whose lease was lost, reads who is
@@ -470,7 +550,7 @@ func (f *fleet) renewRound(ctx context.Context) {
 // die or a lease this instance waits for may expire before then - so
 // that a dead instance's pipelines move as soon as they may.
 func (f *fleet) balanceRound(ctx context.Context) time.Duration {
-	every := f.ttl / renewShare
+	every := f.ttl / balanceShare
 	f.mu.Lock()
 	lost := f.lost
 	f.lost = nil
@@ -996,13 +1076,15 @@ func (f *fleet) nextHolder(ctx context.Context, pipelineID string) (string, erro
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// This instance, once it runs the pipeline (it holds the lease a
+		// moment before); another, once its lease is live.
 		if f.holds(pipelineID) {
 			if f.r.get(pipelineID) != nil {
 				return f.member.ID(), nil
 			}
 		} else {
 			f.refreshHolders(ctx)
-			if h := f.holder(pipelineID); h.Live {
+			if h := f.holder(pipelineID); h.Live && h.Instance != f.member.ID() {
 				return h.Instance, nil
 			}
 		}

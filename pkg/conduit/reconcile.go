@@ -116,6 +116,10 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 		r.log.Error(msg, zap.String("pipeline_id", p.ID), zap.Error(err))
 		invalid = append(invalid, configError(p, err))
 	}
+	var handedOff map[string][]string
+	if r.fleet != nil {
+		handedOff = r.fleet.dropping(ctx, plan)
+	}
 	for _, c := range plan.Changes {
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
@@ -123,6 +127,10 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 		actor := actorFor(c, asked)
 		switch c.Action {
 		case reconciler.Delete:
+			if others, ok := handedOff[c.ID]; ok {
+				r.fleet.handOff(ctx, c.ID, others)
+				continue
+			}
 			r.deletePipeline(ctx, c.ID, actor)
 		case reconciler.Update:
 			if err := r.updatePipeline(ctx, c, actor); err != nil {
