@@ -532,7 +532,7 @@ func (f *fleet) renewRound(ctx context.Context) bool {
 	}
 	previous := time.Duration(f.renewed.Swap(int64(sent)))
 	if f.renewFailing {
-		f.log.Info("leases renewed again", zap.Duration("since_last_renewal", (sent - previous).Round(time.Millisecond)))
+		f.log.Info("leases renewed again", zap.Duration("since_last_renewal", (sent-previous).Round(time.Millisecond)))
 		f.renewFailing = false
 	}
 	if len(lost) > 0 {
