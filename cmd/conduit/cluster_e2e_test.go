@@ -512,6 +512,19 @@ func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
 	for i := range n {
 		waitForRecords(t, i1, filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i)), 20)
 	}
+	// One view all the same: i3, which knows none, lists them all, and i2
+	// lists the one only i1 has, and stops and starts it.
+	only := fmt.Sprintf("c%d", n-1)
+	w.waitPlacement(a3, "as i3 lists them", func(p placement) bool { return p.settled(n, "i1", "i2") })
+	w.waitPlacement(a2, "as i2 lists them", func(p placement) bool { return p.settled(n, "i1", "i2") && p[only].instance == "i1" })
+	if out := w.mustPipelines(a2, "list"); !strings.Contains(out, "pipeline files of instance i1 ") {
+		t.Errorf("i2 does not say whose files define %s:\n%s", only, out)
+	}
+	w.mustPipelines(a2, "stop", only)
+	if at := w.placement(a1)[only]; at.status != "PIPELINE_STATUS_STOPPED" {
+		t.Fatalf("%s after a stop through i2: %+v", only, at)
+	}
+	w.mustPipelines(a2, "start", only)
 
 	// The files agree again: the views do, and the spread is even.
 	stopProcess(t, i3)

@@ -208,7 +208,7 @@ func (a apiPipelines) Invalid() []api.ConfigError {
 
 func (a apiPipelines) Get(id string) (api.Supervised, bool) {
 	if f := a.r.fleet; f != nil {
-		for _, k := range f.knownPipelines() {
+		for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
 			if k.Pipeline.ID == id {
 				f.refreshHolders(context.Background())
 				return a.clusterGet(f, k), true

@@ -16,6 +16,7 @@ import (
 
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/cluster"
+	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/store"
@@ -78,6 +79,10 @@ type fleet struct {
 	// viewSets are the pipelines of the views other instances heartbeat
 	// (cluster Known), by view, for the views of the live instances.
 	viewSets map[string]map[string]bool
+	// foreign are the pipelines only other live instances know (their
+	// pipeline files differ), with those instances, sorted: this one
+	// lists them, and sends them start and stop, as of the last round.
+	foreign map[string][]string
 	// differSince is when the live instances' views were first seen to
 	// differ, zero while they agree; viewsDiffer is set once they have
 	// differed for viewGrace.
@@ -313,6 +318,20 @@ func (f *fleet) handOff(ctx context.Context, id string, others []string) {
 	if f.holds(id) {
 		f.release(ctx, id, "its file was removed from this instance (instances "+strings.Join(others, ", ")+" still have it)", true)
 	}
+}
+
+// foreignPipelines are the pipelines only other live instances know, as
+// this one shows them: their id, and whose files define them.
+func (f *fleet) foreignPipelines() []reconciler.Running {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]reconciler.Running, 0, len(f.foreign))
+	for id, instances := range f.foreign {
+		out = append(out, reconciler.Running{Pipeline: config.Pipeline{ID: id},
+			Origin: reconciler.Origin{File: "pipeline files of instance " + strings.Join(instances, ", ")}})
+	}
+	slices.SortFunc(out, func(a, b reconciler.Running) int { return strings.Compare(a.Pipeline.ID, b.Pipeline.ID) })
+	return out
 }
 
 func (f *fleet) knownPipelines() []reconciler.Running {
@@ -659,6 +678,9 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 		differ = differ || (v != "" && v != mine)
 	}
 	if !differ {
+		f.mu.Lock()
+		f.foreign = nil
+		f.mu.Unlock()
 		return own, nil, nil
 	}
 	var read map[string]cluster.KnownPipelines
@@ -707,10 +729,12 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 		}
 	}
 	union := slices.Clone(own)
-	for _, set := range sets {
-		for id := range set {
+	f.foreign = map[string][]string{}
+	for _, instance := range instances.IDs {
+		for id := range sets[instance] {
 			if !mineSet[id] {
 				union = append(union, id)
+				f.foreign[id] = append(f.foreign[id], instance)
 			}
 		}
 	}

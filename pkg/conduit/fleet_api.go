@@ -15,10 +15,10 @@ import (
 
 // clusterList lists every pipeline the instance knows, in the order of
 // the files: its own under their supervisors, the others' as the
-// database has them.
+// database has them; then those only other instances' files define.
 func (a apiPipelines) clusterList(f *fleet) []api.Supervised {
 	f.refreshHolders(context.Background())
-	known := f.knownPipelines()
+	known := append(f.knownPipelines(), f.foreignPipelines()...)
 	out := make([]api.Supervised, 0, len(known))
 	for _, k := range known {
 		out = append(out, a.clusterGet(f, k))
@@ -49,8 +49,12 @@ func (p remotePipeline) Info() api.PipelineInfo {
 	cfg := p.k.Pipeline
 	info := api.PipelineInfo{ID: cfg.ID, Name: cfg.Name, Description: cfg.Description, File: p.k.Origin.File, Line: p.k.Origin.Line,
 		Definition: p.k.Origin.Definition}
-	if recovery, err := cfg.ResolveErrorRecovery(p.r.cfg.Pipelines.ErrorRecovery); err == nil {
-		info.Recovery = recovery
+	// A pipeline defined in another instance's files only has no
+	// configuration here: its policy is that instance's to tell.
+	if len(cfg.Connectors) > 0 {
+		if recovery, err := cfg.ResolveErrorRecovery(p.r.cfg.Pipelines.ErrorRecovery); err == nil {
+			info.Recovery = recovery
+		}
 	}
 	if p.holder.Live {
 		info.Instance = p.holder.Instance
