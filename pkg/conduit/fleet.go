@@ -65,6 +65,10 @@ type fleet struct {
 
 	mu   sync.RWMutex
 	held map[string]cluster.Lease
+	// revoked are held leases a renewal found taken over: nothing more
+	// is written to their destinations from then on, although the
+	// balance loop stops their pipelines a moment later.
+	revoked map[string]bool
 	// known are the valid desired pipelines, in the order of the files:
 	// what this instance runs when it holds their lease.
 	known []reconciler.Running
@@ -133,7 +137,7 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 		r: r, member: member, pool: pool, ttl: member.TTL(), log: r.log.With(zap.String("instance_id", member.ID())),
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
 		epoch: time.Now(), ready: make(chan struct{}),
-		held: map[string]cluster.Lease{}, watched: map[string]int{}, answering: map[int64]bool{},
+		held: map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
 		viewSets: map[string]map[string]bool{},
 		fatal:    make(chan error, 1),
 	}
@@ -231,8 +235,9 @@ var errLeaseExpired = errors.New("this instance's lease of the pipeline may have
 func (f *fleet) mayWrite(pipelineID string) error {
 	f.mu.RLock()
 	_, held := f.held[pipelineID]
+	revoked := f.revoked[pipelineID]
 	f.mu.RUnlock()
-	if !held || f.renewed.Load() == 0 || time.Since(f.epoch) > f.deadline(writePercent) {
+	if !held || revoked || f.renewed.Load() == 0 || time.Since(f.epoch) > f.deadline(writePercent) {
 		return errLeaseExpired
 	}
 	return nil
@@ -799,6 +804,18 @@ func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 			lost = append(lost, l)
 		}
 	}
+	// Revoked before the renewal counts: a process that was paused must
+	// not write a record of a pipeline another instance runs now in the
+	// moment between this renewal and the stop of the pipeline.
+	if len(lost) > 0 {
+		f.mu.Lock()
+		for _, l := range lost {
+			if f.held[l.PipelineID] == l {
+				f.revoked[l.PipelineID] = true
+			}
+		}
+		f.mu.Unlock()
+	}
 	return lost, nil
 }
 
@@ -921,6 +938,7 @@ func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
 	}
 	f.mu.Lock()
 	f.held[id] = lease
+	delete(f.revoked, id)
 	f.mu.Unlock()
 	if _, err := f.r.audit.Sync(ctx, id); err != nil {
 		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
@@ -958,6 +976,7 @@ func (f *fleet) unhold(id string) (cluster.Lease, bool) {
 	defer f.mu.Unlock()
 	l, ok := f.held[id]
 	delete(f.held, id)
+	delete(f.revoked, id)
 	return l, ok
 }
 
