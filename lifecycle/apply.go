@@ -32,12 +32,7 @@ func (s *Supervisor) ApplyRule(ctx context.Context, name, actor string) (ApplyOu
 	if err := s.send(ctx, applyRuleMsg{rule: name, actor: actor, reply: reply}); err != nil {
 		return ApplyOutcome{}, err
 	}
-	select {
-	case o := <-reply:
-		return o, nil
-	case <-ctx.Done():
-		return ApplyOutcome{}, ctx.Err()
-	}
+	return answer(ctx, s, reply)
 }
 
 func (s *Supervisor) onApplyRule(name, actor string) ApplyOutcome {

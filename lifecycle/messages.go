@@ -72,16 +72,12 @@ func (applyRuleMsg) isMessage() {}
 
 // sync returns once every message sent before it was handled (tests).
 func (s *Supervisor) sync(ctx context.Context) error {
-	reply := make(chan struct{})
+	reply := make(chan struct{}, 1)
 	if err := s.send(ctx, syncMsg{reply: reply}); err != nil {
 		return err
 	}
-	select {
-	case <-reply:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := answer(ctx, s, reply)
+	return err
 }
 
 func (s *Supervisor) send(ctx context.Context, m message) error {
@@ -96,11 +92,32 @@ func (s *Supervisor) send(ctx context.Context, m message) error {
 }
 
 func (s *Supervisor) await(ctx context.Context, reply chan error) error {
+	err, werr := answer(ctx, s, reply)
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// answer waits for the reply to a message sent to the supervisor: the
+// reply, the end of ctx, or the end of the supervisor (ErrSupervisorDone),
+// which leaves the messages it had not handled unanswered - a pipeline
+// retired while a caller asked for its state must not keep the caller
+// waiting.
+func answer[T any](ctx context.Context, s *Supervisor, reply <-chan T) (T, error) {
+	var zero T
 	select {
-	case err := <-reply:
-		return err
+	case v := <-reply:
+		return v, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
+	case <-s.done:
+		select {
+		case v := <-reply: // answered as it ended
+			return v, nil
+		default:
+			return zero, ErrSupervisorDone
+		}
 	}
 }
 

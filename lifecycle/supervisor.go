@@ -338,12 +338,7 @@ func (s *Supervisor) State(ctx context.Context) (State, error) {
 	if err := s.send(ctx, stateMsg{reply: reply}); err != nil {
 		return State{}, err
 	}
-	select {
-	case st := <-reply:
-		return st, nil
-	case <-ctx.Done():
-		return State{}, ctx.Err()
-	}
+	return answer(ctx, s, reply)
 }
 
 // Kill cancels the active run at once; it is how a process shutdown that

@@ -71,6 +71,11 @@ func (w *workspace) placement(address string) placement {
 	if res.code != 0 {
 		return nil
 	}
+	return parsePlacement(w.t, res.stdout)
+}
+
+func parsePlacement(t *testing.T, stdout string) placement {
+	t.Helper()
 	var list struct {
 		Pipelines []struct {
 			ID       string `json:"id"`
@@ -78,8 +83,8 @@ func (w *workspace) placement(address string) placement {
 			Status   string `json:"status"`
 		} `json:"pipelines"`
 	}
-	if err := json.Unmarshal([]byte(res.stdout), &list); err != nil {
-		w.t.Fatalf("pipelines list -o json: %v\n%s", err, res.stdout)
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+		t.Fatalf("pipelines list -o json: %v\n%s", err, stdout)
 	}
 	out := placement{}
 	for _, p := range list.Pipelines {
@@ -116,15 +121,20 @@ func (p placement) settled(n int, instances ...string) bool {
 func (w *workspace) waitPlacement(address, why string, ok func(placement) bool) placement {
 	w.t.Helper()
 	var last placement
-	var res cliResult
+	var seen []string // what the last looks found, for the failure
 	eventually(w.t, 100*time.Millisecond, func() bool {
-		last = w.placement(address)
-		if last == nil {
-			res = w.pipelines(address, "list", "-o", "json")
+		res := w.pipelines(address, "list", "-o", "json")
+		last = nil
+		if res.code == 0 {
+			last = parsePlacement(w.t, res.stdout)
+		}
+		seen = append(seen, fmt.Sprintf("exit %d %s%v", res.code, strings.TrimSpace(res.stderr), last))
+		if len(seen) > 5 {
+			seen = seen[1:]
 		}
 		return last != nil && ok(last)
 	}, func() string {
-		return fmt.Sprintf("%s: the pipelines are placed %v (list: exit %d %s)", why, last, res.code, res.stderr)
+		return fmt.Sprintf("%s: the pipelines are placed %v; the last looks found:\n%s", why, last, strings.Join(seen, "\n"))
 	})
 	return last
 }
@@ -153,13 +163,7 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	for _, id := range []string{"i1", "i2", "i3"} {
 		start(id)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for id, p := range instances {
-				t.Logf("output of %s:\n%s", id, p.stderr.String())
-			}
-		}
-	})
+	logOnFailure(t, instances)
 
 	// Spread: every instance runs a third of them.
 	spread := w.waitPlacement(addresses["i1"], "three instances, four pipelines each", func(p placement) bool {
@@ -264,6 +268,7 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 		"cluster:\n  enabled: true\n  lease-ttl: %s\npipelines:\n  graceful-stop-timeout: 10s\n", pg.URL("conduit"), clusterTTL))
 	i1 := w.start("run", "--cluster.instance-id", "i1")
 	i2 := w.start("run", "--cluster.instance-id", "i2")
+	logOnFailure(t, map[string]*process{"i1": i1, "i2": i2})
 	address := apiAddress(t, i1)
 	w.waitPlacement(address, "two instances", func(p placement) bool { return p.settled(n, "i1", "i2") })
 	outs := make([]string, n)
@@ -558,6 +563,7 @@ func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
 		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
 	i1 := w.start("run", "--cluster.instance-id", "i1", "--pipelines.path", "pipelines-a")
 	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b")
+	logOnFailure(t, map[string]*process{"i1": i1, "i2": i2})
 	a1 := apiAddress(t, i1)
 	apiAddress(t, i2)
 	placed := w.waitPlacement(a1, "two instances", func(p placement) bool {
@@ -592,4 +598,24 @@ func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
 	}, func() string { return "i1 does not delete " + target + ":\n" + i1.stderr.String() })
 	stopProcess(t, i1)
 	stopProcess(t, i2)
+}
+
+// logOnFailure shows the instances' output when the test fails, with
+// the stacks of their goroutines (SIGQUIT) for a process that still runs.
+func logOnFailure(t *testing.T, instances map[string]*process) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for id, p := range instances {
+			if p.cmd.ProcessState == nil && p.cmd.Process.Signal(syscall.SIGQUIT) == nil {
+				select {
+				case err := <-p.done:
+					p.done <- err // for the process's own cleanup
+				case <-time.After(10 * time.Second):
+				}
+			}
+			t.Logf("output of %s:\n%s", id, p.stderr.String())
+		}
+	})
 }
