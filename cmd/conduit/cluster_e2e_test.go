@@ -448,6 +448,19 @@ func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
 		p := list.Pipelines[0]
 		return schedule{p.Instance, p.Status, p.NextAttempt}
 	}
+	// Both instances live first: the pipeline is not moved (handed over,
+	// which starts it anew) between the reading and the kill below.
+	for id, address := range addresses {
+		eventually(t, 100*time.Millisecond, func() bool {
+			resp, err := http.Get("http://" + address + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return strings.Contains(string(body), fmt.Sprintf("conduit_cluster_live_instances{instance_id=%q} 2", id))
+		}, func() string { return id + " does not see two live instances" })
+	}
 	var before schedule
 	eventually(t, 100*time.Millisecond, func() bool {
 		before = read(addresses["i1"])
