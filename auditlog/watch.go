@@ -74,19 +74,10 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 		return nil, err
 	}
 	w := newWatcher(kinds)
-
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, ErrClosed
+	p, err := l.admit(pipelineID)
+	if err != nil {
+		return nil, err
 	}
-	p := l.pipelines[pipelineID]
-	if p == nil {
-		p = newPipelineLog(pipelineID, l.every)
-		l.pipelines[pipelineID] = p
-	}
-	l.wg.Add(1)
-	l.mu.Unlock()
 
 	// Registered under p.mu: every event published from here on reaches
 	// live; every one at or below upTo is stored already and comes from
@@ -108,6 +99,25 @@ func (l *Log) Watch(ctx context.Context, pipelineID string, afterSequence uint64
 		p.mu.Unlock()
 	})
 	return w, nil
+}
+
+// admit counts a new watcher in l.wg, unless the Log is closed; given a
+// pipeline id, it also returns that pipeline's state, created if new.
+func (l *Log) admit(pipelineID string) (*pipelineLog, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	var p *pipelineLog
+	if pipelineID != "" {
+		if p = l.pipelines[pipelineID]; p == nil {
+			p = newPipelineLog(pipelineID, l.every)
+			l.pipelines[pipelineID] = p
+		}
+	}
+	l.wg.Add(1)
+	return p, nil
 }
 
 // serve runs a registered watcher's goroutine, counted in l.wg: follow
@@ -202,14 +212,9 @@ func (l *Log) WatchEvery(ctx context.Context, kinds []Kind) (*Watcher, error) {
 		return nil, err
 	}
 	w := newWatcher(kinds)
-
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, ErrClosed
+	if _, err := l.admit(""); err != nil {
+		return nil, err
 	}
-	l.wg.Add(1)
-	l.mu.Unlock()
 
 	l.every.mu.Lock()
 	l.every.watchers[w] = struct{}{}

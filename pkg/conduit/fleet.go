@@ -277,8 +277,9 @@ func (f *fleet) setKnown(known []reconciler.Running) {
 // connectors' resources are the cluster's). A pipeline created through
 // the API is deleted for all; so is one no other instance knows.
 func (f *fleet) dropping(ctx context.Context, plan reconciler.Plan) map[string][]string {
+	known := f.knownPipelines()
 	fromFiles := map[string]bool{}
-	for _, k := range f.knownPipelines() {
+	for _, k := range known {
 		if !k.Origin.API() {
 			fromFiles[k.Pipeline.ID] = true
 		}
@@ -292,7 +293,7 @@ func (f *fleet) dropping(ctx context.Context, plan reconciler.Plan) map[string][
 	if len(candidates) == 0 {
 		return nil
 	}
-	after := knownAfter(f.knownPipelines(), plan)
+	after := knownAfter(known, plan)
 	view, ids := viewOf(after)
 	ctx, cancel := context.WithTimeout(ctx, f.ttl)
 	defer cancel()
