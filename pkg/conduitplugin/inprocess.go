@@ -41,16 +41,20 @@ type pipe[Up, Down any] struct {
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed when the host is done with the stream
+
+	receivingOnce sync.Once
+	receiving     chan struct{} // closed when the plugin first receives
 }
 
 func newPipe[Up, Down any]() *pipe[Up, Down] {
 	return &pipe[Up, Down]{
 		// One message of read-ahead each way: the plugin prepares the next
 		// batch while the engine works on the last one.
-		up:     make(chan Up, 1),
-		down:   make(chan Down, 1),
-		ended:  make(chan struct{}),
-		closed: make(chan struct{}),
+		up:        make(chan Up, 1),
+		down:      make(chan Down, 1),
+		ended:     make(chan struct{}),
+		closed:    make(chan struct{}),
+		receiving: make(chan struct{}),
 	}
 }
 
@@ -73,6 +77,23 @@ func (p *pipe[Up, Down]) closeWhenDone(ctx context.Context) {
 		p.close()
 	case <-p.ended:
 	}
+}
+
+// closeOnceReceiving is closeWhenDone that, when ctx ends, waits until
+// the plugin receives from the stream (or its Run ended) before it closes
+// the stream and calls cancel.
+func (p *pipe[Up, Down]) closeOnceReceiving(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
+	select {
+	case <-ctx.Done():
+	case <-p.ended:
+		return
+	}
+	select {
+	case <-p.receiving:
+	case <-p.ended:
+	}
+	p.close()
 }
 
 // hostSend sends a message to the plugin.
@@ -143,6 +164,7 @@ func (p *pipe[Up, Down]) pluginSend(m Up) error {
 // pluginRecv receives a message from the host; io.EOF once the host closed
 // the stream, which is how the SDK's plugins learn that the run is over.
 func (p *pipe[Up, Down]) pluginRecv() (Down, error) {
+	p.receivingOnce.Do(func() { close(p.receiving) })
 	select {
 	case m := <-p.down:
 		return m, nil
@@ -193,11 +215,18 @@ func (s *inProcessSource) Run(ctx context.Context, stream pconnector.SourceRunSt
 	if !ok {
 		return errors.New("in-process source: stream not made by NewStream")
 	}
+	// The SDK's source starts a reading and an acknowledging goroutine in
+	// a tomb, and panics when the first ended before the second started
+	// (a run stopped the moment it began): the end of ctx reaches the
+	// plugin once it receives - its acknowledging goroutine runs - or its
+	// Run ended.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer sp.close()
-		sp.end(s.SourcePlugin.Run(ctx, stream))
+		defer cancel()
+		sp.end(s.SourcePlugin.Run(runCtx, stream))
 	}()
-	go sp.closeWhenDone(ctx)
+	go sp.closeOnceReceiving(ctx, cancel)
 	return nil
 }
 
