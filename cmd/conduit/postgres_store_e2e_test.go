@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/conduitry/conduit/pkg/pgtest"
 )
@@ -36,5 +40,33 @@ func TestConduitOnPostgresResumesAfterSIGKILL(t *testing.T) {
 	stopProcess(t, p)
 	// Positions are saved after the destination acknowledged: nothing is
 	// skipped; what was in flight when the process died may come again.
+	checkSequence(t, ids(t, out), 16*1024)
+}
+
+// A standalone conduit whose database another process took over (after
+// its lock's session ended, as in a restart of the server) stops at its
+// next commit, saying why, and writes nothing more.
+func TestConduitOnPostgresStopsWhenAnotherProcessTookTheDatabase(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.Database(t)
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 2000))
+	w.write("conduit.yml", "log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: "+dbURL+"\n")
+	out := filepath.Join(w.dir, "out.jsonl")
+	p := w.start("run")
+	waitForRecords(t, p, out, 500)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	// What a second conduit's start does once it has the lock.
+	if _, err := conn.Exec(ctx, `UPDATE conduit_owner SET token = nextval('conduit_owner_tokens'), mode = 'alone'`); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code == 0 || !strings.Contains(p.stderr.String(), "another conduit process opened this database") {
+		t.Fatalf("the overtaken conduit: exit %d\n%s", code, p.stderr.String())
+	}
 	checkSequence(t, ids(t, out), 16*1024)
 }

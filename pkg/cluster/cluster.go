@@ -78,20 +78,55 @@ func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration,
 // id of a live instance (ErrDuplicateInstance), and a lease TTL other
 // than the live instances' (ErrTTLMismatch).
 func (m *Membership) Check(ctx context.Context) error {
-	return m.check(ctx, m.pool)
+	return m.settle(ctx, func(settled bool) error { return m.check(ctx, m.pool, settled) })
 }
+
+// settle runs check, and once more after waiting for it when it cannot
+// tell yet whether the instance with this id is this one's predecessor
+// (errMaybeAlive).
+func (m *Membership) settle(ctx context.Context, check func(settled bool) error) error {
+	err := check(false)
+	var maybe errMaybeAlive
+	if !errors.As(err, &maybe) {
+		return err
+	}
+	t := time.NewTimer(maybe.wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return check(true)
+}
+
+// errMaybeAlive is check's answer for a live-looking instance with this
+// id, on this machine, with this process's pid, that heartbeat a moment
+// ago: this process restarted in place (a container's first process has
+// the same pid each time), or another container with the same host name
+// runs with the same id. Its heartbeat tells, after wait.
+type errMaybeAlive struct{ wait time.Duration }
+
+func (e errMaybeAlive) Error() string {
+	return fmt.Sprintf("an instance with this id and process id heartbeat a moment ago; waiting %s to tell whether it still runs", e.wait)
+}
+
+// heartbeatQuiet is how long an instance that runs goes without a
+// heartbeat at most, but for an outage: it heartbeats every fifth of the
+// TTL (pkg/conduit).
+func (m *Membership) heartbeatQuiet() time.Duration { return 2 * m.ttl / 5 }
 
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func (m *Membership) check(ctx context.Context, q querier) error {
+func (m *Membership) check(ctx context.Context, q querier, settled bool) error {
 	if m.id == "" {
 		return errors.New("cluster.instance-id: empty")
 	}
 	// Live by their own TTL, which older instances did not record.
-	rows, err := q.Query(ctx, `SELECT id, coalesce(lease_ttl, $1::interval), coalesce(host, ''), coalesce(pid, 0) FROM conduit_instances
+	rows, err := q.Query(ctx, `SELECT id, coalesce(lease_ttl, $1::interval), coalesce(host, ''), coalesce(pid, 0), now() - heartbeat_at FROM conduit_instances
 		WHERE heartbeat_at >= now() - coalesce(lease_ttl, $1::interval) ORDER BY id`, m.ttl)
 	if err != nil {
 		return err
@@ -101,11 +136,12 @@ func (m *Membership) check(ctx context.Context, q querier) error {
 		ttl  time.Duration
 		host string
 		pid  int
+		age  time.Duration
 	}
 	var live []instance
 	for rows.Next() {
 		var i instance
-		if err := rows.Scan(&i.id, &i.ttl, &i.host, &i.pid); err != nil {
+		if err := rows.Scan(&i.id, &i.ttl, &i.host, &i.pid, &i.age); err != nil {
 			rows.Close()
 			return err
 		}
@@ -118,6 +154,13 @@ func (m *Membership) check(ctx context.Context, q querier) error {
 	var differ []string
 	for _, i := range live {
 		switch {
+		case i.id == m.id && m.predecessor(i.host, i.pid) && i.pid == m.pid && i.age < m.heartbeatQuiet():
+			// This pid is this process's: its heartbeat tells whether
+			// another process with it runs elsewhere (another container).
+			if !settled {
+				return errMaybeAlive{wait: m.heartbeatQuiet() - i.age}
+			}
+			return fmt.Errorf("%w: %q (process %d on %s, another container?) heartbeat %s ago", ErrDuplicateInstance, m.id, i.pid, i.host, i.age.Round(time.Millisecond))
 		case i.id == m.id && !m.predecessor(i.host, i.pid):
 			return fmt.Errorf("%w: %q (process %d on %s) heartbeat less than %s ago", ErrDuplicateInstance, m.id, i.pid, cmp.Or(i.host, "a host it did not name"), i.ttl)
 		case i.id != m.id && i.ttl != m.ttl:
@@ -162,18 +205,20 @@ func (m *Membership) Join(ctx context.Context, view string, pipelines []string) 
 		pipelines = []string{}
 	}
 	var joined time.Time
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(joinLock)); err != nil {
-			return err
-		}
-		if err := m.check(ctx, tx); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at, view, pipelines, lease_ttl, host, pid)
+	err := m.settle(ctx, func(settled bool) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(joinLock)); err != nil {
+				return err
+			}
+			if err := m.check(ctx, tx, settled); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `INSERT INTO conduit_instances (id, heartbeat_at, started_at, view, pipelines, lease_ttl, host, pid)
 			VALUES ($1, now(), clock_timestamp(), $3, $4, $2, $5, $6)
 			ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), started_at = clock_timestamp(),
 				view = $3, pipelines = $4, lease_ttl = $2, host = $5, pid = $6
 			RETURNING started_at`, id, ttl, view, pipelines, m.host, m.pid).Scan(&joined)
+		})
 	})
 	if errors.Is(err, ErrDuplicateInstance) || errors.Is(err, ErrTTLMismatch) {
 		return err
@@ -280,9 +325,13 @@ type KnownPipelines struct {
 
 // Leave removes the instance and gives up its leases at once, so that the
 // others take its pipelines without waiting for the leases to expire.
+// An instance that another process with its id took over (it was
+// presumed dead) leaves nothing: the leases under its id are that
+// process's now.
 func (m *Membership) Leave(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE owner = $1`, m.id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE owner = $1
+			AND EXISTS (SELECT 1 FROM conduit_instances WHERE id = $1 AND started_at = $2)`, m.id, m.joined); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM conduit_instances WHERE id = $1 AND started_at = $2`, m.id, m.joined); err != nil {
@@ -339,8 +388,10 @@ func (m *Membership) LiveFor(ctx context.Context) (LiveInstances, error) {
 // Lease is a pipeline's lease as this instance holds it.
 type Lease struct {
 	PipelineID string
-	// Token grows each time the lease changes hands: a write is valid only
-	// with the token of the lease that is current.
+	// Token is new each time the lease changes hands (one sequence for
+	// every lease, so never the token of an earlier lease of a pipeline
+	// of the same id): a write is valid only with the token of the lease
+	// that is current.
 	Token   int64
 	Expires time.Time
 	// Previous is the instance that held the lease before Acquire took
@@ -365,9 +416,10 @@ func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, o
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		return tx.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES ($1, $2, 1, now() + $3::interval)
+		return tx.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at)
+			VALUES ($1, $2, nextval('conduit_lease_tokens'), now() + $3::interval)
 		ON CONFLICT (pipeline_id) DO UPDATE SET
-			token = conduit_leases.token + 1,
+			token = EXCLUDED.token,
 			owner = $2, expires_at = now() + $3::interval
 		WHERE conduit_leases.owner = $2 OR conduit_leases.expires_at < now()
 		RETURNING token, expires_at`, pipelineID, m.id, m.ttl).Scan(&l.Token, &l.Expires)

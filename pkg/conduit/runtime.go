@@ -93,6 +93,10 @@ type Runtime struct {
 	// degraded receives the id of every pipeline that becomes degraded
 	// while pipelines.exit-on-degraded is on.
 	degraded chan string
+	// disowned receives the store's refusal of this process's writes once
+	// another conduit process took the database over (store.ErrDisowned):
+	// this one stops.
+	disowned chan error
 	observer lifecycle.Observer
 	// fds counts the descriptors left before a run opens its connectors.
 	fds *fdlimit.Gauge
@@ -154,6 +158,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		reload:     make(chan struct{}, 1),
 		figures:    newRecoveryFigures(),
 		degraded:   make(chan string, 1),
+		disowned:   make(chan error, 1),
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
 	r.policies = lifecycle.NewPolicies().WithManaged(r.managed)
@@ -236,6 +241,13 @@ func (r *Runtime) openState(ctx context.Context) error {
 	}
 	r.db = db
 	writeFailed := func(writes int, err error) {
+		if errors.Is(err, store.ErrDisowned) {
+			select {
+			case r.disowned <- err:
+			default:
+			}
+			return
+		}
 		if errors.Is(err, store.ErrFenced) {
 			// Expected once in a while: a pipeline that just moved to
 			// another instance had writes in flight here.
@@ -1027,6 +1039,9 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	case <-ctx.Done():
 		r.log.Info("stopping pipelines gracefully (send the signal again to force)",
 			zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
+	case err := <-r.disowned:
+		result = err
+		r.log.Error("stopping: nothing this process writes lands any more", zap.Error(err))
 	case id := <-r.degraded:
 		result = fmt.Errorf("%w: pipeline %s", ErrPipelineDegraded, id)
 		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.String("pipeline_id", id))

@@ -34,9 +34,22 @@ type Postgres struct {
 	pool *pgxpool.Pool
 	log  *zap.Logger
 	// lock holds the session advisory lock of an exclusive or shared
-	// store (sharedLock).
+	// store (sharedLock), behind lockMu: watchLock takes it again on a
+	// new session when the server ended the one that held it.
+	lockMu     sync.Mutex
 	lock       *pgxpool.Conn
 	sharedLock bool
+	// owner is the token this process holds in conduit_owner (0: none,
+	// the store takes no lock): every commit checks it, so that when
+	// another process opened the database while this one's lock was lost,
+	// this one's writes are refused (ErrDisowned) instead of mixing with
+	// the other's.
+	owner int64
+	// commitTimeout bounds one attempt of a commit.
+	commitTimeout time.Duration
+	// stopWatch ends watchLock; watchDone is closed when it returned.
+	stopWatch chan struct{}
+	watchDone chan struct{}
 	// notifyEvents: commits notify EventsChannel of the pipelines whose
 	// audit events they write.
 	notifyEvents bool
@@ -82,7 +95,29 @@ type PostgresOptions struct {
 	// writes are puts and deletes of keys, which land the same however
 	// often they are applied, and the Batcher sends one commit at a time.
 	RetryFor time.Duration
+	// CommitTimeout bounds one attempt of a commit, so that a connection
+	// the network silently dropped (no reset, no answer) fails the
+	// attempt - which is then tried again on a new connection, within
+	// RetryFor - instead of holding the one writer for as long as the
+	// kernel takes to give the socket up; 0 is defaultCommitTimeout.
+	CommitTimeout time.Duration
+	// LockCheckEvery is how often an exclusive or shared store checks
+	// that the session holding its lock on the database is still there,
+	// and takes the lock again on a new session when it is not (the
+	// server restarted); 0 is defaultLockCheckEvery.
+	LockCheckEvery time.Duration
 }
+
+// defaultCommitTimeout is PostgresOptions.CommitTimeout's default: far
+// longer than a healthy commit takes, short beside RetryFor.
+const defaultCommitTimeout = 5 * time.Second
+
+// defaultLockCheckEvery is PostgresOptions.LockCheckEvery's default.
+const defaultLockCheckEvery = 2 * time.Second
+
+// ownerLostCode is the SQLSTATE conduit_owner_check raises when the token
+// it is given is no longer the database's owner.
+const ownerLostCode = "CD001"
 
 // defaultRetryFor is PostgresOptions.RetryFor's default: longer than a
 // restart of the server takes.
@@ -96,7 +131,7 @@ const EventsChannel = "conduit_events"
 
 // postgresSchema is the version this build writes; migrations[i] takes a
 // database from version i to i+1.
-const postgresSchema = 5
+const postgresSchema = 6
 
 var postgresMigrations = []string{
 	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
@@ -137,6 +172,29 @@ var postgresMigrations = []string{
 	ALTER TABLE conduit_instances ADD COLUMN lease_ttl interval;
 	ALTER TABLE conduit_instances ADD COLUMN host text;
 	ALTER TABLE conduit_instances ADD COLUMN pid integer`,
+	// Lease tokens from one sequence, so that a pipeline deleted and
+	// created again never gets a token a paused holder of its first lease
+	// still writes with. The database's owner: which conduit process (a
+	// standalone one) or which cluster holds it, with a token every commit
+	// checks, so that a process that lost its lock (the server restarted)
+	// and was overtaken by another cannot write on.
+	`CREATE SEQUENCE conduit_lease_tokens;
+	SELECT setval('conduit_lease_tokens', coalesce((SELECT max(token) FROM conduit_leases), 0) + 1, false);
+	CREATE SEQUENCE conduit_owner_tokens;
+	CREATE TABLE conduit_owner (
+		id int PRIMARY KEY CHECK (id = 1),
+		mode text NOT NULL,
+		token bigint NOT NULL
+	);
+	CREATE FUNCTION conduit_owner_check(t bigint) RETURNS void LANGUAGE plpgsql AS $$
+	BEGIN
+		-- FOR SHARE: a process that takes the database over (an UPDATE of
+		-- the row) waits for the commits under way.
+		PERFORM 1 FROM conduit_owner WHERE id = 1 AND token = t FOR SHARE;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'another conduit process opened this database' USING ERRCODE = 'CD001';
+		END IF;
+	END $$`,
 }
 
 // Advisory lock keys (any constants that are conduit's): one serializes
@@ -179,7 +237,8 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	s := &Postgres{pool: pool, log: log, notifyEvents: opts.NotifyEvents, retryFor: cmp.Or(opts.RetryFor, defaultRetryFor)}
+	s := &Postgres{pool: pool, log: log, notifyEvents: opts.NotifyEvents, retryFor: cmp.Or(opts.RetryFor, defaultRetryFor),
+		commitTimeout: cmp.Or(opts.CommitTimeout, defaultCommitTimeout)}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -192,26 +251,119 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 		return nil, err
 	}
 	if opts.Exclusive || opts.Shared {
-		conn, err := pool.Acquire(ctx)
+		s.sharedLock = opts.Shared
+		got, err := s.takeLock(ctx)
 		if err != nil {
 			return nil, err
 		}
-		lock, holder := `SELECT pg_try_advisory_lock($1)`, "a conduit alone or the instances of a cluster"
-		if opts.Shared {
-			lock, holder = `SELECT pg_try_advisory_lock_shared($1)`, "a conduit alone, with cluster.enabled off"
-		}
-		var got bool
-		if err := conn.QueryRow(ctx, lock, int64(pgProcessLock)).Scan(&got); err != nil {
-			conn.Release()
-			return nil, err
-		}
 		if !got {
-			conn.Release()
+			holder := "a conduit alone or the instances of a cluster"
+			if opts.Shared {
+				holder = "a conduit alone, with cluster.enabled off"
+			}
 			return nil, fmt.Errorf("%w: PostgreSQL database %s (%s run on it)", ErrInUse, describeTarget(cfg), holder)
 		}
-		s.lock, s.sharedLock = conn, opts.Shared
+		if err := s.claim(ctx); err != nil {
+			return nil, err
+		}
+		s.stopWatch, s.watchDone = make(chan struct{}), make(chan struct{})
+		go s.watchLock(cmp.Or(opts.LockCheckEvery, defaultLockCheckEvery), describeTarget(cfg))
 	}
 	return s, nil
+}
+
+// takeLock takes the process lock on a session of its own, kept in s.lock.
+func (s *Postgres) takeLock(ctx context.Context) (bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	lock := `SELECT pg_try_advisory_lock($1)`
+	if s.sharedLock {
+		lock = `SELECT pg_try_advisory_lock_shared($1)`
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, lock, int64(pgProcessLock)).Scan(&got); err != nil || !got {
+		conn.Release()
+		return false, err
+	}
+	s.lockMu.Lock()
+	s.lock = conn
+	s.lockMu.Unlock()
+	return true, nil
+}
+
+// claim makes this process the database's owner: a standalone one with a
+// token of its own, which ends whatever another process held; an
+// instance of a cluster with the cluster's token, new only when the
+// database was not a cluster's.
+func (s *Postgres) claim(ctx context.Context) error {
+	mode, keep := "alone", "false"
+	if s.sharedLock {
+		mode, keep = "cluster", "conduit_owner.mode = 'cluster'"
+	}
+	err := s.pool.QueryRow(ctx, `INSERT INTO conduit_owner (id, mode, token) VALUES (1, $1, nextval('conduit_owner_tokens'))
+		ON CONFLICT (id) DO UPDATE SET mode = $1,
+			token = CASE WHEN `+keep+` THEN conduit_owner.token ELSE EXCLUDED.token END
+		RETURNING token`, mode).Scan(&s.owner)
+	if err != nil {
+		return fmt.Errorf("taking the database (conduit_owner): %w", s.pgErr(ctx, err))
+	}
+	return nil
+}
+
+// watchLock checks every so often that the session holding the process
+// lock is still there. When the server ended it (a restart), the lock is
+// taken again on a new session, so that another conduit started meanwhile
+// is refused as before. If another one took the lock first, it also
+// took the database over (claim), and this process's commits fail with
+// ErrDisowned; that is logged here as it happens.
+func (s *Postgres) watchLock(every time.Duration, target string) {
+	defer close(s.watchDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lost := false
+	for {
+		select {
+		case <-s.stopWatch:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		s.lockMu.Lock()
+		conn := s.lock
+		s.lockMu.Unlock()
+		if conn != nil && !conn.Conn().IsClosed() {
+			if _, err := conn.Exec(ctx, `SELECT 1`); err == nil {
+				cancel()
+				continue
+			}
+		}
+		if conn != nil {
+			s.lockMu.Lock()
+			s.lock = nil
+			s.lockMu.Unlock()
+			conn.Release()
+			if !lost {
+				s.log.Warn("the session holding this process's lock on the database ended (PostgreSQL restarted?); taking the lock again",
+					zap.String("database", target))
+			}
+			lost = true
+		}
+		got, err := s.takeLock(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			// The server is not back yet: next time.
+		case got:
+			s.log.Info("this process holds its lock on the database again", zap.String("database", target))
+			lost = false
+		default:
+			s.log.Error("another conduit process holds the database now; this one's writes are refused",
+				zap.String("database", target))
+			return
+		}
+	}
 }
 
 func describeTarget(cfg *pgxpool.Config) string {
@@ -278,10 +430,20 @@ func (s *Postgres) pgErr(ctx context.Context, err error) error {
 		return ctx.Err()
 	case s.closed.Load():
 		return ErrClosed
+	case ownerLost(err):
+		return cerrors.WithCode(ErrDisowned, cerrors.CodeConflict)
 	case unavailable(err):
-		return cerrors.WithCode(fmt.Errorf("%w: %w", ErrUnavailable, err), cerrors.CodeUnavailable)
+		return cerrors.WithCode(fmt.Errorf("%w: %v", ErrUnavailable, err), cerrors.CodeUnavailable)
 	}
-	return err
+	// The driver's error types stay in this package; their text says
+	// what PostgreSQL refused.
+	return fmt.Errorf("PostgreSQL: %v", err)
+}
+
+// ownerLost reports whether err is conduit_owner_check's refusal.
+func ownerLost(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == ownerLostCode
 }
 
 // Pool returns the connection pool, for what shares the database beside
@@ -342,7 +504,15 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	defer s.inflight.Done()
 	var stale map[Fence]bool
 	err := s.retryUnavailable(ctx, func() error {
-		return s.commit(ctx, ops, &stale)
+		attempt, cancel := context.WithTimeout(ctx, s.commitTimeout)
+		defer cancel()
+		err := s.commit(attempt, ops, &stale)
+		if err != nil && attempt.Err() != nil && ctx.Err() == nil {
+			// No answer in time: the connection may be gone without a
+			// word (a network cut); the next attempt takes another one.
+			return fmt.Errorf("%w (no answer within %s): %v", errNoAnswer, s.commitTimeout, err)
+		}
+		return err
 	})
 	if err == nil && len(stale) > 0 {
 		fe := &FencedError{}
@@ -368,6 +538,9 @@ func (s *Postgres) commit(ctx context.Context, ops []Op, staleOut *map[Fence]boo
 				return err
 			}
 			b := &pgx.Batch{}
+			if s.owner != 0 {
+				b.Queue(`SELECT conduit_owner_check($1)`, s.owner)
+			}
 			for _, op := range ops {
 				if op.Fence != nil && stale[*op.Fence] {
 					continue
@@ -430,18 +603,30 @@ func unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	// Any failure to connect - refused, or a server that is starting up
+	// or has all its connections taken (53300), as when every instance
+	// reconnects at once after a restart - is one the next attempt may
+	// not have.
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || errors.Is(err, errNoAnswer) {
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// Class 08 is connection exceptions; 57P01-03 are the server
-		// shutting down, crashing or starting up.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+		// shutting down, crashing or starting up; 53300 too many
+		// connections.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
 	}
-	var ce *pgconn.ConnectError
 	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		pgconn.SafeToRetry(err)
 }
+
+// errNoAnswer is a commit attempt that got no answer within
+// PostgresOptions.CommitTimeout.
+var errNoAnswer = errors.New("PostgreSQL did not answer the commit")
 
 // queueEventNotifications notifies EventsChannel once per pipeline whose
 // audit events ops write (and were not fenced off).
@@ -541,6 +726,10 @@ func (s *Postgres) retryConflicts(ctx context.Context, fn func() error) error {
 	}
 }
 
+// maxUpdateConflicts bounds how often Update runs fn when PostgreSQL
+// keeps finding it conflicted with other transactions.
+const maxUpdateConflicts = 50
+
 // maxConflictRetries bounds how often a commit is tried when PostgreSQL
 // keeps aborting it for conflicts.
 const maxConflictRetries = 5
@@ -598,7 +787,7 @@ func (s *Postgres) Update(ctx context.Context, fn func(tx Txn) error) error {
 		return ErrClosed
 	}
 	defer s.inflight.Done()
-	for {
+	for attempt := 1; ; attempt++ {
 		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
 			if err := fn(pgTxn{ctx: ctx, tx: tx}); err != nil {
 				return errFnFailed{err}
@@ -608,11 +797,16 @@ func (s *Postgres) Update(ctx context.Context, fn func(tx Txn) error) error {
 		// A conflict shows in a statement fn ran (and fn returns it) or in
 		// the commit: either way fn runs again on fresh data.
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && ctx.Err() == nil {
+		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && ctx.Err() == nil && attempt < maxUpdateConflicts {
 			continue
 		}
 		var fnErr errFnFailed
 		if errors.As(err, &fnErr) {
+			if errors.As(fnErr.err, &pe) {
+				// A statement of fn failed: the driver's error is
+				// translated as any other.
+				return s.pgErr(ctx, fnErr.err)
+			}
 			return fnErr.err
 		}
 		return s.pgErr(ctx, err)
@@ -746,6 +940,13 @@ func (s *Postgres) Close() error {
 }
 
 func (s *Postgres) release() {
+	if s.stopWatch != nil {
+		close(s.stopWatch)
+		<-s.watchDone
+		s.stopWatch = nil
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
 	if s.lock != nil {
 		unlock := `SELECT pg_advisory_unlock($1)`
 		if s.sharedLock {

@@ -69,7 +69,9 @@ func TestPostgresMigratesTheSchemaBefore(t *testing.T) {
 	dbURL := pgtest.Database(t)
 	a := openTestPostgres(t, dbURL, PostgresOptions{})
 	for _, q := range []string{
+		`DROP FUNCTION conduit_owner_check(bigint); DROP TABLE conduit_owner; DROP SEQUENCE conduit_owner_tokens, conduit_lease_tokens`,
 		`ALTER TABLE conduit_instances DROP COLUMN view, DROP COLUMN pipelines, DROP COLUMN lease_ttl, DROP COLUMN host, DROP COLUMN pid`,
+		`INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at) VALUES ('p', 'old', 41, now())`,
 		`UPDATE conduit_schema SET version = 3`,
 		`INSERT INTO conduit_instances (id, heartbeat_at, started_at) VALUES ('old', now(), now())`,
 	} {
@@ -95,6 +97,11 @@ func TestPostgresMigratesTheSchemaBefore(t *testing.T) {
 	}
 	if v, err := b.Get(ctx, []byte("k")); err != nil || string(v) != "v" {
 		t.Fatalf("after the migration: %q %v", v, err)
+	}
+	// Lease tokens go on from the highest one given before.
+	var next int64
+	if err := b.pool.QueryRow(ctx, `SELECT nextval('conduit_lease_tokens')`).Scan(&next); err != nil || next != 42 {
+		t.Fatalf("the next lease token after the migration: %d %v, want 42", next, err)
 	}
 }
 

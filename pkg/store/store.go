@@ -45,6 +45,14 @@ var ErrNoSpace = errors.New("no space left for the database")
 // reads return it at once. The error carries code 503 (transient).
 var ErrUnavailable = errors.New("the database cannot be reached")
 
+// ErrDisowned is returned by every commit of a store whose database
+// another conduit process opened since (PostgreSQL: the session that held
+// this process's lock on the database ended - the server restarted - and
+// another process took the database before this one could take its lock
+// back). Nothing this process still writes lands; it must stop. The error
+// carries code 409 (fatal).
+var ErrDisowned = errors.New("another conduit process opened this database since; this one's writes are refused")
+
 // ErrCorrupt is returned by Open for a database whose files are damaged or
 // inconsistent (a missing MANIFEST beside data files, a table whose footer
 // or checksums do not match). The store never deletes or repairs anything

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/pgtest"
+)
+
+// endLockSessions ends the sessions that hold conduit's process lock on
+// the database, as a restart of the server does.
+func endLockSessions(t *testing.T, s *Postgres) {
+	t.Helper()
+	var ended int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND objid = $1`, int64(pgProcessLock&0xffffffff)).Scan(&ended); err != nil || ended == 0 {
+		t.Fatalf("ending the lock's session: %d sessions, %v", ended, err)
+	}
+}
+
+// A conduit whose lock on the database was lost (the server ended its
+// session) and that another conduit overtook cannot write on: its
+// commits are refused with ErrDisowned, code 409, and the other's land.
+func TestPostgresOvertakenProcessCannotWrite(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.Database(t)
+	first := openTestPostgres(t, dbURL, PostgresOptions{Exclusive: true, LockCheckEvery: time.Hour})
+	if err := first.Set(ctx, []byte("k"), []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	endLockSessions(t, first)
+	second := openTestPostgres(t, dbURL, PostgresOptions{Exclusive: true})
+	err := first.Set(ctx, []byte("k"), []byte("late"))
+	if !errors.Is(err, ErrDisowned) || cerrors.Classify(err).Code != cerrors.CodeConflict {
+		t.Fatalf("a commit of the overtaken process: %v, want ErrDisowned with code 409", err)
+	}
+	if err := second.Set(ctx, []byte("k"), []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := second.Get(ctx, []byte("k")); err != nil || string(v) != "second" {
+		t.Fatalf("the value: %q %v", v, err)
+	}
+	// A cluster started on the database the same way ends the standalone
+	// one's writes too; its instances share one token.
+	endLockSessions(t, second)
+	a := openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
+	b := openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
+	if err := second.Set(ctx, []byte("k"), []byte("late")); !errors.Is(err, ErrDisowned) {
+		t.Fatalf("a commit of the standalone process a cluster overtook: %v", err)
+	}
+	for _, s := range []*Postgres{a, b} {
+		if err := s.Set(ctx, []byte("k"), []byte("cluster")); err != nil {
+			t.Fatalf("a commit of a cluster's instance: %v", err)
+		}
+	}
+}
+
+// A process whose lock's session ended takes the lock back, so that a
+// conduit started afterwards is refused as before, and writes on.
+func TestPostgresTakesItsLockBack(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.Database(t)
+	core, logs := observer.New(zapcore.InfoLevel)
+	s, err := OpenPostgres(ctx, dbURL, zap.New(core), PostgresOptions{Exclusive: true, LockCheckEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	endLockSessions(t, s)
+	for deadline := time.Now().Add(10 * time.Second); logs.FilterMessage("this process holds its lock on the database again").Len() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock was not taken back; logs: %v", logs.All())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := OpenPostgres(ctx, dbURL, zap.NewNop(), PostgresOptions{Exclusive: true}); !errors.Is(err, ErrInUse) {
+		t.Fatalf("a second conduit after the lock was taken back: %v, want ErrInUse", err)
+	}
+	if err := s.Set(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatalf("a commit after the lock was taken back: %v", err)
+	}
+}
+
+// freezer forwards TCP connections to target until freeze, after which
+// it keeps every connection open and passes nothing on, as a network that
+// drops packets without a reset does.
+type freezer struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	frozen bool
+	conns  []net.Conn
+}
+
+func startFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c)
+			frozen := f.frozen
+			f.mu.Unlock()
+			if !frozen {
+				go f.forward(c)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, c := range f.conns {
+			_ = c.Close()
+		}
+	})
+	return f
+}
+
+func (f *freezer) forward(c net.Conn) {
+	up, err := net.Dial("tcp", f.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	f.mu.Lock()
+	f.conns = append(f.conns, up)
+	f.mu.Unlock()
+	pass := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			f.mu.Lock()
+			frozen := f.frozen
+			f.mu.Unlock()
+			if err != nil || frozen {
+				// Frozen: what arrives is dropped, nothing is closed.
+				if err != nil {
+					return
+				}
+				continue
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+	go pass(up, c)
+	go pass(c, up)
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	f.frozen = true
+	f.mu.Unlock()
+}
+
+// A commit over a connection the network silently dropped gives up
+// within RetryFor, with ErrUnavailable, instead of waiting for the
+// kernel to give up the socket.
+func TestPostgresCommitGivesUpOnASilentNetwork(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.Database(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFreezer(t, u.Host)
+	u.Host = f.ln.Addr().String()
+	s := openTestPostgres(t, u.String(), PostgresOptions{CommitTimeout: 100 * time.Millisecond, RetryFor: 500 * time.Millisecond})
+	if err := s.Set(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	f.freeze()
+	done := make(chan error, 1)
+	go func() { done <- s.Set(ctx, []byte("k"), []byte("w")) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a commit on a silent network: %v, want ErrUnavailable", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a commit on a silent network still waits after 30 s")
+	}
+}
