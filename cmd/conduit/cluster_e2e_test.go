@@ -467,6 +467,13 @@ func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
 		return before.status == "PIPELINE_STATUS_RECOVERING" && before.next != "" && before.instance != ""
 	}, func() string { return fmt.Sprintf("flaky is not recovering on an instance: %+v", before) })
 	survivor := map[string]string{"i1": "i2", "i2": "i1"}[before.instance]
+	// A dry run through the instance that does not run it counts its
+	// faults, which the other instance wrote.
+	w.write("degrade-503.yml", "- name: give-up-on-503\n  match: {codes: [\"503\"]}\n  action: degrade\n")
+	res := conduitCLI(t, w.dir, cliEnv("CONDUIT_API_HTTP_ADDRESS="+addresses[survivor]), "recovery-rules", "dry-run", "degrade-503.yml")
+	if row := dryRunTable(res.stdout)["give-up-on-503"]; res.code != 0 || len(row) < 4 || row[2] == "0" || row[3] != "flaky" {
+		t.Fatalf("a dry run through %s, which does not run flaky: exit %d\n%s%s", survivor, res.code, res.stdout, res.stderr)
+	}
 	if err := procs[before.instance].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -543,6 +550,31 @@ func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
 		t.Fatalf("%s after a stop through i2: %+v", only, at)
 	}
 	w.mustPipelines(a2, "start", only)
+
+	// i1 dies: the pipeline only its files had runs nowhere, and the
+	// others still list it, saying so; a start is refused, naming why.
+	if err := i1.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	i1.wait(t)
+	w.waitPlacement(a2, "after i1 died", func(p placement) bool {
+		others := placement{}
+		for id, at := range p {
+			if id != only {
+				others[id] = at
+			}
+		}
+		at, ok := p[only]
+		return ok && at.instance == "" && others.settled(n-1, "i2")
+	})
+	if out := w.mustPipelines(a2, "list"); !strings.Contains(out, "no live instance has its pipeline file (instance i1 ran it last)") {
+		t.Errorf("i2 does not say that no live instance has %s:\n%s", only, out)
+	}
+	if res := w.pipelines(a2, "start", only); res.code == 0 || !strings.Contains(res.stderr, "runs nowhere") {
+		t.Errorf("a start of %s with no live instance that has it: exit %d\n%s", only, res.code, res.stderr)
+	}
+	i1 = w.start("run", "--cluster.instance-id", "i1")
+	a1 = apiAddress(t, i1)
 
 	// The files agree again: the views do, and the spread is even.
 	stopProcess(t, i3)

@@ -327,7 +327,9 @@ func (f *fleet) handOff(ctx context.Context, id string, others []string) {
 }
 
 // foreignPipelines are the pipelines only other live instances know, as
-// this one shows them: their id, and whose files define them.
+// this one shows them: their id, and whose files define them; and those
+// no live instance knows any more (the only instance whose files had
+// them is gone), which run nowhere until such an instance comes back.
 func (f *fleet) foreignPipelines() []reconciler.Running {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -336,8 +338,31 @@ func (f *fleet) foreignPipelines() []reconciler.Running {
 		out = append(out, reconciler.Running{Pipeline: config.Pipeline{ID: id},
 			Origin: reconciler.Origin{File: "pipeline files of instance " + strings.Join(instances, ", ")}})
 	}
+	for id, h := range f.holders {
+		if f.orphanedLocked(id) {
+			out = append(out, reconciler.Running{Pipeline: config.Pipeline{ID: id},
+				Origin: reconciler.Origin{File: "no live instance has its pipeline file (instance " + h.Instance + " ran it last)"}})
+		}
+	}
 	slices.SortFunc(out, func(a, b reconciler.Running) int { return strings.Compare(a.Pipeline.ID, b.Pipeline.ID) })
 	return out
+}
+
+// orphaned reports whether the pipeline has a lease that no live holder
+// has, and no live instance knows it: its instance died, and no other
+// instance's files define it.
+func (f *fleet) orphaned(id string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.orphanedLocked(id)
+}
+
+func (f *fleet) orphanedLocked(id string) bool {
+	h, leased := f.holders[id]
+	if !leased || h.Live || f.foreign[id] != nil {
+		return false
+	}
+	return !slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 }
 
 func (f *fleet) knownPipelines() []reconciler.Running {
@@ -941,8 +966,16 @@ func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
 	f.held[id] = lease
 	delete(f.revoked, id)
 	f.mu.Unlock()
-	if _, err := f.r.audit.Sync(ctx, id); err != nil {
-		f.log.Warn("could not read the pipeline's events", zap.String("pipeline_id", id), zap.Error(err))
+	// Without the events the last instance wrote, this one's would take
+	// their sequence numbers and overwrite them: the lease is given back,
+	// to be taken up again in a later round.
+	sctx, cancel := context.WithTimeout(ctx, f.ttl)
+	_, err = f.r.audit.Sync(sctx, id)
+	cancel()
+	if err != nil {
+		f.log.Warn("could not read the pipeline's events; giving its lease back to take it up later", zap.String("pipeline_id", id), zap.Error(err))
+		f.giveBack(ctx, id)
+		return cluster.Lease{}, false
 	}
 	return lease, true
 }

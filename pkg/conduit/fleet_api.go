@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
@@ -93,6 +94,11 @@ func (p remotePipeline) Stop(ctx context.Context, force bool) error {
 // takes the pipeline over, once one has; this one, when it is the one.
 func (p remotePipeline) send(ctx context.Context, action string) error {
 	if !p.holder.Live {
+		if p.f.orphaned(p.k.Pipeline.ID) {
+			return refusal{&cluster.RefusedError{Instance: p.holder.Instance, Message: fmt.Sprintf(
+				"pipeline %s runs nowhere: no live instance has its pipeline file (instance %s ran it last); start an instance that has it",
+				p.k.Pipeline.ID, p.holder.Instance)}}
+		}
 		return fmt.Errorf("pipeline %s: %w", p.k.Pipeline.ID, api.ErrPipelineMoving)
 	}
 	id := p.k.Pipeline.ID
@@ -162,6 +168,25 @@ func (e clusterEvents) sync(ctx context.Context, pipelineID string) error {
 	defer cancel()
 	_, err := e.log.Sync(ctx, pipelineID)
 	return err
+}
+
+// syncEventsOfOthers reads the events that other instances wrote of
+// the pipelines this one does not run, of the given ids and every
+// pipeline the cluster knows, and returns all those ids, sorted.
+func (f *fleet) syncEventsOfOthers(ctx context.Context, ids []string) ([]string, error) {
+	all := slices.Clone(ids)
+	for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
+		all = append(all, k.Pipeline.ID)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	events := clusterEvents{log: f.r.audit, f: f}
+	for _, id := range all {
+		if err := events.sync(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
 }
 
 func (e clusterEvents) List(ctx context.Context, pipelineID string, q auditlog.Query) ([]auditlog.Event, error) {

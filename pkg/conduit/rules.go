@@ -265,7 +265,15 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 	earliest := time.Time{}
 	// One pipeline's faults at a time: the report holds counts, so a large
 	// audit log is replayed without holding it.
-	for _, id := range r.audit.PipelineIDs() {
+	ids := r.audit.PipelineIDs()
+	if r.fleet != nil {
+		// In a cluster, the faults of every instance's pipelines: those
+		// run elsewhere are read from the database first.
+		if ids, err = r.fleet.syncEventsOfOthers(ctx, ids); err != nil {
+			return api.DryRunResult{}, err
+		}
+	}
+	for _, id := range ids {
 		events, err := r.audit.List(ctx, id, auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindFault}})
 		if err != nil {
 			return api.DryRunResult{}, err

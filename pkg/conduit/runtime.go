@@ -471,7 +471,7 @@ func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin recon
 // down (lifecycle.Config.AfterShutdown).
 func (r *Runtime) afterShutdown() string {
 	if r.cfg.Cluster.Enabled {
-		return "another instance of the cluster takes it up"
+		return "an instance of the cluster takes it up: another live one at once, or the first to start"
 	}
 	return ""
 }

@@ -576,7 +576,13 @@ func TestLoadFileErrors(t *testing.T) {
 			name:    "lease ttl too short",
 			content: "cluster:\n  lease-ttl: 500ms\n",
 			line:    2, key: "cluster.lease-ttl",
-			want: []string{"must be at least 1s, got 500ms"},
+			want: []string{"must be at least 1s and at most 24h, got 500ms"},
+		},
+		{
+			name:    "lease ttl too long",
+			content: "cluster:\n  lease-ttl: 100000h\n",
+			line:    2, key: "cluster.lease-ttl",
+			want: []string{"must be at least 1s and at most 24h, got 100000h"},
 		},
 		{
 			name:    "instance id with a space",

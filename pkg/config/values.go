@@ -331,9 +331,15 @@ func instanceID(s string) error {
 
 // leaseTTL is at least a second: leases are renewed three times per TTL,
 // and a shorter one would be lost on every pause of the database.
+// maxLeaseTTL bounds cluster.lease-ttl: a lease that outlives a day is
+// a pipeline that stays down a day when its instance dies (and a quarter
+// of it must fit PostgreSQL's session timeouts, in milliseconds of an
+// int32).
+const maxLeaseTTL = 24 * time.Hour
+
 func leaseTTL(d time.Duration) error {
-	if d < time.Second {
-		return fmt.Errorf("must be at least 1s, got %s", formatDuration(d))
+	if d < time.Second || d > maxLeaseTTL {
+		return fmt.Errorf("must be at least 1s and at most %s, got %s", formatDuration(maxLeaseTTL), formatDuration(d))
 	}
 	return nil
 }
