@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -383,5 +384,105 @@ func TestConsoleSaysWhenConduitDoesNotAnswer(t *testing.T) {
 	w.mustPipelines(address, "stop", "seq")
 	b.doWithin(t, "the list follows again", 20*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="seq"] .status-stopped`)))
+	stopProcess(t, p)
+}
+
+// A hidden tab lets go of its event watch (a browser has six connections
+// to a server for all its tabs; watches left open in background tabs
+// would leave none for the one in front) and follows again when shown; a
+// page whose watch the server refuses reads every few seconds instead;
+// and a page open while conduit restarts with a new audit log (its state
+// in memory) shows the new log, not a mix of both.
+func TestConsoleFollowsWithoutHoldingConnections(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 50))
+	address := freeAddress(t)
+	args := []string{"run", "--api.http.address", address, "--api.max-watchers", "1", "--db.type", "inmemory"}
+	p := w.start(args...)
+	apiAddress(t, p)
+	env := cliEnv("CONDUIT_API_HTTP_ADDRESS=" + address)
+	b := newBrowser(t)
+	b.do(t, "the pipeline's page", chromedp.Navigate("http://"+address+"/ui/#/pipeline/seq"),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="running"]`)))
+	// The page holds the server's only watch: the CLI's is refused.
+	refused := w.follow(env, "seq")
+	eventually(t, 50*time.Millisecond, func() bool { return strings.Contains(refused.stderr.String(), "event watches are open") },
+		func() string {
+			return "the CLI's watch was not refused while the page watches: " + refused.stderr.String()
+		})
+	_ = refused.cmd.Process.Kill()
+
+	setHidden := func(hidden bool) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`Object.defineProperty(document, "hidden", {value: %t, configurable: true}),
+				document.dispatchEvent(new Event("visibilitychange")), true`, hidden))(ctx, tg)
+			return err
+		})
+	}
+	// Hidden, the page lets go of it: the CLI gets it, and follows.
+	b.do(t, "hide the tab", setHidden(true))
+	cli := w.follow(env, "seq")
+	w.mustPipelines(address, "stop", "seq")
+	cli.waitForLine(t, `#[0-9]+ +stopped +stopped -> stopped +by user`)
+
+	// Shown again while the CLI holds the only watch: the page is refused
+	// and reads every few seconds - a start made elsewhere shows well
+	// before the page's reading every 30 s could show it.
+	b.do(t, "show the tab", setHidden(false))
+	w.mustPipelines(address, "start", "seq")
+	b.doWithin(t, "the page reads while it cannot follow", 15*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-running`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="running"]:first-child`)))
+	// The CLI lets go: the page follows again.
+	_ = cli.cmd.Process.Kill()
+	w.mustPipelines(address, "stop", "seq")
+	b.doWithin(t, "the page follows again", 15*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]:first-child`)))
+
+	// conduit restarts with its state in memory: its audit log starts
+	// over, and the page shows that log alone.
+	stopProcess(t, p)
+	p = w.start(args...)
+	apiAddress(t, p)
+	// The new log, one JSON object per line.
+	listed := strings.Split(strings.TrimSpace(w.mustPipelines(address, "events", "seq", "-o", "json")), "\n")
+	var newest struct {
+		Sequence string `json:"sequence"`
+	}
+	if err := json.Unmarshal([]byte(listed[len(listed)-1]), &newest); err != nil || newest.Sequence == "" {
+		t.Fatalf("the events after the restart: %v\n%s", err, strings.Join(listed, "\n"))
+	}
+	b.doWithin(t, "the page after the restart", 20*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-running`)),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-seq="`+newest.Sequence+`"]`)))
+	eventually(t, 100*time.Millisecond, func() bool {
+		rows, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#events tbody tr").length`))
+		return err == nil && rows <= len(listed)+1 // +1: an event written since the CLI read them
+	}, func() string { return "the page shows events of the log before the restart:\n" + b.text(t, "#events") })
+	b.forgetErrors() // the browser logs the refused watches and connections
+	stopProcess(t, p)
+}
+
+// The dependencies page shows a breaker that several pipelines' failures
+// opened, with its canary and the pipelines it holds, and reads at 375 px.
+func TestConsoleShowsBreakers(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, sharedDependencyPipelines(4, "10m"))
+	p := w.start("run")
+	address := apiAddress(t, p)
+	b := newBrowser(t)
+	b.do(t, "the dependencies", chromedp.Navigate("http://"+address+"/ui/#/dependencies"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-dependency="orders-db"] .status-degraded`)))
+	row := b.text(t, `tr[data-dependency="orders-db"]`)
+	for _, want := range []string{"open since", "p0"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the breaker's row %q does not say %q", row, want)
+		}
+	}
+	b.do(t, "narrow", chromedp.EmulateViewport(375, 800),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-dependency="orders-db"] .status-degraded`)))
+	b.fits(t, "#dependencies")
+	b.noErrors(t)
 	stopProcess(t, p)
 }

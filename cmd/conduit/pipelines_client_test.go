@@ -331,3 +331,19 @@ func TestEventsAllArguments(t *testing.T) {
 		}
 	}
 }
+
+// A watch refused because the server has as many open as it allows says
+// so, rather than that the reader fell behind.
+func TestStreamProblemTellsARefusalFromFallingBehind(t *testing.T) {
+	for _, tc := range []struct{ name, message, want string }{
+		{"fell behind", "audit log watcher fell too far behind", "this reader fell too far behind"},
+		{"too many watches", "256 event watches are open, the most this server allows (api.max-watchers); close one or try again later",
+			"256 event watches are open, the most this server allows (api.max-watchers); close one or try again later"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := streamProblem(connect.NewError(connect.CodeResourceExhausted, errors.New(tc.message))); got != tc.want {
+				t.Fatalf("streamProblem = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -311,7 +312,13 @@ func permanent(err error) bool {
 func streamProblem(err error) string {
 	switch connect.CodeOf(err) {
 	case connect.CodeResourceExhausted:
-		return "this reader fell too far behind"
+		// Fell behind while following, or refused at the start because
+		// the server has as many watches open as it allows: its message
+		// tells which.
+		var ce *connect.Error
+		if errors.As(err, &ce) && strings.Contains(ce.Message(), "fell too far behind") {
+			return "this reader fell too far behind"
+		}
 	case connect.CodeUnavailable:
 		if unreachable(err) {
 			return "the server went away"

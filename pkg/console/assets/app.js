@@ -200,23 +200,54 @@ function failed(err) {
 
 // follower keeps a watch stream open for as long as its page lives: it
 // calls onEvent for every event, onDown when the stream drops (a server
-// restart, a network fault), and onBack when it watches again, a little
-// later.
+// restart, a network fault, a refusal), and onBack - awaited, before the
+// stream is opened again - when it watches again, a little later.
 // A watch of a pipeline that does not exist (any more) is not tried
 // again: onGone is called instead.
+// A hidden tab lets go of its stream, and opens it again (after onBack,
+// which catches up) once it is shown: a browser gives a server only six
+// connections at a time, shared by all its tabs, and a stream holds one
+// for as long as it lasts - six tabs left open in the background would
+// leave none for the tab in front.
 function follower(signal, body, onEvent, onDown, onBack, onGone) {
+  let pause = null;
+  const onVisibility = () => { if (document.hidden && pause) pause.abort(); };
+  document.addEventListener("visibilitychange", onVisibility);
+  signal.addEventListener("abort", () => document.removeEventListener("visibilitychange", onVisibility), { once: true });
   (async function follow(again) {
-    if (again && onBack) onBack();
+    await shown(signal);
+    if (signal.aborted) return;
+    if (again && onBack) await onBack();
+    if (signal.aborted) return;
+    pause = new AbortController();
+    const paused = pause.signal;
+    if (document.hidden) pause.abort();
     try {
-      await watch(PIPELINES, "WatchPipelineEvents", body(), signal, onEvent);
-      if (!signal.aborted) onDown(new Error("the server ended the stream"));
+      await watch(PIPELINES, "WatchPipelineEvents", body(), AbortSignal.any([signal, paused]), onEvent);
+      if (!signal.aborted && !paused.aborted) onDown(new Error("the server ended the stream"));
     } catch (err) {
       if (signal.aborted || failed(err)) return;
-      if (onGone && err instanceof ApiError && err.code === "not_found") { onGone(err); return; }
-      onDown(err);
+      if (onGone && !paused.aborted && err instanceof ApiError && err.code === "not_found") { onGone(err); return; }
+      if (!paused.aborted) onDown(err);
     }
-    if (!signal.aborted) setTimeout(() => follow(true), REFRESH_MS);
+    if (!signal.aborted) setTimeout(() => follow(true), paused.aborted ? 0 : REFRESH_MS);
   })(false);
+}
+
+// shown resolves once the tab is shown (at once when it is), or signal
+// aborts.
+function shown(signal) {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (document.hidden && !signal.aborted) return;
+      document.removeEventListener("visibilitychange", check);
+      signal.removeEventListener("abort", check);
+      resolve();
+    };
+    document.addEventListener("visibilitychange", check);
+    signal.addEventListener("abort", check);
+    check();
+  });
 }
 
 // ticker rewrites every element with a data-at time ("in 5s", "2m ago")
@@ -375,11 +406,16 @@ function pipelinePage(id) {
 
   async function act(method, body, question, done) {
     if (question && !window.confirm(question)) return;
+    // A stop waits for the drain; a browser whose connections to this
+    // server are all taken waits too: either way the person is told.
+    const slow = setTimeout(() => notice(`${id}: still waiting for conduit's answer`), 5000);
     try {
       await call(PIPELINES, method, { id, ...body });
       notice(`${id}: ${done}`);
     } catch (err) {
       if (!failed(err)) notice(`${id}: ${err.message}`);
+    } finally {
+      clearTimeout(slow);
     }
     refresh();
   }
@@ -431,7 +467,14 @@ function pipelinePage(id) {
         text: `${policy.preset || "conduit"} preset, ${policy.strategy || "exponential"}, ${dur(policy.minDelay)} to ${dur(policy.maxDelay)}, ${policy.maxRetries === -1 ? "retries without limit" : `max retries ${policy.maxRetries ?? 0}`}` +
           ((policy.rules || []).length ? `; rules tried in order: ${policy.rules.map((r) => r.name).join(", ")}` : "") }));
     }
+    // The block is built anew; a link focused in it (the breaker that
+    // holds the pipeline) keeps the focus.
+    const focusedLink = details.contains(document.activeElement) && document.activeElement.getAttribute("href");
     details.replaceChildren(...parts);
+    if (focusedLink) {
+      const again = [...details.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === focusedLink);
+      if (again) again.focus();
+    }
     // Only when it changed: a reader may be scrolling through it.
     const text = p.definition || "";
     configuration.hidden = !text;
@@ -485,32 +528,59 @@ function pipelinePage(id) {
     if (!stop.signal.aborted) timer = setTimeout(refresh, SAFETY_MS);
   }
 
-  // The events shown so far, then the live ones after the last of them;
-  // each one also reads the pipeline again.
+  // The newest events, read at the start and whenever the stream was
+  // down: events written meanwhile are added; a log that started over (a
+  // conduit with its state in memory, restarted) replaces the table.
   let after = 0;
+  async function catchUp() {
+    try {
+      const data = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, limit: 100, newestFirst: true });
+      const list = (data.events || []).slice().sort((a, b) => Number(a.sequence) - Number(b.sequence));
+      const newest = list.length ? Number(list[list.length - 1].sequence) : 0;
+      if (newest < after) {
+        events.replaceChildren();
+        after = 0;
+      }
+      list.forEach(addEvent);
+      after = Math.max(after, newest);
+    } catch (err) {
+      if (failed(err)) { stop.abort(); return; }
+      if (err instanceof ApiError && err.code === "not_found") gone();
+    }
+  }
+  // While the stream is down (conduit restarting, or refusing another
+  // watcher), the pipeline and its events are read every few seconds.
+  let live = true, pollTimer;
+  async function poll() {
+    clearTimeout(pollTimer);
+    if (live || stop.signal.aborted) return;
+    await catchUp();
+    await refresh();
+    if (!live && !stop.signal.aborted) pollTimer = setTimeout(poll, REFRESH_MS);
+  }
+
   (async () => {
     // The pipeline first: one that does not exist needs no events.
     await refresh();
     if (stop.signal.aborted) return;
-    try {
-      const data = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, limit: 100, newestFirst: true });
-      const list = data.events || [];
-      list.slice().sort((a, b) => Number(a.sequence) - Number(b.sequence)).forEach(addEvent);
-      after = list.reduce((m, e) => Math.max(m, Number(e.sequence)), 0);
-    } catch (err) {
-      if (failed(err)) { stop.abort(); return; }
-      if (err instanceof ApiError && err.code === "not_found") { gone(); return; }
-    }
+    await catchUp();
     if (stop.signal.aborted) return;
     follower(stop.signal, () => ({ pipelineId: id, afterSequence: String(after) }), (m) => {
       if (!m.event) return;
       addEvent(m.event);
       after = Math.max(after, Number(m.event.sequence));
       if (!soon) soon = setTimeout(() => { soon = null; if (!stop.signal.aborted) refresh(); }, 250);
-    }, (err) => notice(`events of ${id}: ${err.message}; following again`), null, gone);
+    }, (err) => {
+      // Said once, not at every try.
+      if (live) notice(`events of ${id}: ${err.message}; reading every few seconds until they can be followed again`);
+      if (live) { live = false; poll(); }
+    }, async () => {
+      await catchUp();
+      if (!live) { live = true; clearTimeout(pollTimer); refresh(); }
+    }, gone);
   })();
   const untick = ticker(main());
-  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); untick(); };
+  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); clearTimeout(pollTimer); untick(); };
 }
 
 function matchText(r) {
@@ -611,14 +681,19 @@ function rulesPage() {
 
 function dependenciesPage() {
   document.title = "Dependencies - conduit";
-  let timer;
+  // left: the page was left; a reading under way then sets no timer.
+  // reading: one reading at a time, so that one loop of them runs.
+  let timer, left = false, reading = false;
   const body = el("div", { class: "table-wrap" });
   main().replaceChildren(el("h1", { text: "Dependencies" }),
     el("p", { class: "muted", text: "External systems the pipelines name (dependency: on a connector, or in their errors). When several pipelines fail on one, its breaker opens: one canary retries, the others wait." }), body);
   async function refresh() {
+    if (reading) return;
     clearTimeout(timer);
+    reading = true;
     try {
       const r = await call(PIPELINES, "ListDependencies", {});
+      if (left) return;
       const deps = r.dependencies || [];
       body.replaceChildren(deps.length === 0 ? el("p", { class: "muted", text: "No dependency has failed recently." }) :
         el("table", { id: "dependencies", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Dependency" }), el("th", { text: "Breaker" }),
@@ -628,13 +703,18 @@ function dependenciesPage() {
           cell("Canary", { text: d.canary || "-" }), cell("Held", { class: "error-text", text: (d.held || []).join(", ") || "-" }),
           cell("Recent failures", { class: "error-text", text: (d.recentFailures || []).join(", ") || "-" }))))));
     } catch (err) {
-      if (failed(err)) return;
+      if (left || failed(err)) return;
       body.replaceChildren(el("p", { text: "could not list the dependencies: " + err.message }));
+    } finally {
+      reading = false;
     }
-    if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+    // A hidden tab reads nothing; shown again, it reads at once.
+    if (!left && !document.hidden) timer = setTimeout(refresh, REFRESH_MS);
   }
+  const onVisibility = () => { if (!document.hidden && !left) refresh(); };
+  document.addEventListener("visibilitychange", onVisibility);
   refresh();
-  return () => clearTimeout(timer);
+  return () => { left = true; clearTimeout(timer); document.removeEventListener("visibilitychange", onVisibility); };
 }
 
 // notFoundPage answers an address the console does not have.
