@@ -237,6 +237,23 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	b.do(t, "stop twice with a click", answerYes, chromedp.WaitEnabled(chromedp.CSS(`#stop`)), chromedp.Click(chromedp.CSS(`#stop`)),
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-stopped`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="stopped"]`)))
+	// A start asks too: answered no, nothing happens; yes, it runs.
+	var asked string
+	b.do(t, "start twice, answering no", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool]("window.confirm = (q) => (window.asked = q, false), true")(ctx, tg)
+		return err
+	}), chromedp.WaitEnabled(chromedp.CSS(`#start`)), chromedp.Click(chromedp.CSS(`#start`)))
+	if err := chromedp.Do(b.ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) (err error) {
+		asked, err = chromedp.Evaluate[string]("window.asked || ''")(ctx, tg)
+		return err
+	})); err != nil || asked != "Start twice?" {
+		t.Errorf("the start asked %q (%v)", asked, err)
+	}
+	if out := w.mustPipelines(address, "list"); !strings.Contains(tableRows(out)["twice"][1], "stopped") {
+		t.Errorf("a start answered no started twice:\n%s", out)
+	}
+	b.do(t, "start twice, answering yes", answerYes, chromedp.Click(chromedp.CSS(`#start`)),
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-running`)))
 	b.do(t, "back to flaky", chromedp.Navigate("http://"+address+"/ui/#/pipeline/flaky"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)))
 
@@ -262,6 +279,13 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 		t.Errorf("the dry run's row %q does not say the rule would have degraded flaky once", row)
 	}
 	b.screenshot(t, "console-rules")
+	b.do(t, "a dry run of an empty list", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`document.getElementById("dry-run-rules").value = "[]", true`)(ctx, tg)
+		return err
+	}), chromedp.Click(chromedp.CSS(`form.dry-run button`)), chromedp.WaitVisible(chromedp.CSS(`#dry-run-error`)))
+	if text := b.text(t, "#dry-run-error"); !strings.Contains(text, "No rules in what was pasted") {
+		t.Errorf("a dry run of [] says %q", text)
+	}
 	b.do(t, "the dependencies", chromedp.Navigate("http://"+address+"/ui/#/dependencies"),
 		chromedp.WaitVisible(chromedp.CSS(`main p.muted`)))
 

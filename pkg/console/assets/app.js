@@ -383,7 +383,11 @@ function pipelinePage(id) {
   const stop = new AbortController();
   let timer, soon;
   const badge = el("span");
-  const startButton = el("button", { type: "button", id: "start", disabled: true, onclick: () => act("StartPipeline", {}, null, "started"), text: "Start" });
+  // Every action asks first: a start of a degraded pipeline ends the
+  // hold a person or a rule put on it, and starts its fail count over.
+  let shownStatus = "";
+  const startButton = el("button", { type: "button", id: "start", disabled: true, text: "Start",
+    onclick: () => act("StartPipeline", {}, shownStatus === "degraded" ? `Start ${id}? It is degraded; its fail count starts over.` : `Start ${id}?`, "started") });
   const stopButton = el("button", { type: "button", id: "stop", disabled: true,
     onclick: () => act("StopPipeline", { force: false }, `Stop ${id}? In-flight records drain first.`, "stopped"), text: "Stop" });
   const forceButton = el("button", { type: "button", id: "force-stop", class: "danger", disabled: true,
@@ -422,6 +426,7 @@ function pipelinePage(id) {
 
   function render(p) {
     const status = statusName(p.status);
+    shownStatus = status;
     badge.replaceChildren(statusBadge(p.status));
     // A focused button that is disabled now (after its action, or a
     // change made elsewhere) hands the focus to the action that makes
@@ -646,6 +651,7 @@ function rulesPage() {
         const body = { files: [{ name: "console", content: yaml.value }] };
         if (since.value) body.since = since.value;
         const r = await call(RULES, "DryRunRecoveryRules", body);
+        if (!(r.rules || []).length) { refuse("No rules in what was pasted: a YAML list of rules, as in a rules file."); return; }
         result.replaceChildren(
           el("p", { text: `${r.faults || 0} faults in the history${r.from ? ` from ${new Date(r.from).toLocaleString()}` : ""}; ${r.unmatched || 0} matched no rule.` }),
           el("div", { class: "table-wrap" }, el("table", { id: "dry-run-table", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Rule" }), el("th", { text: "Action" }),
