@@ -11,11 +11,20 @@ import (
 )
 
 // A chunk is what one Commit of the store carries: its bounds keep it well
-// under Badger's limit for one transaction (about 15% of a memtable).
+// under Badger's limit for one transaction (about 15% of a memtable). A
+// store without such a limit says so (TxnLimiter), and a round is then
+// always one transaction.
 const (
 	maxChunkOps   = 8192
 	maxChunkBytes = 512 << 10
 )
+
+// TxnLimiter is a store whose one transaction may hold at most ops
+// operations of bytes in all; 0 is no limit. A Store that does not
+// implement it gets the chunk bounds above.
+type TxnLimiter interface {
+	TxnLimits() (ops, bytes int)
+}
 
 // ErrBatcherClosed is returned by writes submitted after Close.
 var ErrBatcherClosed = errors.New("store writer is closed")
@@ -50,6 +59,8 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 // It owns one goroutine, started by NewBatcher and ended by Close.
 type Batcher struct {
 	db Store
+	// maxOps and maxBytes bound a chunk, one transaction (0: no bound).
+	maxOps, maxBytes int
 
 	mu      sync.Mutex
 	lanes   [2]lane
@@ -212,11 +223,16 @@ type BatcherOptions struct {
 // NewBatcherWith is NewBatcher with options.
 func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	b := &Batcher{
-		db:      db,
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		onError: opts.OnError,
-		fenceOf: opts.FenceOf,
+		db:       db,
+		maxOps:   maxChunkOps,
+		maxBytes: maxChunkBytes,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		onError:  opts.OnError,
+		fenceOf:  opts.FenceOf,
+	}
+	if l, ok := db.(TxnLimiter); ok {
+		b.maxOps, b.maxBytes = l.TxnLimits()
 	}
 	go b.loop()
 	return b
@@ -284,7 +300,7 @@ func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, 
 		default:
 		}
 	}
-	c := r.chunkFor(len(ops), size)
+	c := r.chunkFor(len(ops), size, b.maxOps, b.maxBytes)
 	for _, op := range ops {
 		if i, ok := c.keys[string(op.Key)]; ok {
 			c.bytes += op.size() - c.ops[i].size()
@@ -311,10 +327,10 @@ func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, 
 // chunkFor returns the chunk a write of n ops and size bytes joins: the
 // last one while it has room, else a new one. A write larger than a chunk
 // gets a chunk of its own, and the store says whether it fits.
-func (r *round) chunkFor(n, size int) *chunk {
+func (r *round) chunkFor(n, size, maxOps, maxBytes int) *chunk {
 	if k := len(r.chunks); k > 0 {
 		c := r.chunks[k-1]
-		if len(c.ops)+n <= maxChunkOps && c.bytes+size <= maxChunkBytes {
+		if (maxOps == 0 || len(c.ops)+n <= maxOps) && (maxBytes == 0 || c.bytes+size <= maxBytes) {
 			return c
 		}
 	}

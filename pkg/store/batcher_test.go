@@ -177,6 +177,36 @@ func TestBatcherKeepsAWriteInOneCommitAcrossChunks(t *testing.T) {
 	}
 }
 
+// unlimitedStore is a store whose transactions hold any number of
+// writes (as PostgreSQL's do).
+type unlimitedStore struct{ *heldStore }
+
+func (unlimitedStore) TxnLimits() (ops, bytes int) { return 0, 0 }
+
+// On a store without a limit for one transaction, a round is always one
+// transaction, however large.
+func TestBatcherCommitsARoundInOneTransactionWhenTheStoreHasNoLimit(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(unlimitedStore{h}, nil)
+	defer b.Close()
+	hold, _ := blockFirstCommit(t, h, b)
+	value := string(make([]byte, 64<<10))
+	var last Pending
+	for i := range 20 {
+		last = submit(t, b, set(fmt.Sprint("w", i, "-a"), value), set(fmt.Sprint("w", i, "-b"), value))
+	}
+	for i := range maxChunkOps {
+		last = submit(t, b, set(fmt.Sprint("small", i), "v"))
+	}
+	h.release(hold)
+	if err := last.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if commits := h.recorded()[1:]; len(commits) != 1 || len(commits[0]) != 40+maxChunkOps {
+		t.Fatalf("%d commits for a round of 2.5 MiB and %d writes, want one with all of them", len(commits), 20+maxChunkOps)
+	}
+}
+
 func TestBatcherCallbacksRunInOrderBeforeTheWriteIsDone(t *testing.T) {
 	h := newHeldStore()
 	b := NewBatcher(h, nil)

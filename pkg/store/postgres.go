@@ -446,6 +446,10 @@ func ownerLost(err error) bool {
 	return errors.As(err, &pe) && pe.Code == ownerLostCode
 }
 
+// TxnLimits implements TxnLimiter: a PostgreSQL transaction holds any
+// round of the Batcher, which is then always one transaction.
+func (s *Postgres) TxnLimits() (ops, bytes int) { return 0, 0 }
+
 // Pool returns the connection pool, for what shares the database beside
 // the key-value table (pkg/cluster).
 func (s *Postgres) Pool() *pgxpool.Pool { return s.pool }
@@ -503,14 +507,21 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	}
 	defer s.inflight.Done()
 	var stale map[Fence]bool
+	// A large round (a storm of thousands of pipelines' states) is one
+	// transaction too: it gets more time, a second per MiB it carries.
+	size := 0
+	for _, op := range ops {
+		size += len(op.Key) + len(op.Value)
+	}
+	timeout := s.commitTimeout + time.Duration(size>>20)*time.Second
 	err := s.retryUnavailable(ctx, func() error {
-		attempt, cancel := context.WithTimeout(ctx, s.commitTimeout)
+		attempt, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		err := s.commit(attempt, ops, &stale)
 		if err != nil && attempt.Err() != nil && ctx.Err() == nil {
 			// No answer in time: the connection may be gone without a
 			// word (a network cut); the next attempt takes another one.
-			return fmt.Errorf("%w (no answer within %s): %v", errNoAnswer, s.commitTimeout, err)
+			return fmt.Errorf("%w (no answer within %s): %v", errNoAnswer, timeout, err)
 		}
 		return err
 	})
