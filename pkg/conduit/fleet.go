@@ -54,8 +54,8 @@ type fleet struct {
 	// kick asks the lease loop for a round now; commands asks the
 	// command loop to look for commands.
 	kick, commands chan struct{}
-	// epoch is the base of renewed: monotonic readings as durations.
-	epoch time.Time
+	// epoch is the base of renewed: leaseClock readings as durations.
+	epoch time.Duration
 	// renewed is when (since epoch) the last successful renewal was
 	// sent; the leases last at least ttl from then.
 	renewed atomic.Int64
@@ -136,7 +136,7 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 	f := &fleet{
 		r: r, member: member, pool: pool, ttl: member.TTL(), log: r.log.With(zap.String("instance_id", member.ID())),
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
-		epoch: time.Now(), ready: make(chan struct{}),
+		epoch: leaseClock(), ready: make(chan struct{}),
 		held: map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
 		viewSets: map[string]map[string]bool{},
 		fatal:    make(chan error, 1),
@@ -237,11 +237,14 @@ func (f *fleet) mayWrite(pipelineID string) error {
 	_, held := f.held[pipelineID]
 	revoked := f.revoked[pipelineID]
 	f.mu.RUnlock()
-	if !held || revoked || f.renewed.Load() == 0 || time.Since(f.epoch) > f.deadline(writePercent) {
+	if !held || revoked || f.renewed.Load() == 0 || f.sinceEpoch() > f.deadline(writePercent) {
 		return errLeaseExpired
 	}
 	return nil
 }
+
+// sinceEpoch is the leaseClock time since epoch.
+func (f *fleet) sinceEpoch() time.Duration { return leaseClock() - f.epoch }
 
 // deadline is the time (since epoch) at which percent of the TTL has
 // passed since the last renewal was sent.
@@ -553,7 +556,7 @@ func (f *fleet) watch(ctx context.Context, pipelineID string) {
 // could; when that fails for longer than half a TTL, it stops every
 // pipeline of this instance.
 func (f *fleet) renewRound(ctx context.Context) bool {
-	sent := time.Since(f.epoch)
+	sent := f.sinceEpoch()
 	lost, err := f.renew(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -569,13 +572,13 @@ func (f *fleet) renewRound(ctx context.Context) bool {
 			}
 			return false
 		}
-		since := time.Since(f.epoch) - time.Duration(f.renewed.Load())
+		since := f.sinceEpoch() - time.Duration(f.renewed.Load())
 		if !f.renewFailing {
 			// Once per outage: it is tried again four times a second.
 			f.log.Warn("could not renew the leases; trying again", zap.Error(err), zap.Duration("since_last_renewal", since))
 			f.renewFailing = true
 		}
-		if time.Since(f.epoch) > f.deadline(abandonPercent) && f.holdsAny() {
+		if f.sinceEpoch() > f.deadline(abandonPercent) && f.holdsAny() {
 			f.abandon(ctx, fmt.Sprintf("this instance's leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
 		}
 		return false
@@ -801,7 +804,7 @@ const expiryMargin = 50 * time.Millisecond
 // so that a pipeline taken up now has time to start before this instance
 // might have to give everything up.
 func (f *fleet) renewedRecently() bool {
-	return time.Since(f.epoch)-time.Duration(f.renewed.Load()) < f.ttl/2 && f.renewed.Load() > 0
+	return f.sinceEpoch()-time.Duration(f.renewed.Load()) < f.ttl/2 && f.renewed.Load() > 0
 }
 
 // renew heartbeats and renews the held leases; lost are those another
@@ -1036,7 +1039,7 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 	}
 	f.mu.RUnlock()
 	f.log.Error("stopping every pipeline of this instance: "+why, zap.Int("pipelines", len(ids)))
-	left := max(f.deadline(writePercent)-time.Since(f.epoch), 0)
+	left := max(f.deadline(writePercent)-f.sinceEpoch(), 0)
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {

@@ -79,7 +79,7 @@ func TestFenceAndWriteGuard(t *testing.T) {
 	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
 		t.Fatalf("before any renewal: %v", err)
 	}
-	f.renewed.Store(int64(time.Since(f.epoch)))
+	f.renewed.Store(int64(f.sinceEpoch()))
 	if err := f.mayWrite("mine"); err != nil {
 		t.Fatalf("just renewed: %v", err)
 	}
@@ -88,7 +88,7 @@ func TestFenceAndWriteGuard(t *testing.T) {
 	}
 	// Renewed longer ago than three quarters of the TTL: the lease may be
 	// gone by the database's clock.
-	f.renewed.Store(int64(time.Since(f.epoch) - f.ttl*writePercent/100 - time.Millisecond))
+	f.renewed.Store(int64(f.sinceEpoch() - f.ttl*writePercent/100 - time.Millisecond))
 	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
 		t.Fatalf("renewed %s ago: %v", f.ttl*writePercent/100, err)
 	}
