@@ -419,7 +419,9 @@ func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, o
 		return tx.QueryRow(ctx, `INSERT INTO conduit_leases (pipeline_id, owner, token, expires_at)
 			VALUES ($1, $2, nextval('conduit_lease_tokens'), now() + $3::interval)
 		ON CONFLICT (pipeline_id) DO UPDATE SET
-			token = EXCLUDED.token,
+			-- Above the lease's own token as well: an instance of an
+			-- older conduit, during a rolling upgrade, adds one to it.
+			token = greatest(EXCLUDED.token, conduit_leases.token + 1),
 			owner = $2, expires_at = now() + $3::interval
 		WHERE conduit_leases.owner = $2 OR conduit_leases.expires_at < now()
 		RETURNING token, expires_at`, pipelineID, m.id, m.ttl).Scan(&l.Token, &l.Expires)
