@@ -452,11 +452,30 @@ func TestConsoleFollowsWithoutHoldingConnections(t *testing.T) {
 	// Shown again while the CLI holds the only watch: the page is refused
 	// and reads every few seconds - a start made elsewhere shows well
 	// before the page's reading every 30 s could show it.
-	b.do(t, "show the tab", setHidden(false))
+	countNotices := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`window.notices = 0, new MutationObserver(() => {
+			if (document.getElementById("notice").textContent) window.notices++;
+		}).observe(document.getElementById("notice"), {childList: true, characterData: true, subtree: true}), true`)(ctx, tg)
+		return err
+	})
+	b.do(t, "show the tab", countNotices, setHidden(false))
 	w.mustPipelines(address, "start", "seq")
 	b.doWithin(t, "the page reads while it cannot follow", 15*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-running`)),
 		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="running"]:first-child`)))
+	// The page tries to follow again every 2 s, and says that it cannot
+	// once, not at every try.
+	watches := func() int {
+		n, _ := chromedp.Run(b.ctx, chromedp.Evaluate[int](
+			`performance.getEntriesByType("resource").filter((e) => e.name.includes("WatchPipelineEvents")).length`))
+		return n
+	}
+	tried := watches()
+	eventually(t, 100*time.Millisecond, func() bool { return watches() >= tried+2 },
+		func() string { return "the page does not try to follow again" })
+	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`window.notices`)); err != nil || n != 1 {
+		t.Errorf("the page said %d times that it cannot follow (%v), want once", n, err)
+	}
 	// The CLI lets go: the page follows again.
 	_ = cli.cmd.Process.Kill()
 	w.mustPipelines(address, "stop", "seq")
@@ -507,6 +526,58 @@ func TestConsoleShowsBreakers(t *testing.T) {
 	b.do(t, "narrow", chromedp.EmulateViewport(375, 800),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-dependency="orders-db"] .status-degraded`)))
 	b.fits(t, "#dependencies")
+	b.noErrors(t)
+	stopProcess(t, p)
+}
+
+// A pipeline in a restart storm, whose page was hidden while hundreds of
+// events were written: shown again, the page's events follow each other
+// without a gap, the newest at the top.
+func TestConsoleEventsHaveNoGaps(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, chaosPipeline("storm", "fail.on: read\nfail.after: 1\nfail.count: 1000000\nfail.code: 503", "",
+		"strategy: fixed\nmin-delay: 20ms\nmax-retries: -1"))
+	p := w.start("run")
+	address := apiAddress(t, p)
+	b := newBrowser(t)
+	b.do(t, "the storm's page", chromedp.Navigate("http://"+address+"/ui/#/pipeline/storm"),
+		chromedp.WaitVisible(chromedp.CSS(`#events tr[data-kind="restarted"]`)))
+	newest := func() int {
+		line := strings.TrimSpace(w.mustPipelines(address, "events", "storm", "--limit", "1", "-o", "json"))
+		var e struct {
+			Sequence int `json:"sequence,string"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("the newest event: %v\n%s", err, line)
+		}
+		return e.Sequence
+	}
+	hide := func(hidden bool) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`Object.defineProperty(document, "hidden", {value: %t, configurable: true}),
+				document.dispatchEvent(new Event("visibilitychange")), true`, hidden))(ctx, tg)
+			return err
+		})
+	}
+	b.do(t, "hide the tab", hide(true))
+	from := newest()
+	eventually(t, 50*time.Millisecond, func() bool { return newest() > from+150 },
+		func() string { return "the storm wrote fewer than 150 events" })
+	target := newest()
+	b.do(t, "show the tab", hide(false))
+	eventually(t, 100*time.Millisecond, func() bool {
+		top, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`Number(document.querySelector("#events tbody tr").dataset.seq)`))
+		return err == nil && top >= target
+	}, func() string { return "the page did not catch up" })
+	gaps, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+		const seqs = [...document.querySelectorAll("#events tbody tr")].map((tr) => Number(tr.dataset.seq));
+		const gaps = [];
+		for (let i = 1; i < seqs.length; i++) if (seqs[i] !== seqs[i - 1] - 1) gaps.push(seqs[i - 1] + " then " + seqs[i]);
+		return gaps.join(", ");
+	})()`))
+	if err != nil || gaps != "" {
+		t.Errorf("the events shown have gaps: %s (%v)", gaps, err)
+	}
 	b.noErrors(t)
 	stopProcess(t, p)
 }

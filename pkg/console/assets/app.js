@@ -44,7 +44,7 @@ async function call(service, method, body) {
 // watch follows a server stream (Connect protocol, JSON envelopes: one
 // flag byte, a 4-byte big-endian length, the message) and calls onMessage
 // for each message until signal aborts it or the stream ends.
-async function watch(service, method, body, signal, onMessage) {
+async function watch(service, method, body, signal, onMessage, onOpen) {
   const json = new TextEncoder().encode(JSON.stringify(body || {}));
   const envelope = new Uint8Array(5 + json.length);
   new DataView(envelope.buffer).setUint32(1, json.length);
@@ -56,6 +56,22 @@ async function watch(service, method, body, signal, onMessage) {
   if (res.status === 401) throw new AuthError("the API wants a token");
   if (!res.ok || !res.body) throw new ApiError(String(res.status), res.statusText);
   const reader = res.body.getReader();
+  // The server refuses a watch (too many open, say) in the stream's
+  // first message: open is when data comes, or the stream stays quiet
+  // for a moment.
+  let opened = false;
+  const open = () => { if (!opened && !signal.aborted) { opened = true; if (onOpen) onOpen(); } };
+  const quiet = setTimeout(open, 1000);
+  try {
+    return await readStream(reader, (msg) => { open(); onMessage(msg); });
+  } finally {
+    clearTimeout(quiet);
+  }
+}
+
+// readStream reads Connect envelopes from reader until the end of the
+// stream.
+async function readStream(reader, onMessage) {
   let buf = new Uint8Array(0);
   for (;;) {
     const { value, done } = await reader.read();
@@ -199,9 +215,10 @@ function failed(err) {
 }
 
 // follower keeps a watch stream open for as long as its page lives: it
-// calls onEvent for every event, onDown when the stream drops (a server
-// restart, a network fault, a refusal), and onBack - awaited, before the
-// stream is opened again - when it watches again, a little later.
+// calls onEvent for every event, onOpen when the stream is open (events
+// follow as they happen), onDown when it drops (a server restart, a
+// network fault, a refusal), and onBack - awaited, before the stream is
+// opened again - when it watches again, a little later.
 // A watch of a pipeline that does not exist (any more) is not tried
 // again: onGone is called instead.
 // A hidden tab lets go of its stream, and opens it again (after onBack,
@@ -209,7 +226,7 @@ function failed(err) {
 // connections at a time, shared by all its tabs, and a stream holds one
 // for as long as it lasts - six tabs left open in the background would
 // leave none for the tab in front.
-function follower(signal, body, onEvent, onDown, onBack, onGone) {
+function follower(signal, body, { onEvent, onDown, onBack, onOpen, onGone }) {
   let pause = null;
   const onVisibility = () => { if (document.hidden && pause) pause.abort(); };
   document.addEventListener("visibilitychange", onVisibility);
@@ -223,7 +240,7 @@ function follower(signal, body, onEvent, onDown, onBack, onGone) {
     const paused = pause.signal;
     if (document.hidden) pause.abort();
     try {
-      await watch(PIPELINES, "WatchPipelineEvents", body(), AbortSignal.any([signal, paused]), onEvent);
+      await watch(PIPELINES, "WatchPipelineEvents", body(), AbortSignal.any([signal, paused]), onEvent, onOpen);
       if (!signal.aborted && !paused.aborted) onDown(new Error("the server ended the stream"));
     } catch (err) {
       if (signal.aborted || failed(err)) return;
@@ -264,6 +281,23 @@ function ticker(root) {
 // something changed, and every SAFETY_MS in case an event was missed
 // (every REFRESH_MS while the watch is down).
 const SAFETY_MS = 30000;
+const CLUSTER_SAFETY_MS = 5000;
+// A burst of events reads the list (or the pipeline) again once, and a
+// storm of them at most once a second.
+const BURST_MS = 250, STORM_MS = 1000;
+
+// nextReading is when a reading asked for now should happen: after the
+// burst, and not sooner than STORM_MS after the last one.
+const nextReading = (last) => Math.max(BURST_MS, STORM_MS - (Date.now() - last));
+
+// instanceText is the instance that runs a pipeline in a cluster; a
+// running or recovering one that no instance holds is moving, or runs
+// nowhere (no live instance has its pipeline file).
+function instanceText(p) {
+  if (p.instance) return p.instance;
+  const s = statusName(p.status);
+  return s === "running" || s === "recovering" ? el("span", { class: "error-text", text: "- (no instance runs it now)" }) : "-";
+}
 
 function listPage() {
   document.title = "Pipelines - conduit";
@@ -289,7 +323,7 @@ function listPage() {
   const columns = () => [
     { head: "ID", sig: (p) => p.id, make: (p) => el("a", { href: "#/pipeline/" + encodeURIComponent(p.id), text: p.id }) },
     { head: "Status", sig: (p) => p.status, make: (p) => statusBadge(p.status) },
-    cluster && { head: "Instance", sig: (p) => p.instance, make: (p) => p.instance || "-" },
+    cluster && { head: "Instance", sig: (p) => p.instance + p.status, make: instanceText },
     { head: "Fails", cls: "num", sig: (p) => p.failCount, make: (p) => String(p.failCount || 0) },
     { head: "Next attempt", sig: (p) => p.nextAttemptAt + (p.heldBy || ""), make: nextAttempt },
     { head: "Last error", sig: (p) => JSON.stringify([p.lastError || null, p.configErrors || null]), make: (p) => lastProblem(p) },
@@ -299,7 +333,9 @@ function listPage() {
   function render() {
     if (!pipelines) return;
     const shown = pipelines.filter((p) => !filter || statusName(p.status) === filter);
-    summary.textContent = `${shown.length} of ${pipelines.length}` + (live ? "" : " (live updates interrupted; reading every few seconds)");
+    // Only when it changed: it is a live region.
+    const said = `${shown.length} of ${pipelines.length}` + (live ? "" : " (live updates interrupted; reading every few seconds)");
+    if (summary.textContent !== said) summary.textContent = said;
     const inCluster = pipelines.some((p) => p.instance);
     if (!table || inCluster !== cluster) {
       cluster = inCluster;
@@ -361,18 +397,26 @@ function listPage() {
       body.classList.add("stale");
     }
     if (!body.classList.contains("stale")) readAt = new Date();
-    if (!stop.signal.aborted) timer = setTimeout(refresh, live ? SAFETY_MS : REFRESH_MS);
+    // In a cluster, a pipeline whose instance died shows no event until
+    // another instance takes it up, if one does: read more often.
+    if (!stop.signal.aborted) timer = setTimeout(refresh, !live ? REFRESH_MS : cluster ? CLUSTER_SAFETY_MS : SAFETY_MS);
   }
   // Events come in bursts (a restart writes several): one read for each
   // burst.
+  let lastRead = 0;
   function changed() {
     live = true;
     if (soon) return;
-    soon = setTimeout(() => { soon = null; if (!stop.signal.aborted) refresh(); }, 250);
+    soon = setTimeout(() => { soon = null; lastRead = Date.now(); if (!stop.signal.aborted) refresh(); }, nextReading(lastRead));
   }
   // While the stream is down the list is read every few seconds; when it
   // is back, once more for what happened in between.
-  follower(stop.signal, () => ({}), changed, () => { live = false; refresh(); }, () => { live = true; refresh(); });
+  follower(stop.signal, () => ({}), {
+    onEvent: changed,
+    onDown: () => { if (live) { live = false; refresh(); } },
+    onBack: () => { if (!live) refresh(); },
+    onOpen: () => { if (!live) { live = true; refresh(); } },
+  });
   const untick = ticker(body);
   refresh();
   return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); untick(); };
@@ -401,7 +445,11 @@ function pipelinePage(id) {
   const definitionAt = el("p", { class: "muted" });
   const configuration = el("section", { hidden: true }, el("h2", { text: "Configuration" }), definitionAt, definition);
   const events = el("tbody");
-  const eventsSection = el("section", {}, el("h2", { text: "Events" }),
+  // older says where the events not shown are.
+  let skipped = false;
+  const older = el("p", { class: "muted", id: "events-older", hidden: true,
+    text: `The newest 500 events are shown; every event kept: conduit pipelines events ${id} --limit 1000` });
+  const eventsSection = el("section", {}, el("h2", { text: "Events" }), older,
     el("div", { class: "table-wrap" }, el("table", { id: "events", class: "stack" },
       el("thead", {}, el("tr", {}, el("th", { text: "#" }), el("th", { text: "Time" }), el("th", { text: "Event" }),
         el("th", { text: "Status" }), el("th", { class: "hide-narrow", text: "By" }), el("th", { text: "Message" }))),
@@ -424,9 +472,13 @@ function pipelinePage(id) {
     refresh();
   }
 
+  // inCluster: the pipeline was seen with an instance, so the conduit is
+  // one of a cluster's (the row stays when no instance holds it).
+  let inCluster = false;
   function render(p) {
     const status = statusName(p.status);
     shownStatus = status;
+    inCluster = inCluster || !!p.instance;
     badge.replaceChildren(statusBadge(p.status));
     // A focused button that is disabled now (after its action, or a
     // change made elsewhere) hands the focus to the action that makes
@@ -442,7 +494,7 @@ function pipelinePage(id) {
     problem.textContent = (p.configErrors || []).map(configProblem).join("\n");
     const e = p.lastError;
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
-      ["Instance", p.instance || null], ["Fail count", String(p.failCount || 0)],
+      ["Instance", p.instance || (inCluster ? instanceText(p) : null)], ["Fail count", String(p.failCount || 0)],
       ["Next attempt", nextAttempt(p)],
       ["Degraded because", p.degradedReason || null], ["Probation", p.probation ? "yes: restarted, not proved yet" : null]]
       .filter(([, v]) => v !== null);
@@ -458,13 +510,18 @@ function pipelinePage(id) {
     if (ep && (ep.attempts || []).length) {
       parts.push(el("h2", { text: "Recovery episode" }),
         el("p", { class: "muted", text: `started ${new Date(ep.startedAt).toLocaleString()}` + (ep.endedAt ? `, ended ${new Date(ep.endedAt).toLocaleString()} (${ep.outcome || "?"})` : ", under way") +
-          (ep.duration ? `, ${dur(ep.duration)} in all` : "") + (ep.droppedAttempts ? `; ${ep.droppedAttempts} earlier attempts not kept` : "") }),
-        el("ol", { class: "timeline", id: "timeline" }, ep.attempts.map((a) => el("li", {},
+          (ep.duration ? `, ${dur(ep.duration)} in all` : "") }),
+        el("ol", { class: "timeline", id: "timeline" }, ep.attempts.map((a, i) => [
+          // The episode keeps its first attempts and its latest ones:
+          // where they part, the attempts between are said, not shown.
+          i > 0 && Number(a.number) > Number(ep.attempts[i - 1].number) + 1 ? el("li", { class: "gap",
+            text: `${Number(a.number) - Number(ep.attempts[i - 1].number) - 1} attempts between #${ep.attempts[i - 1].number} and #${a.number} not kept` }) : null,
+          el("li", {},
           el("strong", { text: `Attempt ${a.number}` }), " failed ", a.failedAt ? new Date(a.failedAt).toLocaleTimeString() : "", ": ",
           errorCell(a.error), a.error && a.error.rule ? el("span", { class: "muted", text: ` (rule ${a.error.rule})` }) : "", el("br"),
           el("span", { class: "muted", text: p.heldBy && a === ep.attempts[ep.attempts.length - 1] ?
             `held by the breaker of ${p.heldBy}: restarts when its canary gets through` :
-            a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` : "no restart scheduled" })))));
+            a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` : "no restart scheduled" }))])));
     }
     const policy = p.policy;
     if (policy) {
@@ -488,20 +545,53 @@ function pipelinePage(id) {
       "; values of settings that look like credentials are shown as *****.";
   }
 
-  // The newest MAX_EVENTS events are shown; older ones are in the CLI.
+  // The newest MAX_EVENTS events are shown, without a gap; older ones are
+  // in the CLI. Events are added in batches, one change of the table per
+  // batch: a pipeline in a restart storm writes hundreds a second.
   const MAX_EVENTS = 500;
-  function addEvent(ev) {
-    if (events.querySelector(`tr[data-seq="${ev.sequence}"]`)) return;
+  const shownSeqs = new Set();
+  function eventRow(ev) {
     const before = statusName(ev.statusBefore), after = ev.statusAfter ? statusName(ev.statusAfter) : "";
     const status = !ev.statusBefore ? after : !after ? before : before === after ? after : `${before} \u2192 ${after}`;
-    events.prepend(el("tr", { "data-seq": String(ev.sequence), "data-kind": ev.kind },
+    return el("tr", { "data-seq": String(ev.sequence), "data-kind": ev.kind },
       cell("#", { class: "num", text: String(ev.sequence) }),
-      cell("Time", { class: "nowrap", text: new Date(ev.time).toLocaleTimeString() }),
+      cell("Time", { class: "nowrap", text: new Date(ev.time).toLocaleTimeString(), title: new Date(ev.time).toLocaleString() }),
       cell("Event", { text: ev.kind }),
       cell("Status", { text: status || "-" }),
       cell("By", { class: "hide-narrow", text: ev.actor || "" }),
-      cell("Message", { class: "error-text" }, ev.error && ev.error.code ? el("span", { class: "error-code", text: ev.error.code + " " }) : "", ev.message || "")));
-    while (events.rows.length > MAX_EVENTS) events.lastElementChild.remove();
+      cell("Message", { class: "error-text" }, ev.error && ev.error.code ? el("span", { class: "error-code", text: ev.error.code + " " }) : "", ev.message || ""));
+  }
+  // addEvents shows events (in sequence order), newest at the top.
+  function addEvents(list) {
+    const fresh = list.filter((ev) => !shownSeqs.has(String(ev.sequence))).slice(-MAX_EVENTS);
+    if (!fresh.length) return;
+    const batch = document.createDocumentFragment();
+    for (let i = fresh.length - 1; i >= 0; i--) {
+      batch.append(eventRow(fresh[i]));
+      shownSeqs.add(String(fresh[i].sequence));
+    }
+    events.prepend(batch);
+    while (events.rows.length > MAX_EVENTS) {
+      shownSeqs.delete(events.lastElementChild.dataset.seq);
+      events.lastElementChild.remove();
+    }
+    older.hidden = events.rows.length < MAX_EVENTS && !skipped;
+  }
+  function clearEvents() {
+    events.replaceChildren();
+    shownSeqs.clear();
+  }
+  let queued = [], flushing = null;
+  function flushQueued() {
+    clearTimeout(flushing);
+    flushing = null;
+    const list = queued;
+    queued = [];
+    addEvents(list);
+  }
+  function queueEvent(ev) {
+    queued.push(ev);
+    if (!flushing) flushing = setTimeout(flushQueued, 50);
   }
 
   // gone: the pipeline does not exist (any more): nothing to act on or
@@ -533,24 +623,33 @@ function pipelinePage(id) {
     if (!stop.signal.aborted) timer = setTimeout(refresh, SAFETY_MS);
   }
 
-  // The newest events, read at the start and whenever the stream was
-  // down: events written meanwhile are added; a log that started over (a
-  // conduit with its state in memory, restarted) replaces the table.
+  // The events written since the last one shown, read at the start and
+  // whenever the stream was down: page after page while they fit the
+  // table, else only the newest (the table then starts over, without a
+  // gap). A log that started over (a conduit with its state in memory,
+  // restarted) replaces the table. true once read.
   let after = 0;
   async function catchUp() {
+    flushQueued(); // what the stream gave, before what is read
     try {
-      const data = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, limit: 100, newestFirst: true });
-      const list = (data.events || []).slice().sort((a, b) => Number(a.sequence) - Number(b.sequence));
-      const newest = list.length ? Number(list[list.length - 1].sequence) : 0;
-      if (newest < after) {
-        events.replaceChildren();
-        after = 0;
+      const head = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, limit: 1, newestFirst: true });
+      const newest = (head.events || []).length ? Number(head.events[0].sequence) : 0;
+      if (newest < after || newest - after > MAX_EVENTS) {
+        skipped = skipped || newest - after > MAX_EVENTS;
+        clearEvents();
+        after = Math.max(0, newest - MAX_EVENTS);
       }
-      list.forEach(addEvent);
-      after = Math.max(after, newest);
+      for (;;) {
+        const data = await call(PIPELINES, "ListPipelineEvents", { pipelineId: id, afterSequence: String(after), limit: 1000 });
+        const list = (data.events || []).slice().sort((a, b) => Number(a.sequence) - Number(b.sequence));
+        addEvents(list);
+        if (list.length) after = Math.max(after, Number(list[list.length - 1].sequence));
+        if (list.length < 1000 || stop.signal.aborted) return true;
+      }
     } catch (err) {
-      if (failed(err)) { stop.abort(); return; }
+      if (failed(err)) { stop.abort(); return false; }
       if (err instanceof ApiError && err.code === "not_found") gone();
+      return false;
     }
   }
   // While the stream is down (conduit restarting, or refusing another
@@ -570,22 +669,29 @@ function pipelinePage(id) {
     if (stop.signal.aborted) return;
     await catchUp();
     if (stop.signal.aborted) return;
-    follower(stop.signal, () => ({ pipelineId: id, afterSequence: String(after) }), (m) => {
-      if (!m.event) return;
-      addEvent(m.event);
-      after = Math.max(after, Number(m.event.sequence));
-      if (!soon) soon = setTimeout(() => { soon = null; if (!stop.signal.aborted) refresh(); }, 250);
-    }, (err) => {
-      // Said once, not at every try.
-      if (live) notice(`events of ${id}: ${err.message}; reading every few seconds until they can be followed again`);
-      if (live) { live = false; poll(); }
-    }, async () => {
-      await catchUp();
-      if (!live) { live = true; clearTimeout(pollTimer); refresh(); }
-    }, gone);
+    let lastRead = 0;
+    follower(stop.signal, () => ({ pipelineId: id, afterSequence: String(after) }), {
+      onEvent: (m) => {
+        if (!m.event) return;
+        queueEvent(m.event);
+        after = Math.max(after, Number(m.event.sequence));
+        if (!soon) soon = setTimeout(() => { soon = null; lastRead = Date.now(); if (!stop.signal.aborted) refresh(); }, nextReading(lastRead));
+      },
+      onDown: (err) => {
+        // Said once, not at every try.
+        if (!live) return;
+        notice(`events of ${id}: ${err.message}; reading every few seconds until they can be followed again`);
+        live = false;
+        poll();
+      },
+      // The events missed meanwhile are read before the stream opens again.
+      onBack: catchUp,
+      onOpen: () => { if (!live) { live = true; clearTimeout(pollTimer); refresh(); } },
+      onGone: gone,
+    });
   })();
   const untick = ticker(main());
-  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); clearTimeout(pollTimer); untick(); };
+  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); clearTimeout(pollTimer); clearTimeout(flushing); untick(); };
 }
 
 function matchText(r) {
