@@ -441,10 +441,15 @@ func (s *StateStore) Load(ctx context.Context, pipelineID string) (st State, ok 
 	}
 	st, err = decodeState(raw)
 	if err != nil {
-		return State{}, false, fmt.Errorf("load state of pipeline %s: %w", pipelineID, err)
+		return State{}, false, fmt.Errorf("load state of pipeline %s: %w: %w", pipelineID, ErrStateUnreadable, err)
 	}
 	return st, true, nil
 }
+
+// ErrStateUnreadable is Load's error for a state that was read but cannot
+// be decoded (damaged, or of a format this build does not read), as
+// opposed to one the store could not read (unavailable, cancelled).
+var ErrStateUnreadable = errors.New("persisted pipeline state is unreadable")
 
 // SaveLater hands st over to be written and returns without waiting; the
 // writer's Flush waits for it. It keeps a copy, so the caller may change st

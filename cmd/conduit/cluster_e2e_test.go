@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -244,6 +247,41 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	for i := range n {
 		out := filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
 		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
+	}
+
+	// A deploy: i3 shuts down (its pipelines are handed over) and starts
+	// again (they come back). Meanwhile i1 lists them all the time: every
+	// list answers, and none of the moving pipelines shows as stopped.
+	var listing sync.WaitGroup
+	done := make(chan struct{})
+	var problems []string
+	through := addresses["i1"]
+	listing.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			res := w.pipelines(through, "list", "-o", "json")
+			switch {
+			case res.code != 0:
+				problems = append(problems, "list failed: "+res.stderr)
+			case strings.Contains(res.stdout, "PIPELINE_STATUS_STOPPED"):
+				problems = append(problems, "a moving pipeline is listed as stopped: "+res.stdout)
+			}
+		}
+	})
+	stopProcess(t, instances["i3"])
+	w.waitPlacement(addresses["i1"], "after i3 shut down", func(p placement) bool { return p.settled(n, "i1", "i2") })
+	start("i3")
+	w.waitPlacement(addresses["i1"], "after i3 started again", func(p placement) bool {
+		return p.settled(n, "i1", "i2", "i3") && len(p.on("i3")) == n/3
+	})
+	close(done)
+	listing.Wait()
+	if len(problems) > 0 {
+		t.Errorf("while i3 left and joined again, %d lists through i1 went wrong; the first: %s", len(problems), problems[0])
 	}
 	for _, id := range []string{"i1", "i2", "i3"} {
 		stopProcess(t, instances[id])
@@ -604,8 +642,9 @@ func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
 		w.write(fmt.Sprintf("pipelines-a/c%d.yml", i), file)
 		w.write(fmt.Sprintf("pipelines-b/c%d.yml", i), file)
 	}
+	dbURL := clusterDatabase(t)
 	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
-		"cluster:\n  enabled: true\n  lease-ttl: %s\n", clusterDatabase(t), clusterTTL))
+		"cluster:\n  enabled: true\n  lease-ttl: %s\n", dbURL, clusterTTL))
 	i1 := w.start("run", "--cluster.instance-id", "i1", "--pipelines.path", "pipelines-a")
 	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b")
 	logOnFailure(t, map[string]*process{"i1": i1, "i2": i2})
@@ -641,6 +680,34 @@ func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
 	eventually(t, pollInterval, func() bool {
 		return strings.Contains(i1.stderr.String(), `"msg":"pipeline deleted: stopping it","pipeline_id":"`+target+`"`)
 	}, func() string { return "i1 does not delete " + target + ":\n" + i1.stderr.String() })
+
+	// The other files removed from both instances at once: whichever
+	// instance runs each hands it over (the other still had it when it
+	// looked), and yet every one is deleted - none left running unlisted,
+	// none left listed - and no lease is left.
+	for i := range n {
+		if id := fmt.Sprintf("c%d", i); id != target {
+			for _, dir := range []string{"pipelines-a", "pipelines-b"} {
+				if err := os.Remove(filepath.Join(w.dir, dir, id+".yml")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for _, address := range []string{a1, apiAddress(t, i2)} {
+		w.waitPlacement(address, "after every file was removed from both", func(p placement) bool { return len(p) == 0 })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	conn, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	eventually(t, pollInterval, func() bool {
+		var leases int
+		return conn.QueryRow(ctx, `SELECT count(*) FROM conduit_leases`).Scan(&leases) == nil && leases == 0
+	}, func() string { return "leases are left of pipelines deleted from every instance" })
 	stopProcess(t, i1)
 	stopProcess(t, i2)
 }

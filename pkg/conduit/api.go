@@ -247,3 +247,14 @@ func statusName(s lifecycle.Status) string {
 	}
 	return s.String()
 }
+
+// retired reports whether the pipeline's supervisor ended: it was
+// retired (handed over, updated or deleted) and is about to be removed.
+func (m *managedPipeline) retired() bool {
+	select {
+	case <-m.sup.Done():
+		return true
+	default:
+		return false
+	}
+}

@@ -72,6 +72,10 @@ type fleet struct {
 	// known are the valid desired pipelines, in the order of the files:
 	// what this instance runs when it holds their lease.
 	known []reconciler.Running
+	// undeleted are the pipelines deleted from every instance's files (or
+	// through the API) while another instance still held them, handing
+	// them over: deleted once their lease is free (retryDeletions).
+	undeleted map[string]pendingDeletion
 	// holders and live are the database's view as of the last round.
 	holders map[string]cluster.Holder
 	live    []string
@@ -138,8 +142,9 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
 		epoch: leaseClock(), ready: make(chan struct{}),
 		held: map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
-		viewSets: map[string]map[string]bool{},
-		fatal:    make(chan error, 1),
+		undeleted: map[string]pendingDeletion{},
+		viewSets:  map[string]map[string]bool{},
+		fatal:     make(chan error, 1),
 	}
 	return f
 }
@@ -263,11 +268,22 @@ func (f *fleet) holds(pipelineID string) bool {
 
 // setKnown replaces the pipelines this instance knows, and asks for a
 // round so that new ones are taken up.
-func (f *fleet) setKnown(known []reconciler.Running) {
+func (f *fleet) setKnown(ctx context.Context, known []reconciler.Running) {
 	view, ids := viewOf(known)
 	f.mu.Lock()
+	changed := view != f.view
 	f.known, f.view, f.knownIDs = known, view, ids
 	f.mu.Unlock()
+	if changed && f.member.Joined() {
+		// Told at once, not with the next heartbeat: until the others know
+		// that this instance knows a new pipeline, they give it only to
+		// the instances that do, and move it again once they learn.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.ttl/renewShare)
+		if err := f.member.Publish(pctx, view, ids); err != nil {
+			f.log.Warn("could not tell the other instances which pipelines this one knows; the next heartbeat does", zap.Error(err))
+		}
+		cancel()
+	}
 	f.kickRound()
 }
 
@@ -774,9 +790,17 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 	}
 	slices.Sort(union)
 	union = slices.Compact(union)
+	// A pipeline created through the API is in the database: every
+	// instance has it, or will in a moment.
+	api := map[string]bool{}
+	for _, k := range f.known {
+		if k.Origin.API() {
+			api[k.Pipeline.ID] = true
+		}
+	}
 	return union, func(instance, pipelineID string) bool {
 		set, ok := sets[instance]
-		return !ok || set == nil || set[pipelineID]
+		return !ok || set == nil || set[pipelineID] || api[pipelineID]
 	}, nil
 }
 
@@ -892,17 +916,28 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 			give = append(give, id)
 		}
 	}
-	if len(take) == 0 && len(give) == 0 {
+	f.mu.RLock()
+	deletions := len(f.undeleted) > 0
+	f.mu.RUnlock()
+	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
 	}
 	r := f.r
 	r.reconciling.Lock()
 	defer r.reconciling.Unlock()
+	if deletions {
+		f.retryDeletions(ctx)
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, takeUpParallelism)
 	for _, k := range take {
 		if ctx.Err() != nil || !f.renewedRecently() {
 			break
+		}
+		// Read before the lock: a pipeline deleted or changed since is
+		// not taken up as it was (the next round sees it as it is).
+		if !f.stillKnown(k) {
+			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
@@ -927,6 +962,16 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	return waiting
 }
 
+// stillKnown reports whether this instance knows k as it is: the same
+// pipeline, with the same configuration.
+func (f *fleet) stillKnown(k reconciler.Running) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.ContainsFunc(f.known, func(c reconciler.Running) bool {
+		return c.Pipeline.ID == k.Pipeline.ID && c.Fingerprint == k.Fingerprint
+	})
+}
+
 // takeUp acquires a pipeline's lease and starts it here from the state
 // its last instance saved: position, dedup entries, status and next
 // attempt time.
@@ -941,7 +986,11 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 	takeover := lifecycle.Takeover{From: lease.Previous, Self: lease.Previous == f.member.ID()}
 	m, err := r.provisionAfter(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem, takeover)
 	if err != nil {
-		f.log.Error("could not start a pipeline this instance acquired; giving its lease back", zap.String("pipeline_id", id), zap.Error(err))
+		if ctx.Err() != nil {
+			f.log.Info("shutting down: giving back the lease of a pipeline this instance was taking up", zap.String("pipeline_id", id))
+		} else {
+			f.log.Error("could not start a pipeline this instance acquired; giving its lease back", zap.String("pipeline_id", id), zap.Error(err))
+		}
 		f.giveBack(ctx, id)
 		return
 	}
@@ -1237,19 +1286,53 @@ func (f *fleet) deleted(ctx context.Context, id string, local bool, actor string
 		return
 	}
 	f.mu.RLock()
-	h, leased := f.holders[id]
 	i := slices.IndexFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 	var cfg reconciler.Running
 	if i >= 0 {
 		cfg = f.known[i]
 	}
 	f.mu.RUnlock()
-	if !leased || h.Live || i < 0 {
+	if i < 0 {
 		return
+	}
+	f.forgetUnheld(ctx, pendingDeletion{cfg: cfg.Pipeline, actor: actor})
+}
+
+// pendingDeletion is a pipeline deleted while another instance held it.
+type pendingDeletion struct {
+	cfg   config.Pipeline
+	actor string
+}
+
+// forgetUnheld deletes a pipeline this instance does not run, once no
+// instance holds its lease. One that another instance holds is deleted
+// later (retryDeletions): when it is deleted from every instance's files
+// at once, the one that runs it hands it over (the others still knew it
+// when it looked), and none would delete it.
+func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
+	id := d.cfg.ID
+	f.refreshHolders(ctx)
+	f.mu.Lock()
+	h, leased := f.holders[id]
+	if leased && h.Live && h.Instance != f.member.ID() {
+		f.undeleted[id] = d
+		f.mu.Unlock()
+		f.log.Info("pipeline deleted while instance "+h.Instance+" runs it: deleting it once that instance has let it go", zap.String("pipeline_id", id))
+		return
+	}
+	delete(f.undeleted, id)
+	f.mu.Unlock()
+	if !leased {
+		return // never ran: nothing to forget
 	}
 	if _, ok := f.acquire(ctx, id); !ok {
+		f.mu.Lock()
+		f.undeleted[id] = d // taken meanwhile: next round
+		f.mu.Unlock()
 		return
 	}
+	cfg := reconciler.Running{Pipeline: d.cfg}
+	actor := d.actor
 	r := f.r
 	f.log.Info("pipeline deleted while no instance ran it: forgetting it", zap.String("pipeline_id", id))
 	r.connectorsDeleted(context.WithoutCancel(ctx), cfg.Pipeline)
@@ -1262,6 +1345,34 @@ func (f *fleet) deleted(ctx context.Context, id string, local bool, actor string
 		f.log.Warn("could not write the deletion", zap.String("pipeline_id", id), zap.Error(err))
 	}
 	f.dropLease(ctx, id)
+}
+
+// retryDeletions deletes the pipelines deleted while another instance
+// held them, once it let them go; one that is known again (its file came
+// back) is not deleted. The caller holds the reconciler's lock.
+func (f *fleet) retryDeletions(ctx context.Context) {
+	f.mu.RLock()
+	pending := make([]pendingDeletion, 0, len(f.undeleted))
+	for id, d := range f.undeleted {
+		if slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id }) || f.foreign[id] != nil {
+			continue
+		}
+		pending = append(pending, d)
+	}
+	f.mu.RUnlock()
+	for _, d := range pending {
+		if ctx.Err() != nil {
+			return
+		}
+		f.forgetUnheld(ctx, d)
+	}
+	f.mu.Lock()
+	for id := range f.undeleted {
+		if slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id }) || f.foreign[id] != nil {
+			delete(f.undeleted, id)
+		}
+	}
+	f.mu.Unlock()
 }
 
 // dropLease deletes the lease of a pipeline this instance deleted.

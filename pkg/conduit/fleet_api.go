@@ -28,9 +28,11 @@ func (a apiPipelines) clusterList(f *fleet) []api.Supervised {
 }
 
 func (a apiPipelines) clusterGet(f *fleet, k reconciler.Running) api.Supervised {
-	if m := a.r.get(k.Pipeline.ID); m != nil {
-		return m
+	if m := a.r.get(k.Pipeline.ID); m != nil && !m.retired() {
+		return clusterLocal{m}
 	}
+	// Not run here, or just handed over (its supervisor ended, and it is
+	// about to be removed): as the database has it.
 	return remotePipeline{r: a.r, f: f, k: k, holder: f.holder(k.Pipeline.ID)}
 }
 
@@ -73,7 +75,28 @@ func (p remotePipeline) State(ctx context.Context) (lifecycle.State, error) {
 	if !ok {
 		return lifecycle.State{Status: lifecycle.StatusStopped}, nil
 	}
-	return st, nil
+	return moving(st), nil
+}
+
+// moving is a pipeline's state as a cluster shows it: one handed over,
+// or left by an instance that shut down, moves to the next instance,
+// which takes up the status it had - that status is shown, so that a
+// deploy that moves every pipeline is not a wave of stopped ones.
+func moving(st lifecycle.State) lifecycle.State {
+	if st.Status == lifecycle.StatusStopped && st.ResumeStatus != 0 &&
+		(st.StopReason == lifecycle.StopReasonHandover || st.StopReason == lifecycle.StopReasonShutdown) {
+		st.Status = st.ResumeStatus
+	}
+	return st
+}
+
+// clusterLocal is a pipeline this instance runs, as the cluster shows it
+// (see moving).
+type clusterLocal struct{ *managedPipeline }
+
+func (c clusterLocal) State(ctx context.Context) (lifecycle.State, error) {
+	st, err := c.managedPipeline.State(ctx)
+	return moving(st), err
 }
 
 func (p remotePipeline) Start(ctx context.Context) error {

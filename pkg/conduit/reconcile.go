@@ -174,7 +174,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 	r.invalid = invalid
 	r.mu.Unlock()
 	if r.fleet != nil {
-		r.fleet.setKnown(knownAfter(r.fleet.knownPipelines(), plan))
+		r.fleet.setKnown(ctx, knownAfter(r.fleet.knownPipelines(), plan))
 	}
 	return plan, nil
 }

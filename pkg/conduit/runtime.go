@@ -496,7 +496,10 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
-	initial, from := r.initialState(ctx, p, hash)
+	initial, from, err := r.initialState(ctx, p, hash)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pipeline's state: %w", err)
+	}
 	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, durable: r.durable, fingerprint: hash}
 	m.origin.Store(&origin)
 	m.sup, err = lifecycle.New(lifecycle.Config{
@@ -651,28 +654,33 @@ func (r *Runtime) record(id string, o origin, hash string, where reconciler.Orig
 // for its persisted attempt time and a degraded one stays degraded),
 // otherwise the status its file asks for. A changed configuration is
 // provisioned afresh: whoever edited the file has acted on the pipeline.
-func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, origin) {
+// A state the store could not read (unavailable, the read cancelled) is
+// an error: starting from the file's status would undo a stop, a degrade
+// or a backoff that is only not readable right now.
+func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, origin, error) {
 	fromFile := lifecycle.State{Status: lifecycle.StatusRunning}
 	if p.Status == config.StatusStopped {
 		fromFile.Status = lifecycle.StatusStopped
 	}
 	st, ok, err := r.states.Load(ctx, p.ID)
 	switch {
+	case err != nil && !errors.Is(err, lifecycle.ErrStateUnreadable):
+		return lifecycle.State{}, origin{}, err
 	case err != nil:
-		// Unreadable state must not keep a pipeline from running; the
+		// A damaged state must not keep a pipeline from running; the
 		// file's status is the safe reading.
 		r.log.Error("persisted pipeline state is unreadable; starting from the pipeline file's status",
 			zap.String("pipeline_id", p.ID), zap.Error(err))
-		return fromFile, origin{}
+		return fromFile, origin{}, nil
 	case !ok:
-		return fromFile, origin{fresh: true}
+		return fromFile, origin{fresh: true}, nil
 	case st.ConfigHash != hash:
 		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
 			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
 		fromFile.LastError, fromFile.Episode = st.LastError, st.Episode
-		return fromFile, origin{previous: st.Status.String()}
+		return fromFile, origin{previous: st.Status.String()}, nil
 	default:
-		return st, origin{persisted: true}
+		return st, origin{persisted: true}, nil
 	}
 }
 
