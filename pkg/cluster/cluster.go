@@ -256,7 +256,11 @@ func (m *Membership) Heartbeat(ctx context.Context, view string, pipelines []str
 			ids = []string{}
 		}
 	}
-	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now(), view = $3, pipelines = coalesce($4, pipelines)
+	// The view is written with its pipelines only: a Publish made since
+	// this heartbeat read its view wrote a newer pair, which must stay
+	// a pair.
+	tag, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET heartbeat_at = now(),
+			view = CASE WHEN $4::text[] IS NULL THEN view ELSE $3 END, pipelines = coalesce($4, pipelines)
 		WHERE id = $1 AND started_at = $2`, m.id, m.joined, view, ids)
 	if err != nil {
 		return err

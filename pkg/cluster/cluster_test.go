@@ -542,3 +542,24 @@ func TestProcessRunsIsFalseForAZombie(t *testing.T) {
 		t.Fatal("a reaped process runs")
 	}
 }
+
+// A heartbeat that read the instance's view before a Publish of a newer
+// one does not pair its older view with the newer pipelines.
+func TestHeartbeatKeepsAPublishedViewWithItsPipelines(t *testing.T) {
+	ctx := context.Background()
+	pool := openCluster(t)
+	a, err := Join(ctx, pool, "a", time.Minute, "v1", []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(ctx, "v2", []string{"x", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Heartbeat(ctx, "v1", []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	known, err := a.Known(ctx, []string{"a"})
+	if err != nil || known["a"].View != "v2" || fmt.Sprint(known["a"].IDs) != "[x y]" {
+		t.Fatalf("after a late heartbeat: %+v %v, want v2 with [x y]", known["a"], err)
+	}
+}

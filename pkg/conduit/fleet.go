@@ -790,17 +790,9 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 	}
 	slices.Sort(union)
 	union = slices.Compact(union)
-	// A pipeline created through the API is in the database: every
-	// instance has it, or will in a moment.
-	api := map[string]bool{}
-	for _, k := range f.known {
-		if k.Origin.API() {
-			api[k.Pipeline.ID] = true
-		}
-	}
 	return union, func(instance, pipelineID string) bool {
 		set, ok := sets[instance]
-		return !ok || set == nil || set[pipelineID] || api[pipelineID]
+		return !ok || set == nil || set[pipelineID]
 	}, nil
 }
 
@@ -917,7 +909,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 		}
 	}
 	f.mu.RLock()
-	deletions := len(f.undeleted) > 0
+	deletions := len(f.undeleted) > 0 || len(f.abandonedLocked()) > 0
 	f.mu.RUnlock()
 	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
@@ -984,7 +976,7 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 	r := f.r
 	// The resumed event says how the pipeline left its last instance.
 	takeover := lifecycle.Takeover{From: lease.Previous, Self: lease.Previous == f.member.ID()}
-	m, err := r.provisionAfter(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem, takeover)
+	m, err := r.provisionAfter(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem, takeover, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			f.log.Info("shutting down: giving back the lease of a pipeline this instance was taking up", zap.String("pipeline_id", id))
@@ -1359,6 +1351,14 @@ func (f *fleet) retryDeletions(ctx context.Context) {
 		}
 		pending = append(pending, d)
 	}
+	// Also those another instance meant to delete but could not carry out
+	// (it stopped before the holder let go), left by a live instance that
+	// does not know them any more; the first live instance does it.
+	for _, id := range f.abandonedLocked() {
+		if _, ok := f.undeleted[id]; !ok {
+			pending = append(pending, pendingDeletion{cfg: config.Pipeline{ID: id}, actor: lifecycle.ActorConfig})
+		}
+	}
 	f.mu.RUnlock()
 	for _, d := range pending {
 		if ctx.Err() != nil {
@@ -1373,6 +1373,24 @@ func (f *fleet) retryDeletions(ctx context.Context) {
 		}
 	}
 	f.mu.Unlock()
+}
+
+// abandonedLocked returns the pipelines whose lease a live instance let
+// go and that no live instance knows: removed from every instance's
+// files. Only the first live instance returns them. (A pipeline whose
+// last instance died is not one: that instance may come back with it.)
+func (f *fleet) abandonedLocked() []string {
+	if len(f.live) == 0 || f.live[0] != f.member.ID() {
+		return nil
+	}
+	var out []string
+	for id, h := range f.holders {
+		if !h.Live && slices.Contains(f.live, h.Instance) && f.orphanedLocked(id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // dropLease deletes the lease of a pipeline this instance deleted.

@@ -464,7 +464,7 @@ func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.P
 // provision validates p and creates its supervisor from the persisted
 // state; Run, or the reconciler once Run started, starts it.
 func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string) (*managedPipeline, error) {
-	return r.provisionAfter(ctx, p, origin, actor, lifecycle.Takeover{})
+	return r.provisionAfter(ctx, p, origin, actor, lifecycle.Takeover{}, false)
 }
 
 // afterShutdown is what becomes of a pipeline when this process shuts
@@ -478,7 +478,10 @@ func (r *Runtime) afterShutdown() string {
 
 // provisionAfter is provision of a pipeline an instance of a cluster
 // takes over (lifecycle.Config.Takeover).
-func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string, takeover lifecycle.Takeover) (*managedPipeline, error) {
+// takingUp: an instance of a cluster takes the pipeline up; a state it
+// cannot read now fails the take-up (the lease is given back and taken
+// up again later) rather than start from the file's status.
+func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string, takeover lifecycle.Takeover, takingUp bool) (*managedPipeline, error) {
 	recovery, policy, err := r.validate(p)
 	if err != nil {
 		return nil, err
@@ -496,7 +499,7 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 				zap.String("pipeline_id", p.ID), zap.Int("entries", n))
 		}
 	}
-	initial, from, err := r.initialState(ctx, p, hash)
+	initial, from, err := r.initialState(ctx, p, hash, takingUp)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline's state: %w", err)
 	}
@@ -654,17 +657,18 @@ func (r *Runtime) record(id string, o origin, hash string, where reconciler.Orig
 // for its persisted attempt time and a degraded one stays degraded),
 // otherwise the status its file asks for. A changed configuration is
 // provisioned afresh: whoever edited the file has acted on the pipeline.
-// A state the store could not read (unavailable, the read cancelled) is
-// an error: starting from the file's status would undo a stop, a degrade
-// or a backoff that is only not readable right now.
-func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string) (lifecycle.State, origin, error) {
+// A read cut off by a shutdown is an error; so is, when strict (a take-up
+// in a cluster, which is tried again), a state the store could not read
+// now (unavailable): starting from the file's status would undo a stop, a
+// degrade or a backoff that is only not readable right now.
+func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash string, strict bool) (lifecycle.State, origin, error) {
 	fromFile := lifecycle.State{Status: lifecycle.StatusRunning}
 	if p.Status == config.StatusStopped {
 		fromFile.Status = lifecycle.StatusStopped
 	}
 	st, ok, err := r.states.Load(ctx, p.ID)
 	switch {
-	case err != nil && !errors.Is(err, lifecycle.ErrStateUnreadable):
+	case err != nil && (ctx.Err() != nil || strict && !errors.Is(err, lifecycle.ErrStateUnreadable)):
 		return lifecycle.State{}, origin{}, err
 	case err != nil:
 		// A damaged state must not keep a pipeline from running; the

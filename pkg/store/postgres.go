@@ -47,8 +47,9 @@ type Postgres struct {
 	owner int64
 	// commitTimeout bounds one attempt of a commit.
 	commitTimeout time.Duration
-	// stopWatch ends watchLock; watchDone is closed when it returned.
-	stopWatch chan struct{}
+	// stopWatch ends watchLock, and a probe it has under way;
+	// watchDone is closed when it returned.
+	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	// notifyEvents: commits notify EventsChannel of the pipelines whose
 	// audit events they write.
@@ -266,8 +267,9 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 		if err := s.claim(ctx); err != nil {
 			return nil, err
 		}
-		s.stopWatch, s.watchDone = make(chan struct{}), make(chan struct{})
-		go s.watchLock(cmp.Or(opts.LockCheckEvery, defaultLockCheckEvery), describeTarget(cfg))
+		watchCtx, stop := context.WithCancel(context.Background())
+		s.stopWatch, s.watchDone = stop, make(chan struct{})
+		go s.watchLock(watchCtx, cmp.Or(opts.LockCheckEvery, defaultLockCheckEvery), describeTarget(cfg))
 	}
 	return s, nil
 }
@@ -298,15 +300,24 @@ func (s *Postgres) takeLock(ctx context.Context) (bool, error) {
 // instance of a cluster with the cluster's token, new only when the
 // database was not a cluster's.
 func (s *Postgres) claim(ctx context.Context) error {
-	mode, keep := "alone", "false"
-	if s.sharedLock {
-		mode, keep = "cluster", "conduit_owner.mode = 'cluster'"
+	if !s.sharedLock {
+		err := s.pool.QueryRow(ctx, `INSERT INTO conduit_owner (id, mode, token) VALUES (1, 'alone', nextval('conduit_owner_tokens'))
+			ON CONFLICT (id) DO UPDATE SET mode = 'alone', token = EXCLUDED.token
+			RETURNING token`).Scan(&s.owner)
+		if err != nil {
+			return fmt.Errorf("taking the database (conduit_owner): %w", s.pgErr(ctx, err))
+		}
+		return nil
 	}
-	err := s.pool.QueryRow(ctx, `INSERT INTO conduit_owner (id, mode, token) VALUES (1, $1, nextval('conduit_owner_tokens'))
-		ON CONFLICT (id) DO UPDATE SET mode = $1,
-			token = CASE WHEN `+keep+` THEN conduit_owner.token ELSE EXCLUDED.token END
-		RETURNING token`, mode).Scan(&s.owner)
-	if err != nil {
+	// An instance of a cluster changes the row only when the database
+	// was not a cluster's: an update would wait for every instance's
+	// commits under way (they hold the row FOR SHARE), and hold up the
+	// next ones.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO conduit_owner (id, mode, token) VALUES (1, 'cluster', nextval('conduit_owner_tokens'))
+		ON CONFLICT (id) DO UPDATE SET mode = 'cluster', token = EXCLUDED.token WHERE conduit_owner.mode <> 'cluster'`); err != nil {
+		return fmt.Errorf("taking the database (conduit_owner): %w", s.pgErr(ctx, err))
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT token FROM conduit_owner WHERE id = 1`).Scan(&s.owner); err != nil {
 		return fmt.Errorf("taking the database (conduit_owner): %w", s.pgErr(ctx, err))
 	}
 	return nil
@@ -318,23 +329,28 @@ func (s *Postgres) claim(ctx context.Context) error {
 // is refused as before. If another one took the lock first, it also
 // took the database over (claim), and this process's commits fail with
 // ErrDisowned; that is logged here as it happens.
-func (s *Postgres) watchLock(every time.Duration, target string) {
+func (s *Postgres) watchLock(watchCtx context.Context, every time.Duration, target string) {
 	defer close(s.watchDone)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	lost := false
 	for {
 		select {
-		case <-s.stopWatch:
+		case <-watchCtx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		// A probe cut off by its deadline ends the session, and the lock
+		// with it: it gets far longer than a healthy server takes. A server
+		// that went away answers at once (reset, refused).
+		ctx, cancel := context.WithTimeout(watchCtx, max(30*time.Second, every))
 		s.lockMu.Lock()
 		conn := s.lock
 		s.lockMu.Unlock()
 		if conn != nil && !conn.Conn().IsClosed() {
-			if _, err := conn.Exec(ctx, `SELECT 1`); err == nil {
+			_, err := conn.Exec(ctx, `SELECT 1`)
+			if err == nil || watchCtx.Err() != nil {
+				// Fine, or closing: Close releases the lock.
 				cancel()
 				continue
 			}
@@ -508,12 +524,13 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	defer s.inflight.Done()
 	var stale map[Fence]bool
 	// A large round (a storm of thousands of pipelines' states) is one
-	// transaction too: it gets more time, a second per MiB it carries.
+	// transaction too: it gets more time, a second per MiB it carries and
+	// per 10,000 writes.
 	size := 0
 	for _, op := range ops {
 		size += len(op.Key) + len(op.Value)
 	}
-	timeout := s.commitTimeout + time.Duration(size>>20)*time.Second
+	timeout := s.commitTimeout + time.Duration(size>>20)*time.Second + time.Duration(len(ops)/10000)*time.Second
 	err := s.retryUnavailable(ctx, func() error {
 		attempt, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -952,7 +969,7 @@ func (s *Postgres) Close() error {
 
 func (s *Postgres) release() {
 	if s.stopWatch != nil {
-		close(s.stopWatch)
+		s.stopWatch()
 		<-s.watchDone
 		s.stopWatch = nil
 	}
