@@ -453,7 +453,7 @@ func TestConsoleFollowsWithoutHoldingConnections(t *testing.T) {
 	// and reads every few seconds - a start made elsewhere shows well
 	// before the page's reading every 30 s could show it.
 	countNotices := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := chromedp.Evaluate[bool](`window.notices = 0, new MutationObserver(() => {
+		_, err := chromedp.Evaluate[bool](`performance.setResourceTimingBufferSize(100000), window.notices = 0, new MutationObserver(() => {
 			if (document.getElementById("notice").textContent) window.notices++;
 		}).observe(document.getElementById("notice"), {childList: true, characterData: true, subtree: true}), true`)(ctx, tg)
 		return err
