@@ -299,6 +299,14 @@ func TestConsoleShowsRecoveryAndStops(t *testing.T) {
 	if text := b.text(t, "main"); !strings.Contains(text, "No pipeline nope: it does not exist") {
 		t.Errorf("the page of an unknown pipeline says:\n%s", text)
 	}
+	// Created meanwhile, it shows without a reload.
+	w.write("nope.yml", "version: \"2.2\"\npipelines:\n  - id: nope\n    connectors:\n"+
+		"      - {id: src, type: source, plugin: builtin:generator, settings: {rate: 1, format.options.id: int}}\n"+
+		"      - {id: dst, type: destination, plugin: builtin:log}\n")
+	w.mustPipelines(address, "apply", "nope.yml")
+	b.doWithin(t, "the page of a pipeline created meanwhile", 20*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`h1 .status-running`)), chromedp.WaitVisible(chromedp.CSS(`#stop`)))
+	w.mustPipelines(address, "delete", "nope")
 	b.do(t, "a malformed address", chromedp.Navigate("http://"+address+"/ui/#/pipeline/%E0%A4%A"),
 		chromedp.WaitVisible(chromedp.CSS(`main h1`)))
 	if text := b.text(t, "main h1"); text != "Not found" {

@@ -282,6 +282,8 @@ function ticker(root) {
 // (every REFRESH_MS while the watch is down).
 const SAFETY_MS = 30000;
 const CLUSTER_SAFETY_MS = 5000;
+// A page of a pipeline that does not exist looks for it this often.
+const GONE_MS = 5000;
 // A burst of events reads the list (or the pipeline) again once, and a
 // storm of them at most once a second.
 const BURST_MS = 250, STORM_MS = 1000;
@@ -596,6 +598,9 @@ function pipelinePage(id) {
 
   // gone: the pipeline does not exist (any more): nothing to act on or
   // follow.
+  // lookAgain: a gone pipeline is looked for every GONE_MS; null once
+  // the page is left.
+  let lookAgain;
   function gone() {
     stop.abort();
     clearTimeout(timer);
@@ -606,6 +611,16 @@ function pipelinePage(id) {
     details.replaceChildren();
     configuration.hidden = true;
     problem.replaceChildren(`No pipeline ${id}: it does not exist, or was deleted. `, el("a", { href: "#/", text: "All pipelines" }));
+    // A pipeline of this id created (again) shows, without a reload.
+    clearTimeout(lookAgain);
+    lookAgain = setTimeout(async function again() {
+      try {
+        await call(PIPELINES, "GetPipeline", { id });
+        if (lookAgain !== null) route();
+      } catch (err) {
+        if (!failed(err) && lookAgain !== null) lookAgain = setTimeout(again, GONE_MS);
+      }
+    }, GONE_MS);
   }
 
   async function refresh() {
@@ -691,7 +706,7 @@ function pipelinePage(id) {
     });
   })();
   const untick = ticker(main());
-  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); clearTimeout(pollTimer); clearTimeout(flushing); untick(); };
+  return () => { stop.abort(); clearTimeout(timer); clearTimeout(soon); clearTimeout(pollTimer); clearTimeout(flushing); clearTimeout(lookAgain); lookAgain = null; untick(); };
 }
 
 function matchText(r) {
