@@ -13,16 +13,25 @@ import (
 	"github.com/conduitry/conduit/pkg/pgtest"
 )
 
+// runOnPostgres starts a standalone conduit with its state in a database
+// of its own, a generator -> file pipeline, and waits for 500 records in
+// out.
+func runOnPostgres(t *testing.T) (w *workspace, p *process, dbURL, out string) {
+	t.Helper()
+	dbURL = pgtest.Database(t)
+	w = newWorkspace(t, fmt.Sprintf(generatorToFile, 2000))
+	w.write("conduit.yml", "log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: "+dbURL+"\n")
+	out = filepath.Join(w.dir, "out.jsonl")
+	p = w.start("run")
+	waitForRecords(t, p, out, 500)
+	return w, p, dbURL, out
+}
+
 // A standalone conduit on PostgreSQL works as one on Badger: a SIGKILL and
 // a restart continue the sequence, and a second process is refused.
 func TestConduitOnPostgresResumesAfterSIGKILL(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.Database(t)
-	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 2000))
-	w.write("conduit.yml", "log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: "+dbURL+"\n")
-	out := filepath.Join(w.dir, "out.jsonl")
-	p := w.start("run")
-	waitForRecords(t, p, out, 500)
+	w, p, _, out := runOnPostgres(t)
 	second := w.start("run")
 	if code := second.wait(t); code == 0 || !strings.Contains(second.stderr.String(), "in use by another conduit process") {
 		t.Fatalf("a second process on the same database: exit %d\n%s", code, second.stderr.String())
@@ -48,12 +57,7 @@ func TestConduitOnPostgresResumesAfterSIGKILL(t *testing.T) {
 // next commit, saying why, and writes nothing more.
 func TestConduitOnPostgresStopsWhenAnotherProcessTookTheDatabase(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.Database(t)
-	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 2000))
-	w.write("conduit.yml", "log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: "+dbURL+"\n")
-	out := filepath.Join(w.dir, "out.jsonl")
-	p := w.start("run")
-	waitForRecords(t, p, out, 500)
+	_, p, dbURL, out := runOnPostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)

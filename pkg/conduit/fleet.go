@@ -378,10 +378,13 @@ func (f *fleet) orphaned(id string) bool {
 
 func (f *fleet) orphanedLocked(id string) bool {
 	h, leased := f.holders[id]
-	if !leased || h.Live || f.foreign[id] != nil {
-		return false
-	}
-	return !slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
+	return leased && !h.Live && !f.knownSomewhereLocked(id)
+}
+
+// knownSomewhereLocked reports whether this instance or another live one
+// knows the pipeline.
+func (f *fleet) knownSomewhereLocked(id string) bool {
+	return f.foreign[id] != nil || slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 }
 
 func (f *fleet) knownPipelines() []reconciler.Running {
@@ -1346,10 +1349,9 @@ func (f *fleet) retryDeletions(ctx context.Context) {
 	f.mu.RLock()
 	pending := make([]pendingDeletion, 0, len(f.undeleted))
 	for id, d := range f.undeleted {
-		if slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id }) || f.foreign[id] != nil {
-			continue
+		if !f.knownSomewhereLocked(id) {
+			pending = append(pending, d)
 		}
-		pending = append(pending, d)
 	}
 	// Also those another instance meant to delete but could not carry out
 	// (it stopped before the holder let go), left by a live instance that
@@ -1368,7 +1370,7 @@ func (f *fleet) retryDeletions(ctx context.Context) {
 	}
 	f.mu.Lock()
 	for id := range f.undeleted {
-		if slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id }) || f.foreign[id] != nil {
+		if f.knownSomewhereLocked(id) {
 			delete(f.undeleted, id)
 		}
 	}

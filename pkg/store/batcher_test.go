@@ -141,17 +141,24 @@ func TestBatcherCoalescesWritesOfOneKey(t *testing.T) {
 	}
 }
 
+// submitLargeWrites submits 20 writes of two 64 KiB values each (2.5 MiB,
+// more than one chunk) and returns the last.
+func submitLargeWrites(t *testing.T, b *Batcher) Pending {
+	t.Helper()
+	value := string(make([]byte, 64<<10))
+	var last Pending
+	for i := range 20 {
+		last = submit(t, b, set(fmt.Sprint("w", i, "-a"), value), set(fmt.Sprint("w", i, "-b"), value))
+	}
+	return last
+}
+
 func TestBatcherKeepsAWriteInOneCommitAcrossChunks(t *testing.T) {
 	h := newHeldStore()
 	b := NewBatcher(h, nil)
 	defer b.Close()
 	hold, _ := blockFirstCommit(t, h, b)
-	value := string(make([]byte, 64<<10))
-	var last Pending
-	for i := range 20 {
-		// 20 writes of two 64 KiB values: more than one chunk.
-		last = submit(t, b, set(fmt.Sprint("w", i, "-a"), value), set(fmt.Sprint("w", i, "-b"), value))
-	}
+	last := submitLargeWrites(t, b)
 	h.release(hold)
 	if err := last.Wait(context.Background()); err != nil {
 		t.Fatal(err)
@@ -190,11 +197,7 @@ func TestBatcherCommitsARoundInOneTransactionWhenTheStoreHasNoLimit(t *testing.T
 	b := NewBatcher(unlimitedStore{h}, nil)
 	defer b.Close()
 	hold, _ := blockFirstCommit(t, h, b)
-	value := string(make([]byte, 64<<10))
-	var last Pending
-	for i := range 20 {
-		last = submit(t, b, set(fmt.Sprint("w", i, "-a"), value), set(fmt.Sprint("w", i, "-b"), value))
-	}
+	last := submitLargeWrites(t, b)
 	for i := range maxChunkOps {
 		last = submit(t, b, set(fmt.Sprint("small", i), "v"))
 	}
