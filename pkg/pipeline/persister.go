@@ -62,15 +62,18 @@ func (p *persister) offer(pos record.Position, deletes [][]byte) {
 
 // saved is called once per offer with the result of its save.
 func (p *persister) saved(err error) {
+	// The count goes up before the save is settled: run may return as soon
+	// as settled catches up, and whoever reads the stats after the run must
+	// see every save it waited for.
+	if err == nil {
+		p.stats.PositionsSaved.Add(1)
+	}
 	p.mu.Lock()
 	p.settled++
 	if err != nil && p.err == nil {
 		p.err = err
 	}
 	p.mu.Unlock()
-	if err == nil {
-		p.stats.PositionsSaved.Add(1)
-	}
 	p.signal()
 }
 
