@@ -28,12 +28,13 @@ type countingSource struct {
 	sdk.UnimplementedSource
 	cfg countingSourceConfig
 
-	mu        sync.Mutex
-	next      int
-	acked     []string
-	failAfter int // Read fails once it reached this number; 0: never
-	tornDown  bool
-	events    []string
+	mu         sync.Mutex
+	next       int
+	acked      []string
+	failAfter  int    // Read fails once it passed this number; 0: never; -1: at once
+	beforeRead func() // called at the start of every Read, when set
+	tornDown   bool
+	events     []string
 }
 
 type countingSourceConfig struct {
@@ -60,11 +61,14 @@ func (s *countingSource) Open(_ context.Context, pos opencdc.Position) error {
 }
 
 func (s *countingSource) Read(ctx context.Context) (opencdc.Record, error) {
+	if s.beforeRead != nil {
+		s.beforeRead()
+	}
 	s.mu.Lock()
 	s.next++
 	n, fail := s.next, s.failAfter
 	s.mu.Unlock()
-	if fail > 0 && n > fail {
+	if fail != 0 && n > fail {
 		return opencdc.Record{}, errors.New("upstream went away")
 	}
 	select {
@@ -119,8 +123,8 @@ func (m *memState) Save(_ context.Context, v []byte) error {
 }
 
 func newCountingSource(impl *countingSource, settings map[string]string, state State) *Source {
-	plug := sdk.NewSourcePlugin(impl, pconnector.PluginConfig{ConnectorID: "p:src"}, countingParams)
-	return NewSource(InProcessSource(plug), Options{PipelineID: "p", ConnectorID: "src", Plugin: "builtin:counting",
+	plug := InProcessSDKSource(impl, pconnector.PluginConfig{ConnectorID: "p:src"}, countingParams)
+	return NewSource(plug, Options{PipelineID: "p", ConnectorID: "src", Plugin: "builtin:counting",
 		Settings: settings, State: state, Params: countingParams})
 }
 
@@ -218,6 +222,26 @@ func TestSourceErrors(t *testing.T) {
 		}
 		if _, again := src.Read(rctx, make([]record.Record, 4)); again == nil || again.Error() != err.Error() {
 			t.Errorf("Read after the end = %v, want the same error", again)
+		}
+	})
+	t.Run("a connector failing at its first read ends the run with its error", func(t *testing.T) {
+		// The SDK's plugin panics when its reading goroutine ends before
+		// its acknowledging one started, which a read failing at once
+		// does when the scheduler lets it: many runs to give it the chance.
+		for range 300 {
+			src := newCountingSource(&countingSource{failAfter: -1}, map[string]string{"limit": "1"}, nil)
+			if err := src.Open(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := src.Read(rctx, make([]record.Record, 4))
+			cancel()
+			if err == nil || !strings.Contains(err.Error(), "upstream went away") {
+				t.Fatalf("Read = %v, want the connector's error", err)
+			}
+			if err := src.Teardown(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 	t.Run("read gives up when its context ends", func(t *testing.T) {

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
+	"github.com/conduitio/conduit-commons/config"
+	"github.com/conduitio/conduit-commons/opencdc"
 	"github.com/conduitio/conduit-connector-protocol/pconnector"
+	sdk "github.com/conduitio/conduit-connector-sdk"
 )
 
 // SourcePlugin is a source of Conduit's protocol as the adapter drives it:
@@ -184,6 +188,60 @@ func InProcessSource(p pconnector.SourcePlugin) SourcePlugin {
 
 type inProcessSource struct {
 	pconnector.SourcePlugin
+	gate *readGate // nil: the plugin's reads are not held back
+}
+
+// InProcessSDKSource is InProcessSource for impl, a source written with
+// Conduit's SDK and compiled into this process, made into a plugin here.
+// The SDK's plugin starts its reading goroutine and then its acknowledging
+// one in one tomb, and panics - which takes the whole process down - when
+// the reading goroutine has already ended by the time the second starts:
+// a connector whose first read fails at once, or that reads a few records
+// and fails while the scheduler runs nothing else. impl's reads therefore
+// wait until the run's acknowledging side receives from the stream; until
+// then, nothing can end the reading goroutine either.
+func InProcessSDKSource(impl sdk.Source, cfg pconnector.PluginConfig, params config.Parameters) SourcePlugin {
+	gate := &readGate{}
+	return &inProcessSource{SourcePlugin: sdk.NewSourcePlugin(gatedSource{Source: impl, gate: gate}, cfg, params), gate: gate}
+}
+
+// readGate holds a source's reads back until the current run's plugin
+// side receives.
+type readGate struct {
+	open atomic.Pointer[chan struct{}] // the run's receiving channel; nil before the first run
+}
+
+func (g *readGate) wait(ctx context.Context) error {
+	ch := g.open.Load()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-*ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// gatedSource is an SDK source whose reads wait for its readGate.
+type gatedSource struct {
+	sdk.Source
+	gate *readGate
+}
+
+func (s gatedSource) Read(ctx context.Context) (opencdc.Record, error) {
+	if err := s.gate.wait(ctx); err != nil {
+		return opencdc.Record{}, err
+	}
+	return s.Source.Read(ctx)
+}
+
+func (s gatedSource) ReadN(ctx context.Context, n int) ([]opencdc.Record, error) {
+	if err := s.gate.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.Source.ReadN(ctx, n)
 }
 
 type sourcePipe struct {
@@ -221,6 +279,9 @@ func (s *inProcessSource) Run(ctx context.Context, stream pconnector.SourceRunSt
 	// plugin once it receives - its acknowledging goroutine runs - or its
 	// Run ended.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if s.gate != nil {
+		s.gate.open.Store(&sp.receiving)
+	}
 	go func() {
 		defer sp.close()
 		defer cancel()

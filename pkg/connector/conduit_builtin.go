@@ -38,8 +38,8 @@ func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]stri
 			if err := conduitplugin.ValidateSettings(spec.SourceParams, cfg.Settings); err != nil {
 				return nil, err
 			}
-			plug := sdk.NewSourcePlugin(c.NewSource(), conduitPluginConfig(cfg), spec.SourceParams)
-			return conduitplugin.NewSource(conduitplugin.InProcessSource(plug), conduitOptions(cfg, ref, spec.SourceParams, sourceDefaults)), nil
+			plug := conduitplugin.InProcessSDKSource(c.NewSource(), conduitPluginConfig(cfg), spec.SourceParams)
+			return conduitplugin.NewSource(plug, conduitOptions(cfg, ref, spec.SourceParams, sourceDefaults)), nil
 		}
 	}
 	if c.NewDestination != nil {
