@@ -3,7 +3,7 @@
 // protocol (pconnector.SourcePlugin and pconnector.DestinationPlugin).
 //
 // The same adapter serves both ways such a connector arrives: compiled in
-// (builtin:postgres, wrapped by InProcessSource / InProcessDestination)
+// (builtin:postgres, wrapped by InProcessSDKSource / InProcessDestination)
 // and as a standalone executable speaking the protocol over gRPC (the
 // plugin clients of the protocol module, which pkg/connector attaches to a
 // process it started).
