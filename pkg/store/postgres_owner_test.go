@@ -18,13 +18,14 @@ import (
 )
 
 // endLockSessions ends the sessions that hold conduit's process lock on
-// the database, as a restart of the server does.
+// the database, as a restart of the server does, and waits until they are
+// gone: the lock is free only once the session's process has exited.
 func endLockSessions(t *testing.T, s *Postgres) {
 	t.Helper()
 	var ended int
-	if err := s.pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid, 30000) AS gone FROM pg_locks
 		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND objid = $1`, int64(pgProcessLock&0xffffffff)).Scan(&ended); err != nil || ended == 0 {
+		AND objid = $1) terminated WHERE gone`, int64(pgProcessLock&0xffffffff)).Scan(&ended); err != nil || ended == 0 {
 		t.Fatalf("ending the lock's session: %d sessions, %v", ended, err)
 	}
 }
