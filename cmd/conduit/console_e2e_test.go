@@ -444,15 +444,8 @@ func TestConsoleFollowsWithoutHoldingConnections(t *testing.T) {
 		})
 	_ = refused.cmd.Process.Kill()
 
-	setHidden := func(hidden bool) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`Object.defineProperty(document, "hidden", {value: %t, configurable: true}),
-				document.dispatchEvent(new Event("visibilitychange")), true`, hidden))(ctx, tg)
-			return err
-		})
-	}
 	// Hidden, the page lets go of it: the CLI gets it, and follows.
-	b.do(t, "hide the tab", setHidden(true))
+	b.do(t, "hide the tab", setTabHidden(true))
 	cli := w.follow(env, "seq")
 	w.mustPipelines(address, "stop", "seq")
 	cli.waitForLine(t, `#[0-9]+ +stopped +stopped -> stopped +by user`)
@@ -466,7 +459,7 @@ func TestConsoleFollowsWithoutHoldingConnections(t *testing.T) {
 		}).observe(document.getElementById("notice"), {childList: true, characterData: true, subtree: true}), true`)(ctx, tg)
 		return err
 	})
-	b.do(t, "show the tab", countNotices, setHidden(false))
+	b.do(t, "show the tab", countNotices, setTabHidden(false))
 	w.mustPipelines(address, "start", "seq")
 	b.doWithin(t, "the page reads while it cannot follow", 15*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`h1 .status-running`)),
@@ -560,19 +553,12 @@ func TestConsoleEventsHaveNoGaps(t *testing.T) {
 		}
 		return e.Sequence
 	}
-	hide := func(hidden bool) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Evaluate[bool](fmt.Sprintf(`Object.defineProperty(document, "hidden", {value: %t, configurable: true}),
-				document.dispatchEvent(new Event("visibilitychange")), true`, hidden))(ctx, tg)
-			return err
-		})
-	}
-	b.do(t, "hide the tab", hide(true))
+	b.do(t, "hide the tab", setTabHidden(true))
 	from := newest()
 	eventually(t, 50*time.Millisecond, func() bool { return newest() > from+150 },
 		func() string { return "the storm wrote fewer than 150 events" })
 	target := newest()
-	b.do(t, "show the tab", hide(false))
+	b.do(t, "show the tab", setTabHidden(false))
 	eventually(t, 100*time.Millisecond, func() bool {
 		top, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`Number(document.querySelector("#events tbody tr").dataset.seq)`))
 		return err == nil && top >= target
@@ -588,4 +574,14 @@ func TestConsoleEventsHaveNoGaps(t *testing.T) {
 	}
 	b.noErrors(t)
 	stopProcess(t, p)
+}
+
+// setTabHidden makes the page believe its tab was hidden or shown again,
+// as a switch of tabs does.
+func setTabHidden(hidden bool) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`Object.defineProperty(document, "hidden", {value: %t, configurable: true}),
+			document.dispatchEvent(new Event("visibilitychange")), true`, hidden))(ctx, tg)
+		return err
+	})
 }
