@@ -20,7 +20,7 @@ build:
 
 ## test: all tests with the race detector
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 4 -parallel 4 ./...
 
 ## lint: gofmt check, go vet, staticcheck, buf lint, and a check that pkg/api/gen matches proto/
 lint:

@@ -142,6 +142,29 @@ func (w *workspace) waitPlacement(address, why string, ok func(placement) bool) 
 	return last
 }
 
+// clusterOutputs are the files the pipelines of clusterPipelineFiles write.
+func clusterOutputs(w *workspace, n int) []string {
+	outs := make([]string, n)
+	for i := range outs {
+		outs[i] = filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
+	}
+	return outs
+}
+
+// waitForMoreRecords waits until each file holds more records than it
+// does now. Every target is taken before the first wait: taken one after
+// another's wait, each target would move later by that wait.
+func waitForMoreRecords(t *testing.T, p *process, paths []string, more int) {
+	t.Helper()
+	targets := make([]int, len(paths))
+	for i, path := range paths {
+		targets[i] = len(ids(t, path)) + more
+	}
+	for i, path := range paths {
+		waitForRecords(t, p, path, targets[i])
+	}
+}
+
 // Three conduits on one PostgreSQL database share twelve pipelines: each
 // runs some; a SIGKILLed one's pipelines move to the others; one paused
 // beyond its lease (SIGSTOP) and continued writes nothing its successor
@@ -196,10 +219,11 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	w.waitPlacement(addresses["i2"], "after i3 was killed", func(p placement) bool {
 		return p.settled(n, "i1", "i2") && len(p.on("i1")) == n/2
 	})
-	for _, id := range moved {
-		out := filepath.Join(w.dir, "out-"+id+".jsonl")
-		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
+	movedOuts := make([]string, len(moved))
+	for i, id := range moved {
+		movedOuts[i] = filepath.Join(w.dir, "out-"+id+".jsonl")
 	}
+	waitForMoreRecords(t, instances["i1"], movedOuts, 100)
 	// The audit log says who stopped renewing the lease, not that a
 	// process of the new instance crashed.
 	events := w.mustPipelines(addresses["i1"], "events", moved[0], "--kind", "resumed", "-o", "json")
@@ -225,10 +249,7 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 	w.mustPipelines(addresses["i1"], "start", onI2[0])
 	w.waitPlacement(addresses["i1"], "while i2 is paused", func(p placement) bool { return p.settled(n, "i1") })
 	paused := w.placement(addresses["i1"])
-	for i := range n {
-		out := filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
-		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
-	}
+	waitForMoreRecords(t, instances["i1"], clusterOutputs(w, n), 100)
 	if err := i2.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +269,7 @@ func TestClusterOfThreeSharesFailsOverAndFences(t *testing.T) {
 		!strings.Contains(woke, "this instance's leases could not be renewed for") {
 		t.Errorf("i2 does not say it lost its leases:\n%s", woke)
 	}
-	for i := range n {
-		out := filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
-		waitForRecords(t, instances["i1"], out, len(ids(t, out))+100)
-	}
+	waitForMoreRecords(t, instances["i1"], clusterOutputs(w, n), 100)
 
 	// A deploy: i3 shuts down (its pipelines are handed over) and starts
 	// again (they come back). Meanwhile i1 lists them all the time: every
@@ -313,13 +331,10 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 	logOnFailure(t, map[string]*process{"i1": i1, "i2": i2})
 	address := apiAddress(t, i1)
 	w.waitPlacement(address, "two instances", func(p placement) bool { return p.settled(n, "i1", "i2") })
-	outs := make([]string, n)
+	outs := clusterOutputs(w, n)
 	grown := func() {
 		t.Helper()
-		for i := range outs {
-			outs[i] = filepath.Join(w.dir, fmt.Sprintf("out-c%d.jsonl", i))
-			waitForRecords(t, i1, outs[i], len(ids(t, outs[i]))+100)
-		}
+		waitForMoreRecords(t, i1, outs, 100)
 	}
 	grown()
 
@@ -534,9 +549,13 @@ func TestClusterFailoverKeepsTheNextAttempt(t *testing.T) {
 	if after.status != "PIPELINE_STATUS_RECOVERING" || after.next != before.next {
 		t.Fatalf("flaky on %s: %+v, want recovering with the next attempt %s its first instance set", survivor, after, before.next)
 	}
-	if !strings.Contains(procs[survivor].stderr.String(), "next attempt at its persisted time") {
-		t.Errorf("%s does not say it kept the persisted attempt:\n%s", survivor, procs[survivor].stderr.String())
-	}
+	// The list shows the survivor once it holds the lease, which is just
+	// before it takes the pipeline up and says so.
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(procs[survivor].stderr.String(), "next attempt at its persisted time")
+	}, func() string {
+		return fmt.Sprintf("%s does not say it kept the persisted attempt:\n%s", survivor, procs[survivor].stderr.String())
+	})
 	stopProcess(t, procs[survivor])
 }
 
@@ -574,10 +593,13 @@ func TestClusterInstancesWithDifferentPipelines(t *testing.T) {
 			return id + " does not report that the views differ"
 		})
 	}
+	// What a process logged reaches its stderr buffer through a pipe, a
+	// moment after the metric that follows it can be read.
 	for _, p := range []*process{i1, i2, i3} {
-		if !strings.Contains(p.stderr.String(), "do not know the same pipelines") {
-			t.Errorf("an instance does not warn that the pipeline files differ:\n%s", p.stderr.String())
-		}
+		eventually(t, pollInterval, func() bool { return strings.Contains(p.stderr.String(), "do not know the same pipelines") },
+			func() string {
+				return "an instance does not warn that the pipeline files differ:\n" + p.stderr.String()
+			})
 	}
 	// Every pipeline runs, on an instance that knows it.
 	w.waitPlacement(a1, "pipelines known to some instances", func(p placement) bool {
@@ -677,9 +699,11 @@ func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
 	if events := w.mustPipelines(a1, "events", target, "-o", "json"); strings.Contains(events, `"kind":"deleted"`) {
 		t.Fatalf("%s was deleted when its file was removed from one instance:\n%s", target, events)
 	}
-	if !strings.Contains(i2.stderr.String(), "other instances still have it: handing it over, not deleting it") {
-		t.Errorf("i2 does not say why it did not delete %s:\n%s", target, i2.stderr.String())
-	}
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(i2.stderr.String(), "other instances still have it: handing it over, not deleting it")
+	}, func() string {
+		return fmt.Sprintf("i2 does not say why it did not delete %s:\n%s", target, i2.stderr.String())
+	})
 
 	if err := os.Remove(filepath.Join(w.dir, "pipelines-a", target+".yml")); err != nil {
 		t.Fatal(err)

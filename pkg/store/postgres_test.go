@@ -24,6 +24,7 @@ func openTestPostgres(t testing.TB, dbURL string, opts PostgresOptions) *Postgre
 }
 
 func TestPostgresAcceptance(t *testing.T) {
+	t.Parallel()
 	runStoreAcceptance(t, func(t *testing.T) Store {
 		return openTestPostgres(t, pgtest.Database(t), PostgresOptions{})
 	})
