@@ -46,6 +46,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	ctx := context.Background()
 
 	t.Run("get missing key returns ErrNotFound", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		_, err := s.Get(ctx, []byte("missing"))
 		if !errors.Is(err, ErrNotFound) {
@@ -54,12 +55,14 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("set then get", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "k", "v")
 		wantValue(t, s, "k", "v")
 	})
 
 	t.Run("set overwrites", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "k", "v1")
 		mustSet(t, s, "k", "v2")
@@ -67,6 +70,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("empty value is found and empty", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		for _, v := range [][]byte{nil, {}} {
 			if err := s.Set(ctx, []byte("k"), v); err != nil {
@@ -80,6 +84,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("empty key is rejected", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		if _, err := s.Get(ctx, nil); !errors.Is(err, errEmptyKey) {
 			t.Errorf("Get: got %v, want errEmptyKey", err)
@@ -97,6 +102,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("delete removes the key", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "k", "v")
 		if err := s.Delete(ctx, []byte("k")); err != nil {
@@ -106,6 +112,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("delete missing key is not an error", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		if err := s.Delete(ctx, []byte("missing")); err != nil {
 			t.Fatalf("Delete: %v", err)
@@ -113,6 +120,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("scan visits the prefix in key order", func(t *testing.T) {
+		t.Parallel()
 		tests := []struct {
 			name   string
 			keys   []string
@@ -155,6 +163,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
 				s := open(t)
 				for _, k := range tt.keys {
 					mustSet(t, s, k, "v:"+k)
@@ -178,6 +187,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("scans that span several pages", func(t *testing.T) {
+		t.Parallel()
 		// More keys than a backend reads per query, so that scans
 		// continue across pages, with keys beside the prefix on both
 		// sides.
@@ -221,6 +231,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("scan from and reverse scan", func(t *testing.T) {
+		t.Parallel()
 		// "a." sorts just before "a/", "a0" just after every "a/...".
 		keys := []string{"a", "a.", "a/", "a/1", "a/10", "a/2", "a/\xff", "a0", "b"}
 		tests := []struct {
@@ -268,6 +279,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
 				s := open(t)
 				for _, k := range tt.keys {
 					mustSet(t, s, k, "v:"+k)
@@ -295,6 +307,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("scan from and reverse scan stop at the callback's error", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		for _, k := range []string{"p/1", "p/2", "p/3"} {
 			mustSet(t, s, k, "v")
@@ -315,6 +328,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("scan stops at the callback's error and returns it", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		for _, k := range []string{"p/1", "p/2", "p/3"} {
 			mustSet(t, s, k, "v")
@@ -337,6 +351,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("scan callback may write to the store and sees a snapshot", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		for _, k := range []string{"p/1", "p/2", "p/3"} {
 			mustSet(t, s, k, "v")
@@ -360,6 +375,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("commit applies sets and deletes together, in order", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "gone", "x")
 		err := s.Commit(ctx, []Op{
@@ -381,6 +397,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("commit with an empty key writes nothing", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		err := s.Commit(ctx, []Op{{Key: []byte("a"), Value: []byte("1")}, {Key: nil, Value: []byte("2")}})
 		if err == nil {
@@ -392,6 +409,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("a batcher writes through commit", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		b := NewBatcher(s, nil)
 		defer b.Close()
@@ -413,6 +431,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("update commits all writes", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "gone", "v")
 		err := s.Update(ctx, func(tx Txn) error {
@@ -433,6 +452,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("update is atomic: fn error writes nothing", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "kept", "old")
 		errBoom := errors.New("boom")
@@ -456,6 +476,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("update reads its own writes", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "existing", "old")
 		err := s.Update(ctx, func(tx Txn) error {
@@ -487,6 +508,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("values are copies", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		key, val := []byte("k"), []byte("value")
 		if err := s.Set(ctx, key, val); err != nil {
@@ -529,6 +551,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("concurrent writers", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		const writers, perWriter = 8, 10
 		var wg sync.WaitGroup
@@ -587,6 +610,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("close twice and concurrently", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "k", "v")
 		var wg sync.WaitGroup
@@ -607,6 +631,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("operations after close return ErrClosed", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -615,6 +640,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("close while writing", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		var wg sync.WaitGroup
 		started := make(chan struct{}, 4)
@@ -650,6 +676,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("cancelled context", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "k", "v")
 		cctx, cancel := context.WithCancel(ctx)
@@ -659,6 +686,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	})
 
 	t.Run("context cancelled during scan", func(t *testing.T) {
+		t.Parallel()
 		s := open(t)
 		for _, k := range []string{"p/1", "p/2", "p/3"} {
 			mustSet(t, s, k, "v")
