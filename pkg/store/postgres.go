@@ -56,9 +56,23 @@ type Postgres struct {
 	notifyEvents bool
 	// retryFor is PostgresOptions.RetryFor.
 	retryFor time.Duration
-	// unreachable is set while commits find the server unreachable, so
-	// that an outage is logged once, and its end too.
-	unreachable atomic.Bool
+	// unreachableSince is when commits began to find the server
+	// unreachable (UnixNano; 0 while it answers): an outage is logged
+	// once, and its end too. Commits share the outage's RetryFor, so
+	// that the writes that come one after another in an outage (a
+	// shutdown's last ones) do not wait RetryFor each.
+	unreachableSince atomic.Int64
+	// outlasted is set once a commit gave up on the outage (it lasted
+	// RetryFor), until a commit lands.
+	outlasted atomic.Bool
+	// lastUnreachable is the last failed attempt of a commit that found
+	// the server unreachable. Once the outage has outlasted RetryFor, a
+	// commit within probeEvery of it fails with its error without trying:
+	// on a network that drops packets every attempt waits out
+	// CommitTimeout, and a shutdown's last writes would wait it each.
+	lastUnreachable atomic.Pointer[failedAttempt]
+	// probeEvery is outageProbeEvery.
+	probeEvery time.Duration
 
 	// inflight counts the operations under way; Close waits for them, so
 	// that none fails on a pool closed under it.
@@ -89,12 +103,16 @@ type PostgresOptions struct {
 	// VM freeze) must not hold the rows it locked - the leases another
 	// instance needs to take its pipelines over - until it wakes up.
 	IdleInTransactionTimeout time.Duration
-	// RetryFor is how long a commit keeps trying while PostgreSQL cannot
+	// RetryFor is how long commits keep trying while PostgreSQL cannot
 	// be reached (a restart or failover of the server, a network blip),
 	// so that such a blip costs the pipelines a pause rather than a
-	// failure; 0 is defaultRetryFor. Commits are retried whole: their
-	// writes are puts and deletes of keys, which land the same however
-	// often they are applied, and the Batcher sends one commit at a time.
+	// failure; 0 is defaultRetryFor. It counts from the outage's first
+	// failed commit: a commit made later in the same outage tries for
+	// what is left of it, and once it is spent, commits try the server
+	// once a second and fail at once in between. Commits are retried
+	// whole: their writes are puts and deletes of keys, which land the
+	// same however often they are applied, and the Batcher sends one
+	// commit at a time.
 	RetryFor time.Duration
 	// CommitTimeout bounds one attempt of a commit, so that a connection
 	// the network silently dropped (no reset, no answer) fails the
@@ -239,7 +257,7 @@ func OpenPostgres(ctx context.Context, url string, log *zap.Logger, opts Postgre
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
 	s := &Postgres{pool: pool, log: log, notifyEvents: opts.NotifyEvents, retryFor: cmp.Or(opts.RetryFor, defaultRetryFor),
-		commitTimeout: cmp.Or(opts.CommitTimeout, defaultCommitTimeout)}
+		commitTimeout: cmp.Or(opts.CommitTimeout, defaultCommitTimeout), probeEvery: outageProbeEvery}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -594,24 +612,42 @@ func (s *Postgres) commit(ctx context.Context, ops []Op, staleOut *map[Fence]boo
 }
 
 // retryUnavailable runs fn again, with a growing pause, while it fails
-// because the server cannot be reached, for up to s.retryFor.
+// because the server cannot be reached, until the server has been
+// unreachable for s.retryFor: the first commit of an outage waits for up
+// to that long, a commit after it tries once.
 func (s *Postgres) retryUnavailable(ctx context.Context, fn func() error) error {
-	start := time.Now()
+	if s.outlasted.Load() {
+		if last := s.lastUnreachable.Load(); last != nil && time.Since(last.at) < s.probeEvery {
+			return last.err
+		}
+	}
 	pause := 50 * time.Millisecond
 	for {
 		err := fn()
 		if err == nil {
-			if s.unreachable.CompareAndSwap(true, false) {
-				s.log.Info("PostgreSQL can be reached again; the commits that waited for it are written")
+			s.outlasted.Store(false)
+			if since := s.unreachableSince.Swap(0); since != 0 {
+				s.log.Info("PostgreSQL can be reached again; the commits that waited for it are written",
+					zap.Duration("unreachable_for", time.Since(time.Unix(0, since)).Round(time.Millisecond)))
 			}
 			return nil
 		}
-		if !unavailable(err) || ctx.Err() != nil || s.closed.Load() || time.Since(start)+pause > s.retryFor {
+		if !unavailable(err) || ctx.Err() != nil || s.closed.Load() {
 			return err
 		}
-		if s.unreachable.CompareAndSwap(false, true) {
+		now := time.Now()
+		s.lastUnreachable.Store(&failedAttempt{at: now, err: err})
+		if s.unreachableSince.CompareAndSwap(0, now.UnixNano()) {
 			s.log.Warn("PostgreSQL cannot be reached; commits wait and try again",
 				zap.Duration("for_at_most", s.retryFor), zap.Error(err))
+		}
+		since := s.unreachableSince.Load()
+		if since == 0 { // reachable again meanwhile, for another commit
+			since = now.UnixNano()
+		}
+		if now.Sub(time.Unix(0, since))+pause > s.retryFor {
+			s.outlasted.Store(true)
+			return err
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -622,6 +658,17 @@ func (s *Postgres) retryUnavailable(ctx context.Context, fn func() error) error 
 		}
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// outageProbeEvery is how often commits try the server once an outage
+// has outlasted PostgresOptions.RetryFor; the commits between two tries
+// fail at once.
+const outageProbeEvery = time.Second
+
+// failedAttempt is an attempt of a commit that failed, and when.
+type failedAttempt struct {
+	at  time.Time
+	err error
 }
 
 // unavailable reports whether err says the server could not be reached or
@@ -980,9 +1027,32 @@ func (s *Postgres) release() {
 		if s.sharedLock {
 			unlock = `SELECT pg_advisory_unlock_shared($1)`
 		}
-		_, _ = s.lock.Exec(context.Background(), unlock, int64(pgProcessLock))
+		// Bounded: on a network that drops packets it would wait for the
+		// kernel to give the socket up; the session's end frees the lock
+		// all the same.
+		ctx, cancel := context.WithTimeout(context.Background(), s.commitTimeout)
+		_, _ = s.lock.Exec(ctx, unlock, int64(pgProcessLock))
+		cancel()
 		s.lock.Release()
 		s.lock = nil
 	}
-	s.pool.Close()
+	// pgx closes a connection whose query it gave up on by sending the
+	// server a cancel request over a new connection, and the pool's
+	// Close waits for that for up to 15 s: on a network that drops
+	// packets, a shutdown would hang that long for nothing. The close is
+	// waited for as long as a commit attempt may take; past that it ends
+	// on its own, within pgx's bound.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.pool.Close()
+	}()
+	t := time.NewTimer(s.commitTimeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		s.log.Warn("PostgreSQL does not answer while the store closes; its connections are left to time out",
+			zap.Duration("waited", s.commitTimeout))
+	}
 }

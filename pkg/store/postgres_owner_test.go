@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,7 +185,9 @@ func (f *freezer) freeze() {
 
 // A commit over a connection the network silently dropped gives up
 // within RetryFor, with ErrUnavailable, instead of waiting for the
-// kernel to give up the socket.
+// kernel to give up the socket; the next commit of the outage fails at
+// once; and Close does not wait for pgx's cancel of the abandoned
+// connection, which the silent network holds for up to 15 s.
 func TestPostgresCommitGivesUpOnASilentNetwork(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.Database(t)
@@ -194,7 +197,11 @@ func TestPostgresCommitGivesUpOnASilentNetwork(t *testing.T) {
 	}
 	f := startFreezer(t, u.Host)
 	u.Host = f.ln.Addr().String()
-	s := openTestPostgres(t, u.String(), PostgresOptions{CommitTimeout: 100 * time.Millisecond, RetryFor: 500 * time.Millisecond})
+	core, logs := observer.New(zapcore.WarnLevel)
+	s, err := OpenPostgres(ctx, u.String(), zap.New(core), PostgresOptions{CommitTimeout: 100 * time.Millisecond, RetryFor: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Set(ctx, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +216,52 @@ func TestPostgresCommitGivesUpOnASilentNetwork(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a commit on a silent network still waits after 30 s")
 	}
-	// Cut before the store closes: pgx cancels the commit it gave up on
-	// over a new connection, which a silent network would hold for the
-	// 15 s pgx allows it.
-	f.cut()
+	if err := s.Set(ctx, []byte("k"), []byte("x")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the next commit of the outage: %v, want ErrUnavailable", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if logs.FilterMessageSnippet("its connections are left to time out").Len() != 1 {
+		t.Fatalf("Close on a silent network does not say it left the connections to time out: %v", logs.All())
+	}
+}
+
+// Commits made one after another in one outage share its RetryFor: the
+// first tries until the outage has lasted that long; after it, a commit
+// tries once, and fails without trying within probeEvery of the last
+// attempt; a commit that lands ends the outage, and the next one waits
+// again.
+func TestPostgresCommitsShareAnOutagesRetryWindow(t *testing.T) {
+	s := &Postgres{log: zap.NewNop(), retryFor: 200 * time.Millisecond, probeEvery: time.Hour}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	attempts := func(fail bool) (n int, err error) {
+		err = s.retryUnavailable(context.Background(), func() error {
+			n++
+			if fail {
+				return refused
+			}
+			return nil
+		})
+		return n, err
+	}
+	if n, err := attempts(true); !errors.Is(err, syscall.ECONNREFUSED) || n < 2 {
+		t.Fatalf("the outage's first commit: %d attempts, %v; want several, then the error", n, err)
+	}
+	for i := range 3 {
+		if n, err := attempts(true); !errors.Is(err, syscall.ECONNREFUSED) || n != 0 {
+			t.Fatalf("commit %d right after: %d attempts, %v; want none and the last attempt's error", i+2, n, err)
+		}
+	}
+	s.probeEvery = 0
+	if n, err := attempts(true); !errors.Is(err, syscall.ECONNREFUSED) || n != 1 {
+		t.Fatalf("a commit later in the outage: %d attempts, %v; want one", n, err)
+	}
+	if n, err := attempts(false); err != nil || n != 1 {
+		t.Fatalf("a commit once the server answers: %d attempts, %v", n, err)
+	}
+	s.probeEvery = time.Hour
+	if n, err := attempts(true); !errors.Is(err, syscall.ECONNREFUSED) || n < 2 {
+		t.Fatalf("the next outage's first commit: %d attempts, %v; want several", n, err)
+	}
 }
