@@ -204,3 +204,51 @@ pipelines:
 	}
 	stopProcess(t, p)
 }
+
+// A Conduit connector does not outlive a conduit that was SIGKILLed: its
+// SDK does not notice that the runtime went away, and left running it
+// would hold what it opened (a replication slot, say) from the plugin the
+// next conduit starts.
+func TestConduitStandaloneConnectorDiesWithConduit(t *testing.T) {
+	t.Parallel()
+	w := conduitWorkspace(t, `version: "2.2"
+pipelines:
+  - id: gen
+    connectors:
+      - id: gen
+        type: source
+        plugin: standalone:generator
+        settings:
+          format.type: structured
+          format.options.id: int
+          rate: 200
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./out.jsonl
+`)
+	p := w.start("run")
+	waitForChanges(t, p, filepath.Join(w.dir, "out.jsonl"), 10)
+	plugin := childPID(t, p.cmd.Process.Pid, "conduit-connector-generator")
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	eventually(t, pollInterval, func() bool { return !processRuns(plugin) },
+		func() string { return fmt.Sprintf("the plugin (pid %d) still runs after conduit was SIGKILLed", plugin) })
+}
+
+// processRuns reports whether pid is a process that has not exited (a
+// zombie has).
+func processRuns(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	rest := string(stat)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 && i+2 < len(rest) {
+		return rest[i+2] != 'Z' && rest[i+2] != 'X'
+	}
+	return true
+}

@@ -11,9 +11,11 @@ import (
 // setProcessGroup puts the plugin in a process group of its own: a Ctrl-C
 // in the terminal then reaches only the runtime, which stops its pipelines
 // in order and tears the plugins down itself, and the signals below also
-// reach the processes the plugin started.
+// reach the processes the plugin started. Where the system can, the plugin
+// is also killed when the runtime dies (dieWithParent).
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // terminate asks the plugin's process group to exit.
