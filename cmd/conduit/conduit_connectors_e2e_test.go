@@ -236,7 +236,9 @@ pipelines:
 	}
 	p.wait(t)
 	eventually(t, pollInterval, func() bool { return !processRuns(plugin) },
-		func() string { return fmt.Sprintf("the plugin (pid %d) still runs after conduit was SIGKILLed", plugin) })
+		func() string {
+			return fmt.Sprintf("the plugin (pid %d) still runs after conduit was SIGKILLed", plugin)
+		})
 }
 
 // processRuns reports whether pid is a process that has not exited (a
