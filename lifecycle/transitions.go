@@ -138,10 +138,12 @@ func (s *Supervisor) onStop(m stopMsg) {
 		m.reply <- nil
 		return
 	}
-	s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorUser,
-		Message: "pipeline stopping: source stops reading, in-flight records drain"})
+	// Asked first, then told: whoever sees the stopping event knows the
+	// run was asked to stop (one still being built is then discarded).
 	s.run.stopping = true
 	s.run.stop()
+	s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorUser,
+		Message: "pipeline stopping: source stops reading, in-flight records drain"})
 	s.waiters = append(s.waiters, m.reply)
 }
 

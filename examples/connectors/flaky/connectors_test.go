@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,6 +263,65 @@ func TestDestinationPartialWrite(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if lines := strings.Count(string(b), "\n"); lines != 3 {
 		t.Errorf("%d lines in the file, want 3:\n%s", lines, b)
+	}
+}
+
+// A process of the destination killed in the middle of a write leaves a
+// partial line: the next Open removes it (its records come again), so the
+// file holds whole lines only. A file whose end is someone else's text
+// is not touched, and the destination refuses it.
+func TestDestinationOpenCutsATornLastLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	var fp fakeProcess
+	dst := newTestDestination(t, &fp, map[string]string{"path": path})
+	if n, err := dst.Write(context.Background(), testRecords(2)); n != 2 || err != nil {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if err := dst.Teardown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := append(slices.Clone(whole), `{"position":"Mw==","operation":"cre`...)
+	if err := os.WriteFile(path, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst = newTestDestination(t, &fp, map[string]string{"path": path})
+	recs := testRecords(3)
+	if n, err := dst.Write(context.Background(), recs[2:]); n != 1 || err != nil {
+		t.Fatalf("write after the torn line: %d, %v", n, err)
+	}
+	if err := dst.Teardown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := `{"position":"Mw==","operation":"create","metadata":null,"key":"Mw==","payload":{"before":null,"after":{"id":3}}}` + "\n"
+	if string(got) != string(whole)+third {
+		t.Errorf("file after the repair:\n%s\nwant\n%s%s", got, whole, third)
+	}
+	if !strings.Contains(fp.stderr.String(), "removed a partial last line of 35 bytes") {
+		t.Errorf("stderr does not tell of the repair:\n%s", fp.stderr.String())
+	}
+
+	foreign := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(foreign, []byte("a line\nno final line break"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst = newDestination(fp.process())
+	if err := dst.Configure(context.Background(), cfg(map[string]string{"path": foreign})); err != nil {
+		t.Fatal(err)
+	}
+	err = dst.Open(context.Background())
+	if c := cerrors.Classify(err); c.Class != cerrors.ClassFatal || !strings.Contains(err.Error(), "refusing to append") {
+		t.Errorf("open of a file ending with foreign text: %v (%+v), want fatal", err, c)
+	}
+	if b, _ := os.ReadFile(foreign); string(b) != "a line\nno final line break" {
+		t.Errorf("the foreign file was changed: %q", b)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,11 +62,55 @@ func (d *destination) Open(context.Context) error {
 		// either; a human has to fix it.
 		return sdk.Fatal(fmt.Errorf("flaky destination %q: path: %w", d.id, err))
 	}
-	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(d.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return sdk.Fatal(fmt.Errorf("flaky destination %q: path: %w", d.id, err))
 	}
+	if err := d.cutTornLine(f); err != nil {
+		_ = f.Close()
+		return err
+	}
 	d.f = f
+	return nil
+}
+
+// lineStart is how every line this destination writes begins.
+const lineStart = `{"position":`
+
+// cutTornLine removes a partial last line that a process of this
+// destination left when it was killed in the middle of a write, so that
+// the next line does not join it: the runtime delivers those records again
+// (they were never acknowledged). A file whose end is not such a line -
+// someone else's text without a final newline - is left as it is, and
+// the destination refuses to write after it.
+func (d *destination) cutTornLine(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return sdk.Transient(fmt.Errorf("flaky destination %q: %w", d.id, err))
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	// A partial line is at most one batch; 4 MiB is far more.
+	tail := make([]byte, min(fi.Size(), 4<<20))
+	start := fi.Size() - int64(len(tail))
+	if _, err := f.ReadAt(tail, start); err != nil {
+		return sdk.Transient(fmt.Errorf("flaky destination %q: reading the end of %s: %w", d.id, d.path, err))
+	}
+	if tail[len(tail)-1] == '\n' {
+		return nil
+	}
+	lineAt := bytes.LastIndexByte(tail, '\n') + 1
+	if (lineAt == 0 && start > 0) || !bytes.HasPrefix(tail[lineAt:], []byte(lineStart)) {
+		return sdk.Fatal(fmt.Errorf("flaky destination %q: %s does not end with a line break and its last line is not one this destination wrote; "+
+			"refusing to append to it (end it with a line break or choose another path)", d.id, d.path))
+	}
+	cut := start + int64(lineAt)
+	if err := f.Truncate(cut); err != nil {
+		return sdk.Transient(fmt.Errorf("flaky destination %q: removing the partial last line of %s: %w", d.id, d.path, err))
+	}
+	fmt.Fprintf(d.proc.stderr, "flaky destination %q: removed a partial last line of %d bytes (a write cut short); its records come again\n",
+		d.id, fi.Size()-cut)
 	return nil
 }
 
