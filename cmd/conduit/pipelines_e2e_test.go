@@ -79,9 +79,12 @@ type cliResult struct {
 // conduitCLI runs the binary to completion in dir.
 func conduitCLI(t *testing.T, dir string, env []string, args ...string) cliResult {
 	t.Helper()
+	// Built before the clock starts: from an empty build cache the build
+	// alone can take longer than the command's time limit.
+	bin := conduitBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, conduitBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = dir, env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
