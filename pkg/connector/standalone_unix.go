@@ -12,7 +12,7 @@ import (
 // in the terminal then reaches only the runtime, which stops its pipelines
 // in order and tears the plugins down itself, and the signals below also
 // reach the processes the plugin started. Where the system can, the plugin
-// is also killed when the runtime dies (dieWithParent).
+// is also told to stop when the runtime dies (dieWithParent).
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithParent(cmd.SysProcAttr)

@@ -4,7 +4,7 @@ package connector
 
 import "syscall"
 
-// dieWithParent does nothing: only Linux kills a child when its parent
-// dies. A plugin whose runtime was killed ends once it notices that the
-// runtime's end of its connection closed, if it does.
+// dieWithParent does nothing: the plugin is signalled on its runtime's
+// death on Linux only. Elsewhere a plugin whose runtime was killed ends
+// once it notices that the runtime went away, if it does (this SDK's do).
 func dieWithParent(*syscall.SysProcAttr) {}
