@@ -244,13 +244,6 @@ pipelines:
 // processRuns reports whether pid is a process that has not exited (a
 // zombie has).
 func processRuns(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	rest := string(stat)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 && i+2 < len(rest) {
-		return rest[i+2] != 'Z' && rest[i+2] != 'X'
-	}
-	return true
+	state, _, ok := procStat(pid)
+	return ok && state != "Z" && state != "X"
 }

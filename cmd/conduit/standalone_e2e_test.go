@@ -202,18 +202,8 @@ func childPIDs(parent int, name string) []int {
 		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// stat: pid (comm) state ppid ...
-		rest := string(stat)
-		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-			rest = rest[i+2:]
-		}
-		var state string
-		var ppid int
-		if _, err := fmt.Sscanf(rest, "%s %d", &state, &ppid); err != nil || ppid != parent || state == "Z" {
+		state, ppid, ok := procStat(pid)
+		if !ok || ppid != parent || state == "Z" {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -222,4 +212,22 @@ func childPIDs(parent int, name string) []int {
 		}
 	}
 	return pids
+}
+
+// procStat reads a process's state letter and parent from
+// /proc/<pid>/stat; ok is false once the process is gone.
+func procStat(pid int) (state string, ppid int, ok bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, false
+	}
+	// stat: pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	rest := string(stat)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 && i+2 <= len(rest) {
+		rest = rest[i+2:]
+	}
+	if _, err := fmt.Sscanf(rest, "%s %d", &state, &ppid); err != nil {
+		return "", 0, false
+	}
+	return state, ppid, true
 }
