@@ -1,21 +1,21 @@
 package api
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"os"
 	"testing"
 )
 
 // The console's pages hold no data: with a token they are served without
 // it (they ask the person for it) while every API call still needs it;
-// without a token they follow the API's loopback rule.
+// without a token they follow the API's loopback and user rules.
 func TestConsolePagesAndTheGuard(t *testing.T) {
 	page := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("page")) })
 	serve := func(h http.Handler, method, host, path string) int {
-		req := httptest.NewRequest(method, path, strings.NewReader("{}"))
+		req := requestFrom(method, path, "{}")
 		req.Host = host
-		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec.Code
@@ -27,7 +27,8 @@ func TestConsolePagesAndTheGuard(t *testing.T) {
 	if code := serve(withToken, http.MethodPost, "conduit.internal:8080", "/conduit.v1.PipelineService/ListPipelines"); code != http.StatusUnauthorized {
 		t.Errorf("an API call without the token: %d", code)
 	}
-	open := NewHandler(NewPipelineService(testPipelines(), nil, nil), Options{Console: page})
+	ownUser := func(*net.TCPAddr, *net.TCPAddr) (uint32, error) { return uint32(os.Geteuid()), nil }
+	open := NewHandler(NewPipelineService(testPipelines(), nil, nil), Options{Console: page, peerUsers: ownUser})
 	if code := serve(open, http.MethodGet, "127.0.0.1:8080", "/ui/"); code != http.StatusOK {
 		t.Errorf("the console on loopback without a token: %d", code)
 	}

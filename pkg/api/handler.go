@@ -31,8 +31,9 @@ const (
 // Options configure the handler.
 type Options struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every request but gRPC health. Without it only requests addressed to
-	// localhost or a loopback address are answered.
+	// every request but the health checks, whoever sends it. Without it
+	// only requests addressed to localhost or a loopback address, from a
+	// client running as conduit's own OS user or root, are answered.
 	Token string
 	// Metrics serves /metrics; nil leaves it out.
 	Metrics http.Handler
@@ -50,8 +51,13 @@ type Options struct {
 	// Console serves the web console's pages under ConsolePath; nil
 	// leaves it out. The pages hold no data: with a token they are
 	// served without it and ask for it; without a token the loopback
-	// rule applies to them as to the API.
+	// and user rules apply to them as to the API.
 	Console http.Handler
+
+	// peerUsers and owner replace the system's lookup of a client's OS
+	// user and conduit's own user in tests.
+	peerUsers peerUsers
+	owner     *ownUsers
 }
 
 // ConsolePath is where the web console is served.
@@ -107,14 +113,25 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 			mux.Handle(path, probes)
 		}
 	}
-	return &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter(), console: opts.Console != nil}
+	g := &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter(), console: opts.Console != nil,
+		peerUsers: opts.peerUsers, owner: processUsers()}
+	if g.peerUsers == nil {
+		g.peerUsers = systemPeerUsers
+	}
+	if opts.owner != nil {
+		g.owner = *opts.owner
+	}
+	return g
 }
 
-// guard decides from the headers alone whether a request is answered, so
-// an unauthenticated client cannot make the server read (and buffer) a
-// body: with a token it checks the token; without one it answers only
-// requests addressed to this machine, so a web page that rebinds its DNS
-// name to 127.0.0.1 cannot drive the API from a browser.
+// guard decides from the headers and the connection alone whether a
+// request is answered, so an unauthenticated client cannot make the
+// server read (and buffer) a body: with a token it checks the token;
+// without one it answers only requests addressed to this machine, so a
+// web page that rebinds its DNS name to 127.0.0.1 cannot drive the API
+// from a browser, and only from clients running as conduit's own OS user
+// or root, so another user of the machine (or another container of the
+// pod) cannot make conduit read or write files for it.
 type guard struct {
 	next   http.Handler
 	token  string
@@ -122,6 +139,10 @@ type guard struct {
 	// console: the console's pages are served; with a token they need
 	// none (they ask the person for it).
 	console bool
+	// peerUsers finds a client's OS user; owner says which may call
+	// without a token.
+	peerUsers peerUsers
+	owner     ownUsers
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -134,6 +155,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"the Host header %q is not this machine: without api.auth.token the API answers only requests addressed to localhost or a loopback address (set a token to serve other names)", r.Host)))
 			return
 		}
+		if err := g.checkUser(r); err != nil {
+			g.reject(w, r, err)
+			return
+		}
 	case !validBearer(r.Header.Get("Authorization"), g.token):
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		g.reject(w, r, connect.NewError(connect.CodeUnauthenticated,
@@ -141,6 +166,29 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// tokenHelp says how to let other users in, for refusals.
+const tokenHelp = `to let other users call it, start conduit with api.auth.token set (CONDUIT_API_AUTH_TOKEN) and send the token as "Authorization: Bearer <token>"`
+
+// checkUser admits, without a token, only clients running as conduit's
+// own OS user or root. Where the system cannot tell users apart it admits
+// every loopback client (Listen warns about it); where it can but the
+// lookup fails the request is refused: a client it cannot place is not
+// trusted.
+func (g *guard) checkUser(r *http.Request) error {
+	uid, err := peerUID(r, g.peerUsers)
+	switch {
+	case errors.Is(err, errPeerUnsupported):
+		return nil
+	case err != nil:
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
+			"could not tell which OS user this client runs as (%v): without api.auth.token only conduit's own user (uid %d) and root may call the API; %s", err, g.owner.uid, tokenHelp))
+	case !g.owner.allowed(uid):
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf(
+			"this client runs as uid %d: without api.auth.token only conduit's own OS user (uid %d) and root may call the API; %s", uid, g.owner.uid, tokenHelp))
+	}
+	return nil
 }
 
 func isConsolePath(path string) bool {

@@ -95,6 +95,9 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 		return nil, fmt.Errorf("api.http.address %s: %w (set CONDUIT_API_AUTH_TOKEN, or bind 127.0.0.1)", address, ErrInsecureAddress)
 	}
 	opts.setDefaults()
+	if opts.Token == "" && !peerUsersKnown {
+		opts.Logger.Warn("without api.auth.token any user of this machine may call the API: this operating system does not tell conduit which user a loopback client runs as; set a token on a machine others use")
+	}
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("api.http.address %s: %w", address, err)
@@ -106,6 +109,9 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 		srv: &http.Server{
 			Handler:   withWriteDeadlines(h, opts.WriteTimeout),
 			Protocols: protocols,
+			// Each connection's client user is looked up once, however
+			// many requests it carries.
+			ConnContext: withPeerConn,
 			// ReadTimeout ends neither stream: over HTTP/1.1 the server
 			// lifts the deadline once the body is read, over HTTP/2 it
 			// only ends reading the body. WriteTimeout would (it is a

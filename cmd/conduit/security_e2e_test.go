@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// nobody is the other OS user the security tests run clients as.
+const nobody = 65534
+
+// asNobody runs a copy of bin as nobody, in a directory nobody may enter,
+// with env only (no CONDUIT_ variables of the test's own).
+func asNobody(t *testing.T, bin string, env []string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = filepath.Dir(bin)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s %s as nobody: %v", bin, strings.Join(args, " "), err)
+	}
+	return res
+}
+
+// publicCopies copies the conduit binary and this test binary where
+// nobody may run them: both are built in directories only root may enter.
+func publicCopies(t *testing.T) (conduit, test string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("running clients as another user needs root")
+	}
+	dir, err := os.MkdirTemp("", "conduit-e2e-public-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cp := func(from, name string) string {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(dir, name)
+		if err := os.WriteFile(to, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return to
+	}
+	return cp(conduitBinary(t), "conduit"), cp(os.Args[0], "conduit.test")
+}
+
+const httpGetEnv = "CONDUIT_TEST_HTTP_GET"
+
+// TestHTTPGetProcess is the HTTP client the security tests run as nobody:
+// it prints the status of a GET of $CONDUIT_TEST_HTTP_GET, sending
+// $CONDUIT_TEST_HTTP_GET_TOKEN if set.
+func TestHTTPGetProcess(t *testing.T) {
+	url := os.Getenv(httpGetEnv)
+	if url == "" {
+		return // run by the security tests only
+	}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token := os.Getenv(httpGetEnv + "_TOKEN"); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("status %d\n%s\n", resp.StatusCode, body)
+}
+
+// getAsNobody GETs url as nobody and returns the status line and body.
+func getAsNobody(t *testing.T, testBin, url, token string) string {
+	t.Helper()
+	res := asNobody(t, testBin, cliEnv(httpGetEnv+"="+url, httpGetEnv+"_TOKEN="+token), "-test.run=^TestHTTPGetProcess$")
+	if res.code != 0 {
+		t.Fatalf("GET %s as nobody: exit %d\n%s%s", url, res.code, res.stdout, res.stderr)
+	}
+	return res.stdout
+}
+
+// Without a token only conduit's own user and root may call the API;
+// another user of the machine needs the token, and gets it only when one
+// is set. Health probes stay open to everyone.
+func TestAPIAnswersOtherUsersOnlyWithTheToken(t *testing.T) {
+	cli, testBin := publicCopies(t)
+
+	t.Run("without a token", func(t *testing.T) {
+		w := newWorkspace(t, fmt.Sprintf(generatorToFile, 10))
+		p := w.start("run")
+		addr := apiAddress(t, p)
+		if out := w.mustPipelines(addr, "list"); !strings.Contains(out, "seq") {
+			t.Fatalf("conduit's own user (root): %s", out)
+		}
+		res := asNobody(t, cli, cliEnv("CONDUIT_API_HTTP_ADDRESS="+addr), "pipelines", "list")
+		if res.code == 0 || strings.Contains(res.stdout, "seq") {
+			t.Fatalf("nobody listed the pipelines without a token: exit %d\n%s", res.code, res.stdout)
+		}
+		for _, want := range []string{"uid 65534", "api.auth.token", "Authorization: Bearer"} {
+			if !strings.Contains(res.stderr, want) {
+				t.Errorf("the refusal does not say %q:\n%s", want, res.stderr)
+			}
+		}
+		for path, want := range map[string]string{"/healthz": "status 200", "/readyz": "status 200", "/metrics": "status 403", "/ui/": "status 403"} {
+			if got := getAsNobody(t, testBin, "http://"+addr+path, ""); !strings.HasPrefix(got, want) {
+				t.Errorf("GET %s as nobody: %s, want %s", path, got, want)
+			}
+		}
+	})
+
+	t.Run("with a token", func(t *testing.T) {
+		const token = "e2e-token-0123456789"
+		w := newWorkspace(t, fmt.Sprintf(generatorToFile, 10))
+		w.write("conduit.yml", "log:\n  format: json\napi:\n  auth:\n    token: "+token+"\n")
+		if err := os.Chmod(filepath.Join(w.dir, "conduit.yml"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := w.start("run")
+		addr := apiAddress(t, p)
+		// Root's CLI reads the token from conduit.yml.
+		if out := w.mustPipelines(addr, "list"); !strings.Contains(out, "seq") {
+			t.Fatalf("root with the token in conduit.yml: %s", out)
+		}
+		res := asNobody(t, cli, cliEnv("CONDUIT_API_HTTP_ADDRESS="+addr), "pipelines", "list")
+		if res.code == 0 || !strings.Contains(res.stderr, "requires a token") {
+			t.Fatalf("nobody without the token: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		res = asNobody(t, cli, cliEnv("CONDUIT_API_HTTP_ADDRESS="+addr, "CONDUIT_API_AUTH_TOKEN="+token), "pipelines", "list")
+		if res.code != 0 || !strings.Contains(res.stdout, "seq") {
+			t.Fatalf("nobody with the token: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		// A browser run by nobody loads the console, which asks for the
+		// token and sends it with its API calls.
+		for _, c := range []struct{ path, token, want string }{
+			{"/ui/", "", "status 200"},
+			{"/metrics", "", "status 401"},
+			{"/metrics", token, "status 200"},
+			{"/healthz", "", "status 200"},
+		} {
+			if got := getAsNobody(t, testBin, "http://"+addr+c.path, c.token); !strings.HasPrefix(got, c.want) {
+				t.Errorf("GET %s as nobody (token %q): %.200s, want %s", c.path, c.token, got, c.want)
+			}
+		}
+	})
+}

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+)
+
+// Without api.auth.token the API answers only the OS user conduit runs as
+// and root: loopback is not a trust boundary on a shared machine or in a
+// pod whose containers share a network namespace, and the API can make
+// conduit read and write files with its privileges. The client's user is
+// that of its end of the TCP connection, which the kernel knows (Linux);
+// it is looked up once per connection, on the first request that needs it.
+
+// errPeerUnsupported: this system cannot tell which user holds the other
+// end of a loopback connection.
+var errPeerUnsupported = errors.New("this operating system does not tell which user holds a TCP connection")
+
+// peerUsers finds the OS user (uid) holding the client end of a TCP
+// connection from its two addresses, local being the server's end.
+type peerUsers func(local, remote *net.TCPAddr) (uint32, error)
+
+// peerConnKey is the context key of a connection's *peerConn.
+type peerConnKey struct{}
+
+// peerConn remembers one connection's client user once it is looked up.
+type peerConn struct {
+	local, remote net.Addr
+	once          sync.Once
+	uid           uint32
+	err           error
+}
+
+// withPeerConn is the server's ConnContext: every request of a connection
+// shares one lookup of its client's user.
+func withPeerConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, peerConnKey{}, &peerConn{local: c.LocalAddr(), remote: c.RemoteAddr()})
+}
+
+// peerUID is the uid of the client that sent r. A server without
+// withPeerConn (a test's httptest server) looks it up on every request
+// from the addresses net/http puts in the request.
+func peerUID(r *http.Request, lookup peerUsers) (uint32, error) {
+	if pc, ok := r.Context().Value(peerConnKey{}).(*peerConn); ok {
+		pc.once.Do(func() { pc.uid, pc.err = lookupAddrs(pc.local, pc.remote, lookup) })
+		return pc.uid, pc.err
+	}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	remote, err := net.ResolveTCPAddr("tcp", r.RemoteAddr)
+	if err != nil {
+		return 0, fmt.Errorf("client address %q: %w", r.RemoteAddr, err)
+	}
+	return lookupAddrs(local, remote, lookup)
+}
+
+func lookupAddrs(local, remote net.Addr, lookup peerUsers) (uint32, error) {
+	l, lok := local.(*net.TCPAddr)
+	r, rok := remote.(*net.TCPAddr)
+	if !lok || !rok {
+		return 0, fmt.Errorf("the connection (%v to %v) is not a TCP connection", remote, local)
+	}
+	return lookup(l, r)
+}
+
+// ownUsers are the users that may call the API without a token: the one
+// conduit runs as (its effective uid) and root.
+type ownUsers struct{ uid uint32 }
+
+func processUsers() ownUsers { return ownUsers{uid: uint32(os.Geteuid())} }
+
+func (o ownUsers) allowed(uid uint32) bool { return uid == o.uid || uid == 0 }
+
+// PeerUsersKnown reports whether this system lets the API tell which OS
+// user a loopback client runs as. Where it does not, a loopback client is
+// answered without a token whoever it runs as.
+func PeerUsersKnown() bool { return peerUsersKnown }
