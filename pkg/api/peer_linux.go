@@ -38,6 +38,7 @@ const (
 	nlmsgHeaderLen   = 16
 	inetDiagReqLen   = 56
 	inetDiagMsgUID   = 64 // idiag_uid in inet_diag_msg
+	inetDiagMsgInode = 68 // idiag_inode
 	inetDiagMsgLen   = 72
 	inetDiagNoCookie = ^uint32(0)
 	sockDiagTimeout  = time.Second
@@ -119,11 +120,19 @@ func sockDiagFamily(family uint8, src, dst *net.TCPAddr) (uint32, error) {
 			if binary.BigEndian.Uint16(got[0:]) != uint16(src.Port) || binary.BigEndian.Uint16(got[2:]) != uint16(dst.Port) {
 				return 0, errors.New("netlink answered for another socket")
 			}
+			if ne.Uint32(m.Data[inetDiagMsgInode:]) == 0 {
+				return 0, errClientClosed
+			}
 			return ne.Uint32(m.Data[inetDiagMsgUID:]), nil
 		}
 	}
 	return 0, errors.New("netlink answered no socket")
 }
+
+// errClientClosed: the client's socket is no process's any more (it
+// closed it), and the kernel then reports it as root's (uid 0). Its user
+// cannot be known, so it is not trusted.
+var errClientClosed = errors.New("the client closed its end of the connection")
 
 // putDiagAddr writes ip as an idiag_src or idiag_dst (network order).
 func putDiagAddr(dst []byte, ip net.IP, family uint8) {
@@ -135,8 +144,8 @@ func putDiagAddr(dst []byte, ip net.IP, family uint8) {
 }
 
 // procNetUID finds the client's socket in /proc/net/tcp and tcp6, whose
-// lines hold "local_address rem_address st ... uid" with addresses in
-// hex as the kernel prints them.
+// lines hold "local_address rem_address st ... uid timeout inode" with
+// addresses in hex as the kernel prints them.
 func procNetUID(local, remote *net.TCPAddr) (uint32, error) {
 	var errs []error
 	for _, f := range []struct {
@@ -164,8 +173,11 @@ func procNetFileUID(path, src, dst string) (uint32, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 || fields[1] != src || fields[2] != dst {
+		if len(fields) < 10 || fields[1] != src || fields[2] != dst {
 			continue
+		}
+		if fields[9] == "0" { // inode
+			return 0, errClientClosed
 		}
 		uid, err := strconv.ParseUint(fields[7], 10, 32)
 		if err != nil {

@@ -90,3 +90,29 @@ func TestPeerDialProcess(t *testing.T) {
 	os.Stdout.WriteString("ready\n")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
+
+// A client that closed its end leaves a socket the kernel keeps without
+// its user (uid 0, as root's): it must not count as root.
+func TestClosedClientIsNotRoot(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	local, remote := server.LocalAddr().(*net.TCPAddr), server.RemoteAddr().(*net.TCPAddr)
+	_ = client.Close()
+	for name, lookup := range map[string]peerUsers{"netlink": sockDiagUID, "/proc/net": procNetUID} {
+		if uid, err := lookup(local, remote); err == nil {
+			t.Errorf("%s: uid %d for a client that closed its end, want an error", name, uid)
+		}
+	}
+}
