@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -167,4 +168,110 @@ func TestAPIAnswersOtherUsersOnlyWithTheToken(t *testing.T) {
 			}
 		}
 	})
+}
+
+const protectedFilesPipelines = `version: "2.2"
+pipelines:
+  - id: into-store
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings: {format.type: structured, format.options.id: int, rate: 100}
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings: {path: ./conduit.db/MANIFEST}
+  - id: into-config
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings: {format.type: structured, format.options.id: int, rate: 100}
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings: {path: ./conduit.yml}
+  - id: through-link
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings: {format.type: structured, format.options.id: int, rate: 100}
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings: {path: ./out.jsonl}
+`
+
+// A file destination never writes into conduit's store, configuration or
+// pipeline files, nor through a symbolic link planted at its path: the
+// pipeline is degraded with an error naming the path, and the next start
+// opens the store as before.
+func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
+	w := newWorkspace(t, protectedFilesPipelines)
+	w.write("secret", "root only\n")
+	if err := os.Symlink("secret", filepath.Join(w.dir, "out.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile(filepath.Join(w.dir, "conduit.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := w.start("run")
+	addr := apiAddress(t, p)
+	want := map[string][]string{
+		"into-store":   {"./conduit.db/MANIFEST", "store"},
+		"into-config":  {"./conduit.yml", "configuration file"},
+		"through-link": {"./out.jsonl", "symbolic link", "follow-symlinks"},
+	}
+	var list struct {
+		Pipelines []struct {
+			ID        string `json:"id"`
+			Status    string `json:"status"`
+			LastError struct {
+				Class   string `json:"class"`
+				Message string `json:"message"`
+			} `json:"last_error"`
+		} `json:"pipelines"`
+	}
+	eventually(t, pollInterval, func() bool {
+		if err := json.Unmarshal([]byte(w.mustPipelines(addr, "list", "-o", "json")), &list); err != nil {
+			t.Fatal(err)
+		}
+		degraded := 0
+		for _, pl := range list.Pipelines {
+			if pl.Status == "PIPELINE_STATUS_DEGRADED" {
+				degraded++
+			}
+		}
+		return degraded == len(want)
+	}, func() string { return fmt.Sprintf("not all degraded: %+v\n%s", list, p.stderr.String()) })
+	for _, pl := range list.Pipelines {
+		if pl.LastError.Class != "ERROR_CLASS_FATAL" {
+			t.Errorf("%s: class %s, want fatal", pl.ID, pl.LastError.Class)
+		}
+		for _, s := range want[pl.ID] {
+			if !strings.Contains(pl.LastError.Message, s) {
+				t.Errorf("%s: the error does not say %q: %s", pl.ID, s, pl.LastError.Message)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.dir, "secret")); string(b) != "root only\n" {
+		t.Errorf("the symbolic link's target was written: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.dir, "conduit.yml")); !bytes.Equal(b, config) {
+		t.Errorf("conduit.yml was written: %q", b)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.stderr.String())
+	}
+	// The store opens again: nothing was appended to its MANIFEST.
+	p = w.start("run")
+	if out := w.mustPipelines(apiAddress(t, p), "list"); !strings.Contains(out, "into-store") {
+		t.Fatalf("second start: %s\n%s", out, p.stderr.String())
+	}
 }

@@ -890,7 +890,27 @@ func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[str
 		Settings:    settings,
 		Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("connector_id", id)),
 		State:       newConnectorState(r.db, r.writer, p.ID, id),
+		Protected:   protectedPaths(r.cfg),
 	}
+}
+
+// protectedPaths are the files of conduit's own that no file destination
+// may write to.
+func protectedPaths(cfg config.Config) []connector.ProtectedPath {
+	var ps []connector.ProtectedPath
+	if cfg.DB.Type == config.DBTypeBadger && cfg.DB.Badger.Path != "" {
+		ps = append(ps, connector.ProtectedPath{Path: cfg.DB.Badger.Path, What: "the store's directory (db.badger.path)"})
+	}
+	if cfg.ConfigPath != "" {
+		ps = append(ps, connector.ProtectedPath{Path: cfg.ConfigPath, What: "the configuration file"})
+	}
+	if cfg.Pipelines.Path != "" {
+		ps = append(ps, connector.ProtectedPath{Path: cfg.Pipelines.Path, What: "the pipeline files (pipelines.path)"})
+	}
+	if cfg.Connectors.Path != "" {
+		ps = append(ps, connector.ProtectedPath{Path: cfg.Connectors.Path, What: "the connector executables (connectors.path)"})
+	}
+	return ps
 }
 
 // dedupSkipped writes the one dedup-skipped event of a destination's run.

@@ -58,6 +58,10 @@ type Config struct {
 	// (tests, validation-only construction); a connector must then make
 	// only decisions that are safe without it.
 	State State
+	// Protected are conduit's own files and directories (its store, its
+	// configuration, the pipeline files), which the file destination
+	// refuses to write to.
+	Protected []ProtectedPath
 }
 
 // State is a small durable value the runtime keeps for one connector of

@@ -110,6 +110,13 @@
 //	                            created if missing (mode 0644)
 //	sync      bool    false     fsync after every batch: slower, but an
 //	                            acknowledged record survives a machine crash
+//	follow-symlinks bool false  write through a symbolic link at path; without
+//	                            it such a link is refused (fatal)
+//
+// Conduit's own files (Config.Protected: the store's directory, the
+// configuration file, the pipeline files) are refused as a fatal error
+// naming the path, checked before anything is created and again on the
+// opened file, so links and ".." do not get around it.
 //
 // Each batch is written with a single write call. The file is also synced
 // once when the pipeline stops.

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -39,6 +40,10 @@ type fileDestination struct {
 	sync  bool
 	log   *zap.Logger
 	state State
+	// followSymlinks lets path be a symbolic link (follow-symlinks).
+	followSymlinks bool
+	// protected are conduit's own files, never written to.
+	protected []ProtectedPath
 
 	f       *os.File
 	regular bool         // f is a regular file (not /dev/stdout, a pipe)
@@ -89,17 +94,28 @@ func NewFileDestination(cfg Config) (Destination, error) {
 	s := plugin.NewSettings(cfg.Settings)
 	path := s.Required("path", "the file to append records to")
 	sync := s.Bool("sync", false)
+	follow := s.Bool("follow-symlinks", false)
 	sdkSettings(s, roleDestination)
 	if err := s.Done(); err != nil {
 		return nil, err
 	}
-	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg), state: cfg.State, maxLastLine: maxLastLine}, nil
+	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg), state: cfg.State, maxLastLine: maxLastLine,
+		followSymlinks: follow, protected: cfg.Protected}, nil
 }
 
 // Open creates the file and its directory if needed, opens it for
 // appending, repairs a partial last line that an earlier run of this
 // destination left when it died, and records where this run starts.
+//
+// It refuses, as a fatal error, a path that is or lies under one of
+// conduit's own files (checked before anything is created, and again on
+// the opened file, so a symbolic link or hard link swapped in between
+// does not get through), and a symbolic link at path unless
+// follow-symlinks is set.
 func (d *fileDestination) Open(ctx context.Context) error {
+	if err := checkProtectedPath(d.path, d.protected); err != nil {
+		return err
+	}
 	if dir := filepath.Dir(d.path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("file destination: %w", err)
@@ -107,16 +123,33 @@ func (d *fileDestination) Open(ctx context.Context) error {
 	}
 	// Checked before opening too: opening a block device for writing is
 	// already more than this destination should do to one.
-	if fi, err := os.Stat(d.path); err == nil {
-		if err := checkAppendable(fi); err != nil {
-			return fmt.Errorf("file destination %s: %w", d.path, err)
+	if fi, err := os.Lstat(d.path); err == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 && !d.followSymlinks {
+			return d.symlinkError()
+		}
+		if fi, err := os.Stat(d.path); err == nil {
+			if err := checkAppendable(fi); err != nil {
+				return fmt.Errorf("file destination %s: %w", d.path, err)
+			}
 		}
 	}
-	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if !d.followSymlinks {
+		// A link planted between the check above and here is refused
+		// by the open itself.
+		flags |= openNoFollow
+	}
+	f, err := os.OpenFile(d.path, flags, 0o644)
 	if err != nil {
+		if !d.followSymlinks && isSymlinkRefusal(err) {
+			return d.symlinkError()
+		}
 		return fmt.Errorf("file destination: %w", err)
 	}
 	fi, err := f.Stat()
+	if err == nil {
+		err = checkProtectedFile(d.path, openedPath(f, d.path), fi, d.protected)
+	}
 	if err == nil {
 		err = checkAppendable(fi)
 	}
@@ -125,6 +158,9 @@ func (d *fileDestination) Open(ctx context.Context) error {
 	}
 	if err != nil {
 		_ = f.Close()
+		if errors.Is(err, errProtected) {
+			return err
+		}
 		return fmt.Errorf("file destination %s: %w", d.path, err)
 	}
 	d.f = f
@@ -133,6 +169,14 @@ func (d *fileDestination) Open(ctx context.Context) error {
 	abs, _ := filepath.Abs(d.path)
 	d.log.Info("file destination appending OpenCDC JSON lines", zap.String("path", abs), zap.Bool("sync", d.sync))
 	return nil
+}
+
+// symlinkError refuses a symbolic link at path: someone who may write to
+// its directory could point it at any file conduit may write.
+func (d *fileDestination) symlinkError() error {
+	target, _ := os.Readlink(d.path)
+	return cerrors.Fatal(fmt.Errorf("file destination path %s is a symbolic link (to %s): the destination does not follow one, "+
+		"since whoever planted it chooses the file conduit appends to; set follow-symlinks: true on the destination to write through it", d.path, target))
 }
 
 // checkAppendable refuses what appending to would harm or cannot work:

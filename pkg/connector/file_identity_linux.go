@@ -1,7 +1,9 @@
 package connector
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,4 +24,15 @@ func birthTime(f *os.File) int64 {
 		return 0
 	}
 	return st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+}
+
+// openedPath is where the open file f really is: the kernel's name for
+// it, which no symbolic link or rename between a check and the open can
+// change.
+func openedPath(f *os.File, path string) string {
+	if real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil && filepath.IsAbs(real) {
+		return real
+	}
+	real, _ := resolveExisting(path)
+	return real
 }

@@ -3,6 +3,7 @@
 package connector
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -16,3 +17,18 @@ func identityOf(f *os.File, fi os.FileInfo) (fileIdentity, bool) {
 	}
 	return fileIdentity{Dev: uint64(st.Dev), Ino: st.Ino, Birth: birthTime(f)}, true //nolint:unconvert // Dev's type differs between systems
 }
+
+// linkCount is the number of hard links of fi's file.
+func linkCount(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink) //nolint:unconvert // Nlink's type differs between systems
+	}
+	return 1
+}
+
+// openNoFollow makes opening fail on a symbolic link at the path itself.
+const openNoFollow = syscall.O_NOFOLLOW
+
+// isSymlinkRefusal reports whether err is opening a symbolic link with
+// openNoFollow.
+func isSymlinkRefusal(err error) bool { return errors.Is(err, syscall.ELOOP) }

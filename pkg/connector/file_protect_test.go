@@ -1,0 +1,212 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	cerrors "github.com/conduitry/conduit/errors"
+)
+
+// conduitFiles lays out a store, a configuration file and pipeline files
+// as conduit has them, and returns the protected paths naming them.
+func conduitFiles(t *testing.T) (dir string, protected []ProtectedPath) {
+	t.Helper()
+	dir = t.TempDir()
+	for name, content := range map[string]string{
+		"db/MANIFEST":     "manifest",
+		"db/000001.sst":   "table",
+		"conduit.yml":     "log:\n  level: info\n",
+		"pipelines/p.yml": "version: \"2.2\"\n",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, []ProtectedPath{
+		{Path: filepath.Join(dir, "db"), What: "the store's directory (db.badger.path)"},
+		{Path: filepath.Join(dir, "conduit.yml"), What: "the configuration file"},
+		{Path: filepath.Join(dir, "pipelines"), What: "the pipeline files (pipelines.path)"},
+	}
+}
+
+// snapshot is every file under dir with its content.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			files[path] = "directory"
+			return nil
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			files[path] = "-> " + target
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		files[path] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup plants links in dir and returns the destination's path.
+		setup    func(t *testing.T, dir string) string
+		wantWhat string
+	}{
+		{"the store's MANIFEST", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/MANIFEST") }, "store"},
+		{"a new file in the store", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/out.jsonl") }, "store"},
+		{"a new directory in the store", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/sub/out.jsonl") }, "store"},
+		{"the store by a path with ..", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/../db/MANIFEST") }, "store"},
+		{"the configuration file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "conduit.yml") }, "configuration"},
+		{"a pipeline file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/p.yml") }, "pipeline files"},
+		{"a new pipeline file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/new.yml") }, "pipeline files"},
+		{"the store through a symlinked directory", func(t *testing.T, dir string) string {
+			if err := os.Symlink(filepath.Join(dir, "db"), filepath.Join(dir, "out")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(dir, "out/MANIFEST")
+		}, "store"},
+		{"the configuration by a hard link", func(t *testing.T, dir string) string {
+			if err := os.Link(filepath.Join(dir, "conduit.yml"), filepath.Join(dir, "innocent.jsonl")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(dir, "innocent.jsonl")
+		}, "configuration"},
+		{"a store file by a hard link", func(t *testing.T, dir string) string {
+			if err := os.Link(filepath.Join(dir, "db/000001.sst"), filepath.Join(dir, "out.jsonl")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(dir, "out.jsonl")
+		}, "store"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, protected := conduitFiles(t)
+			path := tt.setup(t, dir)
+			before := snapshot(t, dir)
+			d, err := NewFileDestination(Config{Settings: map[string]string{"path": path, "follow-symlinks": "true"}, Protected: protected})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = d.Open(context.Background())
+			if err == nil {
+				_ = d.Teardown(context.Background())
+				t.Fatalf("Open of %s succeeded", path)
+			}
+			if c := cerrors.Classify(err); c.Class != cerrors.ClassFatal {
+				t.Errorf("the error is %v, want fatal: %v", c.Class, err)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.wantWhat) {
+				t.Errorf("the error names neither the path nor what it is (%q): %v", tt.wantWhat, err)
+			}
+			if after := snapshot(t, dir); !maps.Equal(before, after) {
+				t.Errorf("files changed:\nbefore %q\nafter  %q", before, after)
+			}
+		})
+	}
+}
+
+func TestFileDestinationWritesBesideConduitsOwnFiles(t *testing.T) {
+	dir, protected := conduitFiles(t)
+	for _, name := range []string{"out.jsonl", "dbx/out.jsonl", "pipelines.jsonl", "conduit.yml.out"} {
+		path := filepath.Join(dir, name)
+		d, err := NewFileDestination(Config{Settings: map[string]string{"path": path}, Protected: protected})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Open(context.Background()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_ = d.Teardown(context.Background())
+	}
+}
+
+func TestFileDestinationDoesNotFollowASymlinkAtItsPath(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "out.jsonl")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewFileDestination(Config{Settings: map[string]string{"path": link}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Open(context.Background())
+	if err == nil {
+		t.Fatal("Open followed the symbolic link")
+	}
+	if c := cerrors.Classify(err); c.Class != cerrors.ClassFatal {
+		t.Errorf("the error is %v, want fatal: %v", c.Class, err)
+	}
+	for _, want := range []string{link, "symbolic link", secret, "follow-symlinks: true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "root only\n" {
+		t.Fatalf("the link's target changed: %q", b)
+	}
+
+	// A dangling link would be created through, too.
+	dangling := filepath.Join(dir, "dangling.jsonl")
+	if err := os.Symlink(filepath.Join(dir, "created-elsewhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = NewFileDestination(Config{Settings: map[string]string{"path": dangling}})
+	if err := d.Open(context.Background()); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("a dangling link: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "created-elsewhere")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the dangling link's target was created: %v", err)
+	}
+
+	// With follow-symlinks the link is written through.
+	d = openFileDestination(t, map[string]string{"path": link, "follow-symlinks": "true"})
+	if _, err := d.Write(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Teardown(context.Background())
+}
+
+// The check after opening catches what the check before it cannot: a
+// link to conduit's files swapped in between. Here the pre-check is given
+// a harmless path and the opened file is the store's.
+func TestFileDestinationChecksTheOpenedFile(t *testing.T) {
+	dir, protected := conduitFiles(t)
+	f, err := os.OpenFile(filepath.Join(dir, "db/MANIFEST"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkProtectedFile(filepath.Join(dir, "harmless.jsonl"), openedPath(f, filepath.Join(dir, "harmless.jsonl")), fi, protected)
+	if !errors.Is(err, errProtected) || !strings.Contains(err.Error(), "db/MANIFEST") {
+		t.Fatalf("the opened MANIFEST under another name: %v", err)
+	}
+}
