@@ -71,6 +71,9 @@ func checkProtectedFile(path, real string, fi os.FileInfo, protected []Protected
 			}
 			continue
 		}
+		if real != "" && inDir(real, pfi) {
+			return protectedError(path, real, p)
+		}
 		if linkCount(fi) > 1 && holdsFile(p.Path, fi) {
 			return protectedError(path, "", p)
 		}
@@ -105,6 +108,20 @@ func under(real string, p ProtectedPath) bool {
 		prefix += string(filepath.Separator)
 	}
 	return strings.HasPrefix(real, prefix)
+}
+
+// inDir reports whether one of the directories above real is dir, by
+// identity: a name that differs only in case (on a file system that
+// ignores it) or a bind mount of dir is seen through.
+func inDir(real string, dir os.FileInfo) bool {
+	for cur := filepath.Dir(real); ; cur = filepath.Dir(cur) {
+		if fi, err := os.Stat(cur); err == nil && os.SameFile(fi, dir) {
+			return true
+		}
+		if filepath.Dir(cur) == cur {
+			return false
+		}
+	}
 }
 
 // holdsFile reports whether the directory dir holds fi under any name,

@@ -210,3 +210,20 @@ func TestFileDestinationChecksTheOpenedFile(t *testing.T) {
 		t.Fatalf("the opened MANIFEST under another name: %v", err)
 	}
 }
+
+// The directory above the opened file is compared by identity too: the
+// store reached by another name (a bind mount, a different case on a file
+// system that ignores case) is still the store.
+func TestFileDestinationKnowsTheStoreByIdentity(t *testing.T) {
+	dir, _ := conduitFiles(t)
+	fi, err := os.Stat(filepath.Join(dir, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inDir(filepath.Join(dir, "db", "MANIFEST"), fi) {
+		t.Fatal("the store's MANIFEST is not found in the store by identity")
+	}
+	if inDir(filepath.Join(dir, "out.jsonl"), fi) {
+		t.Fatal("a file beside the store is found in it")
+	}
+}
