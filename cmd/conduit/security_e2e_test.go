@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // nobody is the other OS user the security tests run clients as.
@@ -273,5 +276,43 @@ func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
 	p = w.start("run")
 	if out := w.mustPipelines(apiAddress(t, p), "list"); !strings.Contains(out, "into-store") {
 		t.Fatalf("second start: %s\n%s", out, p.stderr.String())
+	}
+}
+
+// Idle keep-alive connections holding every API connection do not lock
+// out health probes or the CLI: the longest idle one makes room.
+func TestIdleConnectionsDoNotLockOutTheAPI(t *testing.T) {
+	const maxConns = 4
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 10))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\napi:\n  http:\n    max-connections: %d\n", maxConns))
+	p := w.start("run")
+	addr := apiAddress(t, p)
+	for range 3 * maxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(e2eTimeout))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("a health check beyond %d idle connections: %v", maxConns, err)
+		}
+		_ = resp.Body.Close()
+	}
+	client := &http.Client{Timeout: e2eTimeout}
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz with every connection held idle: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %d", resp.StatusCode)
+	}
+	if out := w.mustPipelines(addr, "list"); !strings.Contains(out, "seq") {
+		t.Fatalf("the CLI with every connection held idle: %s", out)
 	}
 }

@@ -165,6 +165,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			errors.New(`missing or wrong "Authorization: Bearer <token>" (api.auth.token)`)))
 		return
 	}
+	if !healthPaths[r.URL.Path] && !probePaths[r.URL.Path] && !(g.token != "" && g.console && isConsolePath(r.URL.Path)) {
+		markAdmitted(r)
+	}
 	g.next.ServeHTTP(w, r)
 }
 

@@ -53,43 +53,6 @@ func waitClosed(t *testing.T, c net.Conn, within time.Duration) {
 	}
 }
 
-func TestConnectionsBeyondTheCapWait(t *testing.T) {
-	ts := startServerWith(t, Options{}, ServerOptions{MaxConnections: 2})
-	idle := []net.Conn{dial(t, ts.addr), dial(t, ts.addr)}
-	extra := make([]net.Conn, 3)
-	for i := range extra {
-		extra[i] = dial(t, ts.addr)
-		if _, err := io.WriteString(extra[i], healthRequest); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The two idle connections hold both slots: no request beyond them is
-	// answered. (Waiting for something not to happen needs a bound.)
-	notBefore := time.Now().Add(300 * time.Millisecond)
-	for i, c := range extra {
-		_ = c.SetReadDeadline(notBefore)
-		var one [1]byte
-		if n, err := c.Read(one[:]); n > 0 || !isTimeout(err) {
-			t.Fatalf("connection %d beyond the cap of 2 was served: %d bytes, %v", i+3, n, err)
-		}
-	}
-	// Each slot a closed connection frees serves a waiting one.
-	for _, c := range idle {
-		_ = c.Close()
-	}
-	for i, c := range extra {
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("connection %d once slots were free: %v", i+3, err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d: status %d", i+3, resp.StatusCode)
-		}
-	}
-}
-
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -208,7 +171,12 @@ func TestWatchOutlivesTheTimeouts(t *testing.T) {
 // sequence of each event.
 func rawConnectWatch(t *testing.T, addr, request string) func() (uint64, error) {
 	t.Helper()
-	c := dial(t, addr)
+	return startRawWatch(t, dial(t, addr), request)
+}
+
+// startRawWatch is rawConnectWatch on the connection c.
+func startRawWatch(t *testing.T, c net.Conn, request string) func() (uint64, error) {
+	t.Helper()
 	env := make([]byte, 5, 5+len(request))
 	binary.BigEndian.PutUint32(env[1:], uint32(len(request)))
 	env = append(env, request...)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // Without api.auth.token the API answers only the OS user conduit runs as
@@ -28,18 +29,35 @@ type peerUsers func(local, remote *net.TCPAddr) (uint32, error)
 // peerConnKey is the context key of a connection's *peerConn.
 type peerConnKey struct{}
 
-// peerConn remembers one connection's client user once it is looked up.
+// peerConn is what the API knows of one connection's client: its user
+// once it is looked up, and whether it made a call the guard let through.
 type peerConn struct {
 	local, remote net.Addr
 	once          sync.Once
 	uid           uint32
 	err           error
+	// admitted: a call other than a health check passed the guard (its
+	// token, or its user). At the connection cap a busy connection that
+	// was never admitted may be closed to make room (connLimiter).
+	admitted atomic.Bool
 }
 
 // withPeerConn is the server's ConnContext: every request of a connection
 // shares one lookup of its client's user.
 func withPeerConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, peerConnKey{}, &peerConn{local: c.LocalAddr(), remote: c.RemoteAddr()})
+	pc := &peerConn{local: c.LocalAddr(), remote: c.RemoteAddr()}
+	if lc, ok := c.(*limitedConn); ok {
+		lc.peer = pc
+	}
+	return context.WithValue(ctx, peerConnKey{}, pc)
+}
+
+// markAdmitted records that r's connection made a call the guard let
+// through.
+func markAdmitted(r *http.Request) {
+	if pc, ok := r.Context().Value(peerConnKey{}).(*peerConn); ok {
+		pc.admitted.Store(true)
+	}
 }
 
 // peerUID is the uid of the client that sent r. A server without

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 
 	"github.com/conduitry/conduit/pkg/fdlimit"
 )
@@ -34,8 +33,11 @@ type ServerOptions struct {
 	Token string
 	// MaxConnections caps the connections served at once
 	// (api.http.max-connections); 0 takes fdlimit.APIConnections of the
-	// descriptor limit. Connections beyond it wait in the kernel's accept
-	// queue, holding no descriptor of the process, until one closes.
+	// descriptor limit. A connection beyond it takes the place of the one
+	// that has gone longest without a request in flight; when every one
+	// has a request in flight, further connections wait in the kernel's
+	// accept queue, holding no descriptor of the process, until one
+	// closes.
 	MaxConnections int
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
@@ -102,6 +104,7 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("api.http.address %s: %w", address, err)
 	}
+	limiter := newConnLimiter(ln, opts.MaxConnections, time.Now)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
@@ -112,6 +115,7 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 			// Each connection's client user is looked up once, however
 			// many requests it carries.
 			ConnContext: withPeerConn,
+			ConnState:   limiter.connState,
 			// ReadTimeout ends neither stream: over HTTP/1.1 the server
 			// lifts the deadline once the body is read, over HTTP/2 it
 			// only ends reading the body. WriteTimeout would (it is a
@@ -129,11 +133,9 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 			},
 			ErrorLog: zap.NewStdLog(opts.Logger.Named("http")),
 		},
-		// LimitListener makes Accept wait while the cap is reached rather
-		// than accept and close: a connection over the cap then holds no
-		// descriptor of ours (the kernel queues it), and a burst of
-		// clients is served late instead of refused.
-		ln:           netutil.LimitListener(ln, opts.MaxConnections),
+		// At the cap a new connection takes the place of the longest
+		// idle one, so idle clients cannot lock out probes and calls.
+		ln:           limiter,
 		maxConns:     opts.MaxConnections,
 		writeTimeout: opts.WriteTimeout,
 	}, nil
