@@ -90,6 +90,44 @@ func TestPipelineFilesChangeWhileRunning(t *testing.T) {
 	checkSequence(t, ids(t, out), 0)
 }
 
+// A file added with the id of a running pipeline does not take it over,
+// even when its name sorts first: the pipeline runs on from its file,
+// unstopped, and the newcomer is listed as invalid with both files named.
+func TestANewFileWithARunningIDDoesNotTakeItOver(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	orders := strings.NewReplacer("id: seq", "id: orders", "./out.jsonl", "./orders.jsonl").Replace(fmt.Sprintf(generatorToFile, 1000))
+	w.write("pipelines/z-orders.yml", orders)
+	out := filepath.Join(w.dir, "orders.jsonl")
+	p := w.start("run")
+	waitForRecords(t, p, out, 100)
+
+	w.write("pipelines/a-orders-copy.yml", strings.Replace(orders, "./orders.jsonl", "./copy.jsonl", 1))
+	waitForLog(t, p, `"invalid":1`)
+	log := p.stderr.String()
+	if !strings.Contains(log, "a-orders-copy.yml:3") || !strings.Contains(log, "already defined at pipelines/z-orders.yml:3, which runs it") {
+		t.Fatalf("the newcomer's error does not name both files:\n%s", log)
+	}
+	n := len(ids(t, out))
+	waitForRecords(t, p, out, n+300)
+	if _, err := os.Stat(filepath.Join(w.dir, "copy.jsonl")); err == nil {
+		t.Error("the newcomer's destination was written: it took the pipeline over")
+	}
+	address := apiAddress(t, p)
+	list := w.mustPipelines(address, "list")
+	if row := tableRows(list)["orders"]; row == nil || !strings.Contains(strings.Join(row, " "), "pipelines/z-orders.yml:3") {
+		t.Errorf("orders does not run from z-orders.yml:\n%s", list)
+	}
+	if i := strings.Index(list, "CONFIGURATION ERRORS"); i < 0 || !strings.Contains(list[i:], "a-orders-copy.yml:3") {
+		t.Errorf("the newcomer is not listed as invalid:\n%s", list)
+	}
+	if stops := filterEvents(events(t, p, "orders"), "stopping"); len(stops) != 0 {
+		t.Errorf("orders was stopped %d times; a duplicate must not touch it", len(stops))
+	}
+	stopProcess(t, p)
+	checkSequence(t, ids(t, out), 0)
+}
+
 // With watching off, changes wait for SIGHUP.
 func TestSIGHUPAppliesThePipelineFiles(t *testing.T) {
 	t.Parallel()

@@ -78,10 +78,13 @@ func (r *Runtime) reconcileFiles(ctx context.Context) {
 	if err := r.audit.Flush(ctx); err != nil && ctx.Err() == nil {
 		r.log.Error("could not write to the audit log", zap.Error(err))
 	}
+	r.mu.RLock()
+	invalid := len(r.invalid) // every entry that does not run, duplicates included
+	r.mu.RUnlock()
 	r.log.Info("pipeline files applied", zap.String("path", r.cfg.Pipelines.Path),
 		zap.Int("created", plan.Count(reconciler.Create)), zap.Int("updated", plan.Count(reconciler.Update)),
 		zap.Int("deleted", plan.Count(reconciler.Delete)), zap.Int("unchanged", plan.Count(reconciler.Unchanged)),
-		zap.Int("invalid", plan.Count(reconciler.Invalid)+len(plan.Problems)))
+		zap.Int("invalid", invalid))
 }
 
 // running is what the reconciler compares the desired pipelines with.

@@ -26,9 +26,11 @@ import (
 //     is left out and the valid ones are still returned, so one broken
 //     pipeline does not stop the others;
 //   - a pipeline id used before (in this or an earlier file): one error
-//     naming both places; the first definition wins, even when the first
-//     one is itself invalid, so fixing it later cannot silently swap which
-//     pipeline runs.
+//     naming both places (a *DuplicateIDError carrying the entry set
+//     aside when it is valid); the first definition wins, even when the
+//     first one is itself invalid, so fixing it later cannot silently swap
+//     which pipeline runs. The reconciler overrides this order for a
+//     pipeline that runs: the definition it runs from wins.
 //
 // A missing dir is one error. Directories and files whose names start with
 // "." are skipped (editor and VCS files, Kubernetes ConfigMap "..data"
@@ -89,12 +91,28 @@ func (first pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs
 		case r.err != nil:
 			errs = append(errs, r.err)
 		case dup:
-			errs = append(errs, r.p.FieldError("id", fmt.Errorf("duplicate pipeline id, already defined at %s (that definition is used)", prev)))
+			errs = append(errs, r.p.FieldError("id", &DuplicateIDError{First: prev, Pipeline: r.p}))
 		default:
 			valid = append(valid, r.p)
 		}
 	}
 	return valid, errs
+}
+
+// DuplicateIDError is a valid pipeline entry whose id an earlier entry (in
+// path order) already defined; LoadPipelines leaves it out. Pipeline is
+// the entry that was set aside, so a caller that knows which definition a
+// running pipeline comes from can keep that one instead (the reconciler:
+// the definition that runs wins over a newcomer).
+type DuplicateIDError struct {
+	// First is the "file:line" of the definition that is used.
+	First    string
+	Pipeline Pipeline
+}
+
+// Error implements error.
+func (e *DuplicateIDError) Error() string {
+	return fmt.Sprintf("duplicate pipeline id, already defined at %s (that definition is used)", e.First)
 }
 
 // maxDependencyName bounds a connector's dependency name.
