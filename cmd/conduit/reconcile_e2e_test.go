@@ -128,6 +128,46 @@ func TestANewFileWithARunningIDDoesNotTakeItOver(t *testing.T) {
 	checkSequence(t, ids(t, out), 0)
 }
 
+// validate names every problem of each pipeline in one pass: each wrong
+// field of the file, and each connector a plugin refuses.
+func TestValidateReportsEveryProblemOfEachPipeline(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	w.write("structure.yml", `version: "2.2"
+pipelines:
+  - id: orders
+    statuss: running
+    connectors:
+      - {id: gen, type: sauce, plugin: builtin:generator}
+      - {id: out, type: destination, plugin: builtin:log, colour: red}
+`)
+	w.write("plugins.yml", `version: "2.2"
+pipelines:
+  - id: orders
+    connectors:
+      - {id: gen, type: source, plugin: builtin:generator, settings: {rate: fast, format.options.id: int}}
+      - {id: out, type: destination, plugin: builtin:nope}
+`)
+	for file, want := range map[string][]string{
+		"structure.yml": {"structure.yml:4: pipeline \"orders\": statuss:", "structure.yml:6: pipeline \"orders\": connectors[gen].type:",
+			"structure.yml:7: pipeline \"orders\": connectors[out].colour:"},
+		"plugins.yml": {"plugins.yml:5: pipeline \"orders\": connectors[gen].settings.rate:", "plugins.yml:6: pipeline \"orders\": connectors[out].plugin: unknown plugin"},
+	} {
+		res := conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", file)
+		if res.code == 0 {
+			t.Errorf("validate %s: exit 0\n%s", file, res.stdout)
+		}
+		for _, line := range want {
+			if !strings.Contains(res.stdout, line) {
+				t.Errorf("validate %s does not report %q:\n%s", file, line, res.stdout)
+			}
+		}
+		if !strings.Contains(res.stderr, fmt.Sprintf("%d problems", len(want))) {
+			t.Errorf("validate %s: %s", file, res.stderr)
+		}
+	}
+}
+
 // With watching off, changes wait for SIGHUP.
 func TestSIGHUPAppliesThePipelineFiles(t *testing.T) {
 	t.Parallel()

@@ -612,3 +612,59 @@ func TestLoadPipelinesSingleFileAndOrder(t *testing.T) {
 		t.Errorf("single file: got %v", ps)
 	}
 }
+
+// One pass over a file names every problem of each pipeline, not only the
+// first: each wrong field, each connector and processor.
+func TestAnInvalidPipelineReportsEveryProblem(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yml")
+	data := `version: "2.2"
+pipelines:
+  - id: orders
+    statuss: running
+    connectors:
+      - id: gen
+        type: sauce
+        plugin: builtin:generator
+      - id: out
+        type: destination
+      - id: log
+        type: destination
+        plugin: builtin:log
+        colour: red
+    processors:
+      - id: p1
+    dead-letter-queue:
+      window-size: many
+  - id: fine
+    connectors:
+      - {id: gen, type: source, plugin: builtin:generator}
+      - {id: out, type: destination, plugin: builtin:log}
+`
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps, errs := LoadPipelines(file)
+	if len(ps) != 1 || ps[0].ID != "fine" {
+		t.Errorf("valid pipelines %v, want fine only", ps)
+	}
+	want := []struct {
+		line  int
+		field string
+	}{
+		{4, "statuss"},
+		{7, "connectors[gen].type"},
+		{9, "connectors[out].plugin"},
+		{14, "connectors[log].colour"},
+		{16, "processors[p1].plugin"},
+		{18, "dead-letter-queue.window-size"},
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		var pe *PipelineError
+		if !errors.As(errs[i], &pe) || pe.PipelineID != "orders" || pe.Line != w.line || pe.Field != w.field {
+			t.Errorf("error %d: %v, want line %d, field %s", i, errs[i], w.line, w.field)
+		}
+	}
+}
