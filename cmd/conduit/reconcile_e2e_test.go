@@ -318,5 +318,14 @@ func TestHealthAndReadinessProbes(t *testing.T) {
 	if code, _ := get("/metrics"); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a token: %d", code)
 	}
+	// The log says where the console is, and it is there (its pages load
+	// without the token, and ask for it).
+	console := "http://" + address + "/ui/"
+	if !strings.Contains(p.stderr.String(), `"console":"`+console+`"`) {
+		t.Errorf("the log does not name the console's URL %s:\n%s", console, p.stderr.String())
+	}
+	if code, body := get("/ui/"); code != http.StatusOK || !strings.Contains(body, "<html") {
+		t.Errorf("%s: %d %.200q", console, code, body)
+	}
 	stopProcess(t, p)
 }

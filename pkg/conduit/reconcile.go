@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -464,6 +465,20 @@ func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor
 	m.instance = old.instance
 	r.add(m, at)
 	return nil
+}
+
+// consoleURL is where a browser on this machine opens the web console of
+// the API listening at addr: an address that listens on every interface
+// (0.0.0.0, ::) is reached as localhost.
+func consoleURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + api.ConsolePath
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + api.ConsolePath
 }
 
 // runtimeHealth answers the probes.

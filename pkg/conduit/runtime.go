@@ -998,7 +998,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	serverDone := make(chan error, 1)
 	if r.server != nil {
 		r.log.Info("API listening", zap.String("address", r.server.Addr()),
-			zap.Bool("auth", r.cfg.API.Auth.Token != ""))
+			zap.String("console", consoleURL(r.server.Addr())), zap.Bool("auth", r.cfg.API.Auth.Token != ""))
 		go func() { serverDone <- r.server.Serve() }()
 	}
 	// The scheduler outlives the supervisors: a restart launched while one
