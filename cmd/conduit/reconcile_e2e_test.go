@@ -168,6 +168,36 @@ pipelines:
 	}
 }
 
+// A pipeline file symlinked to a file that is not one (/etc/passwd, say)
+// is reported as not a pipeline file; nothing of what it holds reaches the
+// log, the API or the CLI.
+func TestAFileThatIsNotAPipelineFileIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 100))
+	secret := filepath.Join(t.TempDir(), "passwd")
+	if err := os.WriteFile(secret, []byte("root:x:0:0:SECRET-ROOT:/root:/bin/bash\nsvc:x:1:1:SECRET-SVC:/:/bin/false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(w.dir, "pipelines", "passwd.yml")); err != nil {
+		t.Fatal(err)
+	}
+	res := conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", "pipelines/passwd.yml")
+	if res.code == 0 || strings.Contains(res.stdout+res.stderr, "SECRET") || !strings.Contains(res.stdout, "passwd.yml:1: not a pipeline file") {
+		t.Errorf("validate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	p := w.start("run")
+	address := apiAddress(t, p)
+	waitForLog(t, p, "not a pipeline file")
+	list := w.mustPipelines(address, "list")
+	if !strings.Contains(list, "passwd.yml:1: not a pipeline file") {
+		t.Errorf("the list does not name the file:\n%s", list)
+	}
+	stopProcess(t, p)
+	if out := p.stderr.String() + list; strings.Contains(out, "SECRET") {
+		t.Errorf("the content of the file was quoted:\n%s", out)
+	}
+}
+
 // With watching off, changes wait for SIGHUP.
 func TestSIGHUPAppliesThePipelineFiles(t *testing.T) {
 	t.Parallel()

@@ -208,8 +208,14 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parse
 	fileErr := func(line int, field string, err error) []parsed {
 		return []parsed{{err: &PipelineError{File: file, Line: line, Field: field, Err: err}}}
 	}
+	// A file that is not a pipeline file at all (a symlink to /etc/passwd,
+	// a file of another program) is named, never quoted: what it holds is
+	// none of the log's or the API's business.
 	if root.Kind != yaml.MappingNode {
-		return fileErr(root.Line, "", fmt.Errorf("expected a map with version and pipelines at the top level, got %s", describe(root)))
+		return fileErr(root.Line, "", fmt.Errorf("not a pipeline file: expected a map with version and pipelines at the top level, got %s", nodeKind(root)))
+	}
+	if lookup(root, "version") == nil && lookup(root, "pipelines") == nil {
+		return fileErr(root.Line, "", errors.New("not a pipeline file: no version and no pipelines at the top level"))
 	}
 	var version, pipelines *yaml.Node
 	seen := map[string]int{}
@@ -248,6 +254,18 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parse
 		out = append(out, parsePipeline(file, i, unalias(n), budget))
 	}
 	return out
+}
+
+// nodeKind is describe without the value.
+func nodeKind(n *yaml.Node) string {
+	switch unalias(n).Kind {
+	case yaml.MappingNode:
+		return "a map"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return "a single value"
+	}
 }
 
 func checkVersion(n *yaml.Node) error {
