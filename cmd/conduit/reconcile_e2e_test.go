@@ -125,6 +125,19 @@ func TestANewFileWithARunningIDDoesNotTakeItOver(t *testing.T) {
 		t.Errorf("orders was stopped %d times; a duplicate must not touch it", len(stops))
 	}
 	stopProcess(t, p)
+
+	// Restarted with the duplicate still there: the definition it ran with
+	// last wins, not the first file name.
+	p = w.start("run")
+	n = len(ids(t, out))
+	waitForRecords(t, p, out, n+300)
+	if _, err := os.Stat(filepath.Join(w.dir, "copy.jsonl")); err == nil {
+		t.Error("after a restart the newcomer took the pipeline over")
+	}
+	if !strings.Contains(p.stderr.String(), "already defined at pipelines/z-orders.yml:3, which it ran with last") {
+		t.Errorf("after a restart the newcomer's error does not name the definition that runs:\n%s", p.stderr.String())
+	}
+	stopProcess(t, p)
 	checkSequence(t, ids(t, out), 0)
 }
 

@@ -467,6 +467,19 @@ func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor
 	return nil
 }
 
+// lastRunFingerprint answers reconciler.PreferLastRun from the persisted
+// states: the configuration each pipeline last ran with. A state that
+// cannot be read answers nothing (the first definition wins).
+func (r *Runtime) lastRunFingerprint(ctx context.Context) func(id string) (string, bool) {
+	return func(id string) (string, bool) {
+		st, ok, err := r.states.Load(ctx, id)
+		if err != nil || !ok || st.ConfigHash == "" {
+			return "", false
+		}
+		return st.ConfigHash, true
+	}
+}
+
 // consoleURL is where a browser on this machine opens the web console of
 // the API listening at addr: an address that listens on every interface
 // (0.0.0.0, ::) is reached as localhost.

@@ -315,6 +315,7 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		return err
 	}
 	files, problems := reconciler.FromFiles(loaded, errs)
+	files, problems = reconciler.PreferLastRun(files, problems, r.lastRunFingerprint(ctx))
 	stored, contents, err := r.loadAPIPipelines(ctx)
 	if err != nil {
 		return err

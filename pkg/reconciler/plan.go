@@ -295,6 +295,47 @@ func keepWhatRuns(running map[string]*Running, desired []Desired, problems []Pro
 	return keptDesired, keptProblems
 }
 
+// PreferLastRun is keepWhatRuns for a start, when nothing runs yet: of
+// the definitions of an id, the one whose fingerprint is lastRun's (the
+// configuration the id ran with before the process stopped) wins over the
+// first in path order, so that a duplicate left in place does not take the
+// pipeline over at the next start. Ids lastRun knows nothing of keep the
+// first definition.
+func PreferLastRun(desired []Desired, problems []Problem, lastRun func(id string) (fingerprint string, ok bool)) ([]Desired, []Problem) {
+	for i := range problems {
+		p := &problems[i]
+		if p.Duplicate == nil {
+			continue
+		}
+		id := p.PipelineID
+		last, ok := lastRun(id)
+		if !ok {
+			continue
+		}
+		j := slices.IndexFunc(desired, func(d Desired) bool { return d.Pipeline.ID == id })
+		if j < 0 {
+			continue
+		}
+		fp, err := Fingerprint(p.Duplicate.Pipeline)
+		if err != nil || fp != last {
+			continue
+		}
+		if cur, err := Fingerprint(desired[j].Pipeline); err == nil && cur == last {
+			continue // the first one is the same configuration: nothing to choose
+		}
+		winner, loser := *p.Duplicate, desired[j]
+		desired[j] = winner
+		*p = duplicate(loser, winner.Origin.String()+", which it ran with last (that definition is used, this one is not)")
+		// Other duplicates of the id named the first definition.
+		for k := range problems {
+			if q := &problems[k]; k != i && q.Duplicate != nil && q.PipelineID == id {
+				*q = duplicate(*q.Duplicate, winner.Origin.String()+", which it ran with last (that definition is used, this one is not)")
+			}
+		}
+	}
+	return desired, problems
+}
+
 // sameSource reports whether two definitions come from the same place: the
 // same file, or both from the API.
 func sameSource(a, b Origin) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -349,5 +350,64 @@ func TestAFileDoesNotTakeOverAnAPIPipeline(t *testing.T) {
 	want := `unchanged c !/p/c.yml:3: pipeline "c": id: duplicate pipeline id, already defined at api, which runs it (that definition is used, this one is not)`
 	if got := summary(plan); got != want {
 		t.Errorf("plan:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// At a start nothing runs yet: the definition the pipeline ran with last
+// wins over a duplicate that sorts first; an id that never ran keeps the
+// first in path order.
+func TestPreferLastRun(t *testing.T) {
+	dir := t.TempDir()
+	z, copyFile := filepath.Join(dir, "z-orders.yml"), filepath.Join(dir, "a-orders-copy.yml")
+	for file, path := range map[string]string{z: "./orders.jsonl", copyFile: "./copy.jsonl"} {
+		if err := os.WriteFile(file, []byte(ordersFile(path)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, errs := config.LoadPipelines(dir)
+	var ranWith string
+	for _, err := range errs {
+		var dup *config.DuplicateIDError
+		if errors.As(err, &dup) {
+			ranWith = mustFingerprint(dup.Pipeline) // z-orders.yml's, set aside by path order
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		lastRun func(string) (string, bool)
+		path    string
+		problem string
+	}{
+		{
+			name:    "ran with z-orders.yml",
+			lastRun: func(id string) (string, bool) { return ranWith, id == "orders" },
+			path:    "./orders.jsonl",
+			problem: fmt.Sprintf(`%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s:3, which it ran with last`, copyFile, z),
+		},
+		{
+			name:    "never ran",
+			lastRun: func(string) (string, bool) { return "", false },
+			path:    "./copy.jsonl",
+			problem: fmt.Sprintf(`%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s:3 (that definition is used)`, z, copyFile),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired, problems := FromFiles(slices.Clone(loaded), slices.Clone(errs))
+			desired, problems = PreferLastRun(desired, problems, tc.lastRun)
+			plan, err := Make(nil, desired, problems)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Changes) != 1 || plan.Changes[0].Action != Create {
+				t.Fatalf("plan: %s", summary(plan))
+			}
+			c := plan.Changes[0]
+			if got := c.Desired.Pipeline.Connectors[1].Settings["path"]; got != tc.path {
+				t.Errorf("orders would write to %s, want %s", got, tc.path)
+			}
+			if len(c.Problems) != 1 || !strings.HasPrefix(c.Problems[0].Err.Error(), tc.problem) {
+				t.Errorf("problems: %s\nwant one beginning %s", summary(plan), tc.problem)
+			}
+		})
 	}
 }
