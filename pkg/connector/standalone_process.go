@@ -574,19 +574,20 @@ func (p *pluginProcess) stop(grace time.Duration) {
 		return
 	}
 	p.stopped = true
+	// The processes the plugin started, found while it still runs (before
+	// it is asked to exit): once it exits, a child that left its process
+	// group (setsid) links to it no more.
+	var tree processTree
+	if p.cmd != nil && !p.hasExited() {
+		tree = findDescendants(p.cmd.Process.Pid)
+	}
+	defer tree.kill() // released on every path; a no-op once killed below
 	if p.conduit != nil {
 		// Asks the plugin to shut down; the signals below are for one
 		// that does not.
 		p.conduit.close()
 	}
 	if p.cmd != nil {
-		// The processes the plugin started, found while it still runs:
-		// once it exits, a child that left its process group (setsid)
-		// links to it no more.
-		var tree processTree
-		if !p.hasExited() {
-			tree = findDescendants(p.cmd.Process.Pid)
-		}
 		if !p.hasExited() {
 			if grace > 0 {
 				_ = terminate(p.cmd.Process)

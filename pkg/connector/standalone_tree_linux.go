@@ -61,12 +61,13 @@ func (t processTree) terminate() {
 }
 
 // kill ends every process of the tree that still runs and releases the
-// tree.
-func (t processTree) kill() {
+// tree; again, it does nothing.
+func (t *processTree) kill() {
 	for _, fd := range t.fds {
 		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		_ = unix.Close(fd)
 	}
+	t.fds = nil
 }
 
 // parentPID reads the parent of pid from /proc/<pid>/stat.

@@ -11,4 +11,4 @@ func findDescendants(int) processTree { return processTree{} }
 
 func (processTree) terminate() {}
 
-func (processTree) kill() {}
+func (*processTree) kill() {}
