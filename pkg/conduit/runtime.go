@@ -315,13 +315,13 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		return err
 	}
 	files, problems := reconciler.FromFiles(loaded, errs)
-	files, problems = reconciler.PreferLastRun(files, problems, r.lastRunFingerprint(ctx))
 	stored, contents, err := r.loadAPIPipelines(ctx)
 	if err != nil {
 		return err
 	}
 	apiPipelines, apiProblems := apiDesired(stored, contents)
-	plan, err := r.plan(append(files, apiPipelines...), append(problems, apiProblems...))
+	desired, problems := reconciler.PreferLastRun(append(files, apiPipelines...), append(problems, apiProblems...), r.lastRunFingerprint(ctx))
+	plan, err := r.plan(desired, problems)
 	if err != nil {
 		return err
 	}

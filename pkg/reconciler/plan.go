@@ -302,6 +302,28 @@ func keepWhatRuns(running map[string]*Running, desired []Desired, problems []Pro
 // pipeline over at the next start. Ids lastRun knows nothing of keep the
 // first definition.
 func PreferLastRun(desired []Desired, problems []Problem, lastRun func(id string) (fingerprint string, ok bool)) ([]Desired, []Problem) {
+	// An id of a file and of the API: the one it ran with goes first (Make
+	// keeps the first).
+	first := map[string]int{}
+	for i := range desired {
+		id := desired[i].Pipeline.ID
+		j, seen := first[id]
+		if !seen {
+			first[id] = i
+			continue
+		}
+		last, ok := lastRun(id)
+		if !ok {
+			continue
+		}
+		fp, err := Fingerprint(desired[i].Pipeline)
+		if err != nil || fp != last {
+			continue
+		}
+		if cur, err := Fingerprint(desired[j].Pipeline); err == nil && cur != last {
+			desired[i], desired[j] = desired[j], desired[i]
+		}
+	}
 	for i := range problems {
 		p := &problems[i]
 		if p.Duplicate == nil {

@@ -411,3 +411,21 @@ func TestPreferLastRun(t *testing.T) {
 		})
 	}
 }
+
+// At a start, a file with the id of a pipeline that ran from the API
+// does not take it over.
+func TestPreferLastRunOverAFileForAnAPIPipeline(t *testing.T) {
+	ran := pipe("c", "", 0, "10")
+	desired, problems := PreferLastRun([]Desired{want(pipe("c", "/p/c.yml", 3, "99")), api(ran)}, nil,
+		func(id string) (string, bool) { return mustFingerprint(ran), id == "c" })
+	plan, err := Make(nil, desired, problems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Changes) != 1 || plan.Changes[0].Desired == nil || !plan.Changes[0].Desired.Origin.API() {
+		t.Fatalf("plan: %s; want the API's definition to win", summary(plan))
+	}
+	if got := summary(plan); !strings.Contains(got, `/p/c.yml:3: pipeline "c": id: duplicate pipeline id, already defined at api`) {
+		t.Errorf("plan: %s", got)
+	}
+}
