@@ -12,6 +12,7 @@ import (
 	"time"
 
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -584,4 +585,80 @@ func setTabHidden(hidden bool) chromedp.Action[chromedp.Void] {
 			document.dispatchEvent(new Event("visibilitychange")), true`, hidden))(ctx, tg)
 		return err
 	})
+}
+
+// The list says it is loading until its first answer; a next attempt a
+// day away shows its date; a pipeline degraded by flapping or by one fatal
+// error does not show 0 fails.
+func TestConsoleShowsLoadingDatesAndFailsOfDegradedPipelines(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	w.write("pipelines/weekly.yml", strings.Replace(chaosPipeline("weekly",
+		"fail.on: read\nfail.after: 5\nfail.count: 1000\nfail.code: 503", "", "strategy: schedule\nschedule: [24h, 168h]"),
+		"./out.jsonl", "./weekly.jsonl", 1))
+	w.write("pipelines/flappy.yml", strings.Replace(chaosPipeline("flappy",
+		"fail.on: read\nfail.after: 50\nfail.every: 50\nfail.count: 1000", "", "min-delay: 50ms\nmax-flaps: 2\nflap-window: 1m"),
+		"./out.jsonl", "./flappy.jsonl", 1))
+	w.write("pipelines/fatal.yml", strings.Replace(chaosPipeline("fatal", "",
+		"fail.on: write\nfail.count: 1000\nfail.code: 400", "min-delay: 50ms"),
+		"./out.jsonl", "./fatal.jsonl", 1))
+	p := w.start("run")
+	address := apiAddress(t, p)
+	waitForEvent(t, p, "weekly", "recovering", 1)
+	waitForEvent(t, p, "flappy", "degraded", 1)
+	waitForEvent(t, p, "fatal", "degraded", 1)
+	b := newBrowser(t)
+
+	// The list's reading is held until the test lets it go: what the page
+	// shows meanwhile is what a slow answer shows.
+	hold := `(() => {
+		const original = window.fetch;
+		let release;
+		const held = new Promise((resolve) => { release = resolve; });
+		window.releaseList = () => { release(); return true; };
+		window.fetch = (input, init) => String(input && input.url || input).includes("ListPipelines") ?
+			held.then(() => original(input, init)) : original(input, init);
+	})()`
+	b.do(t, "hold the list's reading", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: hold})
+		return err
+	}))
+	b.do(t, "the list while it loads", chromedp.Navigate("http://"+address+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#main .loading`)))
+	if text := b.text(t, "#main"); !strings.Contains(text, "Loading") {
+		t.Errorf("the list shows %q while its reading is under way, want it to say it is loading", text)
+	}
+	b.do(t, "the list once it answers", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool]("window.releaseList()")(ctx, tg)
+		return err
+	}), chromedp.WaitVisible(chromedp.CSS(`tr[data-id="weekly"] .status-recovering`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="flappy"] .status-degraded`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="fatal"] .status-degraded`)))
+	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#main .loading").length`)); err != nil || n != 0 {
+		t.Errorf("the list still says it is loading (%d, %v)", n, err)
+	}
+
+	// Tomorrow's date, as this browser writes it.
+	tomorrow, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](
+		`new Date(Date.now() + 86400e3).toLocaleDateString(undefined, {weekday: "short", month: "short", day: "numeric"})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := b.text(t, `tr[data-id="weekly"] td[data-label="Next attempt"]`); !strings.Contains(next, tomorrow) {
+		t.Errorf("the next attempt of weekly, a day away, reads %q: no date %q", next, tomorrow)
+	}
+	if fails := b.text(t, `tr[data-id="flappy"] td[data-label="Fails"]`); fails != "3 flaps" {
+		t.Errorf("flappy, degraded after 3 flaps, shows %q fails", fails)
+	}
+	if fails := b.text(t, `tr[data-id="fatal"] td[data-label="Fails"]`); fails != "1" {
+		t.Errorf("fatal, degraded by one fatal error, shows %q fails", fails)
+	}
+
+	b.do(t, "weekly's page", chromedp.Navigate("http://"+address+"/ui/#/pipeline/weekly"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li`)))
+	if tl := b.text(t, "#timeline"); !strings.Contains(tl, tomorrow) {
+		t.Errorf("the timeline %q does not say the date of the next attempt %q", tl, tomorrow)
+	}
+	b.noErrors(t)
+	stopProcess(t, p)
 }

@@ -44,7 +44,7 @@ the others wait, until the canary gets a record through (pipelines.breakers).`,
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return newView().writeDependencies(cmd.OutOrStdout(), resp.Msg.GetDependencies())
+			return newView().writeDependencies(humanOutput(cmd.OutOrStdout()), resp.Msg.GetDependencies())
 		},
 	}
 	addOutputFlag(list, &output)
@@ -91,7 +91,7 @@ func newPipelinesSummaryCommand() *cobra.Command {
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return newView().writeSummary(cmd.OutOrStdout(), resp.Msg)
+			return newView().writeSummary(humanOutput(cmd.OutOrStdout()), resp.Msg)
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -12,7 +12,7 @@ var version = "dev"
 
 func main() {
 	if err := newRootCommand(os.Stdout, os.Stderr).ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "conduit: %v\n", err)
+		fmt.Fprintf(os.Stderr, "conduit: %s\n", escapeControls([]byte(err.Error())))
 		os.Exit(1)
 	}
 }

@@ -68,7 +68,7 @@ func newPipelinesListCommand() *cobra.Command {
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return newView().writePipelineTable(cmd.OutOrStdout(), resp.Msg.GetPipelines(), resp.Msg.GetConfigErrors())
+			return newView().writePipelineTable(humanOutput(cmd.OutOrStdout()), resp.Msg.GetPipelines(), resp.Msg.GetConfigErrors())
 		},
 	}
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only pipelines in these statuses: running, recovering, degraded, stopped, invalid (repeat or separate with commas)")
@@ -110,7 +110,7 @@ func newPipelinesDescribeCommand() *cobra.Command {
 				}
 				return writeStructured(cmd.OutOrStdout(), output, out)
 			}
-			return newView().writeDescription(cmd.OutOrStdout(), resp.Msg.GetPipeline(), events)
+			return newView().writeDescription(humanOutput(cmd.OutOrStdout()), resp.Msg.GetPipeline(), events)
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -186,7 +186,7 @@ func writeResult(cmd *cobra.Command, output string, p *conduitv1.Pipeline) error
 	if p.GetDegradedReason() != "" {
 		status += " (" + p.GetDegradedReason() + ")"
 	}
-	_, err := fmt.Fprintf(cmd.OutOrStdout(), "pipeline %s is %s\n", p.GetId(), status)
+	_, err := fmt.Fprintf(humanOutput(cmd.OutOrStdout()), "pipeline %s is %s\n", p.GetId(), status)
 	return err
 }
 

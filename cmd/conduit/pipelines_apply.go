@@ -91,7 +91,7 @@ have. An update drains the pipeline and starts it again from its position.`,
 				if err := writeStructured(cmd.OutOrStdout(), output, resp.Msg); err != nil {
 					return err
 				}
-			} else if err := writePlan(cmd.OutOrStdout(), resp.Msg.GetChanges(), resp.Msg.GetApplied()); err != nil {
+			} else if err := writePlan(humanOutput(cmd.OutOrStdout()), resp.Msg.GetChanges(), resp.Msg.GetApplied()); err != nil {
 				return err
 			}
 			if n := countAction(resp.Msg.GetChanges(), conduitv1.PlanAction_PLAN_ACTION_INVALID); n > 0 {
@@ -186,7 +186,7 @@ status is 1 when there is one.`,
 				return err
 			}
 			ids, problems := conduit.ValidateFiles(cfg, files)
-			out := cmd.OutOrStdout()
+			out := humanOutput(cmd.OutOrStdout())
 			for _, p := range problems {
 				fmt.Fprintln(out, oneLine(p.Err.Error()))
 			}
@@ -222,7 +222,7 @@ deleted by removing it from its file.`,
 				}
 				return client.explain(err, args[0])
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "pipeline %s deleted\n", args[0])
+			_, err = fmt.Fprintf(humanOutput(cmd.OutOrStdout()), "pipeline %s deleted\n", args[0])
 			return err
 		},
 	}

@@ -416,3 +416,28 @@ func TestPipelinesSendTheTokenFromConduitYMLOrTheFlag(t *testing.T) {
 	f.interrupt(t)
 	stopProcess(t, p)
 }
+
+// An error text with terminal escape sequences (an upstream system's
+// message) reaches the operator's terminal escaped in every human output
+// of the CLI, and exact in JSON.
+func TestCLIEscapesControlCharactersInHumanOutput(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, chaosPipeline("hostile", "",
+		"fail.on: write\nfail.count: 1000000\nfail.code: 400\nfail.message: \"\\e]0;pwned\\a\\e[2Jwiped\"", "min-delay: 100ms"))
+	p := w.start("run")
+	waitForEvent(t, p, "hostile", "degraded", 1)
+	address := apiAddress(t, p)
+	for _, args := range [][]string{{"list"}, {"describe", "hostile"}, {"events", "hostile"}} {
+		out := w.mustPipelines(address, args...)
+		if strings.ContainsRune(out, 0x1b) || strings.ContainsRune(out, 0x07) {
+			t.Errorf("pipelines %s wrote raw control characters:\n%q", strings.Join(args, " "), out)
+		}
+		if !strings.Contains(out, `\x1b]0;pwned\x07\x1b[2Jwiped`) && !strings.Contains(out, `\x1b]0;pwned\x07\x1b[2...`) {
+			t.Errorf("pipelines %s does not show the error escaped:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	if out := w.mustPipelines(address, "describe", "hostile", "-o", "json"); !strings.Contains(out, `\u001b]0;pwned\u0007\u001b[2Jwiped`) {
+		t.Errorf("JSON output is not exact:\n%s", out)
+	}
+	stopProcess(t, p)
+}

@@ -95,7 +95,7 @@ pipeline show them).`,
 			printEvent := eventPrinter{w: cmd.OutOrStdout(), output: output, view: newView(), withPipeline: every}.print
 			if every {
 				f := &follower{
-					client: client, kinds: kinds, print: printEvent, notices: cmd.ErrOrStderr(),
+					client: client, kinds: kinds, print: printEvent, notices: humanOutput(cmd.ErrOrStderr()),
 					minDelay: followMinDelay, maxDelay: followMaxDelay, sleep: sleepContext,
 				}
 				return f.run(ctx, 0)
@@ -136,7 +136,7 @@ pipeline show them).`,
 				return nil
 			}
 			f := &follower{
-				client: client, pipelineID: id, kinds: kinds, print: printEvent, notices: cmd.ErrOrStderr(),
+				client: client, pipelineID: id, kinds: kinds, print: printEvent, notices: humanOutput(cmd.ErrOrStderr()),
 				minDelay: followMinDelay, maxDelay: followMaxDelay, sleep: sleepContext,
 			}
 			return f.run(ctx, last)
@@ -182,7 +182,7 @@ func (p eventPrinter) print(e *conduitv1.PipelineEvent) error {
 		if p.withPipeline {
 			text = fmt.Sprintf("%-20s %s", oneLine(e.GetPipelineId()), text)
 		}
-		line = []byte(text + "\n")
+		line = escapeControls([]byte(text + "\n"))
 	}
 	_, err := p.w.Write(line)
 	return err

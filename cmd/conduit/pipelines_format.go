@@ -113,7 +113,7 @@ func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) erro
 			last = truncate(oneLine(strings.TrimPrefix(ce.GetMessage(), ce.GetConfigFile()+": ")), lastErrorWidth)
 		}
 		row(instanceText(p.GetInstance()),
-			oneLine(p.GetId()), statusName(p.GetStatus()), fmt.Sprint(p.GetFailCount()), next, oneLine(source(p)), last)
+			oneLine(p.GetId()), statusName(p.GetStatus()), failsText(p), next, oneLine(source(p)), last)
 	}
 	return tw.Flush()
 }
@@ -542,6 +542,24 @@ func truncate(s string, width int) string {
 		return string(r[:width-3]) + "..."
 	}
 	return s
+}
+
+// failsText is the FAILS column: the transient failures of the current
+// episode; for a degraded pipeline, the failures that degraded it - the
+// episodes in a row of one that flapped, or the one fatal error (or
+// dead-letter queue overflow) that ended it at once - rather than a 0 that
+// reads as "nothing failed". The console's Fails column says the same.
+func failsText(p *conduitv1.Pipeline) string {
+	n := p.GetFailCount()
+	switch {
+	case n > 0 || p.GetStatus() != conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED:
+		return fmt.Sprint(n)
+	case p.GetDegradedReason() == "flapping" && p.GetFlaps() > 0:
+		return fmt.Sprintf("%d flaps", p.GetFlaps())
+	case p.GetLastError().GetCode() != 0 || p.GetLastError().GetMessage() != "":
+		return "1"
+	}
+	return "0"
 }
 
 // oneLine keeps a value from breaking a table row or line.

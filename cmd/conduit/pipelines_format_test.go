@@ -90,7 +90,7 @@ func TestPipelineTable(t *testing.T) {
 	want := `ID      STATUS      FAILS  NEXT ATTEMPT  SOURCE                  LAST ERROR
 seq     running     0      -             api                     -
 orders  recovering  2      in 4s         pipelines/orders.yml:3  503/transient: connection refused again
-picky   degraded    0      -             api                     422/fatal: chaos destination "dst": write: column price does not exi...
+picky   degraded    1      -             api                     422/fatal: chaos destination "dst": write: column price does not exi...
 idle    stopped     0      -             pipelines/idle.yml:2    -
 broken  invalid     0      -             pipelines/bad.yml:10    pipeline "broken": connectors[gen].settings.rate: "fast" ...
 `
@@ -142,7 +142,7 @@ func TestPipelineTableInAClusterShowsTheInstance(t *testing.T) {
 	want := `ID      STATUS      INSTANCE   FAILS  NEXT ATTEMPT  SOURCE                  LAST ERROR
 seq     running     conduit-a  0      -             api                     -
 orders  recovering  conduit-b  2      in 4s         pipelines/orders.yml:3  503/transient: connection refused again
-picky   degraded    -          0      -             api                     422/fatal: chaos destination "dst": write: column price does not exi...
+picky   degraded    -          1      -             api                     422/fatal: chaos destination "dst": write: column price does not exi...
 idle    stopped     conduit-a  0      -             pipelines/idle.yml:2    -
 broken  invalid     -          0      -             pipelines/bad.yml:10    pipeline "broken": connectors[gen].settings.rate: "fast" ...
 `
@@ -564,5 +564,26 @@ func TestAPipelineHeldByABreakerSaysWhich(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "Next attempt:      when the breaker of orders-db closes (its canary gets through)") {
 		t.Fatalf("describe:\n%s", b.String())
+	}
+}
+
+// A degraded pipeline's FAILS says what degraded it, not 0.
+func TestFailsOfDegradedPipelines(t *testing.T) {
+	t.Parallel()
+	degraded := conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED
+	for _, tc := range []struct {
+		name string
+		p    *conduitv1.Pipeline
+		want string
+	}{
+		{"recovering", &conduitv1.Pipeline{Status: conduitv1.PipelineStatus_PIPELINE_STATUS_RECOVERING, FailCount: 2}, "2"},
+		{"retries exhausted", &conduitv1.Pipeline{Status: degraded, FailCount: 5, DegradedReason: "retries exhausted"}, "5"},
+		{"flapping", &conduitv1.Pipeline{Status: degraded, Flaps: 3, DegradedReason: "flapping"}, "3 flaps"},
+		{"one fatal error", &conduitv1.Pipeline{Status: degraded, DegradedReason: "fatal error", LastError: &conduitv1.PipelineError{Code: 400}}, "1"},
+		{"force-stopped", &conduitv1.Pipeline{Status: degraded, DegradedReason: "force stopped"}, "0"},
+	} {
+		if got := failsText(tc.p); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

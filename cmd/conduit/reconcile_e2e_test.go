@@ -90,6 +90,127 @@ func TestPipelineFilesChangeWhileRunning(t *testing.T) {
 	checkSequence(t, ids(t, out), 0)
 }
 
+// A file added with the id of a running pipeline does not take it over,
+// even when its name sorts first: the pipeline runs on from its file,
+// unstopped, and the newcomer is listed as invalid with both files named.
+func TestANewFileWithARunningIDDoesNotTakeItOver(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	orders := strings.NewReplacer("id: seq", "id: orders", "./out.jsonl", "./orders.jsonl").Replace(fmt.Sprintf(generatorToFile, 1000))
+	w.write("pipelines/z-orders.yml", orders)
+	out := filepath.Join(w.dir, "orders.jsonl")
+	p := w.start("run")
+	waitForRecords(t, p, out, 100)
+
+	w.write("pipelines/a-orders-copy.yml", strings.Replace(orders, "./orders.jsonl", "./copy.jsonl", 1))
+	waitForLog(t, p, `"invalid":1`)
+	log := p.stderr.String()
+	if !strings.Contains(log, "a-orders-copy.yml:3") || !strings.Contains(log, "already defined at pipelines/z-orders.yml:3, which runs it") {
+		t.Fatalf("the newcomer's error does not name both files:\n%s", log)
+	}
+	n := len(ids(t, out))
+	waitForRecords(t, p, out, n+300)
+	if _, err := os.Stat(filepath.Join(w.dir, "copy.jsonl")); err == nil {
+		t.Error("the newcomer's destination was written: it took the pipeline over")
+	}
+	address := apiAddress(t, p)
+	list := w.mustPipelines(address, "list")
+	if row := tableRows(list)["orders"]; row == nil || !strings.Contains(strings.Join(row, " "), "pipelines/z-orders.yml:3") {
+		t.Errorf("orders does not run from z-orders.yml:\n%s", list)
+	}
+	if i := strings.Index(list, "CONFIGURATION ERRORS"); i < 0 || !strings.Contains(list[i:], "a-orders-copy.yml:3") {
+		t.Errorf("the newcomer is not listed as invalid:\n%s", list)
+	}
+	if stops := filterEvents(events(t, p, "orders"), "stopping"); len(stops) != 0 {
+		t.Errorf("orders was stopped %d times; a duplicate must not touch it", len(stops))
+	}
+	stopProcess(t, p)
+
+	// Restarted with the duplicate still there: the definition it ran with
+	// last wins, not the first file name.
+	p = w.start("run")
+	n = len(ids(t, out))
+	waitForRecords(t, p, out, n+300)
+	if _, err := os.Stat(filepath.Join(w.dir, "copy.jsonl")); err == nil {
+		t.Error("after a restart the newcomer took the pipeline over")
+	}
+	if !strings.Contains(p.stderr.String(), "already defined at pipelines/z-orders.yml:3, which it ran with last") {
+		t.Errorf("after a restart the newcomer's error does not name the definition that runs:\n%s", p.stderr.String())
+	}
+	stopProcess(t, p)
+	checkSequence(t, ids(t, out), 0)
+}
+
+// validate names every problem of each pipeline in one pass: each wrong
+// field of the file, and each connector a plugin refuses.
+func TestValidateReportsEveryProblemOfEachPipeline(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	w.write("structure.yml", `version: "2.2"
+pipelines:
+  - id: orders
+    statuss: running
+    connectors:
+      - {id: gen, type: sauce, plugin: builtin:generator}
+      - {id: out, type: destination, plugin: builtin:log, colour: red}
+`)
+	w.write("plugins.yml", `version: "2.2"
+pipelines:
+  - id: orders
+    connectors:
+      - {id: gen, type: source, plugin: builtin:generator, settings: {rate: fast, format.options.id: int}}
+      - {id: out, type: destination, plugin: builtin:nope}
+`)
+	for file, want := range map[string][]string{
+		"structure.yml": {"structure.yml:4: pipeline \"orders\": statuss:", "structure.yml:6: pipeline \"orders\": connectors[gen].type:",
+			"structure.yml:7: pipeline \"orders\": connectors[out].colour:"},
+		"plugins.yml": {"plugins.yml:5: pipeline \"orders\": connectors[gen].settings.rate:", "plugins.yml:6: pipeline \"orders\": connectors[out].plugin: unknown plugin"},
+	} {
+		res := conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", file)
+		if res.code == 0 {
+			t.Errorf("validate %s: exit 0\n%s", file, res.stdout)
+		}
+		for _, line := range want {
+			if !strings.Contains(res.stdout, line) {
+				t.Errorf("validate %s does not report %q:\n%s", file, line, res.stdout)
+			}
+		}
+		if !strings.Contains(res.stderr, fmt.Sprintf("%d problems", len(want))) {
+			t.Errorf("validate %s: %s", file, res.stderr)
+		}
+	}
+}
+
+// A pipeline file symlinked to a file that is not one (/etc/passwd, say)
+// is reported as not a pipeline file; nothing of what it holds reaches the
+// log, the API or the CLI.
+func TestAFileThatIsNotAPipelineFileIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 100))
+	secret := filepath.Join(t.TempDir(), "passwd")
+	if err := os.WriteFile(secret, []byte("root:x:0:0:SECRET-ROOT:/root:/bin/bash\nsvc:x:1:1:SECRET-SVC:/:/bin/false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(w.dir, "pipelines", "passwd.yml")); err != nil {
+		t.Fatal(err)
+	}
+	res := conduitCLI(t, w.dir, cliEnv(), "pipelines", "validate", "pipelines/passwd.yml")
+	if res.code == 0 || strings.Contains(res.stdout+res.stderr, "SECRET") || !strings.Contains(res.stdout, "passwd.yml:1: not a pipeline file") {
+		t.Errorf("validate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	p := w.start("run")
+	address := apiAddress(t, p)
+	waitForLog(t, p, "not a pipeline file")
+	list := w.mustPipelines(address, "list")
+	if !strings.Contains(list, "passwd.yml:1: not a pipeline file") {
+		t.Errorf("the list does not name the file:\n%s", list)
+	}
+	stopProcess(t, p)
+	if out := p.stderr.String() + list; strings.Contains(out, "SECRET") {
+		t.Errorf("the content of the file was quoted:\n%s", out)
+	}
+}
+
 // With watching off, changes wait for SIGHUP.
 func TestSIGHUPAppliesThePipelineFiles(t *testing.T) {
 	t.Parallel()
@@ -239,6 +360,15 @@ func TestHealthAndReadinessProbes(t *testing.T) {
 	// Everything else still needs the token.
 	if code, _ := get("/metrics"); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without a token: %d", code)
+	}
+	// The log says where the console is, and it is there (its pages load
+	// without the token, and ask for it).
+	console := "http://" + address + "/ui/"
+	if !strings.Contains(p.stderr.String(), `"console":"`+console+`"`) {
+		t.Errorf("the log does not name the console's URL %s:\n%s", console, p.stderr.String())
+	}
+	if code, body := get("/ui/"); code != http.StatusOK || !strings.Contains(body, "<html") {
+		t.Errorf("%s: %d %.200q", console, code, body)
 	}
 	stopProcess(t, p)
 }

@@ -59,7 +59,7 @@ func newRulesListCommand() *cobra.Command {
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return writeRulesTable(cmd.OutOrStdout(), resp.Msg.GetRules())
+			return writeRulesTable(humanOutput(cmd.OutOrStdout()), resp.Msg.GetRules())
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -176,7 +176,7 @@ the file, line, rule and key.`,
 				}
 				return client.explain(err, "")
 			}
-			out := cmd.OutOrStdout()
+			out := humanOutput(cmd.OutOrStdout())
 			fmt.Fprintf(out, "loaded %s: %s\n", count(len(resp.Msg.GetLoaded()), "rule"), strings.Join(resp.Msg.GetLoaded(), ", "))
 			if r := resp.Msg.GetReplaced(); len(r) > 0 {
 				fmt.Fprintf(out, "replaced: %s\n", strings.Join(r, ", "))
@@ -253,7 +253,7 @@ func newRulesDeleteCommand() *cobra.Command {
 			if _, err := client.rules.DeleteRecoveryRule(cmd.Context(), connect.NewRequest(&conduitv1.DeleteRecoveryRuleRequest{Name: args[0]})); err != nil {
 				return client.explainRule(err, args[0])
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "recovery rule %s deleted\n", args[0])
+			_, err = fmt.Fprintf(humanOutput(cmd.OutOrStdout()), "recovery rule %s deleted\n", args[0])
 			return err
 		},
 	}
@@ -359,7 +359,7 @@ faults that no rule matches. Nothing is stored or changed.`,
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return newView().writeDryRun(cmd.OutOrStdout(), resp.Msg)
+			return newView().writeDryRun(humanOutput(cmd.OutOrStdout()), resp.Msg)
 		},
 	}
 	cmd.Flags().DurationVar(&since, "since", 0, "only faults of this last stretch of time, e.g. 24h or 168h (default: all the audit log kept)")
@@ -459,7 +459,7 @@ matches, or that are not degraded, are left alone. Load the rules first
 			if output != outputText {
 				return writeStructured(cmd.OutOrStdout(), output, resp.Msg)
 			}
-			return newView().writeApplied(cmd.OutOrStdout(), resp.Msg.GetPipelines())
+			return newView().writeApplied(humanOutput(cmd.OutOrStdout()), resp.Msg.GetPipelines())
 		},
 	}
 	addOutputFlag(cmd, &output)

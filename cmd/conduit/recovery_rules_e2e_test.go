@@ -112,8 +112,11 @@ func TestRecoveryRulesCLICycle(t *testing.T) {
 	// A rule written after the fact, applied to the pipelines that degraded
 	// before it existed: flaky's error matches, picky's (422) does not.
 	waitForEvent(t, p, "picky", "resumed", 1)
-	w.write("retry-503.yml", "- name: retry-503\n  match: {codes: [\"503\"]}\n  strategy: fixed\n  min-delay: 300ms\n")
-	rules("load", "retry-503.yml")
+	// One rule per file, as people write them: a map, not a list.
+	w.write("retry-503.yml", "name: retry-503\nmatch: {codes: [\"503\"]}\nstrategy: fixed\nmin-delay: 300ms\n")
+	if res := rules("load", "retry-503.yml"); res.code != 0 || !strings.Contains(res.stdout, "loaded 1 rule: retry-503") {
+		t.Fatalf("load of a file with one rule: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 	res = rules("apply", "retry-503")
 	applied := tableRows(strings.SplitN(res.stdout, "\n\n", 2)[1])
 	if res.code != 0 || !strings.Contains(res.stdout, "1 of 2 degraded pipelines restarted") ||

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,4 +231,75 @@ func procStat(pid int) (state string, ppid int, ok bool) {
 		return "", 0, false
 	}
 	return state, ppid, true
+}
+
+// An executable in connectors.path that never answers - neither the
+// question for its specification nor the handshake - and leaves children
+// behind, one of them in a session of its own: each pipeline that needs it
+// is degraded with an error naming it, SIGTERM ends conduit, and no
+// process it started is left.
+func TestStandaloneExecutableThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("%d.%d", 4000+rand.N(1000), rand.N(1000000))
+	pipeline := func(id, plugin string) string {
+		return fmt.Sprintf(`version: "2.2"
+pipelines:
+  - id: %s
+    connectors:
+      - id: src
+        type: source
+        plugin: %s
+      - id: dst
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./%s.jsonl
+`, id, plugin, id)
+	}
+	w := newWorkspace(t, pipeline("by-name", "standalone:kafka"))
+	w.write("pipelines/q.yml", pipeline("by-file", "standalone:silent"))
+	w.write("conduit.yml", "log:\n  format: json\nconnectors:\n  start-timeout: 1s\n")
+	w.write("connectors/silent", fmt.Sprintf("#!/bin/sh\nsleep %[1]s &\nsetsid sleep %[1]s &\nexec sleep %[1]s\n", marker))
+	if err := os.Chmod(filepath.Join(w.dir, "connectors/silent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range markedPIDs(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	p := w.start("run")
+	e := waitForEvent(t, p, "by-name", "degraded", 1)
+	if e.Class != "fatal" || !strings.Contains(e.Error, "connectors/silent") || !strings.Contains(e.Error, "specs") {
+		t.Fatalf("by-name degraded with %+v, want a fatal error naming the executable that did not answer", e)
+	}
+	if e := waitForEvent(t, p, "by-file", "degraded", 1); e.Class != "fatal" {
+		t.Fatalf("by-file degraded with %+v, want a fatal error", e)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM\n%s", code, p.stderr.String())
+	}
+	eventually(t, pollInterval, func() bool { return len(markedPIDs(marker)) == 0 },
+		func() string { return fmt.Sprintf("processes the executable started are left: %v", markedPIDs(marker)) })
+}
+
+// markedPIDs are the live processes (zombies left out) whose command line
+// contains marker.
+func markedPIDs(marker string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if state, _, ok := procStat(pid); ok && state != "Z" && strings.Contains(string(cmdline), marker) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -351,8 +351,10 @@ func (r *Runtime) validateAll(desired []reconciler.Desired, problems []reconcile
 		out = append(out, api.ConfigError{PipelineID: p.PipelineID, File: p.File, Line: p.Line, Err: p.Err})
 	}
 	for _, d := range desired {
-		if _, _, err := r.validate(d.Pipeline); err != nil {
-			out = append(out, configError(d.Pipeline, err))
+		if errs := r.problemsOf(d.Pipeline); len(errs) > 0 {
+			for _, err := range errs {
+				out = append(out, configError(d.Pipeline, err))
+			}
 			continue
 		}
 		ids = append(ids, d.Pipeline.ID)

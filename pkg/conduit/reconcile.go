@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -78,10 +79,13 @@ func (r *Runtime) reconcileFiles(ctx context.Context) {
 	if err := r.audit.Flush(ctx); err != nil && ctx.Err() == nil {
 		r.log.Error("could not write to the audit log", zap.Error(err))
 	}
+	r.mu.RLock()
+	invalid := len(r.invalid) // every entry that does not run, duplicates included
+	r.mu.RUnlock()
 	r.log.Info("pipeline files applied", zap.String("path", r.cfg.Pipelines.Path),
 		zap.Int("created", plan.Count(reconciler.Create)), zap.Int("updated", plan.Count(reconciler.Update)),
 		zap.Int("deleted", plan.Count(reconciler.Delete)), zap.Int("unchanged", plan.Count(reconciler.Unchanged)),
-		zap.Int("invalid", plan.Count(reconciler.Invalid)+len(plan.Problems)))
+		zap.Int("invalid", invalid))
 }
 
 // running is what the reconciler compares the desired pipelines with.
@@ -199,14 +203,65 @@ func actorFor(c reconciler.Change, asked string) string {
 func (r *Runtime) plan(desired []reconciler.Desired, problems []reconciler.Problem) (reconciler.Plan, error) {
 	valid := make([]reconciler.Desired, 0, len(desired))
 	for _, d := range desired {
-		if _, _, err := r.validate(d.Pipeline); err != nil {
-			ce := configError(d.Pipeline, err)
-			problems = append(problems, reconciler.Problem{PipelineID: d.Pipeline.ID, File: ce.File, Line: ce.Line, Err: err})
+		if errs := r.problemsOf(d.Pipeline); len(errs) > 0 {
+			for _, err := range errs {
+				ce := configError(d.Pipeline, err)
+				problems = append(problems, reconciler.Problem{PipelineID: d.Pipeline.ID, File: ce.File, Line: ce.Line, Err: err})
+			}
 			continue
 		}
 		valid = append(valid, d)
 	}
 	return reconciler.Make(r.running(), valid, problems)
+}
+
+// problemsOf is every reason p cannot run, nil when it can (validate's
+// answer). validate stops at the first; here each connector, each
+// processor, the dead-letter queue and the recovery policy are checked on
+// their own, so that one problem does not hide the next and a file is
+// fixed in one pass.
+func (r *Runtime) problemsOf(p config.Pipeline) []error {
+	_, _, first := r.validate(p)
+	if first == nil {
+		return nil
+	}
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if recovery, err := p.ResolveErrorRecovery(r.cfg.Pipelines.ErrorRecovery); err != nil {
+		add(err)
+	} else if _, err := r.policies.From(recovery); err != nil {
+		add(p.FieldError("error-recovery", err))
+	}
+	for i, c := range p.Connectors {
+		for _, pr := range c.Processors {
+			_, err := r.buildProcessors(p, []config.Processor{pr})
+			add(err)
+		}
+		var err error
+		switch c.Type {
+		case config.TypeSource:
+			_, err = r.connectors.NewSource(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
+		case config.TypeDestination:
+			_, err = r.connectors.NewDestination(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
+		}
+		if err != nil {
+			add(connectorError(p, i, err))
+		}
+	}
+	for _, pr := range p.Processors {
+		_, err := r.buildProcessors(p, []config.Processor{pr})
+		add(err)
+	}
+	if len(errs) == 0 {
+		// Not found part by part (the dead-letter queue, or what the parts
+		// add up to): validate's answer.
+		return []error{first}
+	}
+	return errs
 }
 
 func (r *Runtime) get(id string) *managedPipeline {
@@ -410,6 +465,33 @@ func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor
 	m.instance = old.instance
 	r.add(m, at)
 	return nil
+}
+
+// lastRunFingerprint answers reconciler.PreferLastRun from the persisted
+// states: the configuration each pipeline last ran with. A state that
+// cannot be read answers nothing (the first definition wins).
+func (r *Runtime) lastRunFingerprint(ctx context.Context) func(id string) (string, bool) {
+	return func(id string) (string, bool) {
+		st, ok, err := r.states.Load(ctx, id)
+		if err != nil || !ok || st.ConfigHash == "" {
+			return "", false
+		}
+		return st.ConfigHash, true
+	}
+}
+
+// consoleURL is where a browser on this machine opens the web console of
+// the API listening at addr: an address that listens on every interface
+// (0.0.0.0, ::) is reached as localhost.
+func consoleURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + api.ConsolePath
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + api.ConsolePath
 }
 
 // runtimeHealth answers the probes.

@@ -228,3 +228,16 @@ func TestApplyRefusesAnIdAnInvalidFileClaims(t *testing.T) {
 		t.Fatal("the API's pipeline was created under an id an unparsable file entry claims")
 	}
 }
+
+func TestConsoleURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8080": "http://127.0.0.1:8080/ui/",
+		"0.0.0.0:8080":   "http://localhost:8080/ui/",
+		"[::]:8080":      "http://localhost:8080/ui/",
+		"[::1]:9000":     "http://[::1]:9000/ui/",
+	} {
+		if got := consoleURL(addr); got != want {
+			t.Errorf("consoleURL(%q) = %s, want %s", addr, got, want)
+		}
+	}
+}

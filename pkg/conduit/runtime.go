@@ -320,7 +320,8 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		return err
 	}
 	apiPipelines, apiProblems := apiDesired(stored, contents)
-	plan, err := r.plan(append(files, apiPipelines...), append(problems, apiProblems...))
+	desired, problems := reconciler.PreferLastRun(append(files, apiPipelines...), append(problems, apiProblems...), r.lastRunFingerprint(ctx))
+	plan, err := r.plan(desired, problems)
 	if err != nil {
 		return err
 	}
@@ -1018,7 +1019,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	serverDone := make(chan error, 1)
 	if r.server != nil {
 		r.log.Info("API listening", zap.String("address", r.server.Addr()),
-			zap.Bool("auth", r.cfg.API.Auth.Token != ""))
+			zap.String("console", consoleURL(r.server.Addr())), zap.Bool("auth", r.cfg.API.Auth.Token != ""))
 		go func() { serverDone <- r.server.Serve() }()
 	}
 	// The scheduler outlives the supervisors: a restart launched while one

@@ -14,7 +14,8 @@
 //
 // Pipeline files: LoadPipelines checks the structure (known fields, types,
 // required fields, unique ids, one source, at least one destination, DLQ and
-// error-recovery values). It does not know which plugins exist or which
+// error-recovery values), and reports every problem of a pipeline, not
+// only the first. It does not know which plugins exist or which
 // settings a connector accepts; the caller has the connector registry and
 // reports such problems with the same *PipelineError, built with
 // Pipeline.FieldError and friends so that it points at the right line.

@@ -22,13 +22,16 @@ import (
 //     pipelines are skipped, other files still load;
 //   - a document with a bad or missing version, or unknown top-level
 //     fields: one error, its pipelines are skipped;
-//   - an invalid pipeline: one error (the first problem in it), the pipeline
-//     is left out and the valid ones are still returned, so one broken
-//     pipeline does not stop the others;
+//   - an invalid pipeline: one error per problem in it (each field that is
+//     wrong, each connector and processor), the pipeline is left out and
+//     the valid ones are still returned, so one broken pipeline does not
+//     stop the others;
 //   - a pipeline id used before (in this or an earlier file): one error
-//     naming both places; the first definition wins, even when the first
-//     one is itself invalid, so fixing it later cannot silently swap which
-//     pipeline runs.
+//     naming both places (a *DuplicateIDError carrying the entry set
+//     aside when it is valid); the first definition wins, even when the
+//     first one is itself invalid, so fixing it later cannot silently swap
+//     which pipeline runs. The reconciler overrides this order for a
+//     pipeline that runs: the definition it runs from wins.
 //
 // A missing dir is one error. Directories and files whose names start with
 // "." are skipped (editor and VCS files, Kubernetes ConfigMap "..data"
@@ -88,13 +91,32 @@ func (first pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs
 		switch {
 		case r.err != nil:
 			errs = append(errs, r.err)
+			for _, e := range r.more {
+				errs = append(errs, e)
+			}
 		case dup:
-			errs = append(errs, r.p.FieldError("id", fmt.Errorf("duplicate pipeline id, already defined at %s (that definition is used)", prev)))
+			errs = append(errs, r.p.FieldError("id", &DuplicateIDError{First: prev, Pipeline: r.p}))
 		default:
 			valid = append(valid, r.p)
 		}
 	}
 	return valid, errs
+}
+
+// DuplicateIDError is a valid pipeline entry whose id an earlier entry (in
+// path order) already defined; LoadPipelines leaves it out. Pipeline is
+// the entry that was set aside, so a caller that knows which definition a
+// running pipeline comes from can keep that one instead (the reconciler:
+// the definition that runs wins over a newcomer).
+type DuplicateIDError struct {
+	// First is the "file:line" of the definition that is used.
+	First    string
+	Pipeline Pipeline
+}
+
+// Error implements error.
+func (e *DuplicateIDError) Error() string {
+	return fmt.Sprintf("duplicate pipeline id, already defined at %s (that definition is used)", e.First)
 }
 
 // maxDependencyName bounds a connector's dependency name.
@@ -155,6 +177,8 @@ func pipelineFiles(dir string) ([]string, []error) {
 type parsed struct {
 	p   Pipeline
 	err *PipelineError
+	// more are the pipeline's other problems, after err.
+	more []*PipelineError
 }
 
 func parsePipelineFile(file string, data []byte) []parsed {
@@ -184,8 +208,14 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parse
 	fileErr := func(line int, field string, err error) []parsed {
 		return []parsed{{err: &PipelineError{File: file, Line: line, Field: field, Err: err}}}
 	}
+	// A file that is not a pipeline file at all (a symlink to /etc/passwd,
+	// a file of another program) is named, never quoted: what it holds is
+	// none of the log's or the API's business.
 	if root.Kind != yaml.MappingNode {
-		return fileErr(root.Line, "", fmt.Errorf("expected a map with version and pipelines at the top level, got %s", describe(root)))
+		return fileErr(root.Line, "", fmt.Errorf("not a pipeline file: expected a map with version and pipelines at the top level, got %s", nodeKind(root)))
+	}
+	if lookup(root, "version") == nil && lookup(root, "pipelines") == nil {
+		return fileErr(root.Line, "", errors.New("not a pipeline file: no version and no pipelines at the top level"))
 	}
 	var version, pipelines *yaml.Node
 	seen := map[string]int{}
@@ -226,6 +256,18 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parse
 	return out
 }
 
+// nodeKind is describe without the value.
+func nodeKind(n *yaml.Node) string {
+	switch unalias(n).Kind {
+	case yaml.MappingNode:
+		return "a map"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return "a single value"
+	}
+}
+
 func checkVersion(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode || isNull(n) {
 		return fmt.Errorf(`expected a version such as "2.2", got %s`, describe(n))
@@ -251,12 +293,32 @@ func errAt(line int, field string, format string, args ...any) *fieldErr {
 	return &fieldErr{line: line, field: field, err: fmt.Errorf(format, args...)}
 }
 
-// pipelineParser builds one Pipeline from its YAML node. Parsing stops at
-// the first problem: the pipeline is reported and skipped as a whole.
+// pipelineParser builds one Pipeline from its YAML node. A field that is
+// wrong is reported and the next one read, so that one pass over a file
+// names every problem; a pipeline with any is skipped as a whole.
 type pipelineParser struct {
 	p       *Pipeline
 	procIDs map[string]int // processor id -> line; unique across the pipeline
 	budget  *settingsBudget
+	// errs are the problems found so far, in file order.
+	errs []*fieldErr
+}
+
+// reportedAt reports whether a problem at field was reported.
+func (pp *pipelineParser) reportedAt(field string) bool {
+	for _, fe := range pp.errs {
+		if fe.field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// report keeps a problem and goes on.
+func (pp *pipelineParser) report(fe *fieldErr) {
+	if fe != nil {
+		pp.errs = append(pp.errs, fe)
+	}
 }
 
 // settingsBudget is what is left, in bytes, for the flattened setting
@@ -279,12 +341,22 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 		p.ID = id.Value
 	}
 	pp := &pipelineParser{p: &p, procIDs: map[string]int{}, budget: budget}
-	if fe := pp.parse(n); fe != nil {
-		pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: fe.err}
-		if p.ID == "" {
-			pe.Field = joinField("pipelines["+strconv.Itoa(idx)+"]", fe.field)
+	pp.report(pp.parse(n))
+	if len(pp.errs) > 0 {
+		var out parsed
+		out.p = p
+		for _, fe := range pp.errs {
+			pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: fe.err}
+			if p.ID == "" {
+				pe.Field = joinField("pipelines["+strconv.Itoa(idx)+"]", fe.field)
+			}
+			if out.err == nil {
+				out.err = pe
+			} else {
+				out.more = append(out.more, pe)
+			}
 		}
-		return parsed{p: p, err: pe}
+		return out
 	}
 	// A definition that cannot be written is left out: it is for reading,
 	// and the pipeline is valid.
@@ -324,7 +396,7 @@ func (pp *pipelineParser) parse(n *yaml.Node) *fieldErr {
 	if fe != nil {
 		return fe
 	}
-	if p.ID == "" {
+	if p.ID == "" && !pp.reportedAt("id") {
 		return errAt(n.Line, "id", "required")
 	}
 	if p.Name == "" {
@@ -338,6 +410,10 @@ func (pp *pipelineParser) parse(n *yaml.Node) *fieldErr {
 		if isLogPlugin(p.DLQ.Plugin) {
 			p.DLQ.Settings = DefaultDLQSettings()
 		}
+	}
+	if len(pp.errs) > 0 {
+		// What the connectors add up to is known only when each was read.
+		return nil
 	}
 	return pp.checkConnectors()
 }
@@ -376,33 +452,39 @@ type handler func(v *yaml.Node, f string) *fieldErr
 
 // fields walks mapping n, whose path is path, dispatching each key to its
 // handler. Unknown and repeated keys are errors: an ignored typo is a
-// setting the user believes is in effect.
+// setting the user believes is in effect. Each problem is reported and
+// the next key read; the result is always nil.
 func (pp *pipelineParser) fields(n *yaml.Node, path, what string, handlers map[string]handler) *fieldErr {
 	seen := map[string]int{}
 	for _, kv := range pairs(n) {
-		if kv.key.Kind != yaml.ScalarNode {
-			return errAt(kv.key.Line, path, "expected a field name, got %s", describe(kv.key))
-		}
-		name := kv.key.Value
-		field := joinField(path, name)
-		h, ok := handlers[name]
-		if !ok {
-			known := make([]string, 0, len(handlers))
-			for k := range handlers {
-				known = append(known, k)
-			}
-			return &fieldErr{line: kv.key.Line, field: field, err: unknownNameError(what+" field", name, known)}
-		}
-		if first, dup := seen[name]; dup {
-			return errAt(kv.key.Line, field, "set twice (first at line %d)", first)
-		}
-		seen[name] = kv.key.Line
-		pp.p.lines[field] = kv.key.Line
-		if fe := h(kv.value, field); fe != nil {
-			return fe
+		if fe := pp.field(kv, path, what, handlers, seen); fe != nil {
+			pp.report(fe)
 		}
 	}
 	return nil
+}
+
+// field reads one key of a mapping for fields.
+func (pp *pipelineParser) field(kv mapPair, path, what string, handlers map[string]handler, seen map[string]int) *fieldErr {
+	if kv.key.Kind != yaml.ScalarNode {
+		return errAt(kv.key.Line, path, "expected a field name, got %s", describe(kv.key))
+	}
+	name := kv.key.Value
+	field := joinField(path, name)
+	h, ok := handlers[name]
+	if !ok {
+		known := make([]string, 0, len(handlers))
+		for k := range handlers {
+			known = append(known, k)
+		}
+		return &fieldErr{line: kv.key.Line, field: field, err: unknownNameError(what+" field", name, known)}
+	}
+	if first, dup := seen[name]; dup {
+		return errAt(kv.key.Line, field, "set twice (first at line %d)", first)
+	}
+	seen[name] = kv.key.Line
+	pp.p.lines[field] = kv.key.Line
+	return h(kv.value, field)
 }
 
 // str reads a text field. Numbers and bools are accepted as their text
@@ -472,6 +554,7 @@ func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *f
 		}
 		c := Connector{Path: elemPath(path, peekID(n), i), Line: n.Line, Settings: map[string]string{}, SettingLines: map[string]int{}}
 		pp.p.lines[c.Path] = n.Line
+		reported := len(pp.errs)
 		fe := pp.fields(n, c.Path, "connector", map[string]handler{
 			"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.ID) },
 			"type": func(v *yaml.Node, f string) *fieldErr {
@@ -502,16 +585,12 @@ func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *f
 		if fe != nil {
 			return nil, fe
 		}
-		switch {
-		case c.ID == "":
-			return nil, errAt(n.Line, c.Path+".id", "required")
-		case c.Type == "":
-			return nil, errAt(n.Line, c.Path+".type", "required (source or destination)")
-		case c.Plugin == "":
-			return nil, errAt(n.Line, c.Path+".plugin", "required (e.g. builtin:generator)")
+		if len(pp.errs) > reported {
+			continue // its problems are reported; what it lacks may follow from them
 		}
-		if first, dup := ids[c.ID]; dup {
-			return nil, errAt(pp.p.lineOf(c.Path+".id"), c.Path+".id", "duplicate connector id %q (first at line %d)", c.ID, first)
+		if fe := pp.checkConnector(c, n, ids); fe != nil {
+			pp.report(fe)
+			continue
 		}
 		ids[c.ID] = n.Line
 		if c.Name == "" {
@@ -520,6 +599,23 @@ func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *f
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// checkConnector checks what a connector needs once its fields are read:
+// the required ones, and an id of its own.
+func (pp *pipelineParser) checkConnector(c Connector, n *yaml.Node, ids map[string]int) *fieldErr {
+	switch {
+	case c.ID == "":
+		return errAt(n.Line, c.Path+".id", "required")
+	case c.Type == "":
+		return errAt(n.Line, c.Path+".type", "required (source or destination)")
+	case c.Plugin == "":
+		return errAt(n.Line, c.Path+".plugin", "required (e.g. builtin:generator)")
+	}
+	if first, dup := ids[c.ID]; dup {
+		return errAt(pp.p.lineOf(c.Path+".id"), c.Path+".id", "duplicate connector id %q (first at line %d)", c.ID, first)
+	}
+	return nil
 }
 
 func (pp *pipelineParser) processors(v *yaml.Node, path string) ([]Processor, *fieldErr) {
@@ -538,6 +634,7 @@ func (pp *pipelineParser) processors(v *yaml.Node, path string) ([]Processor, *f
 		pr := Processor{Path: elemPath(path, peekID(n), i), Line: n.Line, Settings: map[string]string{}, SettingLines: map[string]int{}}
 		pp.p.lines[pr.Path] = n.Line
 		var oldType string // the pre-2.2 name of plugin
+		reported := len(pp.errs)
 		fe := pp.fields(n, pr.Path, "processor", map[string]handler{
 			"id":        func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.ID) },
 			"plugin":    func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Plugin) },
@@ -552,6 +649,9 @@ func (pp *pipelineParser) processors(v *yaml.Node, path string) ([]Processor, *f
 		})
 		if fe != nil {
 			return nil, fe
+		}
+		if len(pp.errs) > reported {
+			continue
 		}
 		if oldType != "" {
 			if pr.Plugin != "" {

@@ -612,3 +612,105 @@ func TestLoadPipelinesSingleFileAndOrder(t *testing.T) {
 		t.Errorf("single file: got %v", ps)
 	}
 }
+
+// One pass over a file names every problem of each pipeline, not only the
+// first: each wrong field, each connector and processor.
+func TestAnInvalidPipelineReportsEveryProblem(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yml")
+	data := `version: "2.2"
+pipelines:
+  - id: orders
+    statuss: running
+    connectors:
+      - id: gen
+        type: sauce
+        plugin: builtin:generator
+      - id: out
+        type: destination
+      - id: log
+        type: destination
+        plugin: builtin:log
+        colour: red
+    processors:
+      - id: p1
+    dead-letter-queue:
+      window-size: many
+  - id: fine
+    connectors:
+      - {id: gen, type: source, plugin: builtin:generator}
+      - {id: out, type: destination, plugin: builtin:log}
+`
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps, errs := LoadPipelines(file)
+	if len(ps) != 1 || ps[0].ID != "fine" {
+		t.Errorf("valid pipelines %v, want fine only", ps)
+	}
+	want := []struct {
+		line  int
+		field string
+	}{
+		{4, "statuss"},
+		{7, "connectors[gen].type"},
+		{9, "connectors[out].plugin"},
+		{14, "connectors[log].colour"},
+		{16, "processors[p1].plugin"},
+		{18, "dead-letter-queue.window-size"},
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		var pe *PipelineError
+		if !errors.As(errs[i], &pe) || pe.PipelineID != "orders" || pe.Line != w.line || pe.Field != w.field {
+			t.Errorf("error %d: %v, want line %d, field %s", i, errs[i], w.line, w.field)
+		}
+	}
+}
+
+// A file that is not a pipeline file - a symlink to /etc/passwd, another
+// program's configuration - is named in the error, never quoted; a value
+// quoted from a pipeline file is cut short.
+func TestErrorsDoNotQuoteFilesThatAreNotPipelineFiles(t *testing.T) {
+	outside := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "pipelines")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{
+		"passwd":  "root:x:0:0:SECRET-ROOT:/root:/bin/bash\ndaemon:x:1:1:SECRET-DAEMON:/usr/sbin:/usr/sbin/nologin\n",
+		"shadow":  "root:*:20228:0:99999:7:SECRET-SHADOW::\n",
+		"app.yml": "api_key: SECRET-KEY\npassword: SECRET-PASSWORD\n",
+		"list":    "- SECRET-ITEM\n",
+	}
+	for name, content := range secrets {
+		if err := os.WriteFile(filepath.Join(outside, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(outside, name), filepath.Join(dir, name+".yml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := strings.Repeat("SECRET-LONG-", 20)
+	if err := os.WriteFile(filepath.Join(dir, "long.yml"), []byte("version: \"2.2\"\npipelines:\n  - id: p\n    status: "+long+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs := LoadPipelines(dir)
+	if len(errs) != len(secrets)+1 {
+		t.Fatalf("%d errors, want %d: %v", len(errs), len(secrets)+1, errs)
+	}
+	for _, err := range errs {
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "long.yml"):
+			if strings.Count(msg, "SECRET-LONG-") > 4 || !strings.Contains(msg, "240 characters") {
+				t.Errorf("a long value is quoted whole: %s", msg)
+			}
+		case strings.Contains(msg, "SECRET") || strings.Contains(msg, "api_key") || strings.Contains(msg, "root"):
+			t.Errorf("the error quotes a file that is not a pipeline file: %s", msg)
+		case !strings.Contains(msg, "not a pipeline file"):
+			t.Errorf("the error does not say the file is not a pipeline file: %s", msg)
+		}
+	}
+}

@@ -17,7 +17,8 @@ type RuleText struct {
 }
 
 // ParseRulesFile reads the recovery rules of a rules file: a list of rules
-// (DESIGN 5.2), a map with a rules list, or a conduit.yml whose
+// (DESIGN 5.2), one rule (a map with name and match), a map with a rules
+// list, or a conduit.yml whose
 // pipelines.error-recovery.rules holds them. name stands for the file in
 // errors, which name its line and the rule's field.
 func ParseRulesFile(name string, data []byte) ([]RuleText, error) {
@@ -36,9 +37,16 @@ func ParseRulesFile(name string, data []byte) ([]RuleText, error) {
 		return nil, &PipelineError{File: name, Err: fmt.Errorf("expected one YAML document with rules, found %d", len(roots))}
 	}
 	list, path := rulesList(roots[0])
+	single := false
+	if list == nil && isOneRule(roots[0]) {
+		// One rule per file, as people write them: a list of one.
+		rule := unalias(roots[0])
+		list = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: rule.Line, Column: rule.Column, Content: []*yaml.Node{rule}}
+		path, single = "rules", true
+	}
 	if list == nil {
 		return nil, &PipelineError{File: name, Line: roots[0].Line,
-			Err: errors.New("expected a list of rules, a map with rules, or a conduit.yml with pipelines.error-recovery.rules")}
+			Err: errors.New("expected a list of rules, one rule (a map with name and match), a map with rules, or a conduit.yml with pipelines.error-recovery.rules")}
 	}
 	rules, fe := parseRules(list, path, name)
 	if fe != nil {
@@ -46,7 +54,12 @@ func ParseRulesFile(name string, data []byte) ([]RuleText, error) {
 		if rule := ruleNameAt(list, path, fe.field); rule != "" {
 			err = fmt.Errorf("rule %q: %w", rule, err)
 		}
-		return nil, &PipelineError{File: name, Line: fe.line, Field: fe.field, Err: err}
+		field := fe.field
+		if single {
+			// The file has no list: name the field as written in it.
+			field = strings.TrimPrefix(strings.TrimPrefix(field, path+"[0]"), ".")
+		}
+		return nil, &PipelineError{File: name, Line: fe.line, Field: field, Err: err}
 	}
 	out := make([]RuleText, len(rules))
 	for i, r := range rules {
@@ -79,6 +92,13 @@ func rulesList(root *yaml.Node) (*yaml.Node, string) {
 		}
 	}
 	return nil, ""
+}
+
+// isOneRule reports whether root is a single rule: a map with a name or a
+// match, and neither rules nor pipelines.
+func isOneRule(root *yaml.Node) bool {
+	root = unalias(root)
+	return root.Kind == yaml.MappingNode && (lookup(root, "name") != nil || lookup(root, "match") != nil)
 }
 
 // resolved copies n with every alias replaced by what it refers to, so

@@ -35,6 +35,15 @@ func TestParseRulesFile(t *testing.T) {
 		}
 	}
 
+	// One rule per file, as people write them.
+	one, err := ParseRulesFile("one.yml", []byte("name: auth\nmatch: {message: \"(SQLSTATE 28\"}\naction: degrade\n"))
+	if err != nil || len(one) != 1 || one[0].Rule.Name != "auth" || one[0].Rule.Action != ActionDegrade || one[0].Rule.Line != 1 {
+		t.Fatalf("one rule: %+v, %v", one, err)
+	}
+	if again, err := ParseRulesFile("again", []byte(indentList(one[0].YAML))); err != nil || again[0].Rule.Name != "auth" {
+		t.Fatalf("the one rule's text %q reads back as %+v, %v", one[0].YAML, again, err)
+	}
+
 	example, err := os.ReadFile("../../examples/rules/postgres.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +56,8 @@ func TestParseRulesFile(t *testing.T) {
 		"- name: x\n  match: {codes: [abc]}\n":                        "bad.yml:2",
 		"- name: x\n  match: {codes: [\"429\"]}\n  min-delay: soon\n": `rules[0].min-delay: rule "x"`,
 		"version: 2.2\n": "expected a list of rules",
+		"name: x\nmatch: {codes: [\"429\"]}\nmin-delay: soon\n": `bad.yml:3: min-delay: rule "x"`,
+		"name: x\n": "bad.yml:1",
 		"- name: a\n  match: {class: fatal}\n- name: a\n  match: {class: fatal}\n": "defined twice",
 	} {
 		if _, err := ParseRulesFile("bad.yml", []byte(data)); err == nil || !strings.Contains(err.Error(), want) {

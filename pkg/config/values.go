@@ -255,7 +255,7 @@ func oneOf(allowed ...string) func(string) error {
 				return nil
 			}
 		}
-		msg := fmt.Sprintf("must be one of %s, got %q", strings.Join(allowed, ", "), s)
+		msg := fmt.Sprintf("must be one of %s, got %q", strings.Join(allowed, ", "), excerpt(s))
 		if sug := suggest(s, allowed); sug != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", sug)
 		}

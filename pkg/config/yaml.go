@@ -380,13 +380,27 @@ func describe(n *yaml.Node) string {
 		case "!!bool":
 			return "the bool " + n.Value
 		case "!!int", "!!float":
-			return "the number " + n.Value
+			return "the number " + excerpt(n.Value)
 		default:
-			return fmt.Sprintf("the string %q", n.Value)
+			return fmt.Sprintf("the string %q", excerpt(n.Value))
 		}
 	default:
 		return "an unsupported YAML node"
 	}
+}
+
+// maxQuoted is the most of a value an error quotes: enough to find it in
+// the file, not enough to copy a file that is not a pipeline file (a
+// symlink to /etc/passwd) into the log and the API's error list.
+const maxQuoted = 40
+
+// excerpt is s cut to maxQuoted characters, saying how long it was.
+func excerpt(s string) string {
+	r := []rune(s)
+	if len(r) <= maxQuoted {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d characters)", string(r[:maxQuoted]), len(r))
 }
 
 // mapPair is one key/value entry of a YAML mapping.

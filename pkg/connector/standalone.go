@@ -19,7 +19,9 @@ import (
 //	exits before the handshake, does not answer  the same way, a human must act
 //	within connectors.start-timeout, speaks
 //	another protocol version or cannot play the
-//	role
+//	role; no executable has the Conduit name
+//	asked for (one that does not answer `specs`
+//	within SpecProbeTimeout is killed and named)
 //	a call fails with the plugin's error JSON     as the JSON's code says (a
 //	                                              plain-text error is transient)
 //	the plugin sends a message above              fatal, code 413: it would send

@@ -26,6 +26,19 @@ import (
 // (`<executable> specs`). Answers are cached per file, until the file
 // changes.
 
+// SpecProbeTimeout bounds `<executable> specs`, the question that finds a
+// connector of Conduit's SDK by its specification's name (and
+// connectors.start-timeout, when that is shorter). Such a connector prints
+// its specification and exits at once; an executable that does not answer
+// in time is killed - its process group and every process below it - and
+// named in the pipeline's error if no other executable has the name.
+const SpecProbeTimeout = 5 * time.Second
+
+// specProbeWaitDelay is how long a probe's output may stay open after the
+// probe was killed or exited (a process it left holds the pipe): then the
+// pipe is closed, so nothing waits on what the probe left.
+const specProbeWaitDelay = time.Second
+
 // specCache remembers the specification names of the executables in the
 // connectors directory.
 type specCache struct {
@@ -37,19 +50,29 @@ type specEntry struct {
 	size    int64
 	modTime time.Time
 	name    string // "" when the file is not a connector of Conduit's SDK
+	// silent: the executable did not answer in time; it is not asked
+	// again until the file changes.
+	silent bool
+}
+
+// specProbeTimeout is the time an executable has to print its
+// specification.
+func (h *StandaloneHost) specProbeTimeout() time.Duration {
+	return min(SpecProbeTimeout, h.cfg.StartTimeout)
 }
 
 // findByConduitName returns the executable in the host's directory whose
-// Conduit specification is named name; "" when none is.
-func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (string, error) {
+// Conduit specification is named name, "" when none is, and the
+// executables that did not answer in time.
+func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (found string, silent []string, err error) {
 	entries, err := os.ReadDir(h.cfg.Dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil
+			return "", nil, nil
 		}
-		return "", err
+		return "", nil, err
 	}
-	var found []string
+	var matches []string
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
@@ -62,51 +85,88 @@ func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (st
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 			continue
 		}
-		if h.conduitName(ctx, path, fi) == name {
-			found = append(found, path)
+		entry, err := h.conduitName(ctx, path, fi)
+		switch {
+		case err != nil:
+			return "", nil, err
+		case entry.silent:
+			silent = append(silent, path)
+		case entry.name == name:
+			matches = append(matches, path)
 		}
 	}
-	switch len(found) {
+	switch len(matches) {
 	case 0:
-		return "", nil
+		return "", silent, nil
 	case 1:
-		return found[0], nil
+		return matches[0], silent, nil
 	}
-	slices.Sort(found)
-	return "", fmt.Errorf("%d executables in connectors.path (%s) are Conduit connectors named %q: %s; keep one",
-		len(found), h.cfg.Dir, name, strings.Join(found, ", "))
+	slices.Sort(matches)
+	return "", silent, fmt.Errorf("%d executables in connectors.path (%s) are Conduit connectors named %q: %s; keep one",
+		len(matches), h.cfg.Dir, name, strings.Join(matches, ", "))
 }
 
-// conduitName is the specification name of the executable at path, from
-// the cache or by running it.
-func (h *StandaloneHost) conduitName(ctx context.Context, path string, fi fs.FileInfo) string {
+// conduitName is what the executable at path said of its specification,
+// from the cache or by running it. The error is ctx's, when it ended
+// first.
+func (h *StandaloneHost) conduitName(ctx context.Context, path string, fi fs.FileInfo) (specEntry, error) {
 	h.specs.mu.Lock()
 	if e, ok := h.specs.entries[path]; ok && e.size == fi.Size() && e.modTime.Equal(fi.ModTime()) {
 		h.specs.mu.Unlock()
-		return e.name
+		return e, nil
 	}
 	h.specs.mu.Unlock()
-	name := readConduitSpecName(ctx, path, h.cfg.StartTimeout)
+	name, err := readConduitSpecName(ctx, path, h.specProbeTimeout())
+	if err != nil && ctx.Err() != nil {
+		return specEntry{}, err
+	}
+	entry := specEntry{size: fi.Size(), modTime: fi.ModTime(), name: name, silent: err != nil}
 	h.specs.mu.Lock()
 	defer h.specs.mu.Unlock()
 	if h.specs.entries == nil {
 		h.specs.entries = map[string]specEntry{}
 	}
-	h.specs.entries[path] = specEntry{size: fi.Size(), modTime: fi.ModTime(), name: name}
-	return name
+	h.specs.entries[path] = entry
+	return entry, nil
 }
+
+// errNoSpecAnswer: the executable did not print its specification in time.
+var errNoSpecAnswer = errors.New("no specification in time")
 
 // readConduitSpecName runs `path specs` and reads the name from the YAML
 // specification a connector of Conduit's SDK prints; "" for anything else.
-func readConduitSpecName(ctx context.Context, path string, timeout time.Duration) string {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// An executable that does not answer within timeout is killed with every
+// process it started, and the error is errNoSpecAnswer (ctx's error when
+// ctx ended first); nothing it leaves running keeps the call waiting.
+func readConduitSpecName(ctx context.Context, path string, timeout time.Duration) (string, error) {
+	probeCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "specs")
+	cmd := exec.CommandContext(probeCtx, path, "specs")
 	cmd.Env = pluginEnv(os.Environ(), "")
 	var out bytes.Buffer
 	cmd.Stdout = &limitedBuffer{buf: &out, max: 1 << 20}
-	if err := cmd.Run(); err != nil {
-		return ""
+	setProcessGroup(cmd)
+	cmd.Cancel = func() error {
+		// Found while the probe runs: its children still link to it.
+		tree := findDescendants(cmd.Process.Pid)
+		err := kill(cmd.Process)
+		tree.kill()
+		return err
+	}
+	cmd.WaitDelay = specProbeWaitDelay
+	err := cmd.Run()
+	if cmd.Process != nil {
+		// The rest of its process group, if it left any: a probe has
+		// nothing to leave running.
+		_ = kill(cmd.Process)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case probeCtx.Err() != nil:
+		return "", errNoSpecAnswer
+	case err != nil:
+		return "", nil
 	}
 	var spec struct {
 		Specification struct {
@@ -114,9 +174,9 @@ func readConduitSpecName(ctx context.Context, path string, timeout time.Duration
 		} `yaml:"specification"`
 	}
 	if yaml.Unmarshal(out.Bytes(), &spec) != nil {
-		return ""
+		return "", nil
 	}
-	return spec.Specification.Name
+	return spec.Specification.Name, nil
 }
 
 // limitedBuffer keeps the first max bytes written to it.

@@ -114,13 +114,24 @@ func (p *pluginProcess) resolve(ctx context.Context) (string, error) {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return path, p.checkExecutable(path)
 	}
-	found, ferr := p.host.findByConduitName(ctx, p.name)
-	if ferr != nil {
+	found, silent, ferr := p.host.findByConduitName(ctx, p.name)
+	switch {
+	case ferr != nil && ctx.Err() != nil:
+		// Stopped while looking: not the connector's fault.
+		return "", fmt.Errorf("standalone connector %q: %w", p.name, ferr)
+	case ferr != nil:
 		return "", cerrors.Fatal(fmt.Errorf("standalone connector %q: %w", p.name, ferr))
-	}
-	if found == "" {
+	case found == "" && len(silent) > 0:
+		return "", cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s not found, and no executable in connectors.path (%s) is a Conduit connector named %q; "+
+			"not answering `<executable> specs` within %s, so killed (a connector of Conduit's SDK prints its specification at once; fix or remove it): %s",
+			p.name, path, p.host.cfg.Dir, p.name, p.host.specProbeTimeout(), strings.Join(silent, ", ")))
+	case found == "":
 		return "", cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s not found, and no executable in connectors.path (%s) is a Conduit connector named %q",
 			p.name, path, p.host.cfg.Dir, p.name))
+	}
+	if len(silent) > 0 {
+		p.log.Warn("executables in connectors.path did not print a specification in time and were killed",
+			zap.Strings("executables", silent), zap.Duration("timeout", p.host.specProbeTimeout()))
 	}
 	if err := p.checkExecutable(found); err != nil {
 		return "", err
@@ -563,6 +574,14 @@ func (p *pluginProcess) stop(grace time.Duration) {
 		return
 	}
 	p.stopped = true
+	// The processes the plugin started, found while it still runs (before
+	// it is asked to exit): once it exits, a child that left its process
+	// group (setsid) links to it no more.
+	var tree processTree
+	if p.cmd != nil && !p.hasExited() {
+		tree = findDescendants(p.cmd.Process.Pid)
+	}
+	defer tree.kill() // released on every path; a no-op once killed below
 	if p.conduit != nil {
 		// Asks the plugin to shut down; the signals below are for one
 		// that does not.
@@ -572,6 +591,7 @@ func (p *pluginProcess) stop(grace time.Duration) {
 		if !p.hasExited() {
 			if grace > 0 {
 				_ = terminate(p.cmd.Process)
+				tree.terminate()
 				t := time.NewTimer(grace)
 				select {
 				case <-p.exited:
@@ -586,6 +606,11 @@ func (p *pluginProcess) stop(grace time.Duration) {
 			}
 			<-p.exited
 		}
+		// What the plugin left behind: the rest of its process group
+		// (the group outlives its leader while a member runs, so its id
+		// is not reused) and the processes below it in other groups.
+		_ = kill(p.cmd.Process)
+		tree.kill()
 		p.log.Debug("standalone connector stopped", zap.String("exit", p.exitStatus()))
 		t := time.NewTimer(outputWait)
 		for _, done := range p.outDone {

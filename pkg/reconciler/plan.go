@@ -51,6 +51,10 @@ type Problem struct {
 	File       string
 	Line       int
 	Err        error
+	// Duplicate is a valid definition set aside because another
+	// definition of its id wins; Make keeps it instead when the pipeline
+	// runs from it.
+	Duplicate *Desired
 }
 
 func (p Problem) Error() string { return p.Err.Error() }
@@ -142,14 +146,14 @@ func Make(running []Running, desired []Desired, problems []Problem) (Plan, error
 	for i := range running {
 		runningByID[running[i].Pipeline.ID] = &running[i]
 	}
+	desired, problems = keepWhatRuns(runningByID, desired, problems)
 	// The first definition of an id wins, as LoadPipelines does within
 	// the files; a second (a file and the API) is a problem of its own.
 	desiredByID := make(map[string]*Desired, len(desired))
 	for i := range desired {
 		d := &desired[i]
 		if first, dup := desiredByID[d.Pipeline.ID]; dup {
-			problems = append(problems, Problem{PipelineID: d.Pipeline.ID, File: d.Origin.File, Line: d.Origin.Line,
-				Err: fmt.Errorf("pipeline %s: id already defined at %s (that definition is used)", d.Pipeline.ID, first.Origin)})
+			problems = append(problems, duplicate(*d, first.Origin.String()+" (that definition is used)"))
 			continue
 		}
 		desiredByID[d.Pipeline.ID] = d
@@ -211,6 +215,166 @@ func Make(running []Running, desired []Desired, problems []Problem) (Plan, error
 	return plan, nil
 }
 
+// keepWhatRuns makes the definition a pipeline runs from win over every
+// other definition of its id: a file added with the id of a running
+// pipeline must not take it over, whatever the order of the file names.
+// The running definition is the one from the same file (or, for a pipeline
+// created through the API, the API's), valid or not: a valid one replaces
+// the others (and its changes apply), an invalid one leaves the pipeline
+// running as it was, and every other definition of the id is a duplicate.
+// When the id's file defines it no longer (it moved to another file), or
+// nothing runs under the id (a cold start), the first definition in path
+// order wins, files before the API, as LoadPipelines decides.
+func keepWhatRuns(running map[string]*Running, desired []Desired, problems []Problem) ([]Desired, []Problem) {
+	// Where each running id is defined by the file it runs from: a valid
+	// entry (in desired, or set aside by LoadPipelines as a duplicate of an
+	// earlier one) or an invalid one.
+	type home struct {
+		valid   *Desired
+		invalid bool
+	}
+	homes := map[string]*home{}
+	at := func(id string) *home {
+		if homes[id] == nil {
+			homes[id] = &home{}
+		}
+		return homes[id]
+	}
+	for i := range desired {
+		d := &desired[i]
+		if r := running[d.Pipeline.ID]; r != nil && sameSource(r.Origin, d.Origin) && at(d.Pipeline.ID).valid == nil {
+			at(d.Pipeline.ID).valid = d
+		}
+	}
+	for i := range problems {
+		p := &problems[i]
+		r := running[p.PipelineID]
+		if p.PipelineID == "" || r == nil || r.Origin.API() || p.File != r.Origin.File {
+			continue
+		}
+		if p.Duplicate != nil {
+			if h := at(p.PipelineID); h.valid == nil {
+				h.valid = p.Duplicate
+			}
+		} else {
+			at(p.PipelineID).invalid = true
+		}
+	}
+	if len(homes) == 0 {
+		return desired, problems
+	}
+	// where names the definition that is used, for the others' errors.
+	where := func(id string) string {
+		if h := homes[id]; h.valid != nil {
+			return h.valid.Origin.String() + ", which runs it (that definition is used, this one is not)"
+		}
+		return running[id].Origin.File + ", which runs it (invalid there now: the running version stays; this one is not used)"
+	}
+	var keptDesired []Desired
+	for i := range desired {
+		d := &desired[i]
+		h := homes[d.Pipeline.ID]
+		if h == nil || h.valid == d {
+			keptDesired = append(keptDesired, *d)
+			continue
+		}
+		problems = append(problems, duplicate(*d, where(d.Pipeline.ID)))
+	}
+	keptProblems := problems[:0:0]
+	for _, p := range problems {
+		h := homes[p.PipelineID]
+		switch {
+		case h == nil || p.Duplicate == nil:
+			keptProblems = append(keptProblems, p)
+		case h.valid == p.Duplicate:
+			keptDesired = append(keptDesired, *p.Duplicate) // the running definition, set aside by path order
+		default:
+			keptProblems = append(keptProblems, duplicate(*p.Duplicate, where(p.PipelineID)))
+		}
+	}
+	return keptDesired, keptProblems
+}
+
+// PreferLastRun is keepWhatRuns for a start, when nothing runs yet: of
+// the definitions of an id, the one whose fingerprint is lastRun's (the
+// configuration the id ran with before the process stopped) wins over the
+// first in path order, so that a duplicate left in place does not take the
+// pipeline over at the next start. Ids lastRun knows nothing of keep the
+// first definition.
+func PreferLastRun(desired []Desired, problems []Problem, lastRun func(id string) (fingerprint string, ok bool)) ([]Desired, []Problem) {
+	// An id of a file and of the API: the one it ran with goes first (Make
+	// keeps the first).
+	first := map[string]int{}
+	for i := range desired {
+		id := desired[i].Pipeline.ID
+		j, seen := first[id]
+		if !seen {
+			first[id] = i
+			continue
+		}
+		last, ok := lastRun(id)
+		if !ok {
+			continue
+		}
+		fp, err := Fingerprint(desired[i].Pipeline)
+		if err != nil || fp != last {
+			continue
+		}
+		if cur, err := Fingerprint(desired[j].Pipeline); err == nil && cur != last {
+			desired[i], desired[j] = desired[j], desired[i]
+		}
+	}
+	for i := range problems {
+		p := &problems[i]
+		if p.Duplicate == nil {
+			continue
+		}
+		id := p.PipelineID
+		last, ok := lastRun(id)
+		if !ok {
+			continue
+		}
+		j := slices.IndexFunc(desired, func(d Desired) bool { return d.Pipeline.ID == id })
+		if j < 0 {
+			continue
+		}
+		fp, err := Fingerprint(p.Duplicate.Pipeline)
+		if err != nil || fp != last {
+			continue
+		}
+		if cur, err := Fingerprint(desired[j].Pipeline); err == nil && cur == last {
+			continue // the first one is the same configuration: nothing to choose
+		}
+		winner, loser := *p.Duplicate, desired[j]
+		desired[j] = winner
+		*p = duplicate(loser, winner.Origin.String()+", which it ran with last (that definition is used, this one is not)")
+		// Other duplicates of the id named the first definition.
+		for k := range problems {
+			if q := &problems[k]; k != i && q.Duplicate != nil && q.PipelineID == id {
+				*q = duplicate(*q.Duplicate, winner.Origin.String()+", which it ran with last (that definition is used, this one is not)")
+			}
+		}
+	}
+	return desired, problems
+}
+
+// sameSource reports whether two definitions come from the same place: the
+// same file, or both from the API.
+func sameSource(a, b Origin) bool {
+	return a.API() == b.API() && a.File == b.File
+}
+
+// duplicate is the problem of a definition of an id that another
+// definition wins; used names that one.
+func duplicate(d Desired, used string) Problem {
+	err := fmt.Errorf("duplicate pipeline id, already defined at %s", used)
+	var e error = d.Pipeline.FieldError("id", err)
+	if d.Origin.API() {
+		e = fmt.Errorf("pipeline %s: id already defined at %s", d.Pipeline.ID, used)
+	}
+	return Problem{PipelineID: d.Pipeline.ID, File: d.Origin.File, Line: d.Origin.Line, Err: e, Duplicate: &d}
+}
+
 // protectedBy returns the problem of the file or directory that origin is
 // in, if one could not be read.
 func protectedBy(origin Origin, problems []Problem) (Problem, bool) {
@@ -241,6 +405,11 @@ func FromFiles(loaded []config.Pipeline, errs []error) ([]Desired, []Problem) {
 		var pe *config.PipelineError
 		if errors.As(err, &pe) {
 			pr.PipelineID, pr.File, pr.Line = pe.PipelineID, pe.File, pe.Line
+		}
+		var dup *config.DuplicateIDError
+		if errors.As(err, &dup) {
+			p := dup.Pipeline
+			pr.Duplicate = &Desired{Pipeline: p, Origin: Origin{File: p.File, Line: p.Line, Definition: p.Definition}}
 		}
 		problems = append(problems, pr)
 	}

@@ -3,6 +3,9 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,5 +216,216 @@ func TestFromFiles(t *testing.T) {
 	}
 	if len(problems) != 2 || problems[0].PipelineID != "b" || problems[0].Line != 7 || problems[1].PipelineID != "" {
 		t.Errorf("problems %+v", problems)
+	}
+}
+
+// ordersFile is a pipeline file of the pipeline "orders" writing to path.
+func ordersFile(path string) string {
+	return `version: "2.2"
+pipelines:
+  - id: orders
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ` + path + "\n"
+}
+
+// The definition a pipeline runs from wins over a newcomer with its id,
+// whatever the order of the file names; only when nothing runs (a cold
+// start) or the id left its file does path order decide.
+func TestTheDefinitionThatRunsWinsOverANewcomer(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() ([]Desired, []Problem) {
+		return FromFiles(config.LoadPipelines(dir))
+	}
+	z, copyFile := filepath.Join(dir, "z-orders.yml"), filepath.Join(dir, "a-orders-copy.yml")
+	write("z-orders.yml", ordersFile("./orders.jsonl"))
+	desired, problems := load()
+	plan, err := Make(nil, desired, problems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summary(plan); got != "create orders" {
+		t.Fatalf("first load: %s", got)
+	}
+	runs := running(plan.Changes[0].Desired.Pipeline)
+
+	dupOf := func(file string) string {
+		return fmt.Sprintf(`!%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s:3, which runs it (that definition is used, this one is not)`, file, z)
+	}
+	for _, tc := range []struct {
+		name      string
+		z, copied string // "" leaves the file out
+		running   []Running
+		want      string
+		settings  string // the destination path of the definition that runs
+	}{
+		{
+			name: "a copy with another path is a duplicate; the running one is unchanged",
+			z:    ordersFile("./orders.jsonl"), copied: ordersFile("./copy.jsonl"),
+			running: []Running{runs},
+			want:    "unchanged orders " + dupOf(copyFile), settings: "./orders.jsonl",
+		},
+		{
+			name: "the running file changes beside the copy: its change applies",
+			z:    ordersFile("./orders-v2.jsonl"), copied: ordersFile("./copy.jsonl"),
+			running: []Running{runs},
+			want:    "update orders [connectors[out].settings.path] " + dupOf(copyFile), settings: "./orders-v2.jsonl",
+		},
+		{
+			name: "the running file becomes invalid beside the copy: the running version stays",
+			z:    strings.Replace(ordersFile("./orders.jsonl"), "type: destination", "type: sink", 1), copied: ordersFile("./copy.jsonl"),
+			running: []Running{runs},
+			want:    "invalid orders (kept)",
+		},
+		{
+			name:    "the running file is removed: the copy takes the pipeline over (a move)",
+			copied:  ordersFile("./copy.jsonl"),
+			running: []Running{runs},
+			want:    "update orders [connectors[out].settings.path]", settings: "./copy.jsonl",
+		},
+		{
+			name: "a cold start: the first file in path order wins",
+			z:    ordersFile("./orders.jsonl"), copied: ordersFile("./copy.jsonl"),
+			want:     fmt.Sprintf(`create orders !%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s:3 (that definition is used)`, z, copyFile),
+			settings: "./copy.jsonl",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for name, content := range map[string]string{"z-orders.yml": tc.z, "a-orders-copy.yml": tc.copied} {
+				_ = os.Remove(filepath.Join(dir, name))
+				if content != "" {
+					write(name, content)
+				}
+			}
+			desired, problems := load()
+			plan, err := Make(tc.running, desired, problems)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := summary(plan)
+			if !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("plan:\n%s\nwant it to begin with:\n%s", got, tc.want)
+			}
+			c := plan.Changes[0]
+			if tc.settings == "" {
+				if c.Desired != nil {
+					t.Fatalf("the running version must stay, but %s would run", c.Desired.Origin)
+				}
+				// Both definitions are reported: the broken running one and
+				// the copy that does not take over.
+				copyErr := fmt.Sprintf(`!%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s, which runs it (invalid there now: the running version stays; this one is not used)`, copyFile, z)
+				if !strings.Contains(got, `z-orders.yml:9: pipeline "orders": connectors[out].type`) || !strings.Contains(got, copyErr) {
+					t.Errorf("the problems do not name both files:\n%s", got)
+				}
+				return
+			}
+			if path := c.Desired.Pipeline.Connectors[1].Settings["path"]; path != tc.settings {
+				t.Errorf("the pipeline would write to %s, want %s", path, tc.settings)
+			}
+		})
+	}
+}
+
+// A file that defines the id of a pipeline created through the API does
+// not take it over.
+func TestAFileDoesNotTakeOverAnAPIPipeline(t *testing.T) {
+	c := pipe("c", "", 0, "10")
+	plan, err := Make([]Running{{Pipeline: c, Fingerprint: mustFingerprint(c)}},
+		[]Desired{want(pipe("c", "/p/c.yml", 3, "99")), api(c)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `unchanged c !/p/c.yml:3: pipeline "c": id: duplicate pipeline id, already defined at api, which runs it (that definition is used, this one is not)`
+	if got := summary(plan); got != want {
+		t.Errorf("plan:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// At a start nothing runs yet: the definition the pipeline ran with last
+// wins over a duplicate that sorts first; an id that never ran keeps the
+// first in path order.
+func TestPreferLastRun(t *testing.T) {
+	dir := t.TempDir()
+	z, copyFile := filepath.Join(dir, "z-orders.yml"), filepath.Join(dir, "a-orders-copy.yml")
+	for file, path := range map[string]string{z: "./orders.jsonl", copyFile: "./copy.jsonl"} {
+		if err := os.WriteFile(file, []byte(ordersFile(path)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, errs := config.LoadPipelines(dir)
+	var ranWith string
+	for _, err := range errs {
+		var dup *config.DuplicateIDError
+		if errors.As(err, &dup) {
+			ranWith = mustFingerprint(dup.Pipeline) // z-orders.yml's, set aside by path order
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		lastRun func(string) (string, bool)
+		path    string
+		problem string
+	}{
+		{
+			name:    "ran with z-orders.yml",
+			lastRun: func(id string) (string, bool) { return ranWith, id == "orders" },
+			path:    "./orders.jsonl",
+			problem: fmt.Sprintf(`%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s:3, which it ran with last`, copyFile, z),
+		},
+		{
+			name:    "never ran",
+			lastRun: func(string) (string, bool) { return "", false },
+			path:    "./copy.jsonl",
+			problem: fmt.Sprintf(`%s:3: pipeline "orders": id: duplicate pipeline id, already defined at %s:3 (that definition is used)`, z, copyFile),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired, problems := FromFiles(slices.Clone(loaded), slices.Clone(errs))
+			desired, problems = PreferLastRun(desired, problems, tc.lastRun)
+			plan, err := Make(nil, desired, problems)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Changes) != 1 || plan.Changes[0].Action != Create {
+				t.Fatalf("plan: %s", summary(plan))
+			}
+			c := plan.Changes[0]
+			if got := c.Desired.Pipeline.Connectors[1].Settings["path"]; got != tc.path {
+				t.Errorf("orders would write to %s, want %s", got, tc.path)
+			}
+			if len(c.Problems) != 1 || !strings.HasPrefix(c.Problems[0].Err.Error(), tc.problem) {
+				t.Errorf("problems: %s\nwant one beginning %s", summary(plan), tc.problem)
+			}
+		})
+	}
+}
+
+// At a start, a file with the id of a pipeline that ran from the API
+// does not take it over.
+func TestPreferLastRunOverAFileForAnAPIPipeline(t *testing.T) {
+	ran := pipe("c", "", 0, "10")
+	desired, problems := PreferLastRun([]Desired{want(pipe("c", "/p/c.yml", 3, "99")), api(ran)}, nil,
+		func(id string) (string, bool) { return mustFingerprint(ran), id == "c" })
+	plan, err := Make(nil, desired, problems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Changes) != 1 || plan.Changes[0].Desired == nil || !plan.Changes[0].Desired.Origin.API() {
+		t.Fatalf("plan: %s; want the API's definition to win", summary(plan))
+	}
+	if got := summary(plan); !strings.Contains(got, `/p/c.yml:3: pipeline "c": id: duplicate pipeline id, already defined at api`) {
+		t.Errorf("plan: %s", got)
 	}
 }

@@ -125,9 +125,35 @@ function when(ts) {
   const d = new Date(ts);
   const secs = Math.round((d.getTime() - Date.now()) / 1000);
   const abs = Math.abs(secs);
-  const rel = abs < 90 ? `${abs}s` : abs < 5400 ? `${Math.round(abs / 60)}m` : `${Math.round(abs / 3600)}h`;
-  return `${d.toLocaleTimeString()} (${secs >= 0 ? "in " + rel : rel + " ago"})`;
+  const rel = abs < 90 ? `${abs}s` : abs < 5400 ? `${Math.round(abs / 60)}m` : abs < 172800 ? `${Math.round(abs / 3600)}h` : `${Math.round(abs / 86400)}d`;
+  return `${clock(ts)} (${secs >= 0 ? "in " + rel : rel + " ago"})`;
 }
+
+// clock is a time of day, with its date when that is not today: a next
+// attempt a day or a week away (a [24h, 168h] schedule) must not read as
+// a time of today.
+function clock(ts) {
+  const d = new Date(ts), today = new Date();
+  if (d.toDateString() === today.toDateString()) return d.toLocaleTimeString();
+  const date = d.toLocaleDateString(undefined, { weekday: "short", month: "short", day: "numeric",
+    year: d.getFullYear() === today.getFullYear() ? undefined : "numeric" });
+  return `${date} ${d.toLocaleTimeString()}`;
+}
+
+// failCount is what the Fails column says: the transient failures of the
+// current episode; for a degraded pipeline, the failures that degraded it
+// - the episodes in a row of one that flapped, or the one fatal error
+// (or dead-letter queue overflow) that ended it at once - rather than a 0
+// that reads as "nothing failed".
+function failCount(p) {
+  const n = Number(p.failCount || 0);
+  if (n > 0 || statusName(p.status) !== "degraded") return String(n);
+  if (p.degradedReason === "flapping" && p.flaps) return `${p.flaps} flaps`;
+  return p.lastError && (p.lastError.code || p.lastError.message) ? "1" : "0";
+}
+
+// loading is what a page shows until its first answer.
+const loading = () => el("p", { class: "muted loading", text: "Loading\u2026" });
 
 // dur makes a protobuf JSON duration ("600s", "0.250s") readable: 10m,
 // 250ms, 1h30m.
@@ -311,7 +337,7 @@ function listPage() {
   const summary = el("span", { class: "muted", id: "summary", "aria-live": "polite" });
   const stale = el("p", { class: "stale-note", id: "stale", role: "alert", hidden: true });
   let readAt = null;
-  const body = el("div", { class: "table-wrap" });
+  const body = el("div", { class: "table-wrap" }, loading());
   // Files and pipelines that are invalid, as the CLI lists them under the
   // table: a file that does not parse has no pipeline to show.
   const configErrors = el("section", { id: "config-errors", hidden: true });
@@ -326,7 +352,7 @@ function listPage() {
     { head: "ID", sig: (p) => p.id, make: (p) => el("a", { href: "#/pipeline/" + encodeURIComponent(p.id), text: p.id }) },
     { head: "Status", sig: (p) => p.status, make: (p) => statusBadge(p.status) },
     cluster && { head: "Instance", sig: (p) => p.instance + p.status, make: instanceText },
-    { head: "Fails", cls: "num", sig: (p) => p.failCount, make: (p) => String(p.failCount || 0) },
+    { head: "Fails", cls: "num", sig: (p) => failCount(p), make: failCount },
     { head: "Next attempt", sig: (p) => p.nextAttemptAt + (p.heldBy || ""), make: nextAttempt },
     { head: "Last error", sig: (p) => JSON.stringify([p.lastError || null, p.configErrors || null]), make: (p) => lastProblem(p) },
     { head: "Source", cls: "hide-narrow muted", sig: (p) => p.origin + p.configFile, make: (p) => p.origin === "api" ? "api" : (p.configFile || "-") },
@@ -393,6 +419,7 @@ function listPage() {
     } catch (err) {
       if (failed(err)) { stop.abort(); return; }
       summary.textContent = "";
+      if (!pipelines) body.replaceChildren(); // nothing to show but the note below
       const text = `conduit does not answer (${err.message})` + (pipelines ? `: the list below is as it was at ${(readAt || new Date()).toLocaleTimeString()}` : "");
       if (stale.textContent !== text) stale.textContent = text; // read out once, not at every try
       stale.hidden = false;
@@ -442,7 +469,7 @@ function pipelinePage(id) {
   const actions = el("div", { class: "actions" }, startButton, stopButton, forceButton);
   const head = el("div", {}, title, actions);
   const problem = el("p", { class: "error-text" });
-  const details = el("div");
+  const details = el("div", {}, loading());
   const definition = el("pre", { id: "definition", class: "definition", tabindex: "0" });
   const definitionAt = el("p", { class: "muted" });
   const configuration = el("section", { hidden: true }, el("h2", { text: "Configuration" }), definitionAt, definition);
@@ -496,7 +523,7 @@ function pipelinePage(id) {
     problem.textContent = (p.configErrors || []).map(configProblem).join("\n");
     const e = p.lastError;
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
-      ["Instance", p.instance || (inCluster ? instanceText(p) : null)], ["Fail count", String(p.failCount || 0)],
+      ["Instance", p.instance || (inCluster ? instanceText(p) : null)], ["Fail count", failCount(p)],
       ["Next attempt", nextAttempt(p)],
       ["Degraded because", p.degradedReason || null], ["Probation", p.probation ? "yes: restarted, not proved yet" : null]]
       .filter(([, v]) => v !== null);
@@ -519,11 +546,11 @@ function pipelinePage(id) {
           i > 0 && Number(a.number) > Number(ep.attempts[i - 1].number) + 1 ? el("li", { class: "gap",
             text: `${Number(a.number) - Number(ep.attempts[i - 1].number) - 1} attempts between #${ep.attempts[i - 1].number} and #${a.number} not kept` }) : null,
           el("li", {},
-          el("strong", { text: `Attempt ${a.number}` }), " failed ", a.failedAt ? new Date(a.failedAt).toLocaleTimeString() : "", ": ",
+          el("strong", { text: `Attempt ${a.number}` }), " failed ", a.failedAt ? clock(a.failedAt) : "", ": ",
           errorCell(a.error), a.error && a.error.rule ? el("span", { class: "muted", text: ` (rule ${a.error.rule})` }) : "", el("br"),
           el("span", { class: "muted", text: p.heldBy && a === ep.attempts[ep.attempts.length - 1] ?
             `held by the breaker of ${p.heldBy}: restarts when its canary gets through` :
-            a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? new Date(a.nextAttemptAt).toLocaleTimeString() : "-"}` : "no restart scheduled" }))])));
+            a.delay ? `next after ${dur(a.delay)} (${a.strategy || "?"}), at ${a.nextAttemptAt ? clock(a.nextAttemptAt) : "-"}` : "no restart scheduled" }))])));
     }
     const policy = p.policy;
     if (policy) {
@@ -750,7 +777,7 @@ const MAX_RULES_BYTES = 512 * 1024;
 
 function rulesPage() {
   document.title = "Recovery rules - conduit";
-  const list = el("div", { class: "table-wrap" });
+  const list = el("div", { class: "table-wrap" }, loading());
   const yaml = el("textarea", { id: "dry-run-rules", rows: "10", spellcheck: "false",
     placeholder: "- name: rate-limits\n  match:\n    codes: [\"429\"]\n  action: retry\n  strategy: fixed\n  min-delay: 2s" });
   const since = el("select", { id: "dry-run-since" },
@@ -811,7 +838,7 @@ function dependenciesPage() {
   // left: the page was left; a reading under way then sets no timer.
   // reading: one reading at a time, so that one loop of them runs.
   let timer, left = false, reading = false;
-  const body = el("div", { class: "table-wrap" });
+  const body = el("div", { class: "table-wrap" }, loading());
   main().replaceChildren(el("h1", { text: "Dependencies" }),
     el("p", { class: "muted", text: "External systems the pipelines name (dependency: on a connector, or in their errors). When several pipelines fail on one, its breaker opens: one canary retries, the others wait." }), body);
   async function refresh() {
@@ -826,7 +853,7 @@ function dependenciesPage() {
         el("table", { id: "dependencies", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Dependency" }), el("th", { text: "Breaker" }),
           el("th", { text: "Canary" }), el("th", { text: "Held" }), el("th", { text: "Recent failures" }))),
         el("tbody", {}, deps.map((d) => el("tr", { "data-dependency": d.name }, cell("Dependency", { class: "error-text", text: d.name }),
-          cell("Breaker", {}, el("span", { class: "status " + (d.open ? "status-degraded" : "status-running"), text: d.open ? `open since ${new Date(d.openedAt).toLocaleTimeString()}` : "closed" })),
+          cell("Breaker", {}, el("span", { class: "status " + (d.open ? "status-degraded" : "status-running"), text: d.open ? `open since ${clock(d.openedAt)}` : "closed" })),
           cell("Canary", { text: d.canary || "-" }), cell("Held", { class: "error-text", text: (d.held || []).join(", ") || "-" }),
           cell("Recent failures", { class: "error-text", text: (d.recentFailures || []).join(", ") || "-" }))))));
     } catch (err) {

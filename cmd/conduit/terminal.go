@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// humanOutput is w for text meant for a terminal (tables, descriptions,
+// event lines, messages): every control character but newline and tab is
+// written as a visible escape, so an id or an error text that came from
+// elsewhere (an upstream system's error message, a pipeline file) cannot
+// move the cursor, rewrite the screen or retitle the window. JSON and YAML
+// output does not go through it: it stays exact.
+func humanOutput(w io.Writer) io.Writer { return terminalWriter{w: w} }
+
+type terminalWriter struct{ w io.Writer }
+
+func (t terminalWriter) Write(p []byte) (int, error) {
+	if _, err := t.w.Write(escapeControls(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// escapeControls returns p with the characters a terminal acts on written
+// as escapes: C0 controls but \n and \t (\x1b), DEL, C1 controls (\u009b,
+// the one-byte CSI), the bidirectional overrides that make text read in
+// another order than it is, and bytes that are not UTF-8 (\xff). The
+// printable text, any language, is kept as it is.
+func escapeControls(p []byte) []byte {
+	clean := true
+	for _, c := range p {
+		if c >= 0x80 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return p
+	}
+	out := make([]byte, 0, len(p)+16)
+	for len(p) > 0 {
+		r, size := utf8.DecodeRune(p)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			out = fmt.Appendf(out, `\x%02x`, p[0])
+		case r == '\n' || r == '\t':
+			out = append(out, p[:size]...)
+		case r < 0x20 || r == 0x7f:
+			out = fmt.Appendf(out, `\x%02x`, r)
+		case r >= 0x80 && r <= 0x9f, isBidiControl(r):
+			out = fmt.Appendf(out, `\u%04x`, r)
+		default:
+			out = append(out, p[:size]...)
+		}
+		p = p[size:]
+	}
+	return out
+}
+
+// isBidiControl reports the characters that reorder the text around them
+// (embeddings, overrides, isolates).
+func isBidiControl(r rune) bool {
+	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+}
