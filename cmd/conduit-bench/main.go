@@ -56,6 +56,9 @@ type result struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	PeakRSSMiB    float64 `json:"peak_rss_mib"`
 	PositionSaves int64   `json:"position_saves"`
+	// DedupWaitSeconds is how long the destination waited for dedup
+	// entries to be durable before writing (0 without dedup).
+	DedupWaitSeconds float64 `json:"dedup_wait_seconds"`
 	// CPUSeconds is the process's user+system CPU time while records
 	// moved: unlike records/s it barely changes with what else the machine
 	// is doing.
@@ -355,8 +358,12 @@ func parent(runs int, records int64, selected []scenario, postgresURL string) er
 			if i == 0 && sc.name == selected[0].name {
 				fmt.Printf("go collector: %s\n", r.Collector)
 			}
-			fmt.Printf("round %d %-15s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d\n",
-				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.CPUSeconds, r.PeakRSSMiB, r.PositionSaves)
+			waited := ""
+			if sc.name == "dedup" {
+				waited = fmt.Sprintf("  waited for dedup entries %.2fs", r.DedupWaitSeconds)
+			}
+			fmt.Printf("round %d %-15s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d%s\n",
+				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.CPUSeconds, r.PeakRSSMiB, r.PositionSaves, waited)
 			rates[sc.name] = append(rates[sc.name], r.RecordsPerSec)
 			cpus[sc.name] = append(cpus[sc.name], r.CPUSeconds)
 			rss[sc.name] = append(rss[sc.name], r.PeakRSSMiB)
@@ -612,13 +619,14 @@ wait:
 		return result{}, err
 	}
 	return result{
-		Records:       records,
-		Seconds:       elapsed.Seconds(),
-		RecordsPerSec: float64(records) / elapsed.Seconds(),
-		PeakRSSMiB:    float64(ru.Maxrss) / 1024, // Linux reports KiB
-		PositionSaves: engine.Stats().PositionsSaved.Load(),
-		CPUSeconds:    cpu,
-		Collector:     collector,
+		Records:          records,
+		Seconds:          elapsed.Seconds(),
+		RecordsPerSec:    float64(records) / elapsed.Seconds(),
+		PeakRSSMiB:       float64(ru.Maxrss) / 1024, // Linux reports KiB
+		PositionSaves:    engine.Stats().PositionsSaved.Load(),
+		DedupWaitSeconds: time.Duration(engine.Stats().DedupWaitNanos.Load()).Seconds(),
+		CPUSeconds:       cpu,
+		Collector:        collector,
 	}, nil
 }
 

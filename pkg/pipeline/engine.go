@@ -203,6 +203,10 @@ type Stats struct {
 	// DedupSkipped counts records a destination did not write again
 	// because an earlier run already had.
 	DedupSkipped atomic.Int64
+	// DedupWaitNanos is how long destinations waited, in all, for dedup
+	// entries to be durable before they could write: what dedup on costs
+	// a pipeline in time, whatever else the machine does.
+	DedupWaitNanos atomic.Int64
 	// PositionsSaved counts durable position writes (fewer than batches,
 	// thanks to coalescing).
 	PositionsSaved atomic.Int64

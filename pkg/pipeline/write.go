@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
@@ -85,7 +86,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 					break ahead
 				}
 			}
-			if err := cur.intent(); err != nil {
+			if err := e.waitDedup(cur.intent); err != nil {
 				fail(b, "record intended positions", err)
 				return nil
 			}
@@ -94,7 +95,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		if lastRemembered != nil {
 			// The batch before must be remembered before this one is
 			// written: a crash then duplicates at most one batch.
-			if err := lastRemembered(); err != nil {
+			if err := e.waitDedup(lastRemembered); err != nil {
 				fail(b, "remember written positions", err)
 				return nil
 			}
@@ -131,6 +132,15 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			return nil
 		}
 	}
+}
+
+// waitDedup waits for a dedup entry the next write depends on, and counts
+// the time in the run's stats.
+func (e *Engine) waitDedup(wait func() error) error {
+	start := time.Now()
+	err := wait()
+	e.stats.DedupWaitNanos.Add(int64(time.Since(start)))
+	return err
 }
 
 // intentsAhead is how many batches a destination that reports what it
