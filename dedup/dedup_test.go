@@ -1,11 +1,13 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -148,19 +150,26 @@ func TestIDsWithSlashesDoNotCollide(t *testing.T) {
 	}
 }
 
+// goldenPositions are the positions of the golden entries: one that runs
+// cannot hold, a run of decimal successors across a change of length, and
+// positions after it that share a prefix.
+func goldenPositions() []record.Position {
+	return positions("offset:4096", "8", "9", "10", "11", "12", "", "120", "99")
+}
+
 // TestEntryFormatGolden pins the persisted entry format of both kinds, and
-// that version 1 (every entry written) is still read.
+// that versions 1 (every entry written) and 2 (no runs) are still read.
 func TestEntryFormatGolden(t *testing.T) {
 	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		file string
 		kind entryKind
 	}{
-		{"entry.v2.golden", kindWritten},
-		{"entry.v2-intent.golden", kindIntent},
+		{"entry.v3.golden", kindWritten},
+		{"entry.v3-intent.golden", kindIntent},
 	} {
 		golden := filepath.Join("testdata", tc.file)
-		got := encodeEntry(at, tc.kind, positions("1", "offset:4096", ""))
+		got := encodeEntry(at, tc.kind, goldenPositions())
 		if *updateGolden {
 			if err := os.WriteFile(golden, got, 0o644); err != nil {
 				t.Fatal(err)
@@ -174,22 +183,103 @@ func TestEntryFormatGolden(t *testing.T) {
 			t.Fatalf("%s: entry encoding changed:\n got %x\nwant %x", tc.file, got, want)
 		}
 		exp, kind, ps, err := decodeEntry(want)
-		if err != nil || !exp.Equal(at) || kind != tc.kind || len(ps) != 3 || string(ps[1]) != "offset:4096" {
+		if err != nil || !exp.Equal(at) || kind != tc.kind || !slices.EqualFunc(ps, goldenPositions(), slices.Equal) {
 			t.Fatalf("%s decodes to %v %v %q %v", tc.file, exp, kind, ps, err)
 		}
 	}
-	v1, err := os.ReadFile(filepath.Join("testdata", "entry.golden"))
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		file string
+		kind entryKind
+	}{
+		{"entry.golden", kindWritten},
+		{"entry.v2.golden", kindWritten},
+		{"entry.v2-intent.golden", kindIntent},
+	} {
+		old, err := os.ReadFile(filepath.Join("testdata", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, kind, ps, err := decodeEntry(old)
+		if err != nil || !exp.Equal(at) || kind != tc.kind || len(ps) != 3 || string(ps[0]) != "1" || string(ps[1]) != "offset:4096" || len(ps[2]) != 0 {
+			t.Fatalf("%s decodes to %v %v %q %v", tc.file, exp, kind, ps, err)
+		}
 	}
-	exp, kind, ps, err := decodeEntry(v1)
-	if err != nil || !exp.Equal(at) || kind != kindWritten || len(ps) != 3 || string(ps[1]) != "offset:4096" {
-		t.Fatalf("version 1 decodes to %v %v %q %v", exp, kind, ps, err)
+}
+
+// TestEntryRoundTrip checks positions that runs may and may not hold,
+// and that a batch of consecutive sequence numbers, as sources that count
+// write them, costs a few bytes instead of a few per position.
+func TestEntryRoundTrip(t *testing.T) {
+	at := time.Unix(0, 42)
+	seq := func(from, n int) []record.Position {
+		out := make([]record.Position, n)
+		for i := range out {
+			out[i] = record.Position(strconv.Itoa(from + i))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		positions []record.Position
+		maxBytes  int
+	}{
+		{name: "a batch of 1,024 sequence numbers", positions: seq(1_999_000, 1024), maxBytes: 32},
+		{name: "across a power of ten", positions: seq(95, 10), maxBytes: 32},
+		{name: "leading zeros are no numbers", positions: positions("07", "08", "09", "010")},
+		{name: "a gap", positions: positions("1", "2", "4", "5")},
+		{name: "the largest that runs hold", positions: positions("9999999999999999998", "9999999999999999999", "10000000000000000000")},
+		{name: "not decimal", positions: positions("a1", "a2", "-1", "0", "+1", "")},
+		{name: "repeated", positions: positions("5", "5", "6", "6")},
+		{name: "none", positions: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := encodeEntry(at, kindIntent, tc.positions)
+			if tc.maxBytes > 0 && len(b) > tc.maxBytes {
+				t.Errorf("entry of %d positions takes %d bytes, want at most %d", len(tc.positions), len(b), tc.maxBytes)
+			}
+			exp, kind, ps, err := decodeEntry(b)
+			if err != nil || !exp.Equal(at) || kind != kindIntent {
+				t.Fatalf("decode: %v %v %v", exp, kind, err)
+			}
+			if !slices.EqualFunc(ps, tc.positions, slices.Equal) {
+				t.Fatalf("decoded %q, want %q", ps, tc.positions)
+			}
+		})
+	}
+}
+
+// BenchmarkEncodeEntry reports what one batch's entry costs to encode,
+// and its size, for sequence numbers (runs) and for positions that are not
+// (front coding only).
+func BenchmarkEncodeEntry(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		pos  func(i int) string
+	}{
+		{"sequence", func(i int) string { return strconv.Itoa(1_000_000 + i) }},
+		{"offsets", func(i int) string { return "offset:" + strconv.Itoa(1_000_000+i*37) }},
+	} {
+		ps := make([]record.Position, 1024)
+		for i := range ps {
+			ps[i] = record.Position(tc.pos(i))
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var n int
+			var scratch []byte
+			for b.Loop() {
+				// As a destination does: into its buffer, then copied.
+				scratch = appendEntry(scratch[:0], time.Unix(0, 1), kindIntent, ps)
+				n = len(bytes.Clone(scratch))
+			}
+			b.ReportMetric(float64(n), "bytes/entry")
+		})
 	}
 }
 
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(encodeEntry(time.Unix(0, 1), kindIntent, positions("a", "bc")))
+	f.Add(encodeEntry(time.Unix(0, 1), kindWritten, goldenPositions()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _, _ = decodeEntry(b) // must not panic
 	})

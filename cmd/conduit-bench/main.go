@@ -1,8 +1,9 @@
 // Command conduit-bench measures end-to-end throughput of the engine:
 // builtin:generator (structured, an int and a string field) -> builtin:file
 // writing OpenCDC JSON lines, with positions persisted in Badger, exactly
-// the parts `conduit run` wires together; then a fault storm (storm.go)
-// and the time to apply a changed pipeline file (reload.go).
+// the parts `conduit run` wires together; then the dedup comparison as a
+// user sees it, on the real binary (userdedup.go); then a fault storm
+// (storm.go) and the time to apply a changed pipeline file (reload.go).
 //
 // Every run happens in a fresh child process so that its peak RSS is its
 // own. It prints each run, then the median records/s and peak RSS.
@@ -25,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +56,9 @@ type result struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	PeakRSSMiB    float64 `json:"peak_rss_mib"`
 	PositionSaves int64   `json:"position_saves"`
+	// DedupWaitSeconds is how long the destination waited for dedup
+	// entries to be durable before writing (0 without dedup).
+	DedupWaitSeconds float64 `json:"dedup_wait_seconds"`
 	// CPUSeconds is the process's user+system CPU time while records
 	// moved: unlike records/s it barely changes with what else the machine
 	// is doing.
@@ -68,6 +73,7 @@ func main() {
 	stormRuns := flag.Int("storm-runs", 5, "fault-storm runs, each in its own process")
 	stormRules := flag.Int("storm-rules", 100, "also run the fault storm with this many global recovery rules that do not match, alternating with runs without (0: only without)")
 	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measured phase to this file")
+	traceFile := flag.String("trace", "", "with -child: write an execution trace of the measured phase to this file (go tool trace -pprof=sync shows where stages wait)")
 	scenario := flag.String("scenario", "", "with -child: builtin, dedup or standalone (internal)")
 	pluginDir := flag.String("plugin-dir", "", "with -child: directory holding the flaky standalone connector (internal)")
 	postgresURL := flag.String("postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
@@ -83,6 +89,9 @@ func main() {
 	clusterPipelines := flag.Int("cluster", 1000, "pipelines in the cluster benchmark: three conduit processes on one PostgreSQL database (-postgres-url); 0 skips it")
 	clusterTTL := flag.Duration("cluster-ttl", 5*time.Second, "cluster.lease-ttl of the cluster benchmark")
 	clusterKills := flag.Int("cluster-kills", 5, "instances SIGKILLed (and started again), one after the other, in the cluster benchmark")
+	binaryRounds := flag.Int("binary-dedup", 5, "rounds of the dedup comparison as a user sees it: the real binary (built by the bench) runs a generator -> file pipeline with dedup on, then off, each round (0 skips it)")
+	binaryRecords := flag.Int64("binary-dedup-records", 2_000_000, "records per run of the binary dedup comparison")
+	binaryPath := flag.String("binary-dedup-bin", "", "conduit binary for the binary dedup comparison (default: built from this checkout), e.g. one built at another commit")
 	only := flag.String("scenarios", "", "comma-separated throughput scenarios to run (default: all; builtin always runs, ratios need it)")
 	flag.Parse()
 
@@ -126,7 +135,7 @@ func main() {
 		return
 	}
 	if *child {
-		res, err := measure(*records, *scenario, *pluginDir, *cpuProfile, *postgresURL)
+		res, err := measure(*records, *scenario, *pluginDir, *cpuProfile, *traceFile, *postgresURL)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
@@ -141,6 +150,12 @@ func main() {
 			os.Exit(2)
 		}
 		if err := parent(*runs, *records, selected, *postgresURL); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *binaryRounds > 0 && *binaryRecords > 0 {
+		if err := binaryDedupParent(*binaryRounds, *binaryRecords, *binaryPath); err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}
@@ -343,8 +358,12 @@ func parent(runs int, records int64, selected []scenario, postgresURL string) er
 			if i == 0 && sc.name == selected[0].name {
 				fmt.Printf("go collector: %s\n", r.Collector)
 			}
-			fmt.Printf("round %d %-15s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d\n",
-				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.CPUSeconds, r.PeakRSSMiB, r.PositionSaves)
+			waited := ""
+			if sc.name == "dedup" {
+				waited = fmt.Sprintf("  waited for dedup entries %.2fs", r.DedupWaitSeconds)
+			}
+			fmt.Printf("round %d %-15s %10.0f records/s  %6.2fs  CPU %5.2fs  peak RSS %6.1f MiB  position saves %d%s\n",
+				i+1, sc.name, r.RecordsPerSec, r.Seconds, r.CPUSeconds, r.PeakRSSMiB, r.PositionSaves, waited)
 			rates[sc.name] = append(rates[sc.name], r.RecordsPerSec)
 			cpus[sc.name] = append(cpus[sc.name], r.CPUSeconds)
 			rss[sc.name] = append(rss[sc.name], r.PeakRSSMiB)
@@ -352,8 +371,10 @@ func parent(runs int, records int64, selected []scenario, postgresURL string) er
 	}
 	fmt.Println()
 	for _, sc := range selected {
-		fmt.Printf("median %-15s %10.0f records/s, CPU %.2fs, peak RSS median %.1f MiB (max %.1f)  [%s]\n",
-			sc.name, median(rates[sc.name]), median(cpus[sc.name]), median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
+		fmt.Printf("median %-15s %10.0f records/s (spread %.0f-%.0f), CPU %.2fs (%.2f-%.2f), peak RSS median %.1f MiB (max %.1f)  [%s]\n",
+			sc.name, median(rates[sc.name]), slices.Min(rates[sc.name]), slices.Max(rates[sc.name]),
+			median(cpus[sc.name]), slices.Min(cpus[sc.name]), slices.Max(cpus[sc.name]),
+			median(rss[sc.name]), slices.Max(rss[sc.name]), sc.what)
 	}
 	base := median(rates["builtin"])
 	ratios := []struct{ name, label, note string }{
@@ -437,7 +458,7 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func measure(records int64, scenario, pluginDir, profile, postgresURL string) (result, error) {
+func measure(records int64, scenario, pluginDir, profile, traceFile, postgresURL string) (result, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "conduit-bench-")
 	if err != nil {
@@ -534,6 +555,17 @@ func measure(records int64, scenario, pluginDir, profile, postgresURL string) (r
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if traceFile != "" {
+		f, err := os.Create(traceFile)
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return result{}, err
+		}
+		defer trace.Stop()
+	}
 	runErr := make(chan error, 1)
 	cpuBefore := cpuSeconds()
 	start := time.Now()
@@ -587,13 +619,14 @@ wait:
 		return result{}, err
 	}
 	return result{
-		Records:       records,
-		Seconds:       elapsed.Seconds(),
-		RecordsPerSec: float64(records) / elapsed.Seconds(),
-		PeakRSSMiB:    float64(ru.Maxrss) / 1024, // Linux reports KiB
-		PositionSaves: engine.Stats().PositionsSaved.Load(),
-		CPUSeconds:    cpu,
-		Collector:     collector,
+		Records:          records,
+		Seconds:          elapsed.Seconds(),
+		RecordsPerSec:    float64(records) / elapsed.Seconds(),
+		PeakRSSMiB:       float64(ru.Maxrss) / 1024, // Linux reports KiB
+		PositionSaves:    engine.Stats().PositionsSaved.Load(),
+		DedupWaitSeconds: time.Duration(engine.Stats().DedupWaitNanos.Load()).Seconds(),
+		CPUSeconds:       cpu,
+		Collector:        collector,
 	}, nil
 }
 

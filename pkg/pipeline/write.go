@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
@@ -21,8 +22,8 @@ import (
 //     while this one's commits, so no sync sits between two writes;
 //   - any other destination remembers a batch after writing it, and waits
 //     for that before writing the next one.
-func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, in <-chan *batch, out chan<- *batch) error {
-	var slots [maxIntentsAhead + 1]prepareBuffers
+func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, ahead int, in <-chan *batch, out chan<- *batch) error {
+	slots := make([]prepareBuffers, ahead+1)
 	slot := 0
 	var written []record.Position
 	reported := false
@@ -53,7 +54,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	}
 	// queue holds the batches prepared (and their intents submitted) but
 	// not yet written, oldest first.
-	queue := make([]preparedBatch, 0, maxIntentsAhead+1)
+	queue := make([]preparedBatch, 0, ahead+1)
 	for {
 		if len(queue) == 0 {
 			b, ok := receive(ctx, in)
@@ -74,7 +75,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 			// waiting are taken and their intents submitted: they share the
 			// next commit, and one sync covers several batches.
 		ahead:
-			for len(queue) <= maxIntentsAhead {
+			for len(queue) <= ahead {
 				select {
 				case nb, ok := <-in:
 					if !ok {
@@ -85,7 +86,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 					break ahead
 				}
 			}
-			if err := cur.intent(); err != nil {
+			if err := e.waitDedup(cur.intent); err != nil {
 				fail(b, "record intended positions", err)
 				return nil
 			}
@@ -94,7 +95,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		if lastRemembered != nil {
 			// The batch before must be remembered before this one is
 			// written: a crash then duplicates at most one batch.
-			if err := lastRemembered(); err != nil {
+			if err := e.waitDedup(lastRemembered); err != nil {
 				fail(b, "remember written positions", err)
 				return nil
 			}
@@ -133,9 +134,20 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	}
 }
 
-// maxIntentsAhead is how many batches a destination that reports what it
-// holds prepares, and records intents for, ahead of the one it writes.
-const maxIntentsAhead = 12
+// waitDedup waits for a dedup entry the next write depends on, and counts
+// the time in the run's stats.
+func (e *Engine) waitDedup(wait func() error) error {
+	start := time.Now()
+	err := wait()
+	e.stats.DedupWaitNanos.Add(int64(time.Since(start)))
+	return err
+}
+
+// intentsAhead is how many batches a destination that reports what it
+// holds prepares, and records intents for, ahead of the one it writes,
+// when n batches are in flight: all but the few the reader fills and the
+// acker holds (12 of 16, 28 of 32).
+func intentsAhead(n int) int { return max(1, n-4) }
 
 // prepareBuffers hold what a destination writes of one batch; the stage
 // has one for each batch it prepares ahead and one for the batch it writes.
