@@ -400,7 +400,8 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 //     that, not for jitter);
 //   - schedule: the attempt-th entry of the schedule, the last repeating.
 //
-// max-delay caps every strategy but schedule. It costs the same for every
+// max-delay caps every strategy but schedule; no delay is shorter than
+// config.RestartDelayFloor, whatever the policy asks. It costs the same for every
 // attempt: a pipeline that failed a hundred million times gets its delay as
 // fast as one that failed once. Jitter spreads the delay d over
 // [d - jitter*d, d + jitter*d] but never past the cap: near the cap the
@@ -410,12 +411,24 @@ func Delay(p Policy, attempt int, random float64) time.Duration { return p.delay
 
 // delay is Delay on a pointer: it runs on a supervisor's goroutine, deep
 // in its fault path, where a copy of the policy at every level costs stack.
+// Whatever the strategy gives, the wait is at least the restart delay
+// floor (config.RestartDelayFloor): no policy or rule restarts a pipeline
+// in a hot loop.
 func (p *Policy) delay(attempt int, random float64) time.Duration {
+	return max(p.strategyDelay(attempt, random), config.RestartDelayFloor)
+}
+
+// strategyDelay is the delay the strategy gives, before the floor.
+func (p *Policy) strategyDelay(attempt int, random float64) time.Duration {
 	if p.Strategy == config.StrategyRandom {
-		if p.MaxDelay <= p.MinDelay {
-			return max(p.MaxDelay, 0)
+		// Uniform over the part of [min-delay, max-delay] at or above the
+		// floor, so that a range reaching below it does not pile restarts
+		// up at the floor.
+		lo, hi := max(p.MinDelay, config.RestartDelayFloor), max(p.MaxDelay, config.RestartDelayFloor)
+		if hi <= lo {
+			return lo
 		}
-		return p.MinDelay + time.Duration(random*float64(p.MaxDelay-p.MinDelay))
+		return lo + time.Duration(random*float64(hi-lo))
 	}
 	d := p.baseDelay(attempt)
 	if p.Jitter <= 0 || d <= 0 {
@@ -500,7 +513,7 @@ func (p *Policy) exponentialDelay(attempt int) time.Duration {
 // random strategy.
 func (p *Policy) longestDelay(attempt int) time.Duration {
 	if p.Strategy == config.StrategyRandom {
-		return max(p.MaxDelay, p.MinDelay)
+		return max(p.MaxDelay, p.MinDelay, config.RestartDelayFloor)
 	}
 	longest := p.baseDelay(attempt)
 	if p.Jitter > 0 && longest > 0 {
@@ -511,7 +524,7 @@ func (p *Policy) longestDelay(attempt int) time.Duration {
 			longest = max(longest, time.Duration(x))
 		}
 	}
-	return longest
+	return max(longest, config.RestartDelayFloor)
 }
 
 // CapResumeWait returns when a pipeline that was recovering when the

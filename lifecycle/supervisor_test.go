@@ -788,3 +788,32 @@ func TestApplyRuleRestartsADegradedPipeline(t *testing.T) {
 		t.Fatalf("applied to a force-stopped pipeline: %+v", o)
 	}
 }
+
+// A rule that asks for no delay gets the floor from Decide, and the
+// supervisor waits it on the (fake) clock before restarting.
+func TestZeroDelayRuleRestartsAfterTheFloor(t *testing.T) {
+	zero := time.Duration(0)
+	fixed := config.StrategyFixed
+	p := mustPolicy(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "hot", Action: config.ActionRetry,
+		Match:  config.RuleMatch{Codes: []config.CodeRange{{From: 100, To: 599}}},
+		Policy: config.ErrorRecoveryOverride{Strategy: &fixed, MinDelay: &zero}}}})
+	d := Decide(p, History{}, Fault{Pipeline: "p1", Class: cerrors.ClassTransient, Code: 503}, time.Now(), 0)
+	if d.Rule == nil || d.Rule.Name != "hot" || d.Action != ActionRestart || d.Delay != config.RestartDelayFloor {
+		t.Fatalf("decision %+v, want a restart by rule hot after the floor %v", d, config.RestartDelayFloor)
+	}
+
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	for attempt := 1; attempt <= 3; attempt++ {
+		run.fail(transientErr())
+		if rec := h.expect(auditlog.KindRecovering); rec.Delay != config.RestartDelayFloor {
+			t.Fatalf("attempt %d: recovering after %v, want the floor %v", attempt, rec.Delay, config.RestartDelayFloor)
+		}
+		h.advance(config.RestartDelayFloor - time.Millisecond)
+		h.noRun()
+		h.advance(time.Millisecond)
+		h.expect(auditlog.KindRestarted)
+		run = h.nextRun()
+	}
+}

@@ -102,6 +102,7 @@ func (s *RuleService) toProto(ri RuleInfo) *conduitv1.ManagedRecoveryRule {
 		out.Source = "managed"
 		out.LoadedAt = timestamppb.New(ri.LoadedAt)
 	}
+	out.Warning = config.FloorWarning(ri.Rule.Policy.BelowFloor())
 	return out
 }
 
@@ -138,7 +139,20 @@ func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, rulesError(ctx, err)
 	}
-	return connect.NewResponse(&conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}), nil
+	out := &conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}
+	loaded := make(map[string]bool, len(res.Loaded))
+	for _, name := range res.Loaded {
+		loaded[name] = true
+	}
+	for _, ri := range s.rules.List() {
+		if !ri.Managed || !loaded[ri.Rule.Name] {
+			continue
+		}
+		if w := config.FloorWarning(ri.Rule.Policy.BelowFloor()); w != "" {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("rule %q: %s", ri.Rule.Name, w))
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
 // DeleteRecoveryRule implements the RPC.
@@ -190,7 +204,7 @@ func (s *RuleService) DryRunRecoveryRules(ctx context.Context, req *connect.Requ
 		From: timeToProto(res.From), To: timeToProto(res.To)}
 	for _, r := range rep.Rules {
 		out.Rules = append(out.Rules, &conduitv1.DryRunRule{Name: r.Name, Action: r.Action, Schedule: r.Schedule,
-			Matched: int32(r.Matched), Pipelines: counts32(r.Pipelines), Actual: counts32(r.Actual)})
+			Matched: int32(r.Matched), Pipelines: counts32(r.Pipelines), Actual: counts32(r.Actual), Warning: r.Warning})
 	}
 	for _, u := range rep.UnmatchedKinds {
 		out.UnmatchedKinds = append(out.UnmatchedKinds, &conduitv1.UnmatchedFaults{Code: int32(u.Code), Class: u.Class,

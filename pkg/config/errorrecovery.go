@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -461,4 +462,55 @@ func sameValue(a, b any) bool {
 		return slices.Equal(x, b.([]time.Duration))
 	}
 	return a == b
+}
+
+// RestartDelayFloor is the shortest wait before a restart. A policy or a
+// rule that asks for less (a min-delay of 0, a schedule entry of 10ms)
+// waits this long instead: a pipeline that fails at once on every start
+// would otherwise restart in a hot loop, thousands of times a second,
+// flooding the log and the audit log and growing memory. It is the
+// aggressive preset's min-delay.
+const RestartDelayFloor = 100 * time.Millisecond
+
+// BelowFloor lists, for people, the delays the block sets below
+// RestartDelayFloor ("min-delay 0s"), each raised to the floor when it is
+// used; none when every delay it sets is at least the floor.
+func (o ErrorRecoveryOverride) BelowFloor() []string {
+	var out []string
+	if o.MinDelay != nil && *o.MinDelay < RestartDelayFloor {
+		out = append(out, "min-delay "+formatDuration(*o.MinDelay))
+	}
+	if o.MaxDelay != nil && *o.MaxDelay < RestartDelayFloor {
+		out = append(out, "max-delay "+formatDuration(*o.MaxDelay))
+	}
+	if o.Schedule != nil {
+		for i, d := range *o.Schedule {
+			if d < RestartDelayFloor {
+				out = append(out, fmt.Sprintf("schedule[%d] %s", i, formatDuration(d)))
+			}
+		}
+	}
+	return out
+}
+
+// BelowFloor is ErrorRecoveryOverride.BelowFloor for a resolved policy:
+// the delays its strategy uses that are below RestartDelayFloor.
+func (e ErrorRecovery) BelowFloor() []string {
+	o := ErrorRecoveryOverride{}
+	if e.Strategy == StrategySchedule {
+		o.Schedule = &e.Schedule
+	} else {
+		o.MinDelay, o.MaxDelay = &e.MinDelay, &e.MaxDelay
+	}
+	return o.BelowFloor()
+}
+
+// FloorWarning says, for people, that the delays below were raised to
+// RestartDelayFloor; empty when below is.
+func FloorWarning(below []string) string {
+	if len(below) == 0 {
+		return ""
+	}
+	return strings.Join(below, ", ") + " below the restart delay floor: restarts wait at least " +
+		formatDuration(RestartDelayFloor) + " (no policy or rule restarts a pipeline in a hot loop)"
 }

@@ -896,3 +896,40 @@ func loadCase(t *testing.T, file string, args []string, vars map[string]string) 
 	_, _, err = Load(LoadOptions{Flags: flags(t, args...), LookupEnv: env(vars), WorkDir: dir})
 	return path, err
 }
+
+// Delays below the restart delay floor load, with a warning naming the
+// file, the key or rule and the floor.
+func TestDelaysBelowTheFloorWarn(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "conduit.yml", `pipelines:
+  error-recovery:
+    min-delay: 0s
+    rules:
+      - name: hot
+        match: {codes: ["503"]}
+        strategy: schedule
+        schedule: [1s, 10ms]
+`)
+	c, warnings, err := Load(LoadOptions{WorkDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipelines.ErrorRecovery.MinDelay != 0 {
+		t.Fatalf("min-delay %v, want 0s as written (the floor applies when a delay is used)", c.Pipelines.ErrorRecovery.MinDelay)
+	}
+	var got []string
+	for _, w := range warnings {
+		got = append(got, w.String())
+	}
+	want := []string{
+		path + ": pipelines.error-recovery: min-delay 0s below the restart delay floor: restarts wait at least 100ms (no policy or rule restarts a pipeline in a hot loop)",
+		path + `:5: recovery rule "hot": schedule[1] 10ms below the restart delay floor: restarts wait at least 100ms (no policy or rule restarts a pipeline in a hot loop)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The defaults warn of nothing.
+	if _, warnings, _ := Load(LoadOptions{WorkDir: t.TempDir()}); len(warnings) != 0 {
+		t.Fatalf("defaults warn: %v", warnings)
+	}
+}
