@@ -36,6 +36,11 @@ type Policy struct {
 	// HealthyWindow (max-retries-window) is how long a restarted pipeline
 	// must run without an error to count as recovered.
 	HealthyWindow time.Duration
+	// Probation is how long a restarted pipeline must stay up to be
+	// running again without a record end to end (an idle source); its
+	// fail count still resets only after HealthyWindow. 0, or at least
+	// HealthyWindow: probation lasts HealthyWindow.
+	Probation time.Duration
 	// Jitter spreads each delay by up to ±Jitter of itself (0..1), never
 	// past MaxDelay.
 	Jitter float64
@@ -177,6 +182,7 @@ func policyFrom(c config.ErrorRecovery) Policy {
 		BackoffFactor:   c.BackoffFactor,
 		MaxRetries:      c.MaxRetries,
 		HealthyWindow:   c.MaxRetriesWindow,
+		Probation:       c.Probation,
 		Jitter:          c.Jitter,
 		MaxDuration:     c.MaxDuration,
 		MaxFlaps:        c.MaxFlaps,
@@ -550,4 +556,13 @@ func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time 
 		return now
 	}
 	return savedNext
+}
+
+// probation is how long after a restart the pipeline is running again
+// without a record end to end: Probation, cut to the healthy window.
+func (p *Policy) probation() time.Duration {
+	if p.Probation <= 0 || p.Probation > p.HealthyWindow {
+		return p.HealthyWindow
+	}
+	return p.Probation
 }

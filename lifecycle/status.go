@@ -80,6 +80,10 @@ type RecoveredReason string
 const (
 	RecoveredByRecord RecoveredReason = "record"
 	RecoveredByWindow RecoveredReason = "window"
+	// RecoveredByProbation: the restarted run stayed up for the probation
+	// without a record end to end (an idle source); it is running again,
+	// and its fail count resets when the healthy window passes.
+	RecoveredByProbation RecoveredReason = "probation"
 )
 
 // StopReason says why a pipeline is stopped when a user did not stop it.

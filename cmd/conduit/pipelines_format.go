@@ -229,6 +229,7 @@ func writePolicy(b *bytes.Buffer, pol *conduitv1.RecoveryPolicy, flaps int32, fi
 	field(2, "Jitter", src("jitter", fmt.Sprint(pol.GetJitter())))
 	field(2, "Max retries", src("max-retries", limit(pol.GetMaxRetries(), "unlimited")))
 	field(2, "Max duration", src("max-duration", durationOrNone(pol.GetMaxDuration())))
+	field(2, "Probation", src("probation", durationText(pol.GetProbation())))
 	field(2, "Healthy window", src("max-retries-window", durationText(pol.GetMaxRetriesWindow())))
 	field(2, "Max flaps", src("max-flaps", limit(pol.GetMaxFlaps(), "never degrade"))+fmt.Sprintf(", now %d in a row", flaps))
 	field(2, "Flap window", src("flap-window", durationText(pol.GetFlapWindow())))

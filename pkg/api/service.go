@@ -497,6 +497,7 @@ func policyToProto(r config.ErrorRecovery, withSources bool) *conduitv1.Recovery
 		BackoffFactor: r.BackoffFactor, MaxRetries: int32(r.MaxRetries), MaxRetriesWindow: durationpb.New(r.MaxRetriesWindow),
 		Jitter: r.Jitter, MaxDuration: durationToProto(r.MaxDuration), MaxFlaps: int32(r.MaxFlaps),
 		FlapWindow: durationpb.New(r.FlapWindow), QuarantineAfter: int32(r.QuarantineAfter),
+		Probation: durationpb.New(r.Probation),
 	}
 	if withSources {
 		pb.Sources = r.Sources()

@@ -778,7 +778,12 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		release()
 		return nil, err
 	}
-	cfg.OnOpen = release
+	cfg.OnOpen = func() {
+		release()
+		if hooks.OnOpen != nil {
+			hooks.OnOpen()
+		}
+	}
 	cfg.OnAck = hooks.OnAck
 	if f := r.fleet; f != nil {
 		id := m.cfg.ID

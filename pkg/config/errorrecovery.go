@@ -34,6 +34,11 @@ type ErrorRecovery struct {
 	// MaxRetriesWindow is how long a restarted pipeline must stay healthy
 	// for its fail count to reset.
 	MaxRetriesWindow time.Duration
+	// Probation is how long a restarted pipeline must stay up, its
+	// connectors open, to be running again when no record made it end to
+	// end meanwhile (an idle source). Its fail count resets only after
+	// MaxRetriesWindow.
+	Probation time.Duration
 	// Jitter randomises each delay by up to this fraction (0..1), so many
 	// pipelines failing together do not restart in lockstep.
 	Jitter float64
@@ -129,9 +134,9 @@ func Presets() map[string]ErrorRecoveryOverride {
 		"standard": {MaxRetries: ptrTo(5), MinDelay: ptrTo(time.Second), BackoffFactor: ptrTo(2.0),
 			MaxDelay: ptrTo(time.Minute), MaxDuration: ptrTo(5 * time.Minute)},
 		"aggressive": {MaxRetries: ptrTo(10), MinDelay: ptrTo(100 * time.Millisecond), BackoffFactor: ptrTo(1.5),
-			MaxDelay: ptrTo(10 * time.Second), MaxDuration: ptrTo(time.Minute)},
+			MaxDelay: ptrTo(10 * time.Second), MaxDuration: ptrTo(time.Minute), Probation: ptrTo(10 * time.Second)},
 		"conservative": {MaxRetries: ptrTo(3), MinDelay: ptrTo(5 * time.Second), BackoffFactor: ptrTo(2.0),
-			MaxDelay: ptrTo(5 * time.Minute), MaxDuration: ptrTo(15 * time.Minute)},
+			MaxDelay: ptrTo(5 * time.Minute), MaxDuration: ptrTo(15 * time.Minute), Probation: ptrTo(time.Minute)},
 		"infinite": {MaxRetries: ptrTo(-1), MinDelay: ptrTo(time.Second), BackoffFactor: ptrTo(2.0),
 			MaxDelay: ptrTo(time.Minute), MaxDuration: ptrTo(time.Duration(0))},
 	}
@@ -155,6 +160,7 @@ type ErrorRecoveryOverride struct {
 	BackoffFactor    *float64
 	MaxRetries       *int
 	MaxRetriesWindow *time.Duration
+	Probation        *time.Duration
 	Jitter           *float64
 	MaxDuration      *time.Duration
 	MaxFlaps         *int
@@ -249,6 +255,11 @@ var errorRecoveryFields = []erField{
 		"How long a restarted pipeline must run healthy for its fail count to reset; greater than 0.",
 		func(e *ErrorRecovery) *time.Duration { return &e.MaxRetriesWindow },
 		func(o *ErrorRecoveryOverride) **time.Duration { return &o.MaxRetriesWindow },
+		positiveDuration),
+	newERField("probation", 30*time.Second,
+		"How long a restarted pipeline must stay up to be running again when no record made it end to end (an idle source); its fail count still resets only after max-retries-window. Greater than 0.",
+		func(e *ErrorRecovery) *time.Duration { return &e.Probation },
+		func(o *ErrorRecoveryOverride) **time.Duration { return &o.Probation },
 		positiveDuration),
 	newERField("jitter", 0.0,
 		"Random spread added to each delay, as a fraction between 0 and 1.",

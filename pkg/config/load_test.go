@@ -119,6 +119,7 @@ func TestDefault(t *testing.T) {
 		{"backoff-factor", c.Pipelines.ErrorRecovery.BackoffFactor, 2.0},
 		{"max-retries", c.Pipelines.ErrorRecovery.MaxRetries, -1},
 		{"max-retries-window", c.Pipelines.ErrorRecovery.MaxRetriesWindow, 5 * time.Minute},
+		{"probation", c.Pipelines.ErrorRecovery.Probation, 30 * time.Second},
 		{"jitter", c.Pipelines.ErrorRecovery.Jitter, 0.0},
 		{"max-duration", c.Pipelines.ErrorRecovery.MaxDuration, time.Duration(0)},
 		{"preset", c.Pipelines.ErrorRecovery.Preset, "conduit"},
@@ -141,8 +142,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 44 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 44; add the new key here", len(Keys()))
+	if len(Keys()) != 45 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 45; add the new key here", len(Keys()))
 	}
 }
 
