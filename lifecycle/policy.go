@@ -203,6 +203,9 @@ type Fault struct {
 	// NamesRecord says the error names the record it is about, which a
 	// dead-letter rule needs.
 	NamesRecord bool
+	// DeadLetterWindow says the run ended because the dead-letter queue's
+	// window overflowed; the class is the last nacked record's error's.
+	DeadLetterWindow bool
 }
 
 // Match returns the first rule that matches f, or nil. Dead-letter rules
@@ -348,8 +351,11 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 	}
 	if d.Class != cerrors.ClassTransient {
 		d.Action, d.Reason = ActionDegrade, ReasonFatal
-		if d.Rule != nil {
+		switch {
+		case d.Rule != nil:
 			d.Reason = ReasonRule
+		case f.DeadLetterWindow:
+			d.Reason = ReasonDeadLetterWindow
 		}
 		return d
 	}

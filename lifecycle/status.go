@@ -71,6 +71,10 @@ const (
 	// ReasonFlapping: more than max-flaps episodes in a row started
 	// within flap-window of a recovery.
 	ReasonFlapping DegradeReason = "flapping"
+	// ReasonDeadLetterWindow: more records were nacked than the
+	// dead-letter queue's window allows (window-size,
+	// window-nack-threshold), and the last one's error is fatal.
+	ReasonDeadLetterWindow DegradeReason = "dead-letter queue window overflowed"
 )
 
 // RecoveredReason says why a recovering pipeline is running again.

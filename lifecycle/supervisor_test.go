@@ -979,3 +979,35 @@ func TestProbationCountsFromOpenConnectors(t *testing.T) {
 		t.Fatalf("recovered %+v, want by probation", e)
 	}
 }
+
+// windowErr is what pkg/pipeline returns when the dead-letter queue's
+// window overflows.
+type windowErr struct{ err error }
+
+func (e *windowErr) Error() string {
+	return "dead-letter queue window overflowed: 2 nacks in the last 10 records; last nacked record: " + e.err.Error()
+}
+func (e *windowErr) Unwrap() error             { return e.err }
+func (e *windowErr) DeadLetterWindowOverflow() {}
+
+// A pipeline the dead-letter queue's window stopped is degraded for that
+// reason, its last error saying so with the record's error as detail.
+func TestDeadLetterWindowOverflowSaysSo(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	rejected := cerrors.WithCode(errors.New("row rejected"), 400)
+	run.fail(&stageErr{kind: "destination", id: "dst", err: &windowErr{err: rejected}})
+	fault := h.expect(auditlog.KindFault)
+	if fault.Error == nil || !strings.HasPrefix(fault.Error.Message, "dead-letter queue window overflowed: 2 nacks in the last 10") ||
+		!strings.HasSuffix(fault.Error.Message, "row rejected") || fault.Error.Code != 400 {
+		t.Fatalf("fault error %+v, want the window first and the record's error as detail", fault.Error)
+	}
+	degraded := h.expect(auditlog.KindDegraded)
+	if degraded.Reason != string(ReasonDeadLetterWindow) || !strings.Contains(degraded.Message, "dead-letter queue window overflowed") {
+		t.Fatalf("degraded %+v, want reason %q", degraded, ReasonDeadLetterWindow)
+	}
+	if st := h.states.last("p1"); st.DegradedReason != ReasonDeadLetterWindow || !strings.HasPrefix(st.LastError.Message, "dead-letter queue window overflowed") {
+		t.Fatalf("persisted %+v, want the window as the reason and in the last error", st)
+	}
+}

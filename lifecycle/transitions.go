@@ -248,8 +248,9 @@ func (s *Supervisor) onFault(err error) {
 	if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
 		h.EpisodeStart, h.RuleCounts = s.state.Episode.StartedAt, s.state.Episode.RuleCounts
 	}
+	var window deadLetterWindowError
 	d := Decide(s.cfg.Policy, h, Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
-		Component: info.Component, Plugin: s.pluginOf(info.Component)}, now, s.cfg.Random())
+		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}, now, s.cfg.Random())
 	if d.Rule != nil {
 		// The rule decided the class; what the code said is in the message.
 		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
@@ -452,6 +453,8 @@ func degradedMessage(d Decision, p Policy) string {
 		return fmt.Sprintf("pipeline degraded: recovery would take longer than max-duration %s", limits.MaxDuration)
 	case ReasonRule:
 		return fmt.Sprintf("pipeline degraded: rule %q says errors like this need a human", d.Rule.Name)
+	case ReasonDeadLetterWindow:
+		return "pipeline degraded: the dead-letter queue window overflowed (more records nacked than window-nack-threshold allows in window-size), and the last nacked record's error is fatal; it needs a human"
 	case ReasonFlapping:
 		return fmt.Sprintf("pipeline degraded: flapping, it failed again within flap-window %s of recovering %d times in a row (max-flaps %d)",
 			p.FlapWindow, d.Flaps, p.MaxFlaps)
@@ -725,4 +728,11 @@ func describeError(err error, now time.Time) ErrorInfo {
 		info.Dependency = truncateMessage(dep, maxDependency)
 	}
 	return info
+}
+
+// deadLetterWindowError is how a run error says the dead-letter queue's
+// window overflowed (pkg/pipeline's DLQWindowError implements it).
+type deadLetterWindowError interface {
+	error
+	DeadLetterWindowOverflow()
 }

@@ -65,6 +65,30 @@ func (e *Engine) writeDLQ(ctx context.Context, recs []record.Record) error {
 	return nil
 }
 
+// DLQWindowError ends a run whose dead-letter queue window overflowed:
+// more than window-nack-threshold of the last window-size records were
+// nacked. Err is the last nacked record's error, which decides the class
+// (Unwrap); the message says the window, not only that record, stopped the
+// pipeline.
+type DLQWindowError struct {
+	// Nacks of the last Size records were nacked; Threshold were allowed.
+	Nacks, Size, Threshold int
+	Err                    error
+}
+
+// Error says the cause first, then the last nacked record's error.
+func (e *DLQWindowError) Error() string {
+	return fmt.Sprintf("dead-letter queue window overflowed: %d nacks in the last %d records (window-size %d, window-nack-threshold %d); last nacked record: %v",
+		e.Nacks, e.Size, e.Size, e.Threshold, e.Err)
+}
+
+// Unwrap returns the last nacked record's error.
+func (e *DLQWindowError) Unwrap() error { return e.Err }
+
+// DeadLetterWindowOverflow tells the supervisor that the dead-letter
+// queue's window, not a single record, ended the run.
+func (e *DLQWindowError) DeadLetterWindowOverflow() {}
+
 // nackWindow is the sliding window of Conduit's DLQ settings: it remembers
 // whether each of the last size records was nacked and overflows when more
 // than threshold of them were. A size of 0 never overflows.

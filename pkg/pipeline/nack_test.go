@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -146,6 +147,15 @@ func TestNackWindowOverflowIsFatal(t *testing.T) {
 	var se *StageError
 	if !errors.As(err, &se) || se.ID != "check" {
 		t.Fatalf("got %v, want the overflowing nack's error", err)
+	}
+	// The error says the window ended the run, with the record's error as
+	// the detail (and the cause its class comes from).
+	var window *DLQWindowError
+	if !errors.As(err, &window) || window.Nacks != 2 || window.Size != 5 || window.Threshold != 1 || window.Err.Error() != "rejected" {
+		t.Fatalf("got %#v, want a window error of 2 nacks in 5 records over the record's error", err)
+	}
+	if want := "dead-letter queue window overflowed: 2 nacks in the last 5 records (window-size 5, window-nack-threshold 1); last nacked record: rejected"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
 	}
 	if got := dlq.positions(); !slices.Equal(got, []string{"4"}) {
 		t.Fatalf("DLQ got %v, want only 4 (8 overflowed the window)", got)
