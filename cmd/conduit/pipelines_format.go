@@ -161,6 +161,10 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 		field(0, "Next attempt", v.timeAndRelative(p.GetNextAttemptAt()))
 	}
 	field(0, "Updated", v.timeAndRelative(p.GetUpdatedAt()))
+	if n := p.GetDeadLettered(); n > 0 {
+		field(0, "Dead-lettered", fmt.Sprintf("%d records by its rules or quarantine since conduit started; the last %s by %s (events of kind dead-lettered)",
+			n, v.timeAndRelative(p.GetLastDeadLetteredAt()), oneLine(p.GetLastDeadLetterRule())))
+	}
 
 	if e := p.GetLastError(); e != nil {
 		fmt.Fprintln(b, "\nLast error:")

@@ -263,6 +263,14 @@ pipelines:
 	}
 	waitForEvent(t, p, "poison", "recovered", 1)
 	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 60)
+	// The diversion is an audited decision of its own, once the run ends.
+	w.mustPipelines(apiAddress(t, p), "stop", "poison")
+	diverted := w.mustPipelines(apiAddress(t, p), "events", "poison", "--kind", "dead-lettered", "-o", "json")
+	if strings.Count(diverted, `"kind":"dead-lettered"`) != 1 || !strings.Contains(diverted, `"rule":"quarantine"`) ||
+		!strings.Contains(diverted, `1 record sent to the dead-letter queue instead of the destinations by quarantine`) ||
+		!strings.Contains(diverted, `position \"21\"`) {
+		t.Fatalf("dead-lettered events:\n%s\nwant one naming quarantine and the record's position", diverted)
+	}
 	stopProcess(t, p)
 }
 

@@ -790,6 +790,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		cfg.WriteGuard = func() error { return f.mayWrite(id) }
 	}
 	cfg.DeadLetter = m.deadLetter
+	cfg.OnDeadLettered = func(d pipeline.DeadLettered) { r.deadLettered(m, d) }
 	if q := hooks.Quarantine; q != nil {
 		cfg.Quarantine = map[string]pipeline.QuarantinedRecord{string(q.Position): {
 			Kind: componentKind(q.Error.ComponentKind), ID: q.Error.Component,
@@ -805,7 +806,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		release()
 		return nil, err
 	}
-	return trackedRun{Engine: e, m: m, discard: release}, nil
+	return trackedRun{Engine: e, r: r, m: m, discard: release}, nil
 }
 
 // buildEngineConfig turns the file's pipeline into the engine's config. It

@@ -109,6 +109,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				return err
 			}
 			e.stats.RecordsNacked.Add(int64(len(nacks)))
+			e.reportDeadLettered(b.records, nacks)
 		}
 		if failure == nil {
 			group.add(b, limit, len(nacks))

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
@@ -63,6 +64,48 @@ func (e *Engine) writeDLQ(ctx context.Context, recs []record.Record) error {
 		}
 	}
 	return nil
+}
+
+// DeadLettered is what a run reports of the records a dead-letter rule or
+// quarantine sent to the dead-letter queue: per rule and batch, once they
+// are in the queue.
+type DeadLettered struct {
+	// Rule is the recovery rule that took them, QuarantineRule for
+	// quarantined records.
+	Rule string
+	// Kind and ComponentID name the component whose error they carry.
+	Kind        Kind
+	ComponentID string
+	Count       int
+	// First and Last are the positions of the first and last of them, in
+	// read order; Err is the last one's error.
+	First, Last record.Position
+	Err         error
+}
+
+// reportDeadLettered tells Config.OnDeadLettered about the nacks of a batch
+// that a rule took (sorted by index), one call per rule.
+func (e *Engine) reportDeadLettered(recs []record.Record, nacks []nack) {
+	if e.cfg.OnDeadLettered == nil {
+		return
+	}
+	var reports []DeadLettered
+	for _, n := range nacks {
+		if n.rule == "" {
+			continue
+		}
+		i := slices.IndexFunc(reports, func(d DeadLettered) bool { return d.Rule == n.rule })
+		if i < 0 {
+			reports = append(reports, DeadLettered{Rule: n.rule, First: recs[n.index].Position})
+			i = len(reports) - 1
+		}
+		d := &reports[i]
+		d.Count++
+		d.Kind, d.ComponentID, d.Last, d.Err = n.kind, n.id, recs[n.index].Position, n.err
+	}
+	for _, d := range reports {
+		e.cfg.OnDeadLettered(d)
+	}
 }
 
 // DLQWindowError ends a run whose dead-letter queue window overflowed:

@@ -844,9 +844,15 @@ type Pipeline struct {
 	// The dependency whose open breaker a recovering pipeline waits for
 	// instead of a restart time: it restarts once the breaker's canary got
 	// through. Empty when no breaker holds it.
-	HeldBy        string `protobuf:"bytes,19,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeldBy string `protobuf:"bytes,19,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	// Records its dead-letter rules and quarantine sent to the dead-letter
+	// queue since this conduit process started, and when and by which rule
+	// the last one was (see its dead-lettered events).
+	DeadLettered       int64                  `protobuf:"varint,20,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	LastDeadLetteredAt *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_dead_lettered_at,json=lastDeadLetteredAt,proto3" json:"last_dead_lettered_at,omitempty"`
+	LastDeadLetterRule string                 `protobuf:"bytes,22,opt,name=last_dead_letter_rule,json=lastDeadLetterRule,proto3" json:"last_dead_letter_rule,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Pipeline) Reset() {
@@ -1008,6 +1014,27 @@ func (x *Pipeline) GetDefinition() string {
 func (x *Pipeline) GetHeldBy() string {
 	if x != nil {
 		return x.HeldBy
+	}
+	return ""
+}
+
+func (x *Pipeline) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *Pipeline) GetLastDeadLetteredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDeadLetteredAt
+	}
+	return nil
+}
+
+func (x *Pipeline) GetLastDeadLetterRule() string {
+	if x != nil {
+		return x.LastDeadLetterRule
 	}
 	return ""
 }
@@ -2679,7 +2706,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xf0\x05\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\x97\a\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2706,7 +2733,10 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
 	"definition\x18\x12 \x01(\tR\n" +
 	"definition\x12\x17\n" +
-	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\"\xe2\x04\n" +
+	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\x12#\n" +
+	"\rdead_lettered\x18\x14 \x01(\x03R\fdeadLettered\x12M\n" +
+	"\x15last_dead_lettered_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastDeadLetteredAt\x121\n" +
+	"\x15last_dead_letter_rule\x18\x16 \x01(\tR\x12lastDeadLetterRule\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
@@ -2934,59 +2964,60 @@ var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	38, // 24: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 25: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
 	12, // 26: conduit.v1.Pipeline.config_errors:type_name -> conduit.v1.ConfigError
-	38, // 27: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 28: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
-	0,  // 29: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
-	3,  // 30: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	39, // 31: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	38, // 32: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
-	0,  // 33: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
-	8,  // 34: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
-	12, // 35: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
-	8,  // 36: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	8,  // 37: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	8,  // 38: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	9,  // 39: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
-	9,  // 40: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
-	23, // 41: conduit.v1.ApplyPipelinesRequest.files:type_name -> conduit.v1.PipelineFile
-	2,  // 42: conduit.v1.PlannedChange.action:type_name -> conduit.v1.PlanAction
-	12, // 43: conduit.v1.PlannedChange.errors:type_name -> conduit.v1.ConfigError
-	25, // 44: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
-	23, // 45: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
-	12, // 46: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
-	38, // 47: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
-	32, // 48: conduit.v1.ListDependenciesResponse.dependencies:type_name -> conduit.v1.Dependency
-	38, // 49: conduit.v1.GetRecoverySummaryResponse.earliest_next_attempt:type_name -> google.protobuf.Timestamp
-	38, // 50: conduit.v1.GetRecoverySummaryResponse.latest_next_attempt:type_name -> google.protobuf.Timestamp
-	37, // 51: conduit.v1.GetRecoverySummaryResponse.restarts_by_rule:type_name -> conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntry
-	38, // 52: conduit.v1.GetRecoverySummaryResponse.since:type_name -> google.protobuf.Timestamp
-	10, // 53: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	13, // 54: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	15, // 55: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	17, // 56: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	19, // 57: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	21, // 58: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	24, // 59: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
-	27, // 60: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
-	29, // 61: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
-	31, // 62: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
-	34, // 63: conduit.v1.PipelineService.GetRecoverySummary:input_type -> conduit.v1.GetRecoverySummaryRequest
-	11, // 64: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	14, // 65: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	16, // 66: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	18, // 67: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	20, // 68: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	22, // 69: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	26, // 70: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
-	28, // 71: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
-	30, // 72: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
-	33, // 73: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
-	35, // 74: conduit.v1.PipelineService.GetRecoverySummary:output_type -> conduit.v1.GetRecoverySummaryResponse
-	64, // [64:75] is the sub-list for method output_type
-	53, // [53:64] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	38, // 27: conduit.v1.Pipeline.last_dead_lettered_at:type_name -> google.protobuf.Timestamp
+	38, // 28: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 29: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
+	0,  // 30: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
+	3,  // 31: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
+	39, // 32: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	38, // 33: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	0,  // 34: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
+	8,  // 35: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
+	12, // 36: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
+	8,  // 37: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 38: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 39: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	9,  // 40: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
+	9,  // 41: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
+	23, // 42: conduit.v1.ApplyPipelinesRequest.files:type_name -> conduit.v1.PipelineFile
+	2,  // 43: conduit.v1.PlannedChange.action:type_name -> conduit.v1.PlanAction
+	12, // 44: conduit.v1.PlannedChange.errors:type_name -> conduit.v1.ConfigError
+	25, // 45: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
+	23, // 46: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
+	12, // 47: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
+	38, // 48: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
+	32, // 49: conduit.v1.ListDependenciesResponse.dependencies:type_name -> conduit.v1.Dependency
+	38, // 50: conduit.v1.GetRecoverySummaryResponse.earliest_next_attempt:type_name -> google.protobuf.Timestamp
+	38, // 51: conduit.v1.GetRecoverySummaryResponse.latest_next_attempt:type_name -> google.protobuf.Timestamp
+	37, // 52: conduit.v1.GetRecoverySummaryResponse.restarts_by_rule:type_name -> conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntry
+	38, // 53: conduit.v1.GetRecoverySummaryResponse.since:type_name -> google.protobuf.Timestamp
+	10, // 54: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	13, // 55: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	15, // 56: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	17, // 57: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	19, // 58: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	21, // 59: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	24, // 60: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
+	27, // 61: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
+	29, // 62: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
+	31, // 63: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
+	34, // 64: conduit.v1.PipelineService.GetRecoverySummary:input_type -> conduit.v1.GetRecoverySummaryRequest
+	11, // 65: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	14, // 66: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	16, // 67: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	18, // 68: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	20, // 69: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	22, // 70: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	26, // 71: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
+	28, // 72: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
+	30, // 73: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
+	33, // 74: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
+	35, // 75: conduit.v1.PipelineService.GetRecoverySummary:output_type -> conduit.v1.GetRecoverySummaryResponse
+	65, // [65:76] is the sub-list for method output_type
+	54, // [54:65] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }
