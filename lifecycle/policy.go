@@ -58,6 +58,10 @@ type Policy struct {
 	// as written; the pipeline's own first. GlobalRules may be shared by
 	// many pipelines (see Policies): not to be changed.
 	Rules, GlobalRules []Rule
+	// Builtin are conduit's own rules for the known-permanent errors of
+	// its connectors (config.BuiltinRules), tried after every other rule.
+	// Shared by every pipeline of a Policies: not to be changed.
+	Builtin []Rule
 
 	// managed are the rules managed while conduit runs, tried between
 	// Rules and GlobalRules; base is the policy they are compiled over.
@@ -95,6 +99,9 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 	if p.GlobalRules, err = compileRules(c, c.GlobalRules); err != nil {
 		return Policy{}, fmt.Errorf("global %w", err)
 	}
+	if p.Builtin, err = compileRules(c, config.BuiltinRules()); err != nil {
+		return Policy{}, fmt.Errorf("built-in %w", err)
+	}
 	return p, nil
 }
 
@@ -105,6 +112,7 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 type Policies struct {
 	mu      sync.Mutex
 	global  map[string][]Rule
+	builtin []Rule
 	managed *ManagedRules
 }
 
@@ -131,11 +139,19 @@ func (ps *Policies) From(c config.ErrorRecovery) (Policy, error) {
 	if ps.managed != nil {
 		p.managed, p.base, p.baseKey = ps.managed, c, key
 	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.builtin == nil {
+		// The built-in rules only degrade: no key of theirs depends on
+		// the pipeline's policy, so one compiled copy serves every one.
+		if ps.builtin, err = compileRules(c, config.BuiltinRules()); err != nil {
+			return Policy{}, fmt.Errorf("built-in %w", err)
+		}
+	}
+	p.Builtin = ps.builtin
 	if len(c.GlobalRules) == 0 {
 		return p, nil
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	if rules, ok := ps.global[key]; ok {
 		p.GlobalRules = rules
 		return p, nil
@@ -211,7 +227,7 @@ type Fault struct {
 // Match returns the first rule that matches f, or nil. Dead-letter rules
 // match only errors that name a record.
 func (p *Policy) Match(f Fault) *Rule {
-	for _, rules := range [3][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules} {
+	for _, rules := range [4][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin} {
 		for i := range rules {
 			if r := &rules[i]; r.matches(f) {
 				return r
@@ -548,7 +564,7 @@ func (p *Policy) longestDelay(attempt int) time.Duration {
 // keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
 	longest := p.longestDelay(failCount)
-	for _, rules := range [3][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules} {
+	for _, rules := range [4][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin} {
 		for i := range rules {
 			if r := &rules[i]; r.Action == config.ActionRetry {
 				longest = max(longest, r.Policy.longestDelay(failCount))

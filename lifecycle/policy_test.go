@@ -631,3 +631,44 @@ func TestDelayNeverBelowTheFloor(t *testing.T) {
 		})
 	}
 }
+
+// Conduit's built-in rules degrade the known-permanent errors of its
+// PostgreSQL connector, after every rule of the user's.
+func TestBuiltinRulesComeLast(t *testing.T) {
+	walLevel := Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Component: "pg", Plugin: "builtin:postgres",
+		Message: "ERROR: logical decoding requires wal_level >= logical (SQLSTATE 55000)"}
+	for _, ps := range []*Policies{nil, NewPolicies()} {
+		from := func(o config.ErrorRecoveryOverride) Policy {
+			r, err := o.Resolve(config.Default().Pipelines.ErrorRecovery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p Policy
+			if ps == nil {
+				p, err = PolicyFrom(r)
+			} else {
+				p, err = ps.From(r)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		d := Decide(from(config.ErrorRecoveryOverride{}), History{}, walLevel, time.Now(), 0)
+		if d.Action != ActionDegrade || d.Rule == nil || d.Rule.Name != "postgres-wal-level" || d.Reason != ReasonRule {
+			t.Fatalf("decision %+v, want degraded by the built-in rule postgres-wal-level", d)
+		}
+		// Another plugin's error of the same text is not PostgreSQL's.
+		other := walLevel
+		other.Plugin = "builtin:generator"
+		if d := Decide(from(config.ErrorRecoveryOverride{}), History{}, other, time.Now(), 0); d.Rule != nil || d.Action != ActionRestart {
+			t.Fatalf("decision %+v for another plugin, want a restart without a rule", d)
+		}
+		// A rule of the user's that matches decides first.
+		own := from(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "wait-for-dba", Action: config.ActionRetry,
+			Match: config.RuleMatch{Message: "(sqlstate 55000)"}}}})
+		if d := Decide(own, History{}, walLevel, time.Now(), 0); d.Rule == nil || d.Rule.Name != "wait-for-dba" || d.Action != ActionRestart {
+			t.Fatalf("decision %+v, want a restart by the user's rule", d)
+		}
+	}
+}

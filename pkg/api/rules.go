@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,11 +19,11 @@ import (
 // RuleInfo is a recovery rule as the API lists it.
 type RuleInfo struct {
 	Rule config.Rule
-	// Managed: kept in the database; otherwise a global rule of
-	// conduit.yml.
-	Managed  bool
-	YAML     string
-	LoadedAt time.Time
+	// Managed: kept in the database; Builtin: one of conduit's built-in
+	// rules (config.BuiltinRules); otherwise a global rule of conduit.yml.
+	Managed, Builtin bool
+	YAML             string
+	LoadedAt         time.Time
 }
 
 // LoadResult says what a load changed.
@@ -85,6 +86,9 @@ type RuleInFileError struct {
 }
 
 func (e *RuleInFileError) Error() string {
+	if strings.HasPrefix(e.File, config.BuiltinRulesFile+":") {
+		return fmt.Sprintf("recovery rule %q is one of conduit's built-in rules: to decide otherwise for the errors it matches, load a rule of your own that matches them (your rules are tried first)", e.Name)
+	}
 	return fmt.Sprintf("recovery rule %q is defined in %s: change or remove it there", e.Name, e.File)
 }
 
@@ -98,9 +102,12 @@ func NewRuleService(r Rules) *RuleService { return &RuleService{rules: r} }
 
 func (s *RuleService) toProto(ri RuleInfo) *conduitv1.ManagedRecoveryRule {
 	out := &conduitv1.ManagedRecoveryRule{Rule: ruleToProto(ri.Rule, true, s.rules.Base()), Source: "file", Yaml: ri.YAML}
-	if ri.Managed {
+	switch {
+	case ri.Managed:
 		out.Source = "managed"
 		out.LoadedAt = timestamppb.New(ri.LoadedAt)
+	case ri.Builtin:
+		out.Source = config.BuiltinRulesFile
 	}
 	out.Warning = config.FloorWarning(ri.Rule.Policy.BelowFloor())
 	return out

@@ -27,7 +27,8 @@ const (
 type ManagedRecoveryRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rule  *RecoveryRule          `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
-	// "managed" (kept in the database) or "file" (conduit.yml, read-only).
+	// "managed" (kept in the database), "file" (conduit.yml, read-only) or
+	// "built-in" (conduit's own, tried after every other rule; read-only).
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	// The rule as YAML, as it was written.
 	Yaml string `protobuf:"bytes,3,opt,name=yaml,proto3" json:"yaml,omitempty"`
