@@ -561,6 +561,11 @@ func (s *Supervisor) probationPassed() {
 		return
 	}
 	s.state.Probation = false
+	if le := s.state.LastError; le != nil && le.Dependency != "" && s.cfg.Breakers != nil {
+		// Connected and up: the dependency is back, for the pipelines its
+		// breaker holds too.
+		s.cfg.Breakers.Success(le.Dependency, s.cfg.PipelineID)
+	}
 	s.save()
 	window := s.cfg.Policy.HealthyWindow
 	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(RecoveredByProbation),
