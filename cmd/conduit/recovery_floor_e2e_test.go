@@ -16,6 +16,8 @@ func TestZeroDelayRuleWaitsTheFloor(t *testing.T) {
 	// A destination that fails every open with 503, degraded at once.
 	w := newWorkspace(t, chaosPipeline("hot", "", "fail.on: open\nfail.count: 1000000000\nfail.code: 503", "max-retries: 0"))
 	w.write("conduit.yml", "log:\n  format: json\n  level: info\n")
+	// A pipeline file asking for less than the floor is warned about.
+	w.write("pipelines/zero.yml", strings.Replace(chaosPipeline("zero", "", "", "min-delay: 0s"), "./out.jsonl", "./zero.jsonl", 1))
 	w.write("hot.yml", "- name: restart-everything\n  match: {codes: [\"100-599\"]}\n  strategy: fixed\n  min-delay: 0s\n  max-retries: -1\n")
 	p := w.start("run")
 	address := apiAddress(t, p)
@@ -23,6 +25,9 @@ func TestZeroDelayRuleWaitsTheFloor(t *testing.T) {
 		return conduitCLI(t, w.dir, cliEnv("CONDUIT_API_HTTP_ADDRESS="+address), append([]string{"recovery-rules"}, args...)...)
 	}
 	waitForEvent(t, p, "hot", "degraded", 1)
+	if !strings.Contains(p.stderr.String(), `"msg":"pipeline error-recovery: min-delay 0s below the restart delay floor: restarts wait at least 100ms`) {
+		t.Errorf("no warning for the pipeline file's min-delay 0s:\n%s", p.stderr.String())
+	}
 
 	res := rules("dry-run", "hot.yml")
 	if res.code != 0 || !strings.Contains(res.stdout, "warning: rule restart-everything: min-delay 0s below the restart delay floor: restarts wait at least 100ms") {

@@ -458,6 +458,15 @@ func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.P
 	if err != nil {
 		return config.ErrorRecovery{}, lifecycle.Policy{}, p.FieldError("error-recovery", err)
 	}
+	// Delays below the floor load and wait the floor; say so.
+	if w := config.FloorWarning(p.ErrorRecovery.BelowFloor()); w != "" {
+		r.log.Warn("pipeline error-recovery: "+w, zap.String("pipeline_id", p.ID), zap.String("file", p.File))
+	}
+	for _, rule := range p.ErrorRecovery.Rules {
+		if w := config.FloorWarning(rule.Policy.BelowFloor()); w != "" {
+			r.log.Warn(fmt.Sprintf("recovery rule %q: %s", rule.Name, w), zap.String("pipeline_id", p.ID), zap.String("file", fmt.Sprintf("%s:%d", rule.File, rule.Line)))
+		}
+	}
 	return recovery, policy, nil
 }
 
