@@ -508,3 +508,22 @@ func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
 		t.Fatalf("without processors: DLQ got %v, destination %v; want 7 quarantined", got, dst.records())
 	}
 }
+
+// With no nack tolerated (the default window of 1, threshold 0) the first
+// nack's own error is the cause: no window to speak of.
+func TestFirstNackWithTheDefaultWindowIsTheRecordsError(t *testing.T) {
+	src := &seqSource{limit: 100, perRead: 10}
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}},
+		Processors:   []Processor{{ID: "check", Processor: rejectEvery(4, errors.New("rejected"))}},
+		DLQ:          DeadLetterQueue{Connector: &dlqDestination{}, WindowSize: 1, WindowNackThreshold: 0},
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	err := h.wait()
+	var window *DLQWindowError
+	if errors.As(err, &window) || !strings.HasSuffix(err.Error(), ": rejected") {
+		t.Fatalf("got %v, want the record's own error", err)
+	}
+}
