@@ -176,7 +176,7 @@ func describeSchedule(p Policy) string {
 		}
 		fmt.Fprintf(&b, "schedule [%s]", strings.Join(parts, ", "))
 	case config.StrategyFixed:
-		fmt.Fprintf(&b, "fixed %s", p.MinDelay)
+		fmt.Fprintf(&b, "fixed %s", max(p.MinDelay, config.RestartDelayFloor))
 	case config.StrategyRandom:
 		fmt.Fprintf(&b, "random %s-%s", p.MinDelay, p.MaxDelay)
 	default:

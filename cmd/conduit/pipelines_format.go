@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+	"github.com/conduitry/conduit/pkg/config"
 )
 
 // Output formats of the pipelines commands: text for people, json and
@@ -227,7 +228,7 @@ func writePolicy(b *bytes.Buffer, pol *conduitv1.RecoveryPolicy, flaps int32, fi
 		}
 		field(2, "Schedule", src("schedule", strings.Join(parts, ", ")))
 	}
-	field(2, "Min delay", src("min-delay", durationText(pol.GetMinDelay())))
+	field(2, "Min delay", src("min-delay", durationText(pol.GetMinDelay()))+belowFloor(pol.GetMinDelay()))
 	field(2, "Max delay", src("max-delay", durationText(pol.GetMaxDelay())))
 	field(2, "Backoff factor", src("backoff-factor", fmt.Sprint(pol.GetBackoffFactor())))
 	field(2, "Jitter", src("jitter", fmt.Sprint(pol.GetJitter())))
@@ -660,4 +661,13 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// belowFloor notes a delay below the restart delay floor, which restarts
+// wait instead.
+func belowFloor(d *durationpb.Duration) string {
+	if d == nil || d.AsDuration() >= config.RestartDelayFloor {
+		return ""
+	}
+	return fmt.Sprintf(", below the restart delay floor: restarts wait at least %s", config.RestartDelayFloor)
 }

@@ -33,6 +33,12 @@ func TestZeroDelayRuleWaitsTheFloor(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "warning: rule restart-everything: min-delay 0s below the restart delay floor: restarts wait at least 100ms") {
 		t.Fatalf("dry-run does not warn of the floor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	if !strings.Contains(res.stdout, "retry: fixed 100ms") {
+		t.Errorf("dry-run does not say the rule waits the floor:\n%s", res.stdout)
+	}
+	if desc := conduitCLI(t, w.dir, cliEnv("CONDUIT_API_HTTP_ADDRESS="+address), "pipelines", "describe", "zero").stdout; !strings.Contains(desc, "0s (pipeline), below the restart delay floor: restarts wait at least 100ms") {
+		t.Errorf("describe does not say the pipeline's min-delay is below the floor:\n%s", desc)
+	}
 	res = rules("load", "hot.yml")
 	if res.code != 0 || !strings.Contains(res.stderr, `warning: rule "restart-everything": min-delay 0s below the restart delay floor`) {
 		t.Fatalf("load does not warn of the floor: exit %d\n%s%s", res.code, res.stdout, res.stderr)
