@@ -1047,15 +1047,16 @@ type PipelineEvent struct {
 	Time       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	PipelineId string                 `protobuf:"bytes,3,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
 	// created, provisioned, starting, running, resumed, fault, recovering,
-	// restarted, recovered, degraded, stopping, stopped, deleted or
-	// dedup-skipped.
+	// restarted, recovered, degraded, stopping, stopped, deleted,
+	// dedup-skipped or dead-lettered.
 	Kind         string         `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	StatusBefore PipelineStatus `protobuf:"varint,5,opt,name=status_before,json=statusBefore,proto3,enum=conduit.v1.PipelineStatus" json:"status_before,omitempty"`
 	StatusAfter  PipelineStatus `protobuf:"varint,6,opt,name=status_after,json=statusAfter,proto3,enum=conduit.v1.PipelineStatus" json:"status_after,omitempty"`
 	Message      string         `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// user, system or config.
 	Actor string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
-	// For fault, recovering and degraded events.
+	// For fault, recovering and degraded events; for dead-lettered ones the
+	// last record's error, its rule the one that took the records.
 	Error *PipelineError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// The restart attempt (recovering, restarted).
 	Attempt int32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -1063,9 +1064,10 @@ type PipelineEvent struct {
 	Delay *durationpb.Duration `protobuf:"bytes,11,opt,name=delay,proto3" json:"delay,omitempty"`
 	// When the restart is (recovering) or was (restarted) scheduled.
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
-	// Why it degraded or recovered (record or window).
+	// Why it degraded or recovered (record, probation or window).
 	Reason string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Records skipped (dedup-skipped).
+	// Records skipped (dedup-skipped) or sent to the dead-letter queue
+	// (dead-lettered).
 	Count int64 `protobuf:"varint,14,opt,name=count,proto3" json:"count,omitempty"`
 	// What the policy decided about a fault: restart or degrade.
 	Action string `protobuf:"bytes,15,opt,name=action,proto3" json:"action,omitempty"`
