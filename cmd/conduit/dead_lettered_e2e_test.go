@@ -66,7 +66,7 @@ pipelines:
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		metric = grepLines(string(body), "conduit_records_dead_lettered_total{")
-		return strings.Contains(metric, `conduit_records_dead_lettered_total{pipeline="rows",rule="poison-rows"} 200`)
+		return strings.Contains(metric, `conduit_records_dead_lettered_total{pipeline_id="rows",rule="poison-rows"} 200`)
 	}, func() string { return "the metric does not count the 200 records: " + metric })
 	// Stopped, the run writes the events of the records taken since the
 	// last one.

@@ -90,7 +90,7 @@ func New(records RecordSource) *Metrics {
 	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conduit_records_dead_lettered_total",
 		Help: "Records a recovery rule with action dead-letter (rule: its name) or quarantine (rule: quarantine) sent to the dead-letter queue instead of the destinations, by pipeline.",
-	}, []string{"pipeline", "rule"})
+	}, []string{"pipeline_id", "rule"})
 	m.registry.MustRegister(m.deadLettered)
 	for _, k := range auditlog.SupervisorKinds() {
 		m.eventCounters[k] = m.events.WithLabelValues(string(k))
@@ -134,7 +134,7 @@ func (m *Metrics) ForgetPipeline(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.pipelines, id)
-	m.deadLettered.DeletePartialMatch(prometheus.Labels{"pipeline": id})
+	m.deadLettered.DeletePartialMatch(prometheus.Labels{"pipeline_id": id})
 }
 
 // DeadLettered counts n records of pipeline that rule (a dead-letter rule,

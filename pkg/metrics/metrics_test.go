@@ -128,16 +128,16 @@ func TestDeadLetteredCountsPerPipelineAndRule(t *testing.T) {
 	m.DeadLettered("p2", "poison-rows", 7)
 	body := scrape(t, m)
 	for _, want := range []string{
-		`conduit_records_dead_lettered_total{pipeline="p1",rule="poison-rows"} 5`,
-		`conduit_records_dead_lettered_total{pipeline="p1",rule="quarantine"} 1`,
-		`conduit_records_dead_lettered_total{pipeline="p2",rule="poison-rows"} 7`,
+		`conduit_records_dead_lettered_total{pipeline_id="p1",rule="poison-rows"} 5`,
+		`conduit_records_dead_lettered_total{pipeline_id="p1",rule="quarantine"} 1`,
+		`conduit_records_dead_lettered_total{pipeline_id="p2",rule="poison-rows"} 7`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
 	m.ForgetPipeline("p1")
-	if body := scrape(t, m); strings.Contains(body, `pipeline="p1"`) || !strings.Contains(body, `pipeline="p2"`) {
+	if body := scrape(t, m); strings.Contains(body, `pipeline_id="p1"`) || !strings.Contains(body, `pipeline_id="p2"`) {
 		t.Errorf("after forgetting p1:\n%s", body)
 	}
 }
