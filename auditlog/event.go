@@ -25,13 +25,14 @@ const (
 	KindStopped      Kind = "stopped"       // the pipeline is stopped
 	KindDeleted      Kind = "deleted"       // the pipeline was deleted
 	KindDedupSkipped Kind = "dedup-skipped" // Count records already accepted by a destination were not written again
+	KindDeadLettered Kind = "dead-lettered" // Count records a dead-letter rule or quarantine (ErrorRule) sent to the dead-letter queue
 )
 
 // Kinds returns every kind above, in the order a pipeline's life meets them.
 func Kinds() []Kind {
 	return []Kind{KindCreated, KindProvisioned, KindStarting, KindRunning, KindResumed, KindFault,
 		KindRecovering, KindRestarted, KindRecovered, KindDegraded, KindStopping, KindStopped,
-		KindDeleted, KindDedupSkipped}
+		KindDeleted, KindDedupSkipped, KindDeadLettered}
 }
 
 // SupervisorKinds returns the kinds the supervisor emits (metrics count
@@ -84,7 +85,8 @@ type Event struct {
 	NextAttemptAt time.Time
 	// Reason is why a pipeline recovered or degraded.
 	Reason string
-	// Count is the number of records a dedup-skipped event covers.
+	// Count is the number of records a dedup-skipped or dead-lettered
+	// event covers.
 	Count int64
 	// Action is what the policy decided about a fault (restart or
 	// degrade); Strategy is the strategy that gave Delay.

@@ -277,3 +277,44 @@ func TestBreakersForgetOldDependencies(t *testing.T) {
 		t.Fatalf("%d dependencies tracked after 5,000 named once", n)
 	}
 }
+
+// An idle canary that reconnected and stayed up for its probation closes
+// its breaker: the dependency is back without a record going through.
+func TestIdleCanaryClosesTheBreakerAfterItsProbation(t *testing.T) {
+	clock := newFakeClock()
+	b := NewBreakers(BreakerConfig{Threshold: 2, Window: time.Minute, Stagger: 10 * time.Second}, clock, nil)
+	withBreaker := func(id string) func(*Config) {
+		return func(c *Config) {
+			c.PipelineID, c.Breakers = id, b
+			c.DependencyOf = func(string) string { return "orders-db" }
+		}
+	}
+	p := mustPolicy(config.ErrorRecoveryOverride{MinDelay: ptr(time.Second), MaxDelay: ptr(time.Second), Probation: ptr(10 * time.Second)})
+	h1 := newHarnessWith(t, p, State{Status: StatusRunning}, withBreaker("a"))
+	h2 := newHarnessWith(t, p, State{Status: StatusRunning}, withBreaker("b"))
+	h3 := newHarnessWith(t, p, State{Status: StatusRunning}, withBreaker("c"))
+	for _, h := range []*harness{h1, h2, h3} {
+		h.expect(auditlog.KindRunning)
+	}
+	h1.nextRun().fail(transientErr())
+	h1.expect(auditlog.KindRecovering)
+	h2.nextRun().fail(transientErr()) // opens the breaker: b is the canary
+	h2.expect(auditlog.KindRecovering)
+	h3.nextRun().fail(transientErr())
+	if e := h3.expect(auditlog.KindRecovering); e.Reason != "breaker" {
+		t.Fatalf("c is not held: %+v", e)
+	}
+	h2.advance(time.Second)
+	h2.expect(auditlog.KindRestarted)
+	h2.nextRun().open()
+	h2.advance(10 * time.Second)
+	if e := h2.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByProbation) {
+		t.Fatalf("canary: %+v", e)
+	}
+	if e := h3.expect(auditlog.KindRecovering); e.Reason != "breaker" || !strings.Contains(e.Message, "is back") {
+		t.Fatalf("c released with %+v", e)
+	}
+	if st := b.States(); len(st) != 0 {
+		t.Errorf("breakers after the canary's probation: %+v", st)
+	}
+}

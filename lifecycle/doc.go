@@ -7,7 +7,7 @@
 //	stopped ─────────> running ───────────────────────> recovering ──┐ backoff elapsed: restart,
 //	   ^    <───────── │   ^   <─────────────────────── │  │    ^    │ on probation; transient
 //	   │       stop    │   │   first record end to end  │  │    └────┘ error: wait longer
-//	   │               │   │   or healthy window        │  │
+//	   │               │   │   or probation passed      │  │
 //	   └───────────────┼───┼─────────── stop ───────────┘  │
 //	                   │   │ start                         │ fatal error, retries exhausted,
 //	     fatal error,  v   │                               │ max duration, force stop
@@ -15,7 +15,10 @@
 //
 // A crash-looping pipeline stays recovering the whole time: it goes back to
 // running only when a record makes it end to end after a restart, or when
-// it has run max-retries-window without an error.
+// its run has stayed up for the probation (an idle source that reconnected
+// sends no record). The fail count resets on that record, or once the run
+// has lasted max-retries-window: a failure in between continues the
+// episode's backoff and counts against max-retries.
 //
 // Decide, then act, in separate places: Decide is a pure function of
 // (policy, history, error class, now, a random number) that says "restart

@@ -34,6 +34,9 @@ type DryRunRule struct {
 	// Actual counts what happened to those faults instead: "restart",
 	// "degrade", with " by rule <name>" when a rule decided.
 	Actual map[string]int
+	// Warning says which delays the rule asks for are below the restart
+	// delay floor (config.RestartDelayFloor); empty when none.
+	Warning string
 }
 
 // DryRunReport is the result of DryRun.
@@ -82,8 +85,13 @@ func NewDryRunner(rules []config.Rule, base config.ErrorRecovery) (*DryRunner, e
 	}
 	d := &DryRunner{compiled: compiled, unmatched: map[string]*UnmatchedFaults{},
 		rep: DryRunReport{Rules: make([]DryRunRule, len(compiled))}}
+	warnings := make(map[string]string, len(rules))
+	for _, r := range rules {
+		warnings[r.Name] = config.FloorWarning(r.Policy.BelowFloor())
+	}
 	for i, r := range compiled {
-		d.rep.Rules[i] = DryRunRule{Name: r.Name, Action: r.Action, Pipelines: map[string]int{}, Actual: map[string]int{}}
+		d.rep.Rules[i] = DryRunRule{Name: r.Name, Action: r.Action, Pipelines: map[string]int{}, Actual: map[string]int{},
+			Warning: warnings[r.Name]}
 		if r.Action == config.ActionRetry {
 			d.rep.Rules[i].Schedule = describeSchedule(r.Policy)
 		}
@@ -168,7 +176,7 @@ func describeSchedule(p Policy) string {
 		}
 		fmt.Fprintf(&b, "schedule [%s]", strings.Join(parts, ", "))
 	case config.StrategyFixed:
-		fmt.Fprintf(&b, "fixed %s", p.MinDelay)
+		fmt.Fprintf(&b, "fixed %s", max(p.MinDelay, config.RestartDelayFloor))
 	case config.StrategyRandom:
 		fmt.Fprintf(&b, "random %s-%s", p.MinDelay, p.MaxDelay)
 	default:

@@ -105,6 +105,9 @@ func (r *fakeRun) fail(err error) { r.end <- err }
 
 func (r *fakeRun) ack() { r.hooks.OnAck(1) }
 
+// open says the run's connectors are open, as pkg/pipeline's engine does.
+func (r *fakeRun) open() { r.hooks.OnOpen() }
+
 // memStates keeps the last saved state per pipeline.
 type memStates struct {
 	mu    sync.Mutex

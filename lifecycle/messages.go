@@ -26,6 +26,10 @@ type runEndedMsg struct {
 
 type firstAckMsg struct{ id int }
 
+// openedMsg says the run's connectors are open (or failed to open: the
+// run is ending then, and its end follows).
+type openedMsg struct{ id int }
+
 // restartedMsg is the first thing a restarted run sends: the scheduler
 // launched it at at.
 type restartedMsg struct {
@@ -55,6 +59,8 @@ func (stopMsg) isMessage() {}
 func (runEndedMsg) isMessage() {}
 
 func (firstAckMsg) isMessage() {}
+
+func (openedMsg) isMessage() {}
 
 func (restartedMsg) isMessage() {}
 
@@ -130,9 +136,11 @@ func (s *Supervisor) handle(msg message) {
 	case runEndedMsg:
 		s.onRunEnded(m.id, m.err)
 	case firstAckMsg:
-		if s.run != nil && s.run.id == m.id && s.state.Probation {
+		if s.run != nil && s.run.id == m.id && (s.state.Probation || s.provingHealthy()) {
 			s.recovered(RecoveredByRecord)
 		}
+	case openedMsg:
+		s.onOpened(m.id)
 	case restartedMsg:
 		s.onRestarted(m)
 	case stateMsg:

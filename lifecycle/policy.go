@@ -36,6 +36,11 @@ type Policy struct {
 	// HealthyWindow (max-retries-window) is how long a restarted pipeline
 	// must run without an error to count as recovered.
 	HealthyWindow time.Duration
+	// Probation is how long a restarted pipeline must stay up to be
+	// running again without a record end to end (an idle source); its
+	// fail count still resets only after HealthyWindow. 0, or at least
+	// HealthyWindow: probation lasts HealthyWindow.
+	Probation time.Duration
 	// Jitter spreads each delay by up to ±Jitter of itself (0..1), never
 	// past MaxDelay.
 	Jitter float64
@@ -53,6 +58,10 @@ type Policy struct {
 	// as written; the pipeline's own first. GlobalRules may be shared by
 	// many pipelines (see Policies): not to be changed.
 	Rules, GlobalRules []Rule
+	// Builtin are conduit's own rules for the known-permanent errors of
+	// its connectors (config.BuiltinRules), tried after every other rule.
+	// Shared by every pipeline of a Policies: not to be changed.
+	Builtin []Rule
 
 	// managed are the rules managed while conduit runs, tried between
 	// Rules and GlobalRules; base is the policy they are compiled over.
@@ -90,6 +99,9 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 	if p.GlobalRules, err = compileRules(c, c.GlobalRules); err != nil {
 		return Policy{}, fmt.Errorf("global %w", err)
 	}
+	if p.Builtin, err = compileRules(c, config.BuiltinRules()); err != nil {
+		return Policy{}, fmt.Errorf("built-in %w", err)
+	}
 	return p, nil
 }
 
@@ -100,6 +112,7 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 type Policies struct {
 	mu      sync.Mutex
 	global  map[string][]Rule
+	builtin []Rule
 	managed *ManagedRules
 }
 
@@ -126,11 +139,19 @@ func (ps *Policies) From(c config.ErrorRecovery) (Policy, error) {
 	if ps.managed != nil {
 		p.managed, p.base, p.baseKey = ps.managed, c, key
 	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.builtin == nil {
+		// The built-in rules only degrade: no key of theirs depends on
+		// the pipeline's policy, so one compiled copy serves every one.
+		if ps.builtin, err = compileRules(c, config.BuiltinRules()); err != nil {
+			return Policy{}, fmt.Errorf("built-in %w", err)
+		}
+	}
+	p.Builtin = ps.builtin
 	if len(c.GlobalRules) == 0 {
 		return p, nil
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	if rules, ok := ps.global[key]; ok {
 		p.GlobalRules = rules
 		return p, nil
@@ -177,6 +198,7 @@ func policyFrom(c config.ErrorRecovery) Policy {
 		BackoffFactor:   c.BackoffFactor,
 		MaxRetries:      c.MaxRetries,
 		HealthyWindow:   c.MaxRetriesWindow,
+		Probation:       c.Probation,
 		Jitter:          c.Jitter,
 		MaxDuration:     c.MaxDuration,
 		MaxFlaps:        c.MaxFlaps,
@@ -197,12 +219,15 @@ type Fault struct {
 	// NamesRecord says the error names the record it is about, which a
 	// dead-letter rule needs.
 	NamesRecord bool
+	// DeadLetterWindow says the run ended because the dead-letter queue's
+	// window overflowed; the class is the last nacked record's error's.
+	DeadLetterWindow bool
 }
 
 // Match returns the first rule that matches f, or nil. Dead-letter rules
 // match only errors that name a record.
 func (p *Policy) Match(f Fault) *Rule {
-	for _, rules := range [3][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules} {
+	for _, rules := range [4][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin} {
 		for i := range rules {
 			if r := &rules[i]; r.matches(f) {
 				return r
@@ -342,8 +367,11 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 	}
 	if d.Class != cerrors.ClassTransient {
 		d.Action, d.Reason = ActionDegrade, ReasonFatal
-		if d.Rule != nil {
+		switch {
+		case d.Rule != nil:
 			d.Reason = ReasonRule
+		case f.DeadLetterWindow:
+			d.Reason = ReasonDeadLetterWindow
 		}
 		return d
 	}
@@ -400,7 +428,8 @@ func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decisio
 //     that, not for jitter);
 //   - schedule: the attempt-th entry of the schedule, the last repeating.
 //
-// max-delay caps every strategy but schedule. It costs the same for every
+// max-delay caps every strategy but schedule; no delay is shorter than
+// config.RestartDelayFloor, whatever the policy asks. It costs the same for every
 // attempt: a pipeline that failed a hundred million times gets its delay as
 // fast as one that failed once. Jitter spreads the delay d over
 // [d - jitter*d, d + jitter*d] but never past the cap: near the cap the
@@ -410,12 +439,24 @@ func Delay(p Policy, attempt int, random float64) time.Duration { return p.delay
 
 // delay is Delay on a pointer: it runs on a supervisor's goroutine, deep
 // in its fault path, where a copy of the policy at every level costs stack.
+// Whatever the strategy gives, the wait is at least the restart delay
+// floor (config.RestartDelayFloor): no policy or rule restarts a pipeline
+// in a hot loop.
 func (p *Policy) delay(attempt int, random float64) time.Duration {
+	return max(p.strategyDelay(attempt, random), config.RestartDelayFloor)
+}
+
+// strategyDelay is the delay the strategy gives, before the floor.
+func (p *Policy) strategyDelay(attempt int, random float64) time.Duration {
 	if p.Strategy == config.StrategyRandom {
-		if p.MaxDelay <= p.MinDelay {
-			return max(p.MaxDelay, 0)
+		// Uniform over the part of [min-delay, max-delay] at or above the
+		// floor, so that a range reaching below it does not pile restarts
+		// up at the floor.
+		lo, hi := max(p.MinDelay, config.RestartDelayFloor), max(p.MaxDelay, config.RestartDelayFloor)
+		if hi <= lo {
+			return lo
 		}
-		return p.MinDelay + time.Duration(random*float64(p.MaxDelay-p.MinDelay))
+		return lo + time.Duration(random*float64(hi-lo))
 	}
 	d := p.baseDelay(attempt)
 	if p.Jitter <= 0 || d <= 0 {
@@ -500,7 +541,7 @@ func (p *Policy) exponentialDelay(attempt int) time.Duration {
 // random strategy.
 func (p *Policy) longestDelay(attempt int) time.Duration {
 	if p.Strategy == config.StrategyRandom {
-		return max(p.MaxDelay, p.MinDelay)
+		return max(p.MaxDelay, p.MinDelay, config.RestartDelayFloor)
 	}
 	longest := p.baseDelay(attempt)
 	if p.Jitter > 0 && longest > 0 {
@@ -511,7 +552,7 @@ func (p *Policy) longestDelay(attempt int) time.Duration {
 			longest = max(longest, time.Duration(x))
 		}
 	}
-	return longest
+	return max(longest, config.RestartDelayFloor)
 }
 
 // CapResumeWait returns when a pipeline that was recovering when the
@@ -523,7 +564,7 @@ func (p *Policy) longestDelay(attempt int) time.Duration {
 // keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
 	longest := p.longestDelay(failCount)
-	for _, rules := range [3][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules} {
+	for _, rules := range [4][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin} {
 		for i := range rules {
 			if r := &rules[i]; r.Action == config.ActionRetry {
 				longest = max(longest, r.Policy.longestDelay(failCount))
@@ -537,4 +578,13 @@ func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time 
 		return now
 	}
 	return savedNext
+}
+
+// probation is how long after a restart the pipeline is running again
+// without a record end to end: Probation, cut to the healthy window.
+func (p *Policy) probation() time.Duration {
+	if p.Probation <= 0 || p.Probation > p.HealthyWindow {
+		return p.HealthyWindow
+	}
+	return p.Probation
 }

@@ -300,7 +300,8 @@ func steppedDelay(p Policy, attempt int, random float64) time.Duration {
 		spread := p.Jitter * float64(d)
 		d = time.Duration(float64(d) - spread + 2*spread*random)
 	}
-	return max(d, 0)
+	// The floor applies to whatever the strategy gives.
+	return max(d, config.RestartDelayFloor)
 }
 
 func TestDelayMatchesSteppedSchedule(t *testing.T) {
@@ -376,9 +377,10 @@ func TestDelayOfHugeAttemptsIsConstantWork(t *testing.T) {
 	}{
 		{name: "default", p: defaultPolicy(), want: time.Minute},
 		{name: "factor barely above 1", p: Policy{MinDelay: time.Millisecond, MaxDelay: time.Hour, BackoffFactor: 1.000001}, want: time.Hour},
-		{name: "factor 1 holds min-delay", p: Policy{MinDelay: 10 * time.Millisecond, MaxDelay: time.Minute, BackoffFactor: 1}, want: 10 * time.Millisecond},
-		{name: "factor below 1 holds min-delay", p: Policy{MinDelay: 10 * time.Millisecond, MaxDelay: time.Minute, BackoffFactor: 0.5}, want: 10 * time.Millisecond},
-		{name: "min-delay 0", p: Policy{MinDelay: 0, MaxDelay: time.Minute, BackoffFactor: 2}, want: 0},
+		{name: "factor 1 holds min-delay", p: Policy{MinDelay: 10 * time.Millisecond, MaxDelay: time.Minute, BackoffFactor: 1}, want: config.RestartDelayFloor},
+		{name: "factor 1 holds min-delay above the floor", p: Policy{MinDelay: 200 * time.Millisecond, MaxDelay: time.Minute, BackoffFactor: 1}, want: 200 * time.Millisecond},
+		{name: "factor below 1 holds min-delay", p: Policy{MinDelay: 200 * time.Millisecond, MaxDelay: time.Minute, BackoffFactor: 0.5}, want: 200 * time.Millisecond},
+		{name: "min-delay 0 is held at the floor", p: Policy{MinDelay: 0, MaxDelay: time.Minute, BackoffFactor: 2}, want: config.RestartDelayFloor},
 		{name: "huge factor", p: Policy{MinDelay: time.Second, MaxDelay: math.MaxInt64, BackoffFactor: 1e300}, want: math.MaxInt64},
 		{name: "max-delay at the largest duration", p: Policy{MinDelay: time.Second, MaxDelay: math.MaxInt64, BackoffFactor: 2}, want: math.MaxInt64},
 	}
@@ -423,7 +425,7 @@ func TestJitterNeverPassesMaxDelay(t *testing.T) {
 		{name: "at the cap, lowest", jitter: 0.2, attempt: 4, random: 0, want: 48 * time.Second},
 		{name: "at the cap, middle", jitter: 0.2, attempt: 4, random: 0.5, want: 54 * time.Second},
 		{name: "at the cap, highest", jitter: 0.2, attempt: 4, random: 1, want: time.Minute},
-		{name: "full jitter at the cap, lowest", jitter: 1, attempt: 50, random: 0, want: 0},
+		{name: "full jitter at the cap, lowest is the floor", jitter: 1, attempt: 50, random: 0, want: config.RestartDelayFloor},
 		{name: "full jitter at the cap, middle", jitter: 1, attempt: 50, random: 0.5, want: 30 * time.Second},
 		{name: "full jitter at the cap, highest", jitter: 1, attempt: 50, random: 1, want: time.Minute},
 	}
@@ -586,5 +588,87 @@ func TestManagedRulesApplyAtOnce(t *testing.T) {
 	managed.Set(nil)
 	if got := match(p, 503); got != "global-503" {
 		t.Errorf("after clearing: %q", got)
+	}
+}
+
+// No strategy, jitter or rule restarts a pipeline sooner than the floor:
+// a rule with min-delay 0 once restarted pipelines 1,300 times a second.
+func TestDelayNeverBelowTheFloor(t *testing.T) {
+	floor := config.RestartDelayFloor
+	tests := []struct {
+		name   string
+		p      Policy
+		random float64
+		want   time.Duration
+	}{
+		{name: "fixed 0", p: Policy{Strategy: config.StrategyFixed, MinDelay: 0, MaxDelay: time.Minute}, want: floor},
+		{name: "fixed 0 with max-delay 0", p: Policy{Strategy: config.StrategyFixed}, want: floor},
+		{name: "fixed 50ms", p: Policy{Strategy: config.StrategyFixed, MinDelay: 50 * time.Millisecond, MaxDelay: time.Minute}, want: floor},
+		{name: "fixed 150ms keeps its delay", p: Policy{Strategy: config.StrategyFixed, MinDelay: 150 * time.Millisecond, MaxDelay: time.Minute}, want: 150 * time.Millisecond},
+		{name: "exponential from 0", p: Policy{Strategy: config.StrategyExponential, MaxDelay: time.Minute, BackoffFactor: 2}, want: floor},
+		{name: "linear from 0", p: Policy{Strategy: config.StrategyLinear, MaxDelay: time.Minute, BackoffFactor: 2}, want: floor},
+		{name: "linear 1ms", p: Policy{Strategy: config.StrategyLinear, MinDelay: time.Millisecond, MaxDelay: time.Minute, BackoffFactor: 1}, want: floor},
+		{name: "random below the floor", p: Policy{Strategy: config.StrategyRandom, MaxDelay: 50 * time.Millisecond}, random: 0.9, want: floor},
+		{name: "random reaching below the floor, lowest", p: Policy{Strategy: config.StrategyRandom, MaxDelay: 1100 * time.Millisecond}, random: 0, want: floor},
+		{name: "random reaching below the floor, middle", p: Policy{Strategy: config.StrategyRandom, MaxDelay: 1100 * time.Millisecond}, random: 0.5, want: 600 * time.Millisecond},
+		{name: "schedule of zeros", p: Policy{Strategy: config.StrategySchedule, Schedule: []time.Duration{0, 0}}, want: floor},
+		{name: "empty schedule", p: Policy{Strategy: config.StrategySchedule}, want: floor},
+		{name: "schedule 10ms", p: Policy{Strategy: config.StrategySchedule, Schedule: []time.Duration{10 * time.Millisecond}}, want: floor},
+		{name: "full jitter at 100ms, lowest", p: Policy{Strategy: config.StrategyFixed, MinDelay: floor, MaxDelay: time.Minute, Jitter: 1}, random: 0, want: floor},
+		{name: "jitter at 1s, lowest", p: Policy{Strategy: config.StrategyFixed, MinDelay: time.Second, MaxDelay: time.Minute, Jitter: 0.95}, random: 0, want: floor},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, attempt := range []int{1, 2, 10, math.MaxInt} {
+				got := Delay(tt.p, attempt, tt.random)
+				if got < floor {
+					t.Fatalf("attempt %d: delay %v below the floor %v", attempt, got, floor)
+				}
+				if attempt == 1 && got != tt.want {
+					t.Fatalf("attempt 1: delay %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// Conduit's built-in rules degrade the known-permanent errors of its
+// PostgreSQL connector, after every rule of the user's.
+func TestBuiltinRulesComeLast(t *testing.T) {
+	walLevel := Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Component: "pg", Plugin: "builtin:postgres",
+		Message: "ERROR: logical decoding requires wal_level >= logical (SQLSTATE 55000)"}
+	for _, ps := range []*Policies{nil, NewPolicies()} {
+		from := func(o config.ErrorRecoveryOverride) Policy {
+			r, err := o.Resolve(config.Default().Pipelines.ErrorRecovery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p Policy
+			if ps == nil {
+				p, err = PolicyFrom(r)
+			} else {
+				p, err = ps.From(r)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		d := Decide(from(config.ErrorRecoveryOverride{}), History{}, walLevel, time.Now(), 0)
+		if d.Action != ActionDegrade || d.Rule == nil || d.Rule.Name != "postgres-wal-level" || d.Reason != ReasonRule {
+			t.Fatalf("decision %+v, want degraded by the built-in rule postgres-wal-level", d)
+		}
+		// Another plugin's error of the same text is not PostgreSQL's.
+		other := walLevel
+		other.Plugin = "builtin:generator"
+		if d := Decide(from(config.ErrorRecoveryOverride{}), History{}, other, time.Now(), 0); d.Rule != nil || d.Action != ActionRestart {
+			t.Fatalf("decision %+v for another plugin, want a restart without a rule", d)
+		}
+		// A rule of the user's that matches decides first.
+		own := from(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "wait-for-dba", Action: config.ActionRetry,
+			Match: config.RuleMatch{Message: "(sqlstate 55000)"}}}})
+		if d := Decide(own, History{}, walLevel, time.Now(), 0); d.Rule == nil || d.Rule.Name != "wait-for-dba" || d.Action != ActionRestart {
+			t.Fatalf("decision %+v, want a restart by the user's rule", d)
+		}
 	}
 }

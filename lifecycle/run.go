@@ -29,6 +29,10 @@ type RunHooks struct {
 	// OnAck is called after records were acknowledged end to end. It is
 	// cheap: only the first call of a run sends anything.
 	OnAck func(records int)
+	// OnOpen is called once the run's connectors are open (or failed to
+	// open): a restarted run's probation counts from then. It may block
+	// until the supervisor takes note.
+	OnOpen func()
 	// Quarantine is the record this run sends to the dead-letter queue
 	// instead of processing it (nil: none): runs failed on it the same way
 	// quarantine-after times in a row.
@@ -57,6 +61,7 @@ type activeRun struct {
 	cancel context.CancelFunc
 	hooks  RunHooks
 	acked  atomic.Bool
+	opened atomic.Bool
 
 	// Owned by the supervisor goroutine.
 	stopping bool // a graceful stop was requested
@@ -107,6 +112,13 @@ func (s *Supervisor) newActiveRun() *activeRun {
 		if ar.acked.CompareAndSwap(false, true) {
 			select {
 			case s.inbox <- firstAckMsg{id: ar.id}:
+			case <-s.done:
+			}
+		}
+	}, OnOpen: func() {
+		if ar.opened.CompareAndSwap(false, true) {
+			select {
+			case s.inbox <- openedMsg{id: ar.id}:
 			case <-s.done:
 			}
 		}

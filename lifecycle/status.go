@@ -71,6 +71,10 @@ const (
 	// ReasonFlapping: more than max-flaps episodes in a row started
 	// within flap-window of a recovery.
 	ReasonFlapping DegradeReason = "flapping"
+	// ReasonDeadLetterWindow: more records were nacked than the
+	// dead-letter queue's window allows (window-size,
+	// window-nack-threshold), and the last one's error is fatal.
+	ReasonDeadLetterWindow DegradeReason = "dead-letter queue window overflowed"
 )
 
 // RecoveredReason says why a recovering pipeline is running again.
@@ -80,6 +84,10 @@ type RecoveredReason string
 const (
 	RecoveredByRecord RecoveredReason = "record"
 	RecoveredByWindow RecoveredReason = "window"
+	// RecoveredByProbation: the restarted run stayed up for the probation
+	// without a record end to end (an idle source); it is running again,
+	// and its fail count resets when the healthy window passes.
+	RecoveredByProbation RecoveredReason = "probation"
 )
 
 // StopReason says why a pipeline is stopped when a user did not stop it.

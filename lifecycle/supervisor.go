@@ -135,10 +135,12 @@ type Supervisor struct {
 	// takeOverRestart settles which).
 	pending *pendingRestart
 	runSeq  int
-	// window is the probation timer: the healthy window after a restart.
-	window       Timer
-	waiters      []chan error // stop requests waiting for the run to end
-	shuttingDown bool
+	// window is the healthy window's timer after a restart (onWindow),
+	// probation the probation's, from when the restarted run's connectors
+	// are open (onProbation).
+	window, probation Timer
+	waiters           []chan error // stop requests waiting for the run to end
+	shuttingDown      bool
 	// retirement is why the supervisor ends, once it does.
 	retirement *Retirement
 }
@@ -218,9 +220,12 @@ func (s *Supervisor) Run(ctx context.Context) {
 	s.saveUnsaved()
 	ctxDone := ctx.Done()
 	for !s.shuttingDown || s.run != nil {
-		var windowC <-chan time.Time
+		var windowC, probationC <-chan time.Time
 		if s.window != nil {
 			windowC = s.window.C()
+		}
+		if s.probation != nil {
+			probationC = s.probation.C()
 		}
 		select {
 		case msg := <-s.inbox:
@@ -228,9 +233,10 @@ func (s *Supervisor) Run(ctx context.Context) {
 			s.restarts.Help()
 		case <-windowC:
 			s.window = nil
-			if s.state.Probation && s.run != nil {
-				s.recovered(RecoveredByWindow)
-			}
+			s.onWindow()
+		case <-probationC:
+			s.probation = nil
+			s.onProbation()
 		case <-ctxDone:
 			ctxDone = nil
 			s.shutdown()

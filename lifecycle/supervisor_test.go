@@ -788,3 +788,226 @@ func TestApplyRuleRestartsADegradedPipeline(t *testing.T) {
 		t.Fatalf("applied to a force-stopped pipeline: %+v", o)
 	}
 }
+
+// A rule that asks for no delay gets the floor from Decide, and the
+// supervisor waits it on the (fake) clock before restarting.
+func TestZeroDelayRuleRestartsAfterTheFloor(t *testing.T) {
+	zero := time.Duration(0)
+	fixed := config.StrategyFixed
+	p := mustPolicy(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "hot", Action: config.ActionRetry,
+		Match:  config.RuleMatch{Codes: []config.CodeRange{{From: 100, To: 599}}},
+		Policy: config.ErrorRecoveryOverride{Strategy: &fixed, MinDelay: &zero}}}})
+	d := Decide(p, History{}, Fault{Pipeline: "p1", Class: cerrors.ClassTransient, Code: 503}, time.Now(), 0)
+	if d.Rule == nil || d.Rule.Name != "hot" || d.Action != ActionRestart || d.Delay != config.RestartDelayFloor {
+		t.Fatalf("decision %+v, want a restart by rule hot after the floor %v", d, config.RestartDelayFloor)
+	}
+
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	for attempt := 1; attempt <= 3; attempt++ {
+		run.fail(transientErr())
+		if rec := h.expect(auditlog.KindRecovering); rec.Delay != config.RestartDelayFloor {
+			t.Fatalf("attempt %d: recovering after %v, want the floor %v", attempt, rec.Delay, config.RestartDelayFloor)
+		}
+		h.advance(config.RestartDelayFloor - time.Millisecond)
+		h.noRun()
+		h.advance(time.Millisecond)
+		h.expect(auditlog.KindRestarted)
+		run = h.nextRun()
+	}
+}
+
+// An idle source that reconnected sends no record: after its probation
+// the pipeline is running again, while its fail count resets only after
+// the healthy window, and a failure before then continues the backoff.
+func TestIdleRestartIsRunningAfterProbation(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{Probation: ptr(30 * time.Second), MaxRetriesWindow: ptr(5 * time.Minute)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+
+	run.fail(transientErr())
+	h.expect(auditlog.KindRecovering)
+	h.advance(time.Second)
+	h.expect(auditlog.KindRestarted)
+	run = h.nextRun()
+	// Connecting takes 5s: the probation counts from when it is open.
+	h.advance(5 * time.Second)
+	run.open()
+	h.advance(30*time.Second - time.Millisecond)
+	if st := h.state(); st.Status != StatusRecovering || !st.Probation {
+		t.Fatalf("before the probation passed: %+v, want recovering on probation", st)
+	}
+	h.advance(time.Millisecond)
+	e := h.expect(auditlog.KindRecovered)
+	if e.Reason != string(RecoveredByProbation) || e.From != StatusRecovering || e.To != StatusRunning || e.Attempt != 1 ||
+		!strings.Contains(e.Message, "30s probation") {
+		t.Fatalf("recovered %+v, want by probation from recovering to running, fail count 1", e)
+	}
+	st := h.states.last("p1")
+	if st.Status != StatusRunning || st.Probation || st.FailCount != 1 || st.Episode == nil || !st.Episode.EndedAt.IsZero() {
+		t.Fatalf("persisted %+v, want running, fail count 1 kept, episode open", st)
+	}
+
+	// Failing again before the healthy window continues the backoff.
+	run.fail(transientErr())
+	if rec := h.expect(auditlog.KindRecovering); rec.Attempt != 2 || rec.Delay != 2*time.Second || rec.From != StatusRunning {
+		t.Fatalf("a failure after the probation: %+v, want attempt 2 after 2s", rec)
+	}
+	h.advance(2 * time.Second)
+	h.expect(auditlog.KindRestarted)
+	run = h.nextRun()
+	run.open()
+	h.advance(30 * time.Second)
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByProbation) || e.Attempt != 2 {
+		t.Fatalf("second probation: %+v", e)
+	}
+
+	// Up for the healthy window from the restart: fail count reset.
+	h.advance(5*time.Minute - 30*time.Second - time.Millisecond)
+	if st := h.state(); st.FailCount != 2 {
+		t.Fatalf("before the healthy window: fail count %d, want 2", st.FailCount)
+	}
+	h.advance(time.Millisecond)
+	e = h.expect(auditlog.KindRecovered)
+	if e.Reason != string(RecoveredByWindow) || e.From != StatusRunning || e.To != StatusRunning || e.Attempt != 2 {
+		t.Fatalf("recovered %+v, want by window from running, after 2 attempts", e)
+	}
+	st = h.states.last("p1")
+	if st.Status != StatusRunning || st.FailCount != 0 || st.Episode == nil || st.Episode.Outcome != "recovered (window)" {
+		t.Fatalf("persisted %+v, want running with fail count 0 and the episode closed", st)
+	}
+	if h.clock.pending() != 0 {
+		t.Fatalf("%d timers still pending after the healthy window", h.clock.pending())
+	}
+}
+
+// A first record after the probation ends the episode at once, as it
+// does during the probation.
+func TestRecordAfterProbationResetsFailCount(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{Probation: ptr(10 * time.Second)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	run.fail(transientErr())
+	h.expect(auditlog.KindRecovering)
+	h.advance(time.Second)
+	h.expect(auditlog.KindRestarted)
+	run = h.nextRun()
+	run.open()
+	h.advance(10 * time.Second)
+	h.expect(auditlog.KindRecovered)
+	run.ack()
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByRecord) || e.From != StatusRunning {
+		t.Fatalf("recovered %+v, want by record", e)
+	}
+	if st := h.state(); st.FailCount != 0 || st.Episode.Outcome != "recovered (record)" {
+		t.Fatalf("%+v, want fail count 0", st)
+	}
+	if h.clock.pending() != 0 {
+		t.Fatalf("%d timers still pending", h.clock.pending())
+	}
+}
+
+// A pipeline that passes its probation and fails again, over and over,
+// still runs out of retries: the probation does not reset the count.
+func TestFailingAfterEachProbationStillEscalates(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{Probation: ptr(10 * time.Second), MaxRetries: ptr(2)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	for attempt := 1; attempt <= 2; attempt++ {
+		run.fail(transientErr())
+		rec := h.expect(auditlog.KindRecovering)
+		h.advance(rec.Delay)
+		h.expect(auditlog.KindRestarted)
+		run = h.nextRun()
+		run.open()
+		h.advance(10 * time.Second)
+		if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByProbation) {
+			t.Fatalf("attempt %d: %+v", attempt, e)
+		}
+	}
+	run.fail(transientErr())
+	h.expect(auditlog.KindFault)
+	if e := h.expect(auditlog.KindDegraded); e.Reason != string(ReasonRetriesExhausted) || e.Attempt != 3 {
+		t.Fatalf("degraded %+v, want retries exhausted at attempt 3", e)
+	}
+}
+
+// A probation as long as the healthy window or longer is the healthy
+// window: one step, as before there was a probation.
+func TestProbationAtTheHealthyWindowIsOneStep(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{Probation: ptr(time.Hour), MaxRetriesWindow: ptr(time.Minute)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	run.fail(transientErr())
+	h.expect(auditlog.KindRecovering)
+	h.advance(time.Second)
+	h.expect(auditlog.KindRestarted)
+	h.nextRun().open()
+	h.advance(time.Minute)
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByWindow) || e.From != StatusRecovering {
+		t.Fatalf("recovered %+v, want by window from recovering", e)
+	}
+	if st := h.state(); st.FailCount != 0 || st.Status != StatusRunning {
+		t.Fatalf("%+v, want running with fail count 0", st)
+	}
+}
+
+// A run still connecting has proved nothing: no probation passes before
+// its connectors are open.
+func TestProbationCountsFromOpenConnectors(t *testing.T) {
+	p := mustPolicy(config.ErrorRecoveryOverride{Probation: ptr(10 * time.Second)})
+	h := newHarness(t, p, State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	run.fail(transientErr())
+	h.expect(auditlog.KindRecovering)
+	h.advance(time.Second)
+	h.expect(auditlog.KindRestarted)
+	run = h.nextRun()
+	h.advance(time.Minute)
+	if st := h.state(); st.Status != StatusRecovering || !st.Probation {
+		t.Fatalf("a minute into a run that never opened: %+v, want recovering on probation", st)
+	}
+	run.open()
+	h.advance(10 * time.Second)
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByProbation) {
+		t.Fatalf("recovered %+v, want by probation", e)
+	}
+}
+
+// windowErr is what pkg/pipeline returns when the dead-letter queue's
+// window overflows.
+type windowErr struct{ err error }
+
+func (e *windowErr) Error() string {
+	return "dead-letter queue window overflowed: 2 nacks in the last 10 records; last nacked record: " + e.err.Error()
+}
+func (e *windowErr) Unwrap() error             { return e.err }
+func (e *windowErr) DeadLetterWindowOverflow() {}
+
+// A pipeline the dead-letter queue's window stopped is degraded for that
+// reason, its last error saying so with the record's error as detail.
+func TestDeadLetterWindowOverflowSaysSo(t *testing.T) {
+	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
+	h.expect(auditlog.KindRunning)
+	run := h.nextRun()
+	rejected := cerrors.WithCode(errors.New("row rejected"), 400)
+	run.fail(&stageErr{kind: "destination", id: "dst", err: &windowErr{err: rejected}})
+	fault := h.expect(auditlog.KindFault)
+	if fault.Error == nil || !strings.HasPrefix(fault.Error.Message, "dead-letter queue window overflowed: 2 nacks in the last 10") ||
+		!strings.HasSuffix(fault.Error.Message, "row rejected") || fault.Error.Code != 400 {
+		t.Fatalf("fault error %+v, want the window first and the record's error as detail", fault.Error)
+	}
+	degraded := h.expect(auditlog.KindDegraded)
+	if degraded.Reason != string(ReasonDeadLetterWindow) || !strings.Contains(degraded.Message, "dead-letter queue window overflowed") {
+		t.Fatalf("degraded %+v, want reason %q", degraded, ReasonDeadLetterWindow)
+	}
+	if st := h.states.last("p1"); st.DegradedReason != ReasonDeadLetterWindow || !strings.HasPrefix(st.LastError.Message, "dead-letter queue window overflowed") {
+		t.Fatalf("persisted %+v, want the window as the reason and in the last error", st)
+	}
+}

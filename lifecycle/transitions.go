@@ -66,6 +66,11 @@ func (s *Supervisor) resume() {
 		}
 		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
 		s.startRun()
+		if s.provingHealthy() {
+			// It was running again after a probation: its fail count resets
+			// after a healthy window of this run.
+			s.window = s.cfg.Clock.NewTimer(s.cfg.Policy.HealthyWindow)
+		}
 	case StatusRecovering:
 		now := s.cfg.Clock.Now()
 		next := CapResumeWait(s.cfg.Policy, s.state.FailCount, s.state.NextAttemptAt, now)
@@ -243,8 +248,9 @@ func (s *Supervisor) onFault(err error) {
 	if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
 		h.EpisodeStart, h.RuleCounts = s.state.Episode.StartedAt, s.state.Episode.RuleCounts
 	}
+	var window deadLetterWindowError
 	d := Decide(s.cfg.Policy, h, Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
-		Component: info.Component, Plugin: s.pluginOf(info.Component)}, now, s.cfg.Random())
+		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}, now, s.cfg.Random())
 	if d.Rule != nil {
 		// The rule decided the class; what the code said is in the message.
 		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
@@ -447,6 +453,8 @@ func degradedMessage(d Decision, p Policy) string {
 		return fmt.Sprintf("pipeline degraded: recovery would take longer than max-duration %s", limits.MaxDuration)
 	case ReasonRule:
 		return fmt.Sprintf("pipeline degraded: rule %q says errors like this need a human", d.Rule.Name)
+	case ReasonDeadLetterWindow:
+		return "pipeline degraded: the dead-letter queue window overflowed (more records nacked than window-nack-threshold allows in window-size), and the last nacked record's error is fatal; it needs a human"
 	case ReasonFlapping:
 		return fmt.Sprintf("pipeline degraded: flapping, it failed again within flap-window %s of recovering %d times in a row (max-flaps %d)",
 			p.FlapWindow, d.Flaps, p.MaxFlaps)
@@ -502,18 +510,81 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 	// restarts off the disk.
 	s.emit(Event{Kind: auditlog.KindRestarted, At: m.at, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
 		Attempt: s.state.FailCount, NextAttemptAt: p.scheduled,
-		Message: "pipeline restarted; it is running again once a record makes it end to end or the healthy window passes"})
-	// Probation lasts the healthy window from the restart (a failed start
-	// ends it early through the fault).
+		Message: fmt.Sprintf("pipeline restarted; it is running again once a record makes it end to end or it stays up for the %s probation", s.cfg.Policy.probation())})
+	// The healthy window counts from the restart (a failed start ends it
+	// early through the fault); the probation from when the run's
+	// connectors are open (onOpened).
 	s.stopWindow()
 	s.window = s.cfg.Clock.NewTimer(s.cfg.Policy.HealthyWindow - s.cfg.Clock.Now().Sub(m.at))
 }
 
-func (s *Supervisor) recovered(reason RecoveredReason) {
+// onOpened starts the probation of a restarted run whose connectors are
+// open: a run still connecting has proved nothing.
+func (s *Supervisor) onOpened(id int) {
+	if s.run == nil || s.run.id != id || !s.state.Probation || s.cfg.Policy.probation() >= s.cfg.Policy.HealthyWindow {
+		return
+	}
+	s.stopProbation()
+	s.probation = s.cfg.Clock.NewTimer(s.cfg.Policy.probation())
+}
+
+// onProbation acts on the probation timer.
+func (s *Supervisor) onProbation() {
+	if s.run != nil && s.state.Probation {
+		s.probationPassed()
+	}
+}
+
+// onWindow acts on the healthy window's timer.
+func (s *Supervisor) onWindow() {
+	if s.run != nil && (s.state.Probation || s.provingHealthy()) {
+		s.recovered(RecoveredByWindow)
+	}
+}
+
+// provingHealthy says the pipeline is running again after its probation
+// while its episode is still open: the fail count resets when the healthy
+// window passes or a record makes it end to end, and a failure before
+// then continues the episode's backoff.
+func (s *Supervisor) provingHealthy() bool {
+	return s.m.current() == StatusRunning && s.state.Episode != nil && s.state.Episode.EndedAt.IsZero()
+}
+
+// probationPassed makes a restarted pipeline that stayed up for its
+// probation running again, without a record end to end: an idle source
+// that reconnected is healthy as far as anyone can tell. Its fail count
+// and episode stay until the healthy window passes.
+func (s *Supervisor) probationPassed() {
 	from, err := s.transition(eventRecovered)
 	if err != nil {
+		s.bug(eventRecovered, err)
+		return
+	}
+	s.state.Probation = false
+	if le := s.state.LastError; le != nil && le.Dependency != "" && s.cfg.Breakers != nil {
+		// Connected and up: the dependency is back, for the pipelines its
+		// breaker holds too.
+		s.cfg.Breakers.Success(le.Dependency, s.cfg.PipelineID)
+	}
+	s.save()
+	window := s.cfg.Policy.HealthyWindow
+	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(RecoveredByProbation),
+		Attempt: s.state.FailCount,
+		Message: fmt.Sprintf("pipeline running again: its connectors stayed open for the %s probation, no record yet; fail count %d resets once it has run %s (max-retries-window) or a record makes it end to end, and a failure before then continues the backoff",
+			s.cfg.Policy.probation(), s.state.FailCount, window)})
+}
+
+func (s *Supervisor) recovered(reason RecoveredReason) {
+	from := s.m.current()
+	if s.state.Probation {
+		var err error
+		if from, err = s.transition(eventRecovered); err != nil {
+			return
+		}
+	} else if !s.provingHealthy() {
 		// A first record after the pipeline left recovering (stopped,
-		// degraded) has nothing to end.
+		// degraded), or of a run that is not proving itself, has nothing
+		// to end.
 		return
 	}
 	s.stopWindow()
@@ -530,8 +601,12 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	s.state.Probation = false
 	s.endEpisode("recovered (" + string(reason) + ")")
 	s.save()
+	message := "pipeline recovered: running again, fail count reset"
+	if from == StatusRunning {
+		message = "pipeline recovered: fail count reset (it was running again after its probation)"
+	}
 	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(reason),
-		Attempt: attempts, Message: "pipeline recovered: running again, fail count reset"})
+		Attempt: attempts, Message: message})
 }
 
 func (s *Supervisor) endEpisode(outcome string) {
@@ -541,10 +616,19 @@ func (s *Supervisor) endEpisode(outcome string) {
 	}
 }
 
+// stopWindow stops the healthy window's timer and the probation's.
 func (s *Supervisor) stopWindow() {
 	if s.window != nil {
 		s.window.Stop()
 		s.window = nil
+	}
+	s.stopProbation()
+}
+
+func (s *Supervisor) stopProbation() {
+	if s.probation != nil {
+		s.probation.Stop()
+		s.probation = nil
 	}
 }
 
@@ -649,4 +733,11 @@ func describeError(err error, now time.Time) ErrorInfo {
 		info.Dependency = truncateMessage(dep, maxDependency)
 	}
 	return info
+}
+
+// deadLetterWindowError is how a run error says the dead-letter queue's
+// window overflowed (pkg/pipeline's DLQWindowError implements it).
+type deadLetterWindowError interface {
+	error
+	DeadLetterWindowOverflow()
 }

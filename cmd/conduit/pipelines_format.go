@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
+	"github.com/conduitry/conduit/pkg/config"
 )
 
 // Output formats of the pipelines commands: text for people, json and
@@ -161,6 +162,10 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 		field(0, "Next attempt", v.timeAndRelative(p.GetNextAttemptAt()))
 	}
 	field(0, "Updated", v.timeAndRelative(p.GetUpdatedAt()))
+	if n := p.GetDeadLettered(); n > 0 {
+		field(0, "Dead-lettered", fmt.Sprintf("%d records by its rules or quarantine since conduit started; the last %s by %s (events of kind dead-lettered)",
+			n, v.timeAndRelative(p.GetLastDeadLetteredAt()), oneLine(p.GetLastDeadLetterRule())))
+	}
 
 	if e := p.GetLastError(); e != nil {
 		fmt.Fprintln(b, "\nLast error:")
@@ -223,12 +228,13 @@ func writePolicy(b *bytes.Buffer, pol *conduitv1.RecoveryPolicy, flaps int32, fi
 		}
 		field(2, "Schedule", src("schedule", strings.Join(parts, ", ")))
 	}
-	field(2, "Min delay", src("min-delay", durationText(pol.GetMinDelay())))
+	field(2, "Min delay", src("min-delay", durationText(pol.GetMinDelay()))+belowFloor(pol.GetMinDelay()))
 	field(2, "Max delay", src("max-delay", durationText(pol.GetMaxDelay())))
 	field(2, "Backoff factor", src("backoff-factor", fmt.Sprint(pol.GetBackoffFactor())))
 	field(2, "Jitter", src("jitter", fmt.Sprint(pol.GetJitter())))
 	field(2, "Max retries", src("max-retries", limit(pol.GetMaxRetries(), "unlimited")))
 	field(2, "Max duration", src("max-duration", durationOrNone(pol.GetMaxDuration())))
+	field(2, "Probation", src("probation", durationText(pol.GetProbation())))
 	field(2, "Healthy window", src("max-retries-window", durationText(pol.GetMaxRetriesWindow())))
 	field(2, "Max flaps", src("max-flaps", limit(pol.GetMaxFlaps(), "never degrade"))+fmt.Sprintf(", now %d in a row", flaps))
 	field(2, "Flap window", src("flap-window", durationText(pol.GetFlapWindow())))
@@ -673,4 +679,13 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// belowFloor notes a delay below the restart delay floor, which restarts
+// wait instead.
+func belowFloor(d *durationpb.Duration) string {
+	if d == nil || d.AsDuration() >= config.RestartDelayFloor {
+		return ""
+	}
+	return fmt.Sprintf(", below the restart delay floor: restarts wait at least %s", config.RestartDelayFloor)
 }

@@ -222,14 +222,53 @@ func TestPostgresPermanentErrorsAreFatalWithTheShippedRules(t *testing.T) {
 	}
 	stopProcess(t, p)
 
-	// Without the rules the same missing table is retried, and the error
-	// says which table.
+	// A rule of the user's that matches first overrides the built-in one:
+	// the same missing table is retried, and the error says which table.
 	w2 := newWorkspace(t, postgresPipeline("no-table", pg.URL("postgres"), "missing"))
+	w2.write("conduit.yml", "log:\n  format: json\npipelines:\n  error-recovery:\n    rules:\n      - name: keep-trying\n        match: {message: \"(SQLSTATE 42P01)\"}\n        action: retry\n")
 	p2 := w2.start("run")
-	if e := waitForEvent(t, p2, "no-table", "recovering", 1); e.Class != "transient" || !strings.Contains(e.Error, `relation "missing" does not exist`) {
-		t.Errorf("without rules: recovering %+v, want a transient error naming the table", e)
+	if e := waitForEvent(t, p2, "no-table", "recovering", 1); e.Class != "transient" || e.Rule != "keep-trying" || !strings.Contains(e.Error, `relation "missing" does not exist`) {
+		t.Errorf("with a user's retry rule: recovering %+v, want a transient error by rule keep-trying naming the table", e)
 	}
 	stopProcess(t, p2)
+}
+
+// Without a rule of the user's, the known-permanent errors of Conduit's
+// PostgreSQL connector are fatal through conduit's built-in rules: a
+// server with wal_level = replica (PostgreSQL's default) was retried
+// forever, SQLSTATE 55000 on every open. recovery-rules list shows them as
+// built in.
+func TestPostgresPermanentErrorsAreFatalWithTheBuiltinRules(t *testing.T) {
+	t.Parallel()
+	replica := pgtest.StartWith(t, "wal_level = replica")
+	replica.Exec(`CREATE TABLE users (id bigint PRIMARY KEY, name text)`)
+	logical := pgtest.Start(t)
+	w := newWorkspace(t, "")
+	w.write("conduit.yml", "log:\n  format: json\n")
+	w.write("pipelines/replica.yml", postgresPipeline("replica", replica.URL("postgres"), "users"))
+	w.write("pipelines/no-table.yml", postgresPipeline("no-table", logical.URL("postgres"), "missing"))
+	p := w.start("run")
+	for id, c := range map[string]struct{ rule, message string }{
+		"replica":  {"postgres-wal-level", "SQLSTATE 55000"},
+		"no-table": {"postgres-missing-table", `relation "missing" does not exist`},
+	} {
+		e := waitForEvent(t, p, id, "degraded", 1)
+		if e.Reason != "rule" || e.Rule != c.rule || e.Class != "fatal" || !strings.Contains(e.Error, c.message) {
+			t.Errorf("%s: degraded %+v, want built-in rule %s for an error saying %q", id, e, c.rule, c.message)
+		}
+	}
+	res := conduitCLI(t, w.dir, cliEnv("CONDUIT_API_HTTP_ADDRESS="+apiAddress(t, p)), "recovery-rules", "list")
+	rows := tableRows(res.stdout)
+	for _, name := range []string{"postgres-authentication", "postgres-missing-database", "postgres-missing-table", "postgres-permission", "postgres-wal-level"} {
+		if r := rows[name]; len(r) < 2 || r[1] != "built-in" {
+			t.Errorf("recovery-rules list: %s is not listed as built-in:\n%s", name, res.stdout)
+		}
+	}
+	res = conduitCLI(t, w.dir, cliEnv("CONDUIT_API_HTTP_ADDRESS="+apiAddress(t, p)), "recovery-rules", "delete", "postgres-wal-level")
+	if res.code == 0 || !strings.Contains(res.stderr, "built-in rules") || !strings.Contains(res.stderr, "your rules are tried first") {
+		t.Errorf("delete of a built-in rule: exit %d\n%s", res.code, res.stderr)
+	}
+	stopProcess(t, p)
 }
 
 // Settings are checked against the connector's own specification when

@@ -96,7 +96,7 @@ func TestFlappingPipelineIsDegradedOnTheRealBinary(t *testing.T) {
 	// on probation, not a new flap.)
 	w := newWorkspace(t, chaosPipeline("flappy",
 		"fail.on: read\nfail.after: 50\nfail.every: 50\nfail.count: 1000", "",
-		"min-delay: 50ms\nmax-flaps: 2\nflap-window: 1m"))
+		"min-delay: 100ms\nmax-flaps: 2\nflap-window: 1m"))
 	p := w.start("run")
 	e := waitForEvent(t, p, "flappy", "degraded", 1)
 	if e.Reason != "flapping" || !strings.Contains(e.Msg, "max-flaps 2") {
@@ -106,7 +106,7 @@ func TestFlappingPipelineIsDegradedOnTheRealBinary(t *testing.T) {
 	for _, r := range filterEvents(events(t, p, "flappy"), "recovering") {
 		delays = append(delays, r.Delay)
 	}
-	if want := []string{"50ms", "100ms", "200ms"}; strings.Join(delays, " ") != strings.Join(want, " ") {
+	if want := []string{"100ms", "200ms", "400ms"}; strings.Join(delays, " ") != strings.Join(want, " ") {
 		t.Errorf("delays %v, want %v: each flap continues the backoff", delays, want)
 	}
 	if n := len(filterEvents(events(t, p, "flappy"), "recovered")); n != 3 {
@@ -263,6 +263,14 @@ pipelines:
 	}
 	waitForEvent(t, p, "poison", "recovered", 1)
 	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 60)
+	// The diversion is an audited decision of its own, once the run ends.
+	w.mustPipelines(apiAddress(t, p), "stop", "poison")
+	diverted := w.mustPipelines(apiAddress(t, p), "events", "poison", "--kind", "dead-lettered", "-o", "json")
+	if strings.Count(diverted, `"kind":"dead-lettered"`) != 1 || !strings.Contains(diverted, `"rule":"quarantine"`) ||
+		!strings.Contains(diverted, `1 record sent to the dead-letter queue instead of the destinations by quarantine`) ||
+		!strings.Contains(diverted, `position \"21\"`) {
+		t.Fatalf("dead-lettered events:\n%s\nwant one naming quarantine and the record's position", diverted)
+	}
 	stopProcess(t, p)
 }
 

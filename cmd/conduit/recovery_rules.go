@@ -78,7 +78,23 @@ func writeRulesTable(w io.Writer, rules []*conduitv1.ManagedRecoveryRule) error 
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", oneLine(r.GetName()), m.GetSource(), r.GetPriority(), r.GetAction(),
 			oneLine(matchSummary(r)), oneLine(r.GetDefinedAt()))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeRuleWarnings(w, rules)
+}
+
+// writeRuleWarnings prints what rules ask for that conduit does otherwise
+// (delays below the restart delay floor), one line a rule.
+func writeRuleWarnings(w io.Writer, rules []*conduitv1.ManagedRecoveryRule) error {
+	for _, m := range rules {
+		if warning := m.GetWarning(); warning != "" {
+			if _, err := fmt.Fprintf(w, "warning: rule %s: %s\n", oneLine(m.GetRule().GetName()), oneLine(warning)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // matchSummary is what a rule matches, on one line.
@@ -183,6 +199,9 @@ the file, line, rule and key.`,
 			}
 			if r := resp.Msg.GetRemoved(); len(r) > 0 {
 				fmt.Fprintf(out, "removed: %s\n", strings.Join(r, ", "))
+			}
+			for _, warning := range resp.Msg.GetWarnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", oneLine(warning))
 			}
 			return nil
 		},
@@ -407,6 +426,11 @@ func (v view) writeDryRun(w io.Writer, r *conduitv1.DryRunRecoveryRulesResponse)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, rule := range r.GetRules() {
+		if warning := rule.GetWarning(); warning != "" {
+			fmt.Fprintf(w, "warning: rule %s: %s\n", oneLine(rule.GetName()), oneLine(warning))
+		}
 	}
 	if r.GetUnmatched() == 0 {
 		_, err := fmt.Fprintln(w, "\nEvery fault matches a rule.")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,11 +19,11 @@ import (
 // RuleInfo is a recovery rule as the API lists it.
 type RuleInfo struct {
 	Rule config.Rule
-	// Managed: kept in the database; otherwise a global rule of
-	// conduit.yml.
-	Managed  bool
-	YAML     string
-	LoadedAt time.Time
+	// Managed: kept in the database; Builtin: one of conduit's built-in
+	// rules (config.BuiltinRules); otherwise a global rule of conduit.yml.
+	Managed, Builtin bool
+	YAML             string
+	LoadedAt         time.Time
 }
 
 // LoadResult says what a load changed.
@@ -85,6 +86,9 @@ type RuleInFileError struct {
 }
 
 func (e *RuleInFileError) Error() string {
+	if strings.HasPrefix(e.File, config.BuiltinRulesFile+":") {
+		return fmt.Sprintf("recovery rule %q is one of conduit's built-in rules: to decide otherwise for the errors it matches, load a rule of your own that matches them (your rules are tried first)", e.Name)
+	}
 	return fmt.Sprintf("recovery rule %q is defined in %s: change or remove it there", e.Name, e.File)
 }
 
@@ -98,10 +102,14 @@ func NewRuleService(r Rules) *RuleService { return &RuleService{rules: r} }
 
 func (s *RuleService) toProto(ri RuleInfo) *conduitv1.ManagedRecoveryRule {
 	out := &conduitv1.ManagedRecoveryRule{Rule: ruleToProto(ri.Rule, true, s.rules.Base()), Source: "file", Yaml: ri.YAML}
-	if ri.Managed {
+	switch {
+	case ri.Managed:
 		out.Source = "managed"
 		out.LoadedAt = timestamppb.New(ri.LoadedAt)
+	case ri.Builtin:
+		out.Source = config.BuiltinRulesFile
 	}
+	out.Warning = config.FloorWarning(ri.Rule.Policy.BelowFloor())
 	return out
 }
 
@@ -138,7 +146,20 @@ func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, rulesError(ctx, err)
 	}
-	return connect.NewResponse(&conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}), nil
+	out := &conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}
+	loaded := make(map[string]bool, len(res.Loaded))
+	for _, name := range res.Loaded {
+		loaded[name] = true
+	}
+	for _, ri := range s.rules.List() {
+		if !ri.Managed || !loaded[ri.Rule.Name] {
+			continue
+		}
+		if w := config.FloorWarning(ri.Rule.Policy.BelowFloor()); w != "" {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("rule %q: %s", ri.Rule.Name, w))
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
 // DeleteRecoveryRule implements the RPC.
@@ -190,7 +211,7 @@ func (s *RuleService) DryRunRecoveryRules(ctx context.Context, req *connect.Requ
 		From: timeToProto(res.From), To: timeToProto(res.To)}
 	for _, r := range rep.Rules {
 		out.Rules = append(out.Rules, &conduitv1.DryRunRule{Name: r.Name, Action: r.Action, Schedule: r.Schedule,
-			Matched: int32(r.Matched), Pipelines: counts32(r.Pipelines), Actual: counts32(r.Actual)})
+			Matched: int32(r.Matched), Pipelines: counts32(r.Pipelines), Actual: counts32(r.Actual), Warning: r.Warning})
 	}
 	for _, u := range rep.UnmatchedKinds {
 		out.UnmatchedKinds = append(out.UnmatchedKinds, &conduitv1.UnmatchedFaults{Code: int32(u.Code), Class: u.Class,

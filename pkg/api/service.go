@@ -43,6 +43,12 @@ type PipelineInfo struct {
 	// that runs the pipeline; empty when conduit runs alone, or when no
 	// instance holds the pipeline right now.
 	Instance string
+	// DeadLettered counts the records its dead-letter rules and quarantine
+	// sent to the dead-letter queue since the process started;
+	// LastDeadLettered is when the last one was, by LastDeadLetterRule.
+	DeadLettered       int64
+	LastDeadLettered   time.Time
+	LastDeadLetterRule string
 }
 
 // Supervised is one pipeline under its supervisor.
@@ -497,6 +503,7 @@ func policyToProto(r config.ErrorRecovery, withSources bool) *conduitv1.Recovery
 		BackoffFactor: r.BackoffFactor, MaxRetries: int32(r.MaxRetries), MaxRetriesWindow: durationpb.New(r.MaxRetriesWindow),
 		Jitter: r.Jitter, MaxDuration: durationToProto(r.MaxDuration), MaxFlaps: int32(r.MaxFlaps),
 		FlapWindow: durationpb.New(r.FlapWindow), QuarantineAfter: int32(r.QuarantineAfter),
+		Probation: durationpb.New(r.Probation),
 	}
 	if withSources {
 		pb.Sources = r.Sources()
@@ -547,6 +554,10 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		UpdatedAt:      timeToProto(st.UpdatedAt),
 		Flaps:          int32(st.Flaps),
 		Instance:       info.Instance,
+		DeadLettered:   info.DeadLettered,
+	}
+	if info.DeadLettered > 0 {
+		pb.LastDeadLetteredAt, pb.LastDeadLetterRule = timeToProto(info.LastDeadLettered), info.LastDeadLetterRule
 	}
 	if info.Recovery.Strategy != "" {
 		pb.Policy = policyToProto(info.Recovery, true)

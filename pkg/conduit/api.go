@@ -49,14 +49,19 @@ type managedPipeline struct {
 	status lifecycle.Status
 
 	records recordCounts
+	// deadLetters are the records its dead-letter rules and quarantine
+	// took.
+	deadLetters deadLetterTally
 }
 
 var _ api.Supervised = (*managedPipeline)(nil)
 
 func (m *managedPipeline) Info() api.PipelineInfo {
 	o := m.origin.Load()
-	return api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: o.File, Line: o.Line, Definition: o.Definition,
+	info := api.PipelineInfo{ID: m.cfg.ID, Name: m.cfg.Name, Description: m.cfg.Description, File: o.File, Line: o.Line, Definition: o.Definition,
 		Recovery: m.recovery, Instance: m.instance}
+	info.DeadLettered, info.LastDeadLettered, info.LastDeadLetterRule = m.deadLetters.DeadLettered()
+	return info
 }
 
 func (m *managedPipeline) State(ctx context.Context) (lifecycle.State, error) {
@@ -168,6 +173,7 @@ func (r *Runtime) auditFailed(e *auditlog.Event, err error) {
 // totals when it ends.
 type trackedRun struct {
 	*pipeline.Engine
+	r *Runtime
 	m *managedPipeline
 	// discard gives back the descriptors the run held for opening.
 	discard func()
@@ -181,6 +187,9 @@ func (t trackedRun) Run(ctx context.Context) error {
 	err := t.Engine.Run(ctx)
 	// Run returns once every stage stopped: the counters are final.
 	t.m.records.runEnded(t.Stats())
+	if t.r != nil {
+		t.r.flushDeadLettered(t.m)
+	}
 	return err
 }
 

@@ -103,7 +103,23 @@ func (rr runtimeRules) List() []api.RuleInfo {
 	for _, g := range global {
 		out = append(out, api.RuleInfo{Rule: g})
 	}
+	for _, b := range config.BuiltinRules() {
+		out = append(out, api.RuleInfo{Rule: b, Builtin: true})
+	}
 	return out
+}
+
+// fixedRule returns the rule called name that the API may not change: a
+// global rule of conduit.yml, or a built-in one.
+func (r *Runtime) fixedRule(name string) (config.Rule, bool) {
+	if g, ok := r.globalRule(name); ok {
+		return g, true
+	}
+	builtin := config.BuiltinRules()
+	if i := slices.IndexFunc(builtin, func(b config.Rule) bool { return b.Name == name }); i >= 0 {
+		return builtin[i], true
+	}
+	return config.Rule{}, false
 }
 
 // globalRule returns the global rule called name.
@@ -208,7 +224,7 @@ func (rr runtimeRules) Delete(ctx context.Context, name string) error {
 	defer r.rulesMu.Unlock()
 	i := slices.IndexFunc(r.managedInfo, func(ri api.RuleInfo) bool { return ri.Rule.Name == name })
 	if i < 0 {
-		if g, ok := r.globalRule(name); ok {
+		if g, ok := r.fixedRule(name); ok {
 			return &api.RuleInFileError{Name: name, File: fmt.Sprintf("%s:%d", g.File, g.Line)}
 		}
 		return api.ErrRuleNotFound
@@ -310,7 +326,7 @@ func (rr runtimeRules) Apply(ctx context.Context, names []string) ([]api.Applied
 	for _, name := range names {
 		if !slices.ContainsFunc(r.managedInfo, func(ri api.RuleInfo) bool { return ri.Rule.Name == name }) {
 			r.rulesMu.Unlock()
-			if g, ok := r.globalRule(name); ok {
+			if g, ok := r.fixedRule(name); ok {
 				return nil, &api.RuleInFileError{Name: name, File: fmt.Sprintf("%s:%d", g.File, g.Line)}
 			}
 			return nil, fmt.Errorf("%w: no managed rule is called %q", api.ErrRuleNotFound, name)

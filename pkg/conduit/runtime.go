@@ -459,6 +459,15 @@ func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.P
 	if err != nil {
 		return config.ErrorRecovery{}, lifecycle.Policy{}, p.FieldError("error-recovery", err)
 	}
+	// Delays below the floor load and wait the floor; say so.
+	if w := config.FloorWarning(p.ErrorRecovery.BelowFloor()); w != "" {
+		r.log.Warn("pipeline error-recovery: "+w, zap.String("pipeline_id", p.ID), zap.String("file", p.File))
+	}
+	for _, rule := range p.ErrorRecovery.Rules {
+		if w := config.FloorWarning(rule.Policy.BelowFloor()); w != "" {
+			r.log.Warn(fmt.Sprintf("recovery rule %q: %s", rule.Name, w), zap.String("pipeline_id", p.ID), zap.String("file", fmt.Sprintf("%s:%d", rule.File, rule.Line)))
+		}
+	}
 	return recovery, policy, nil
 }
 
@@ -779,13 +788,19 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		release()
 		return nil, err
 	}
-	cfg.OnOpen = release
+	cfg.OnOpen = func() {
+		release()
+		if hooks.OnOpen != nil {
+			hooks.OnOpen()
+		}
+	}
 	cfg.OnAck = hooks.OnAck
 	if f := r.fleet; f != nil {
 		id := m.cfg.ID
 		cfg.WriteGuard = func() error { return f.mayWrite(id) }
 	}
 	cfg.DeadLetter = m.deadLetter
+	cfg.OnDeadLettered = func(d pipeline.DeadLettered) { r.deadLettered(m, d) }
 	if q := hooks.Quarantine; q != nil {
 		cfg.Quarantine = map[string]pipeline.QuarantinedRecord{string(q.Position): {
 			Kind: componentKind(q.Error.ComponentKind), ID: q.Error.Component,
@@ -801,7 +816,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		release()
 		return nil, err
 	}
-	return trackedRun{Engine: e, m: m, discard: release}, nil
+	return trackedRun{Engine: e, r: r, m: m, discard: release}, nil
 }
 
 // buildEngineConfig turns the file's pipeline into the engine's config. It

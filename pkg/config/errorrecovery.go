@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,11 @@ type ErrorRecovery struct {
 	// MaxRetriesWindow is how long a restarted pipeline must stay healthy
 	// for its fail count to reset.
 	MaxRetriesWindow time.Duration
+	// Probation is how long a restarted pipeline must stay up, its
+	// connectors open, to be running again when no record made it end to
+	// end meanwhile (an idle source). Its fail count resets only after
+	// MaxRetriesWindow.
+	Probation time.Duration
 	// Jitter randomises each delay by up to this fraction (0..1), so many
 	// pipelines failing together do not restart in lockstep.
 	Jitter float64
@@ -128,9 +134,9 @@ func Presets() map[string]ErrorRecoveryOverride {
 		"standard": {MaxRetries: ptrTo(5), MinDelay: ptrTo(time.Second), BackoffFactor: ptrTo(2.0),
 			MaxDelay: ptrTo(time.Minute), MaxDuration: ptrTo(5 * time.Minute)},
 		"aggressive": {MaxRetries: ptrTo(10), MinDelay: ptrTo(100 * time.Millisecond), BackoffFactor: ptrTo(1.5),
-			MaxDelay: ptrTo(10 * time.Second), MaxDuration: ptrTo(time.Minute)},
+			MaxDelay: ptrTo(10 * time.Second), MaxDuration: ptrTo(time.Minute), Probation: ptrTo(10 * time.Second)},
 		"conservative": {MaxRetries: ptrTo(3), MinDelay: ptrTo(5 * time.Second), BackoffFactor: ptrTo(2.0),
-			MaxDelay: ptrTo(5 * time.Minute), MaxDuration: ptrTo(15 * time.Minute)},
+			MaxDelay: ptrTo(5 * time.Minute), MaxDuration: ptrTo(15 * time.Minute), Probation: ptrTo(time.Minute)},
 		"infinite": {MaxRetries: ptrTo(-1), MinDelay: ptrTo(time.Second), BackoffFactor: ptrTo(2.0),
 			MaxDelay: ptrTo(time.Minute), MaxDuration: ptrTo(time.Duration(0))},
 	}
@@ -154,6 +160,7 @@ type ErrorRecoveryOverride struct {
 	BackoffFactor    *float64
 	MaxRetries       *int
 	MaxRetriesWindow *time.Duration
+	Probation        *time.Duration
 	Jitter           *float64
 	MaxDuration      *time.Duration
 	MaxFlaps         *int
@@ -248,6 +255,11 @@ var errorRecoveryFields = []erField{
 		"How long a restarted pipeline must run healthy for its fail count to reset; greater than 0.",
 		func(e *ErrorRecovery) *time.Duration { return &e.MaxRetriesWindow },
 		func(o *ErrorRecoveryOverride) **time.Duration { return &o.MaxRetriesWindow },
+		positiveDuration),
+	newERField("probation", 30*time.Second,
+		"How long a restarted pipeline must stay up to be running again when no record made it end to end (an idle source); its fail count still resets only after max-retries-window. Greater than 0.",
+		func(e *ErrorRecovery) *time.Duration { return &e.Probation },
+		func(o *ErrorRecoveryOverride) **time.Duration { return &o.Probation },
 		positiveDuration),
 	newERField("jitter", 0.0,
 		"Random spread added to each delay, as a fraction between 0 and 1.",
@@ -461,4 +473,55 @@ func sameValue(a, b any) bool {
 		return slices.Equal(x, b.([]time.Duration))
 	}
 	return a == b
+}
+
+// RestartDelayFloor is the shortest wait before a restart. A policy or a
+// rule that asks for less (a min-delay of 0, a schedule entry of 10ms)
+// waits this long instead: a pipeline that fails at once on every start
+// would otherwise restart in a hot loop, thousands of times a second,
+// flooding the log and the audit log and growing memory. It is the
+// aggressive preset's min-delay.
+const RestartDelayFloor = 100 * time.Millisecond
+
+// BelowFloor lists, for people, the delays the block sets below
+// RestartDelayFloor ("min-delay 0s"), each raised to the floor when it is
+// used; none when every delay it sets is at least the floor.
+func (o ErrorRecoveryOverride) BelowFloor() []string {
+	var out []string
+	if o.MinDelay != nil && *o.MinDelay < RestartDelayFloor {
+		out = append(out, "min-delay "+formatDuration(*o.MinDelay))
+	}
+	if o.MaxDelay != nil && *o.MaxDelay < RestartDelayFloor {
+		out = append(out, "max-delay "+formatDuration(*o.MaxDelay))
+	}
+	if o.Schedule != nil {
+		for i, d := range *o.Schedule {
+			if d < RestartDelayFloor {
+				out = append(out, fmt.Sprintf("schedule[%d] %s", i, formatDuration(d)))
+			}
+		}
+	}
+	return out
+}
+
+// BelowFloor is ErrorRecoveryOverride.BelowFloor for a resolved policy:
+// the delays its strategy uses that are below RestartDelayFloor.
+func (e ErrorRecovery) BelowFloor() []string {
+	o := ErrorRecoveryOverride{}
+	if e.Strategy == StrategySchedule {
+		o.Schedule = &e.Schedule
+	} else {
+		o.MinDelay, o.MaxDelay = &e.MinDelay, &e.MaxDelay
+	}
+	return o.BelowFloor()
+}
+
+// FloorWarning says, for people, that the delays below were raised to
+// RestartDelayFloor; empty when below is.
+func FloorWarning(below []string) string {
+	if len(below) == 0 {
+		return ""
+	}
+	return strings.Join(below, ", ") + " below the restart delay floor: restarts wait at least " +
+		formatDuration(RestartDelayFloor) + " (no policy or rule restarts a pipeline in a hot loop)"
 }

@@ -97,6 +97,9 @@ pipelines:
 func withNewDefaults(e ErrorRecovery) ErrorRecovery {
 	e.Preset, e.Strategy, e.Schedule = PresetConduit, StrategyExponential, []time.Duration{}
 	e.MaxFlaps, e.FlapWindow = -1, 5*time.Minute
+	if e.Probation == 0 {
+		e.Probation = 30 * time.Second
+	}
 	return e
 }
 

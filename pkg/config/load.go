@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -125,7 +126,26 @@ func Load(opts LoadOptions) (Config, []Warning, error) {
 		warnings = unknownEnv(opts.Environ())
 	}
 	cfg, err := load(opts)
+	if err == nil {
+		warnings = append(warnings, floorWarnings(cfg)...)
+	}
 	return cfg, warnings, err
+}
+
+// floorWarnings says which delays of the global policy and rules are below
+// RestartDelayFloor: they load, and their restarts wait the floor.
+func floorWarnings(cfg Config) []Warning {
+	source := cmp.Or(cfg.ConfigPath, "defaults")
+	var out []Warning
+	if w := FloorWarning(cfg.Pipelines.ErrorRecovery.BelowFloor()); w != "" {
+		out = append(out, Warning{Source: source, Message: "pipelines.error-recovery: " + w})
+	}
+	for _, r := range cfg.Pipelines.ErrorRecovery.Rules {
+		if w := FloorWarning(r.Policy.BelowFloor()); w != "" {
+			out = append(out, Warning{Source: fmt.Sprintf("%s:%d", cmp.Or(r.File, source), r.Line), Message: fmt.Sprintf("recovery rule %q: %s", r.Name, w)})
+		}
+	}
+	return out
 }
 
 func load(opts LoadOptions) (Config, error) {

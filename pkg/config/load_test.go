@@ -119,6 +119,7 @@ func TestDefault(t *testing.T) {
 		{"backoff-factor", c.Pipelines.ErrorRecovery.BackoffFactor, 2.0},
 		{"max-retries", c.Pipelines.ErrorRecovery.MaxRetries, -1},
 		{"max-retries-window", c.Pipelines.ErrorRecovery.MaxRetriesWindow, 5 * time.Minute},
+		{"probation", c.Pipelines.ErrorRecovery.Probation, 30 * time.Second},
 		{"jitter", c.Pipelines.ErrorRecovery.Jitter, 0.0},
 		{"max-duration", c.Pipelines.ErrorRecovery.MaxDuration, time.Duration(0)},
 		{"preset", c.Pipelines.ErrorRecovery.Preset, "conduit"},
@@ -141,8 +142,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 44 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 44; add the new key here", len(Keys()))
+	if len(Keys()) != 45 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 45; add the new key here", len(Keys()))
 	}
 }
 
@@ -895,4 +896,41 @@ func loadCase(t *testing.T, file string, args []string, vars map[string]string) 
 	}
 	_, _, err = Load(LoadOptions{Flags: flags(t, args...), LookupEnv: env(vars), WorkDir: dir})
 	return path, err
+}
+
+// Delays below the restart delay floor load, with a warning naming the
+// file, the key or rule and the floor.
+func TestDelaysBelowTheFloorWarn(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "conduit.yml", `pipelines:
+  error-recovery:
+    min-delay: 0s
+    rules:
+      - name: hot
+        match: {codes: ["503"]}
+        strategy: schedule
+        schedule: [1s, 10ms]
+`)
+	c, warnings, err := Load(LoadOptions{WorkDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipelines.ErrorRecovery.MinDelay != 0 {
+		t.Fatalf("min-delay %v, want 0s as written (the floor applies when a delay is used)", c.Pipelines.ErrorRecovery.MinDelay)
+	}
+	var got []string
+	for _, w := range warnings {
+		got = append(got, w.String())
+	}
+	want := []string{
+		path + ": pipelines.error-recovery: min-delay 0s below the restart delay floor: restarts wait at least 100ms (no policy or rule restarts a pipeline in a hot loop)",
+		path + `:5: recovery rule "hot": schedule[1] 10ms below the restart delay floor: restarts wait at least 100ms (no policy or rule restarts a pipeline in a hot loop)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The defaults warn of nothing.
+	if _, warnings, _ := Load(LoadOptions{WorkDir: t.TempDir()}); len(warnings) != 0 {
+		t.Fatalf("defaults warn: %v", warnings)
+	}
 }

@@ -1,7 +1,11 @@
 package config
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +250,57 @@ func TestSpecificityOrdersPreciseRulesFirst(t *testing.T) {
 func TestThereIsRoomForTheSourceOfEveryKey(t *testing.T) {
 	if len(errorRecoveryFields) > maxERFields {
 		t.Fatalf("%d error-recovery keys, room for the sources of %d: raise maxERFields", len(errorRecoveryFields), maxERFields)
+	}
+}
+
+// The built-in rules parse, every one degrades and names where it comes
+// from, and the PostgreSQL ones cover the SQLSTATEs of the example rules
+// and 55000.
+func TestBuiltinRules(t *testing.T) {
+	rules := BuiltinRules()
+	names := map[string]Rule{}
+	for _, r := range rules {
+		if r.Action != ActionDegrade || r.File != BuiltinRulesFile || r.Line == 0 {
+			t.Errorf("built-in rule %+v: want action degrade, file %q and a line", r, BuiltinRulesFile)
+		}
+		names[r.Name] = r
+	}
+	for name, sqlstate := range map[string]string{"postgres-authentication": "(SQLSTATE 28", "postgres-missing-database": "(SQLSTATE 3D000)",
+		"postgres-missing-table": "(SQLSTATE 42P01)", "postgres-permission": "(SQLSTATE 42501)", "postgres-wal-level": "(SQLSTATE 55000)"} {
+		r, ok := names[name]
+		if !ok || r.Match.Message != sqlstate || len(r.Match.Plugins) != 1 || r.Match.Plugins[0] != "builtin:postgres*" {
+			t.Errorf("built-in rule %s: %+v, want builtin:postgres* and %q", name, r, sqlstate)
+		}
+	}
+	// Each call is a copy of its own.
+	rules[0].Name = "changed"
+	if BuiltinRules()[0].Name == "changed" {
+		t.Error("BuiltinRules returns a shared slice")
+	}
+}
+
+// examples/rules/postgres.yml is the built-in rules to read and copy: the
+// same rules, matching the same errors the same way.
+func TestExamplePostgresRulesAreTheBuiltinOnes(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "rules", "postgres.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, err := ParseRulesFile("postgres.yml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example []string
+	for _, rt := range texts {
+		example = append(example, fmt.Sprintf("%s %+v %s", rt.Rule.Name, rt.Rule.Match, rt.Rule.Action))
+	}
+	var builtin []string
+	for _, r := range BuiltinRules() {
+		builtin = append(builtin, fmt.Sprintf("%s %+v %s", r.Name, r.Match, r.Action))
+	}
+	slices.Sort(example)
+	slices.Sort(builtin)
+	if !slices.Equal(example, builtin) {
+		t.Errorf("examples/rules/postgres.yml:\n%s\nbuilt-in:\n%s", strings.Join(example, "\n"), strings.Join(builtin, "\n"))
 	}
 }

@@ -182,15 +182,16 @@ func (d *fileDestination) symlinkError() error {
 // checkAppendable refuses what appending to would harm or cannot work:
 // character devices (/dev/stdout, /dev/null, a terminal) and named pipes
 // are fine, a block device is a disk whose data appending would overwrite.
+// Each refusal is fatal: a restart finds the same thing at the path.
 func checkAppendable(fi os.FileInfo) error {
 	m := fi.Mode()
 	switch {
 	case m.IsDir():
-		return errors.New("is a directory; path must name a file")
+		return cerrors.Fatal(errors.New("is a directory; path must name a file"))
 	case m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0:
-		return errors.New("is a block device; writing to it would overwrite the data on it")
+		return cerrors.Fatal(errors.New("is a block device; writing to it would overwrite the data on it"))
 	case m&fs.ModeSocket != 0:
-		return errors.New("is a unix socket; path must name a file")
+		return cerrors.Fatal(errors.New("is a unix socket; path must name a file"))
 	}
 	return nil
 }

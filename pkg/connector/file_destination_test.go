@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -158,6 +159,23 @@ func TestFileDestinationOpenError(t *testing.T) {
 	}
 	if _, err := d.Write(context.Background(), []record.Record{testRecord("1", nil)}); err == nil {
 		t.Error("Write without Open succeeded")
+	}
+}
+
+// A path that is a directory (or a block device, or a socket) is the same
+// on every restart: the error is fatal.
+func TestFileDestinationAtADirectoryIsFatal(t *testing.T) {
+	dir := t.TempDir()
+	d, err := NewFileDestination(Config{Settings: map[string]string{"path": dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Open(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("Open = %v, want is a directory", err)
+	}
+	if c := cerrors.Classify(err); c.Class != cerrors.ClassFatal {
+		t.Fatalf("classified %v, want fatal", c.Class)
 	}
 }
 

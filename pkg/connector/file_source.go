@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	cerrors "github.com/conduitry/conduit/errors"
+
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -227,8 +229,9 @@ func (s *fileSource) fill() (bool, error) {
 	if s.end == len(s.buf) {
 		// The buffer holds one incomplete line.
 		if len(s.buf) > s.maxLine {
-			return false, fmt.Errorf("file source %s: the line at offset %d is longer than %d bytes",
-				s.path, s.offset, s.maxLine)
+			// Reading it again cannot make it shorter: a human must act.
+			return false, cerrors.WithCode(fmt.Errorf("file source %s: the line at offset %d is longer than %d bytes",
+				s.path, s.offset, s.maxLine), cerrors.CodePayloadTooLarge)
 		}
 		grown := make([]byte, min(2*len(s.buf), s.maxLine+1))
 		copy(grown, s.buf[:s.end])

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -248,6 +249,10 @@ func TestFileSourceLongLines(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), h.path) || !strings.Contains(err.Error(), "offset 3") ||
 			!strings.Contains(err.Error(), "longer than 32 bytes") {
 			t.Fatalf("error = %v, want one naming the path, the offset and the limit", err)
+		}
+		// Reading again cannot make the line shorter: fatal.
+		if c := cerrors.Classify(err); c.Class != cerrors.ClassFatal || c.Code != cerrors.CodePayloadTooLarge {
+			t.Fatalf("classified %v %d, want fatal 413", c.Class, c.Code)
 		}
 	})
 	t.Run("exactly the limit", func(t *testing.T) {

@@ -47,6 +47,9 @@ type Metrics struct {
 	// decisions counts what the recovery policy decided about faults, by
 	// the rule that decided (none: the error's class) and the action.
 	decisions *prometheus.CounterVec
+	// deadLettered counts the records dead-letter rules and quarantine
+	// sent to the dead-letter queue, by pipeline and rule.
+	deadLettered *prometheus.CounterVec
 
 	mu        sync.RWMutex
 	pipelines map[string]*Pipeline
@@ -84,6 +87,11 @@ func New(records RecordSource) *Metrics {
 		Help: "Faults by the recovery rule that decided them (none: the error's class decided) and the action: restart or degrade.",
 	}, []string{"rule", "action"})
 	m.registry.MustRegister(m.decisions)
+	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conduit_records_dead_lettered_total",
+		Help: "Records a recovery rule with action dead-letter (rule: its name) or quarantine (rule: quarantine) sent to the dead-letter queue instead of the destinations, by pipeline.",
+	}, []string{"pipeline_id", "rule"})
+	m.registry.MustRegister(m.deadLettered)
 	for _, k := range auditlog.SupervisorKinds() {
 		m.eventCounters[k] = m.events.WithLabelValues(string(k))
 	}
@@ -126,6 +134,13 @@ func (m *Metrics) ForgetPipeline(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.pipelines, id)
+	m.deadLettered.DeletePartialMatch(prometheus.Labels{"pipeline_id": id})
+}
+
+// DeadLettered counts n records of pipeline that rule (a dead-letter rule,
+// or quarantine) sent to the dead-letter queue.
+func (m *Metrics) DeadLettered(pipeline, rule string, n int) {
+	m.deadLettered.WithLabelValues(pipeline, rule).Add(float64(n))
 }
 
 // PipelineEvent counts a supervisor's event and updates its pipeline's

@@ -117,3 +117,27 @@ func TestPipelineEventsDoNotWaitForEachOther(t *testing.T) {
 		}
 	}
 }
+
+// Dead-lettered records are counted per pipeline and rule, and a pipeline
+// that is gone takes its series with it.
+func TestDeadLetteredCountsPerPipelineAndRule(t *testing.T) {
+	m := New(nil)
+	m.DeadLettered("p1", "poison-rows", 3)
+	m.DeadLettered("p1", "poison-rows", 2)
+	m.DeadLettered("p1", "quarantine", 1)
+	m.DeadLettered("p2", "poison-rows", 7)
+	body := scrape(t, m)
+	for _, want := range []string{
+		`conduit_records_dead_lettered_total{pipeline_id="p1",rule="poison-rows"} 5`,
+		`conduit_records_dead_lettered_total{pipeline_id="p1",rule="quarantine"} 1`,
+		`conduit_records_dead_lettered_total{pipeline_id="p2",rule="poison-rows"} 7`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	m.ForgetPipeline("p1")
+	if body := scrape(t, m); strings.Contains(body, `pipeline_id="p1"`) || !strings.Contains(body, `pipeline_id="p2"`) {
+		t.Errorf("after forgetting p1:\n%s", body)
+	}
+}

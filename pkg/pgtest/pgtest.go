@@ -40,6 +40,14 @@ type Cluster struct {
 // server binaries are missing or the cluster does not start.
 func Start(tb testing.TB) *Cluster {
 	tb.Helper()
+	return StartWith(tb, "")
+}
+
+// StartWith is Start with more lines for postgresql.conf, which override
+// Start's own ("wal_level = replica" for a server without logical
+// replication).
+func StartWith(tb testing.TB, conf string) *Cluster {
+	tb.Helper()
 	bin, err := serverBin()
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
@@ -70,7 +78,7 @@ func Start(tb testing.TB) *Cluster {
 		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
 	c.port = freePort(tb)
-	conf := fmt.Sprintf(`
+	settings := fmt.Sprintf(`
 listen_addresses = '127.0.0.1'
 port = %d
 unix_socket_directories = '%s'
@@ -80,10 +88,11 @@ max_wal_senders = 20
 fsync = off
 synchronous_commit = off
 full_page_writes = off
-`, c.port, dir)
+%s
+`, c.port, dir, conf)
 	f, err := os.OpenFile(filepath.Join(c.dir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err == nil {
-		_, err = f.WriteString(conf)
+		_, err = f.WriteString(settings)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

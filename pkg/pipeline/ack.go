@@ -89,7 +89,14 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				zap.String("component", n.id), zap.Error(n.err))
 			// The overflowing record is neither queued nor acknowledged:
 			// after a restart it is read again.
-			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: n.err}
+			cause := n.err
+			if window.threshold > 0 {
+				// A window that tolerates nacks overflowed: that is the
+				// cause. With none tolerated (the default) the record's
+				// error is.
+				cause = &DLQWindowError{Nacks: window.nacks, Size: window.size, Threshold: window.threshold, Err: n.err}
+			}
+			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: cause}
 			nacks = nacks[:slices.IndexFunc(nacks, func(x nack) bool { return x.index == cut })]
 		}
 		if failure != nil || len(nacks) > 0 {
@@ -108,6 +115,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				return err
 			}
 			e.stats.RecordsNacked.Add(int64(len(nacks)))
+			e.reportDeadLettered(b.records, nacks)
 		}
 		if failure == nil {
 			group.add(b, limit, len(nacks))

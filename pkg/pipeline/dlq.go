@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
@@ -64,6 +65,72 @@ func (e *Engine) writeDLQ(ctx context.Context, recs []record.Record) error {
 	}
 	return nil
 }
+
+// DeadLettered is what a run reports of the records a dead-letter rule or
+// quarantine sent to the dead-letter queue: per rule and batch, once they
+// are in the queue.
+type DeadLettered struct {
+	// Rule is the recovery rule that took them, QuarantineRule for
+	// quarantined records.
+	Rule string
+	// Kind and ComponentID name the component whose error they carry.
+	Kind        Kind
+	ComponentID string
+	Count       int
+	// First and Last are the positions of the first and last of them, in
+	// read order; Err is the last one's error.
+	First, Last record.Position
+	Err         error
+}
+
+// reportDeadLettered tells Config.OnDeadLettered about the nacks of a batch
+// that a rule took (sorted by index), one call per rule.
+func (e *Engine) reportDeadLettered(recs []record.Record, nacks []nack) {
+	if e.cfg.OnDeadLettered == nil {
+		return
+	}
+	var reports []DeadLettered
+	for _, n := range nacks {
+		if n.rule == "" {
+			continue
+		}
+		i := slices.IndexFunc(reports, func(d DeadLettered) bool { return d.Rule == n.rule })
+		if i < 0 {
+			reports = append(reports, DeadLettered{Rule: n.rule, First: recs[n.index].Position})
+			i = len(reports) - 1
+		}
+		d := &reports[i]
+		d.Count++
+		d.Kind, d.ComponentID, d.Last, d.Err = n.kind, n.id, recs[n.index].Position, n.err
+	}
+	for _, d := range reports {
+		e.cfg.OnDeadLettered(d)
+	}
+}
+
+// DLQWindowError ends a run whose dead-letter queue window overflowed:
+// more than window-nack-threshold of the last window-size records were
+// nacked. Err is the last nacked record's error, which decides the class
+// (Unwrap); the message says the window, not only that record, stopped the
+// pipeline.
+type DLQWindowError struct {
+	// Nacks of the last Size records were nacked; Threshold were allowed.
+	Nacks, Size, Threshold int
+	Err                    error
+}
+
+// Error says the cause first, then the last nacked record's error.
+func (e *DLQWindowError) Error() string {
+	return fmt.Sprintf("dead-letter queue window overflowed: %d nacks in the last %d records (window-size %d, window-nack-threshold %d); last nacked record: %v",
+		e.Nacks, e.Size, e.Size, e.Threshold, e.Err)
+}
+
+// Unwrap returns the last nacked record's error.
+func (e *DLQWindowError) Unwrap() error { return e.Err }
+
+// DeadLetterWindowOverflow tells the supervisor that the dead-letter
+// queue's window, not a single record, ended the run.
+func (e *DLQWindowError) DeadLetterWindowOverflow() {}
 
 // nackWindow is the sliding window of Conduit's DLQ settings: it remembers
 // whether each of the last size records was nacked and overflows when more

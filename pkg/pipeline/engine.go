@@ -152,6 +152,10 @@ type Config struct {
 	// records were skipped: when the last pending position was skipped, or
 	// at the end of the run.
 	OnDedupSkipped func(destinationID string, skipped int64)
+	// OnDeadLettered, if set, is called from the acknowledging stage once
+	// records a dead-letter rule or quarantine took are in the dead-letter
+	// queue: once per rule and batch. It must not block.
+	OnDeadLettered func(DeadLettered)
 	// WriteGuard, if set, is called right before every Write to a
 	// destination connector and to the dead-letter queue; nil means no
 	// guard. Destinations are not fenced the way the database is, so this

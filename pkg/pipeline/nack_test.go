@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -146,6 +147,15 @@ func TestNackWindowOverflowIsFatal(t *testing.T) {
 	var se *StageError
 	if !errors.As(err, &se) || se.ID != "check" {
 		t.Fatalf("got %v, want the overflowing nack's error", err)
+	}
+	// The error says the window ended the run, with the record's error as
+	// the detail (and the cause its class comes from).
+	var window *DLQWindowError
+	if !errors.As(err, &window) || window.Nacks != 2 || window.Size != 5 || window.Threshold != 1 || window.Err.Error() != "rejected" {
+		t.Fatalf("got %#v, want a window error of 2 nacks in 5 records over the record's error", err)
+	}
+	if want := "dead-letter queue window overflowed: 2 nacks in the last 5 records (window-size 5, window-nack-threshold 1); last nacked record: rejected"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
 	}
 	if got := dlq.positions(); !slices.Equal(got, []string{"4"}) {
 		t.Fatalf("DLQ got %v, want only 4 (8 overflowed the window)", got)
@@ -496,5 +506,24 @@ func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
 	}
 	if got := dlq.positions(); !slices.Equal(got, []string{"7"}) || slices.Contains(dst.records(), "7") {
 		t.Fatalf("without processors: DLQ got %v, destination %v; want 7 quarantined", got, dst.records())
+	}
+}
+
+// With no nack tolerated (the default window of 1, threshold 0) the first
+// nack's own error is the cause: no window to speak of.
+func TestFirstNackWithTheDefaultWindowIsTheRecordsError(t *testing.T) {
+	src := &seqSource{limit: 100, perRead: 10}
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}}},
+		Processors:   []Processor{{ID: "check", Processor: rejectEvery(4, errors.New("rejected"))}},
+		DLQ:          DeadLetterQueue{Connector: &dlqDestination{}, WindowSize: 1, WindowNackThreshold: 0},
+		Positions:    &memPositions{},
+		BatchSize:    10,
+	})
+	err := h.wait()
+	var window *DLQWindowError
+	if errors.As(err, &window) || !strings.HasSuffix(err.Error(), ": rejected") {
+		t.Fatalf("got %v, want the record's own error", err)
 	}
 }

@@ -512,7 +512,10 @@ type RecoveryPolicy struct {
 	// default.
 	Sources map[string]string `protobuf:"bytes,14,rep,name=sources,proto3" json:"sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// In the order they are tried.
-	Rules         []*RecoveryRule `protobuf:"bytes,15,rep,name=rules,proto3" json:"rules,omitempty"`
+	Rules []*RecoveryRule `protobuf:"bytes,15,rep,name=rules,proto3" json:"rules,omitempty"`
+	// How long a restarted pipeline must stay up to be running again without
+	// a record end to end.
+	Probation     *durationpb.Duration `protobuf:"bytes,16,opt,name=probation,proto3" json:"probation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -648,6 +651,13 @@ func (x *RecoveryPolicy) GetSources() map[string]string {
 func (x *RecoveryPolicy) GetRules() []*RecoveryRule {
 	if x != nil {
 		return x.Rules
+	}
+	return nil
+}
+
+func (x *RecoveryPolicy) GetProbation() *durationpb.Duration {
+	if x != nil {
+		return x.Probation
 	}
 	return nil
 }
@@ -834,9 +844,15 @@ type Pipeline struct {
 	// The dependency whose open breaker a recovering pipeline waits for
 	// instead of a restart time: it restarts once the breaker's canary got
 	// through. Empty when no breaker holds it.
-	HeldBy        string `protobuf:"bytes,19,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeldBy string `protobuf:"bytes,19,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	// Records its dead-letter rules and quarantine sent to the dead-letter
+	// queue since this conduit process started, and when and by which rule
+	// the last one was (see its dead-lettered events).
+	DeadLettered       int64                  `protobuf:"varint,20,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	LastDeadLetteredAt *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_dead_lettered_at,json=lastDeadLetteredAt,proto3" json:"last_dead_lettered_at,omitempty"`
+	LastDeadLetterRule string                 `protobuf:"bytes,22,opt,name=last_dead_letter_rule,json=lastDeadLetterRule,proto3" json:"last_dead_letter_rule,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Pipeline) Reset() {
@@ -1002,6 +1018,27 @@ func (x *Pipeline) GetHeldBy() string {
 	return ""
 }
 
+func (x *Pipeline) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *Pipeline) GetLastDeadLetteredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDeadLetteredAt
+	}
+	return nil
+}
+
+func (x *Pipeline) GetLastDeadLetterRule() string {
+	if x != nil {
+		return x.LastDeadLetterRule
+	}
+	return ""
+}
+
 // PipelineEvent is one entry of a pipeline's audit log.
 type PipelineEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1010,15 +1047,16 @@ type PipelineEvent struct {
 	Time       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	PipelineId string                 `protobuf:"bytes,3,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
 	// created, provisioned, starting, running, resumed, fault, recovering,
-	// restarted, recovered, degraded, stopping, stopped, deleted or
-	// dedup-skipped.
+	// restarted, recovered, degraded, stopping, stopped, deleted,
+	// dedup-skipped or dead-lettered.
 	Kind         string         `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	StatusBefore PipelineStatus `protobuf:"varint,5,opt,name=status_before,json=statusBefore,proto3,enum=conduit.v1.PipelineStatus" json:"status_before,omitempty"`
 	StatusAfter  PipelineStatus `protobuf:"varint,6,opt,name=status_after,json=statusAfter,proto3,enum=conduit.v1.PipelineStatus" json:"status_after,omitempty"`
 	Message      string         `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// user, system or config.
 	Actor string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
-	// For fault, recovering and degraded events.
+	// For fault, recovering and degraded events; for dead-lettered ones the
+	// last record's error, its rule the one that took the records.
 	Error *PipelineError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// The restart attempt (recovering, restarted).
 	Attempt int32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -1026,9 +1064,10 @@ type PipelineEvent struct {
 	Delay *durationpb.Duration `protobuf:"bytes,11,opt,name=delay,proto3" json:"delay,omitempty"`
 	// When the restart is (recovering) or was (restarted) scheduled.
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
-	// Why it degraded or recovered (record or window).
+	// Why it degraded or recovered (record, probation or window).
 	Reason string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Records skipped (dedup-skipped).
+	// Records skipped (dedup-skipped) or sent to the dead-letter queue
+	// (dead-lettered).
 	Count int64 `protobuf:"varint,14,opt,name=count,proto3" json:"count,omitempty"`
 	// What the policy decided about a fault: restart or degrade.
 	Action string `protobuf:"bytes,15,opt,name=action,proto3" json:"action,omitempty"`
@@ -2629,7 +2668,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x127\n" +
 	"\battempts\x18\x04 \x03(\v2\x1b.conduit.v1.RecoveryAttemptR\battempts\x12)\n" +
 	"\x10dropped_attempts\x18\x05 \x01(\x05R\x0fdroppedAttempts\x125\n" +
-	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x85\x06\n" +
+	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xbe\x06\n" +
 	"\x0eRecoveryPolicy\x12\x16\n" +
 	"\x06preset\x18\x01 \x01(\tR\x06preset\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x125\n" +
@@ -2648,7 +2687,8 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"flapWindow\x12)\n" +
 	"\x10quarantine_after\x18\r \x01(\x05R\x0fquarantineAfter\x12A\n" +
 	"\asources\x18\x0e \x03(\v2'.conduit.v1.RecoveryPolicy.SourcesEntryR\asources\x12.\n" +
-	"\x05rules\x18\x0f \x03(\v2\x18.conduit.v1.RecoveryRuleR\x05rules\x1a:\n" +
+	"\x05rules\x18\x0f \x03(\v2\x18.conduit.v1.RecoveryRuleR\x05rules\x127\n" +
+	"\tprobation\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\tprobation\x1a:\n" +
 	"\fSourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\x02\n" +
@@ -2668,7 +2708,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xf0\x05\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\x97\a\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2695,7 +2735,10 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
 	"definition\x18\x12 \x01(\tR\n" +
 	"definition\x12\x17\n" +
-	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\"\xe2\x04\n" +
+	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\x12#\n" +
+	"\rdead_lettered\x18\x14 \x01(\x03R\fdeadLettered\x12M\n" +
+	"\x15last_dead_lettered_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastDeadLetteredAt\x121\n" +
+	"\x15last_dead_letter_rule\x18\x16 \x01(\tR\x12lastDeadLetterRule\"\xe2\x04\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
@@ -2914,67 +2957,69 @@ var file_conduit_v1_pipeline_proto_depIdxs = []int32{
 	39, // 15: conduit.v1.RecoveryPolicy.flap_window:type_name -> google.protobuf.Duration
 	36, // 16: conduit.v1.RecoveryPolicy.sources:type_name -> conduit.v1.RecoveryPolicy.SourcesEntry
 	7,  // 17: conduit.v1.RecoveryPolicy.rules:type_name -> conduit.v1.RecoveryRule
-	6,  // 18: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
-	0,  // 19: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
-	38, // 20: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
-	3,  // 21: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
-	5,  // 22: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
-	38, // 23: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 24: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
-	12, // 25: conduit.v1.Pipeline.config_errors:type_name -> conduit.v1.ConfigError
-	38, // 26: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 27: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
-	0,  // 28: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
-	3,  // 29: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
-	39, // 30: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
-	38, // 31: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
-	0,  // 32: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
-	8,  // 33: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
-	12, // 34: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
-	8,  // 35: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	8,  // 36: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	8,  // 37: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
-	9,  // 38: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
-	9,  // 39: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
-	23, // 40: conduit.v1.ApplyPipelinesRequest.files:type_name -> conduit.v1.PipelineFile
-	2,  // 41: conduit.v1.PlannedChange.action:type_name -> conduit.v1.PlanAction
-	12, // 42: conduit.v1.PlannedChange.errors:type_name -> conduit.v1.ConfigError
-	25, // 43: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
-	23, // 44: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
-	12, // 45: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
-	38, // 46: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
-	32, // 47: conduit.v1.ListDependenciesResponse.dependencies:type_name -> conduit.v1.Dependency
-	38, // 48: conduit.v1.GetRecoverySummaryResponse.earliest_next_attempt:type_name -> google.protobuf.Timestamp
-	38, // 49: conduit.v1.GetRecoverySummaryResponse.latest_next_attempt:type_name -> google.protobuf.Timestamp
-	37, // 50: conduit.v1.GetRecoverySummaryResponse.restarts_by_rule:type_name -> conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntry
-	38, // 51: conduit.v1.GetRecoverySummaryResponse.since:type_name -> google.protobuf.Timestamp
-	10, // 52: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
-	13, // 53: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
-	15, // 54: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
-	17, // 55: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
-	19, // 56: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
-	21, // 57: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
-	24, // 58: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
-	27, // 59: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
-	29, // 60: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
-	31, // 61: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
-	34, // 62: conduit.v1.PipelineService.GetRecoverySummary:input_type -> conduit.v1.GetRecoverySummaryRequest
-	11, // 63: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
-	14, // 64: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
-	16, // 65: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
-	18, // 66: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
-	20, // 67: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
-	22, // 68: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
-	26, // 69: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
-	28, // 70: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
-	30, // 71: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
-	33, // 72: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
-	35, // 73: conduit.v1.PipelineService.GetRecoverySummary:output_type -> conduit.v1.GetRecoverySummaryResponse
-	63, // [63:74] is the sub-list for method output_type
-	52, // [52:63] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	39, // 18: conduit.v1.RecoveryPolicy.probation:type_name -> google.protobuf.Duration
+	6,  // 19: conduit.v1.RecoveryRule.policy:type_name -> conduit.v1.RecoveryPolicy
+	0,  // 20: conduit.v1.Pipeline.status:type_name -> conduit.v1.PipelineStatus
+	38, // 21: conduit.v1.Pipeline.next_attempt_at:type_name -> google.protobuf.Timestamp
+	3,  // 22: conduit.v1.Pipeline.last_error:type_name -> conduit.v1.PipelineError
+	5,  // 23: conduit.v1.Pipeline.episode:type_name -> conduit.v1.RecoveryEpisode
+	38, // 24: conduit.v1.Pipeline.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 25: conduit.v1.Pipeline.policy:type_name -> conduit.v1.RecoveryPolicy
+	12, // 26: conduit.v1.Pipeline.config_errors:type_name -> conduit.v1.ConfigError
+	38, // 27: conduit.v1.Pipeline.last_dead_lettered_at:type_name -> google.protobuf.Timestamp
+	38, // 28: conduit.v1.PipelineEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 29: conduit.v1.PipelineEvent.status_before:type_name -> conduit.v1.PipelineStatus
+	0,  // 30: conduit.v1.PipelineEvent.status_after:type_name -> conduit.v1.PipelineStatus
+	3,  // 31: conduit.v1.PipelineEvent.error:type_name -> conduit.v1.PipelineError
+	39, // 32: conduit.v1.PipelineEvent.delay:type_name -> google.protobuf.Duration
+	38, // 33: conduit.v1.PipelineEvent.next_attempt_at:type_name -> google.protobuf.Timestamp
+	0,  // 34: conduit.v1.ListPipelinesRequest.statuses:type_name -> conduit.v1.PipelineStatus
+	8,  // 35: conduit.v1.ListPipelinesResponse.pipelines:type_name -> conduit.v1.Pipeline
+	12, // 36: conduit.v1.ListPipelinesResponse.config_errors:type_name -> conduit.v1.ConfigError
+	8,  // 37: conduit.v1.GetPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 38: conduit.v1.StartPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	8,  // 39: conduit.v1.StopPipelineResponse.pipeline:type_name -> conduit.v1.Pipeline
+	9,  // 40: conduit.v1.ListPipelineEventsResponse.events:type_name -> conduit.v1.PipelineEvent
+	9,  // 41: conduit.v1.WatchPipelineEventsResponse.event:type_name -> conduit.v1.PipelineEvent
+	23, // 42: conduit.v1.ApplyPipelinesRequest.files:type_name -> conduit.v1.PipelineFile
+	2,  // 43: conduit.v1.PlannedChange.action:type_name -> conduit.v1.PlanAction
+	12, // 44: conduit.v1.PlannedChange.errors:type_name -> conduit.v1.ConfigError
+	25, // 45: conduit.v1.ApplyPipelinesResponse.changes:type_name -> conduit.v1.PlannedChange
+	23, // 46: conduit.v1.ValidatePipelinesRequest.files:type_name -> conduit.v1.PipelineFile
+	12, // 47: conduit.v1.ValidatePipelinesResponse.errors:type_name -> conduit.v1.ConfigError
+	38, // 48: conduit.v1.Dependency.opened_at:type_name -> google.protobuf.Timestamp
+	32, // 49: conduit.v1.ListDependenciesResponse.dependencies:type_name -> conduit.v1.Dependency
+	38, // 50: conduit.v1.GetRecoverySummaryResponse.earliest_next_attempt:type_name -> google.protobuf.Timestamp
+	38, // 51: conduit.v1.GetRecoverySummaryResponse.latest_next_attempt:type_name -> google.protobuf.Timestamp
+	37, // 52: conduit.v1.GetRecoverySummaryResponse.restarts_by_rule:type_name -> conduit.v1.GetRecoverySummaryResponse.RestartsByRuleEntry
+	38, // 53: conduit.v1.GetRecoverySummaryResponse.since:type_name -> google.protobuf.Timestamp
+	10, // 54: conduit.v1.PipelineService.ListPipelines:input_type -> conduit.v1.ListPipelinesRequest
+	13, // 55: conduit.v1.PipelineService.GetPipeline:input_type -> conduit.v1.GetPipelineRequest
+	15, // 56: conduit.v1.PipelineService.StartPipeline:input_type -> conduit.v1.StartPipelineRequest
+	17, // 57: conduit.v1.PipelineService.StopPipeline:input_type -> conduit.v1.StopPipelineRequest
+	19, // 58: conduit.v1.PipelineService.ListPipelineEvents:input_type -> conduit.v1.ListPipelineEventsRequest
+	21, // 59: conduit.v1.PipelineService.WatchPipelineEvents:input_type -> conduit.v1.WatchPipelineEventsRequest
+	24, // 60: conduit.v1.PipelineService.ApplyPipelines:input_type -> conduit.v1.ApplyPipelinesRequest
+	27, // 61: conduit.v1.PipelineService.ValidatePipelines:input_type -> conduit.v1.ValidatePipelinesRequest
+	29, // 62: conduit.v1.PipelineService.DeletePipeline:input_type -> conduit.v1.DeletePipelineRequest
+	31, // 63: conduit.v1.PipelineService.ListDependencies:input_type -> conduit.v1.ListDependenciesRequest
+	34, // 64: conduit.v1.PipelineService.GetRecoverySummary:input_type -> conduit.v1.GetRecoverySummaryRequest
+	11, // 65: conduit.v1.PipelineService.ListPipelines:output_type -> conduit.v1.ListPipelinesResponse
+	14, // 66: conduit.v1.PipelineService.GetPipeline:output_type -> conduit.v1.GetPipelineResponse
+	16, // 67: conduit.v1.PipelineService.StartPipeline:output_type -> conduit.v1.StartPipelineResponse
+	18, // 68: conduit.v1.PipelineService.StopPipeline:output_type -> conduit.v1.StopPipelineResponse
+	20, // 69: conduit.v1.PipelineService.ListPipelineEvents:output_type -> conduit.v1.ListPipelineEventsResponse
+	22, // 70: conduit.v1.PipelineService.WatchPipelineEvents:output_type -> conduit.v1.WatchPipelineEventsResponse
+	26, // 71: conduit.v1.PipelineService.ApplyPipelines:output_type -> conduit.v1.ApplyPipelinesResponse
+	28, // 72: conduit.v1.PipelineService.ValidatePipelines:output_type -> conduit.v1.ValidatePipelinesResponse
+	30, // 73: conduit.v1.PipelineService.DeletePipeline:output_type -> conduit.v1.DeletePipelineResponse
+	33, // 74: conduit.v1.PipelineService.ListDependencies:output_type -> conduit.v1.ListDependenciesResponse
+	35, // 75: conduit.v1.PipelineService.GetRecoverySummary:output_type -> conduit.v1.GetRecoverySummaryResponse
+	65, // [65:76] is the sub-list for method output_type
+	54, // [54:65] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_conduit_v1_pipeline_proto_init() }

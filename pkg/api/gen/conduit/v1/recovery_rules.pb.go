@@ -27,12 +27,16 @@ const (
 type ManagedRecoveryRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rule  *RecoveryRule          `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
-	// "managed" (kept in the database) or "file" (conduit.yml, read-only).
+	// "managed" (kept in the database), "file" (conduit.yml, read-only) or
+	// "built-in" (conduit's own, tried after every other rule; read-only).
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	// The rule as YAML, as it was written.
 	Yaml string `protobuf:"bytes,3,opt,name=yaml,proto3" json:"yaml,omitempty"`
 	// When a managed rule was loaded.
-	LoadedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=loaded_at,json=loadedAt,proto3" json:"loaded_at,omitempty"`
+	LoadedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=loaded_at,json=loadedAt,proto3" json:"loaded_at,omitempty"`
+	// Set when the rule asks for delays below the restart delay floor, which
+	// its restarts wait instead.
+	Warning       string `protobuf:"bytes,5,opt,name=warning,proto3" json:"warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,6 +97,13 @@ func (x *ManagedRecoveryRule) GetLoadedAt() *timestamppb.Timestamp {
 		return x.LoadedAt
 	}
 	return nil
+}
+
+func (x *ManagedRecoveryRule) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
 }
 
 type ListRecoveryRulesRequest struct {
@@ -378,8 +389,11 @@ type LoadRecoveryRulesResponse struct {
 	// The names of the rules loaded.
 	Loaded []string `protobuf:"bytes,1,rep,name=loaded,proto3" json:"loaded,omitempty"`
 	// The names of managed rules replaced or, with replace_all, removed.
-	Replaced      []string `protobuf:"bytes,2,rep,name=replaced,proto3" json:"replaced,omitempty"`
-	Removed       []string `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	Replaced []string `protobuf:"bytes,2,rep,name=replaced,proto3" json:"replaced,omitempty"`
+	Removed  []string `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	// What the loaded rules ask for that conduit does otherwise ("rule
+	// \"hot\": min-delay 0s below the restart delay floor ...").
+	Warnings      []string `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +445,13 @@ func (x *LoadRecoveryRulesResponse) GetReplaced() []string {
 func (x *LoadRecoveryRulesResponse) GetRemoved() []string {
 	if x != nil {
 		return x.Removed
+	}
+	return nil
+}
+
+func (x *LoadRecoveryRulesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -664,7 +685,9 @@ type DryRunRule struct {
 	Pipelines map[string]int32 `protobuf:"bytes,5,rep,name=pipelines,proto3" json:"pipelines,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// What happened to those faults: restart or degrade, "by rule <name>"
 	// when a rule decided.
-	Actual        map[string]int32 `protobuf:"bytes,6,rep,name=actual,proto3" json:"actual,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Actual map[string]int32 `protobuf:"bytes,6,rep,name=actual,proto3" json:"actual,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Set when the rule asks for delays below the restart delay floor.
+	Warning       string `protobuf:"bytes,7,opt,name=warning,proto3" json:"warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +762,13 @@ func (x *DryRunRule) GetActual() map[string]int32 {
 		return x.Actual
 	}
 	return nil
+}
+
+func (x *DryRunRule) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
 }
 
 // UnmatchedFaults are faults of one kind that no rule matches.
@@ -1081,12 +1111,13 @@ var File_conduit_v1_recovery_rules_proto protoreflect.FileDescriptor
 const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\n" +
 	"\x1fconduit/v1/recovery_rules.proto\x12\n" +
-	"conduit.v1\x1a\x19conduit/v1/pipeline.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x01\n" +
+	"conduit.v1\x1a\x19conduit/v1/pipeline.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x01\n" +
 	"\x13ManagedRecoveryRule\x12,\n" +
 	"\x04rule\x18\x01 \x01(\v2\x18.conduit.v1.RecoveryRuleR\x04rule\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x12\n" +
 	"\x04yaml\x18\x03 \x01(\tR\x04yaml\x127\n" +
-	"\tloaded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\"\x1a\n" +
+	"\tloaded_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x18\n" +
+	"\awarning\x18\x05 \x01(\tR\awarning\"\x1a\n" +
 	"\x18ListRecoveryRulesRequest\"R\n" +
 	"\x19ListRecoveryRulesResponse\x125\n" +
 	"\x05rules\x18\x01 \x03(\v2\x1f.conduit.v1.ManagedRecoveryRuleR\x05rules\",\n" +
@@ -1100,11 +1131,12 @@ const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\x18LoadRecoveryRulesRequest\x12+\n" +
 	"\x05files\x18\x01 \x03(\v2\x15.conduit.v1.RulesFileR\x05files\x12\x1f\n" +
 	"\vreplace_all\x18\x02 \x01(\bR\n" +
-	"replaceAll\"i\n" +
+	"replaceAll\"\x85\x01\n" +
 	"\x19LoadRecoveryRulesResponse\x12\x16\n" +
 	"\x06loaded\x18\x01 \x03(\tR\x06loaded\x12\x1a\n" +
 	"\breplaced\x18\x02 \x03(\tR\breplaced\x12\x18\n" +
-	"\aremoved\x18\x03 \x03(\tR\aremoved\"/\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"/\n" +
 	"\x19DeleteRecoveryRuleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x1c\n" +
 	"\x1aDeleteRecoveryRuleResponse\"\x1b\n" +
@@ -1113,7 +1145,7 @@ const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\adeleted\x18\x01 \x01(\x05R\adeleted\"z\n" +
 	"\x1aDryRunRecoveryRulesRequest\x12+\n" +
 	"\x05files\x18\x01 \x03(\v2\x15.conduit.v1.RulesFileR\x05files\x12/\n" +
-	"\x05since\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05since\"\xe8\x02\n" +
+	"\x05since\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05since\"\x82\x03\n" +
 	"\n" +
 	"DryRunRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
@@ -1121,7 +1153,8 @@ const file_conduit_v1_recovery_rules_proto_rawDesc = "" +
 	"\bschedule\x18\x03 \x01(\tR\bschedule\x12\x18\n" +
 	"\amatched\x18\x04 \x01(\x05R\amatched\x12C\n" +
 	"\tpipelines\x18\x05 \x03(\v2%.conduit.v1.DryRunRule.PipelinesEntryR\tpipelines\x12:\n" +
-	"\x06actual\x18\x06 \x03(\v2\".conduit.v1.DryRunRule.ActualEntryR\x06actual\x1a<\n" +
+	"\x06actual\x18\x06 \x03(\v2\".conduit.v1.DryRunRule.ActualEntryR\x06actual\x12\x18\n" +
+	"\awarning\x18\a \x01(\tR\awarning\x1a<\n" +
 	"\x0ePipelinesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a9\n" +
