@@ -62,7 +62,9 @@ var conduitConstructors = []struct {
 }
 
 // Conduit returns Conduit's built-in processors that run here with
-// Conduit's own code (see conduitConstructors), adapted to Processor.
+// Conduit's own code (see conduitConstructors), adapted to Processor, and
+// clone and split, which are refused with an error that says why (rather
+// than as unknown).
 func Conduit(opts ConduitOptions) []Plugin {
 	out := make([]Plugin, 0, len(conduitConstructors))
 	for _, c := range conduitConstructors {
@@ -72,6 +74,11 @@ func Conduit(opts ConduitOptions) []Plugin {
 					"encode or decode Avro in the connector instead (Conduit's connectors do it with sdk.schema.* settings)", c.name)
 			}
 			return newConduitProcessor(c.name, c.newProc, opts, cfg)
+		}})
+	}
+	for _, name := range []string{"clone", "split"} {
+		out = append(out, Plugin{Name: name, New: func(Config) (Processor, error) {
+			return nil, fmt.Errorf("%s turns one record into several, which this runtime does not support yet", name)
 		}})
 	}
 	return out
@@ -94,19 +101,18 @@ var quietSDKLogs = sync.OnceFunc(func() { pprocutils.Logger = zerolog.Nop() })
 // or bytes: the Conduit processor changes the engine's record in place, or
 // returns a new one that replaces it.
 type conduitProcessor struct {
-	name   string
-	proc   sdk.Processor
-	opened bool
+	name string
+	proc sdk.Processor
 	// in is the one-record batch handed to the processor, kept to save an
 	// allocation per record; it is cleared after each call so that the
 	// adapter keeps nothing of the engine's record.
 	in [1]opencdc.Record
 }
 
-// newConduitProcessor builds and configures a Conduit processor. Configure
-// validates the settings and does no I/O (custom.javascript reads its
-// script.path file, which is part of the settings); Open is left to the
-// first record.
+// newConduitProcessor builds, configures and opens a Conduit processor.
+// None of those does I/O for the processors here (custom.javascript reads
+// its script.path file, which is part of its settings), so it is also how
+// their settings are validated.
 func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor, opts ConduitOptions, cfg Config) (Processor, error) {
 	quietSDKLogs()
 	proc := newProc(log.Nop())
@@ -123,6 +129,16 @@ func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor,
 	}
 	if err := proc.Configure(context.Background(), settings); err != nil {
 		return nil, conduitSettingError(spec.Parameters, err)
+	}
+	// Open finishes the settings' checks (custom.javascript compiles its
+	// script there) and, for the processors here, does no I/O.
+	if err := proc.Open(context.Background()); err != nil {
+		if len(settings) == 1 {
+			for k := range settings {
+				return nil, &SettingError{Setting: k, Err: err}
+			}
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &conduitProcessor{name: name, proc: proc}, nil
 }
@@ -180,12 +196,6 @@ func conduitSettingError(params config.Parameters, err error) error {
 
 // Process runs the Conduit processor on rec and takes its result back.
 func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) error {
-	if !p.opened {
-		if err := p.proc.Open(ctx); err != nil {
-			return fmt.Errorf("%s: open: %w", p.name, err)
-		}
-		p.opened = true
-	}
 	p.in[0] = toOpenCDC(rec)
 	out := p.proc.Process(ctx, p.in[:])
 	p.in[0] = opencdc.Record{}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConduitExamplePipelineJavaScript runs Conduit's example pipeline for
+// its custom.javascript processor, unchanged, and checks that every line of
+// the input comes out greeted, as the file's description promises.
+func TestConduitExamplePipelineJavaScript(t *testing.T) {
+	yml, err := os.ReadFile("testdata/conduit-pipelines/javascript-processor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkspace(t, string(yml))
+	w.write("example.in", "alice\nbob\ncarol\n")
+	p := w.start("run")
+	out := filepath.Join(w.dir, "example.out")
+	waitForRecords(t, p, out, 3)
+
+	var got []string
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct {
+			Payload struct {
+				After []byte `json:"after"` // raw data is base64 in the file
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		got = append(got, string(rec.Payload.After))
+	}
+	if want := []string{"hi there alice", "hi there bob", "hi there carol"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("payloads %q, want %q", got, want)
+	}
+}
+
+// TestConduitProcessorsChain runs json.decode -> field.rename ->
+// field.convert -> json.encode on generated records and checks the lines
+// written, and that avro.decode, which needs a schema registry this runtime
+// does not have, is refused when the file is loaded with an error naming
+// the processor and why.
+func TestConduitProcessorsChain(t *testing.T) {
+	w := newWorkspace(t, `version: "2.2"
+pipelines:
+  - id: reshape
+    status: running
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:generator
+        settings:
+          format.type: raw
+          format.options.id: int
+          format.options.name: string
+          recordCount: "3"
+      - id: dst
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./out.jsonl
+    processors:
+      - id: decode
+        plugin: json.decode
+        settings:
+          field: .Payload.After
+      - id: rename
+        plugin: builtin:field.rename@v0.1.0
+        settings:
+          mapping: .Payload.After.name:user
+      - id: to-text
+        plugin: field.convert
+        settings:
+          field: .Payload.After.id
+          type: string
+      - id: encode
+        plugin: json.encode
+        settings:
+          field: .Payload.After
+  - id: avro
+    status: running
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:generator
+      - id: dst
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./avro.jsonl
+    processors:
+      - id: from-avro
+        plugin: avro.decode
+`)
+	p := w.start("run")
+	out := filepath.Join(w.dir, "out.jsonl")
+	waitForRecords(t, p, out, 3)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		var rec struct {
+			Payload struct {
+				After []byte `json:"after"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		var after map[string]any
+		if err := json.Unmarshal(rec.Payload.After, &after); err != nil {
+			t.Fatalf("payload.after %q is not JSON: %v", rec.Payload.After, err)
+		}
+		if _, ok := after["name"]; ok {
+			t.Errorf("name not renamed: %s", rec.Payload.After)
+		}
+		if _, ok := after["user"].(string); !ok {
+			t.Errorf("no user: %s", rec.Payload.After)
+		}
+		if _, ok := after["id"].(string); !ok {
+			t.Errorf("id not converted to text: %s", rec.Payload.After)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("%d records, want 3", n)
+	}
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(p.stderr.String(), `processors[from-avro].plugin: avro.decode needs a schema registry`)
+	}, func() string { return "avro pipeline not refused; output:\n" + p.stderr.String() })
+}
