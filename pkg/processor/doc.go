@@ -2,10 +2,13 @@
 // (Processor, Config, ErrFiltered), the Registry that turns a pipeline
 // file's processor `plugin` into a Processor, field references, and the
 // built-in processors: field.set, field.exclude, filter and error, with
-// Conduit's names and settings. It does not run processors: the engine
-// (pkg/pipeline) does, and decides what happens to rejected records.
+// Conduit's names and settings. Conduit's other built-in processors
+// (json.decode, field.rename, custom.javascript, ...) run with Conduit's own
+// code through an adapter (Conduit, in conduit.go); docs/connectors.md lists
+// them and what differs from Conduit. It does not run processors: the
+// engine (pkg/pipeline) does, and decides what happens to rejected records.
 //
-// This page is also the user reference for the built-in processors.
+// This page is also the user reference for this package's own processors.
 //
 // # Example
 //
