@@ -194,11 +194,19 @@ func conduitSettingError(params config.Parameters, err error) error {
 	return err
 }
 
-// Process runs the Conduit processor on rec and takes its result back.
-func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) error {
+// Process runs the Conduit processor on rec and takes its result back. A
+// panic in the processor rejects the record (fatal, as a processor's error
+// without a code is) instead of ending the process with every other
+// pipeline in it.
+func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err error) {
 	p.in[0] = toOpenCDC(rec)
+	defer func() {
+		p.in[0] = opencdc.Record{}
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%s panicked: %v", p.name, v)
+		}
+	}()
 	out := p.proc.Process(ctx, p.in[:])
-	p.in[0] = opencdc.Record{}
 	if len(out) != 1 {
 		return fmt.Errorf("%s returned %d results for one record", p.name, len(out))
 	}

@@ -175,3 +175,25 @@ func TestConduitMultiRecordIsAnError(t *testing.T) {
 	rec := testRecord()
 	wantErr(t, p.Process(context.Background(), &rec), "doubler turned the record into 2 records", "not support")
 }
+
+// panicProcessor is a Conduit processor that panics on every record.
+type panicProcessor struct{ sdk.UnimplementedProcessor }
+
+func (panicProcessor) Process(context.Context, []opencdc.Record) []sdk.ProcessedRecord {
+	var m map[string]int
+	m["x"]++ // assignment to entry in nil map
+	return nil
+}
+
+func TestConduitPanicIsAnError(t *testing.T) {
+	p := &conduitProcessor{name: "crasher", proc: panicProcessor{}}
+	rec := testRecord()
+	err := p.Process(context.Background(), &rec)
+	wantErr(t, err, "crasher panicked", "nil map")
+	if c := cerrors.ClassifyProcessor(err); c.Class != cerrors.ClassFatal {
+		t.Errorf("class %v, want fatal", c.Class)
+	}
+	if p.in[0].Metadata != nil {
+		t.Error("the adapter kept the engine's record after a panic")
+	}
+}
