@@ -18,6 +18,7 @@ import (
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/custom"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/field"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/json"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/ollama"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/unwrap"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/webhook"
 	"github.com/conduitio/conduit/pkg/schemaregistry"
@@ -40,7 +41,9 @@ type ConduitOptions struct {
 // conduitConstructors are Conduit's built-in processors that this runtime
 // runs with Conduit's own code, by name. error, field.exclude, field.set
 // and filter are this package's own; split and clone turn one record into
-// several, which the engine does not support yet.
+// several, which the engine does not support yet. Of the AI processors only
+// ollama is here: it talks to the server its url setting names, where
+// openai.* and cohere.* only talk to their vendors' services.
 var conduitConstructors = []struct {
 	name        string
 	newProc     func(log.CtxLogger) sdk.Processor
@@ -55,6 +58,7 @@ var conduitConstructors = []struct {
 	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false},
 	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false},
 	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false},
+	{"ollama", ollama.NewOllamaProcessor, false},
 	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false},
 	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false},
 	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false},

@@ -59,6 +59,8 @@ func TestConduitExamples(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(greeter))
 	t.Cleanup(srv.Close)
+	ollamaSrv := httptest.NewServer(http.HandlerFunc(fakeOllama))
+	t.Cleanup(ollamaSrv.Close)
 
 	seen := map[string]bool{}
 	for _, f := range files {
@@ -82,6 +84,9 @@ func TestConduitExamples(t *testing.T) {
 					// Conduit's webhook examples talk to a greeter on a
 					// fixed port; ours listens on a free one.
 					settings[k] = strings.ReplaceAll(v, "http://127.0.0.1:54321", srv.URL)
+					// Conduit's ollama example fakes the server's answer;
+					// ours answers the same from a server on loopback.
+					settings[k] = strings.ReplaceAll(settings[k], "http://localhost:11434", ollamaSrv.URL)
 				}
 				reg := NewRegistry(append(ownBuiltins(), Conduit(ConduitOptions{SchemaRegistry: exampleRegistry(t, name, settings)})...)...)
 				proc, err := reg.New(name, Config{Settings: settings})
@@ -136,6 +141,22 @@ func greeter(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	_, _ = w.Write([]byte("hello, " + string(body)))
+}
+
+// fakeOllama answers Ollama's generate API as the model in Conduit's
+// ollama example does: it adds one to test-field.
+func fakeOllama(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model  string `json:"model"`
+		Prompt string `json:"prompt"`
+		Format string `json:"format"`
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/api/generate" || stdjson.NewDecoder(r.Body).Decode(&req) != nil ||
+		req.Model != "llama3.2" || req.Format != "json" || !strings.Contains(req.Prompt, "test-field") || !strings.Contains(req.Prompt, "123") {
+		http.Error(w, "unexpected request", http.StatusBadRequest)
+		return
+	}
+	_, _ = w.Write([]byte(`{"model":"llama3.2","response":"{\"test-field\": 124}","done":true}`))
 }
 
 // exampleRegistry is a fresh in-memory schema registry per example, as

@@ -44,6 +44,8 @@ func TestConduitSettingErrors(t *testing.T) {
 		{name: "sdk schema setting checked", plugin: "json.encode", settings: map[string]string{"field": ".Key", "sdk.schema.encode.type": "protobuf"},
 			wantSetting: "sdk.schema.encode.type", wantErr: []string{`"protobuf" is not a schema type`}},
 		{name: "sdk schema setting accepted", plugin: "json.encode", settings: map[string]string{"field": ".Key", "sdk.schema.decode.key.enabled": "false"}},
+		{name: "ollama without url", plugin: "ollama", settings: map[string]string{"prompt": "Add one to test-field and return the record."},
+			wantSetting: "url", wantErr: []string{"required parameter is not provided"}},
 		{name: "avro without a schema registry", plugin: "avro.decode", settings: map[string]string{"field": ".Key"},
 			wantErr: []string{"avro.decode needs a schema registry", "this runtime has none"}},
 		{name: "split refused", plugin: "builtin:split", settings: map[string]string{"field": ".Payload.After.users"},
