@@ -161,9 +161,12 @@
 // A metadata key or structured field is deleted with everything under it;
 // .Key, .Payload.Before and .Payload.After become null; .Payload makes both
 // null and .Metadata removes every key. Fields that do not exist are
-// skipped. .Position and .Operation cannot be excluded. A field inside raw
-// data is an error for that record. Commas inside ["..."] belong to the
-// field name.
+// skipped, but, as in Conduit, the objects on their way are created when
+// absent or null: excluding .Payload.After.password from a delete record
+// (whose .Payload.After is null) leaves {} there, and .Metadata.x on a
+// record without metadata leaves empty metadata. .Position and .Operation
+// cannot be excluded. A field inside raw data is an error for that record.
+// Commas inside ["..."] belong to the field name.
 //
 // # builtin:filter
 //
