@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -143,4 +144,47 @@ pipelines:
 	eventually(t, pollInterval, func() bool {
 		return strings.Contains(p.stderr.String(), `processors[from-avro].plugin: avro.decode needs a schema registry`)
 	}, func() string { return "avro pipeline not refused; output:\n" + p.stderr.String() })
+}
+
+// TestConduitJavaScriptEndlessLoopStops checks that a custom.javascript
+// script that never returns does not keep conduit from stopping: after the
+// graceful stop times out, the forced stop gives the script up and conduit
+// exits by itself.
+func TestConduitJavaScriptEndlessLoopStops(t *testing.T) {
+	w := newWorkspace(t, `version: "2.2"
+pipelines:
+  - id: spin
+    status: running
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:generator
+        settings:
+          format.options.id: int
+          recordCount: "3"
+      - id: dst
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./out.jsonl
+    processors:
+      - id: spin
+        plugin: custom.javascript
+        settings:
+          script: "function process(rec) { while (true) {} }"
+`)
+	w.write("conduit.yml", "log:\n  format: json\n  level: info\npipelines:\n  graceful-stop-timeout: 1s\n")
+	p := w.start("run")
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(p.stderr.String(), "pipeline run started")
+	}, func() string { return "pipeline did not start; output:\n" + p.stderr.String() })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d; output:\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "processor given up while it was still running the user's script") {
+		t.Errorf("no warning about the script; output:\n%s", p.stderr.String())
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/webhook"
 	"github.com/conduitio/conduit/pkg/schemaregistry"
 	"github.com/rs/zerolog"
+	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
@@ -48,21 +49,24 @@ var conduitConstructors = []struct {
 	name        string
 	newProc     func(log.CtxLogger) sdk.Processor
 	needsSchema bool
+	// runsUserCode marks a processor that runs the user's code, which may
+	// never return and does not watch the context (see processDetached).
+	runsUserCode bool
 }{
-	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true},
-	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true},
-	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false},
-	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false},
-	{"custom.javascript", func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) }, false},
-	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false},
-	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false},
-	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false},
-	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false},
-	{"ollama", ollama.NewOllamaProcessor, false},
-	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false},
-	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false},
-	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false},
-	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false},
+	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true, false},
+	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true, false},
+	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false, false},
+	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false, false},
+	{"custom.javascript", func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) }, false, true},
+	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false, false},
+	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false, false},
+	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false, false},
+	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false, false},
+	{"ollama", ollama.NewOllamaProcessor, false, false},
+	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false, false},
+	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false, false},
+	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false, false},
+	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false, false},
 }
 
 // Conduit returns Conduit's built-in processors that run here with
@@ -77,7 +81,18 @@ func Conduit(opts ConduitOptions) []Plugin {
 				return nil, fmt.Errorf("%s needs a schema registry to find its Avro schemas, and this runtime has none yet: "+
 					"encode or decode Avro in the connector instead (Conduit's connectors do it with sdk.schema.* settings)", c.name)
 			}
-			return newConduitProcessor(c.name, c.newProc, opts, cfg)
+			proc, err := newConduitProcessor(c.name, c.newProc, opts, cfg)
+			if err != nil {
+				return nil, err
+			}
+			if c.runsUserCode {
+				proc.detach = true
+				proc.log = cfg.Logger
+				if proc.log == nil {
+					proc.log = zap.NewNop()
+				}
+			}
+			return proc, nil
 		}})
 	}
 	for _, name := range []string{"clone", "split"} {
@@ -107,6 +122,10 @@ var quietSDKLogs = sync.OnceFunc(func() { pprocutils.Logger = zerolog.Nop() })
 type conduitProcessor struct {
 	name string
 	proc sdk.Processor
+	// detach runs each call on a goroutine of its own (processDetached);
+	// log then says when a call was given up.
+	detach bool
+	log    *zap.Logger
 	// in is the one-record batch handed to the processor, kept to save an
 	// allocation per record; it is cleared after each call so that the
 	// adapter keeps nothing of the engine's record.
@@ -117,7 +136,7 @@ type conduitProcessor struct {
 // None of those does I/O for the processors here (custom.javascript reads
 // its script.path file, which is part of its settings), so it is also how
 // their settings are validated.
-func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor, opts ConduitOptions, cfg Config) (Processor, error) {
+func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor, opts ConduitOptions, cfg Config) (*conduitProcessor, error) {
 	quietSDKLogs()
 	proc := newProc(log.Nop())
 	if u, ok := proc.(schemaRegistryUser); ok {
@@ -203,6 +222,9 @@ func conduitSettingError(params config.Parameters, err error) error {
 // without a code is) instead of ending the process with every other
 // pipeline in it.
 func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err error) {
+	if p.detach {
+		return p.processDetached(ctx, rec)
+	}
 	p.in[0] = toOpenCDC(rec)
 	defer func() {
 		p.in[0] = opencdc.Record{}
@@ -210,7 +232,50 @@ func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err
 			err = fmt.Errorf("%s panicked: %v", p.name, v)
 		}
 	}()
-	out := p.proc.Process(ctx, p.in[:])
+	return p.result(p.proc.Process(ctx, p.in[:]), rec)
+}
+
+// processDetached runs the processor on a goroutine of its own, on a copy
+// of rec, and waits for it or for ctx to end. A user's script that never
+// returns (custom.javascript's while (true) {}) would otherwise hold the
+// pipeline's processing goroutine for good, and with it every stop, even a
+// forced one, and conduit's exit. When ctx ends first the record is given
+// up and the goroutine is left to end by itself when the script returns -
+// an endless script keeps one CPU busy until conduit exits, which is
+// logged. The copy keeps such a goroutine off the engine's record, whose
+// maps the engine reuses.
+func (p *conduitProcessor) processDetached(ctx context.Context, rec *record.Record) error {
+	in := rec.Clone()
+	type result struct {
+		out []sdk.ProcessedRecord
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if v := recover(); v != nil {
+				r.err = fmt.Errorf("%s panicked: %v", p.name, v)
+			}
+			done <- r
+		}()
+		r.out = p.proc.Process(ctx, []opencdc.Record{toOpenCDC(&in)})
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return r.err
+		}
+		return p.result(r.out, rec)
+	case <-ctx.Done():
+		p.log.Warn("processor given up while it was still running the user's script; if the script never returns it keeps running until conduit exits",
+			zap.String("plugin", p.name), zap.Stringer("position", rec.Position))
+		return fmt.Errorf("%s: %w before the script returned", p.name, ctx.Err())
+	}
+}
+
+// result takes back what the processor made of rec.
+func (p *conduitProcessor) result(out []sdk.ProcessedRecord, rec *record.Record) error {
 	if len(out) != 1 {
 		return fmt.Errorf("%s returned %d results for one record", p.name, len(out))
 	}

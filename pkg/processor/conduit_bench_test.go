@@ -71,3 +71,22 @@ func BenchmarkConduitAdapter(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConduitJavaScript measures custom.javascript setting a metadata
+// key, run detached (a copy of the record, a goroutine per call).
+func BenchmarkConduitJavaScript(b *testing.B) {
+	p, err := NewRegistry(Builtin()...).New("custom.javascript", Config{Settings: map[string]string{
+		"script": `function process(rec) { rec.Metadata["seen"] = "yes"; return rec; }`,
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := testRecord()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Process(ctx, &rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
