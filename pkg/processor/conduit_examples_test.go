@@ -284,6 +284,24 @@ func compareWithConduit(t *testing.T, want stdjson.RawMessage, got *record.Recor
 	if perr != nil {
 		t.Fatalf("Process: %v", perr)
 	}
+	// The record must also travel on: to a standalone connector and to
+	// the file destination.
+	if _, err := record.AppendBatch(nil, []record.Record{*got}); err != nil {
+		t.Errorf("record cannot be sent to a standalone destination: %v", err)
+	}
+	// And the file destination writes what Conduit's would (raw data as
+	// base64 there).
+	ours, err := record.AppendJSON(nil, got)
+	if err != nil {
+		t.Fatalf("record cannot be written as JSON: %v", err)
+	}
+	theirs, err := opencdc.JSONSerializer{}.Serialize(toOpenCDC(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normJSON(t, ours), normJSON(t, theirs)) {
+		t.Errorf("file line differs from Conduit's\n ours: %s\nConduit: %s", ours, theirs)
+	}
 	b, err := opencdc.JSONSerializer{RawDataAsString: true}.Serialize(toOpenCDC(got))
 	if err != nil {
 		t.Fatal(err)
