@@ -2,7 +2,11 @@ package main
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,4 +191,93 @@ pipelines:
 	if !strings.Contains(p.stderr.String(), "processor given up while it was still running the user's script") {
 		t.Errorf("no warning about the script; output:\n%s", p.stderr.String())
 	}
+}
+
+// TestConduitWebhookAndRejects runs webhook.http against a server of the
+// test on loopback, storing its answer in each record, and json.decode on
+// a line that is not JSON: that record goes to the dead-letter queue with
+// the processor's error, the others go on.
+func TestConduitWebhookAndRejects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write([]byte("seen:" + string(body)))
+	}))
+	t.Cleanup(srv.Close)
+	w := newWorkspace(t, `version: "2.2"
+pipelines:
+  - id: hook
+    status: running
+    connectors:
+      - id: src
+        type: source
+        plugin: builtin:file
+        settings:
+          path: ./in.txt
+      - id: dst
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: ./out.jsonl
+    processors:
+      - id: decode
+        plugin: json.decode
+        settings:
+          field: .Payload.After
+      - id: ask
+        plugin: webhook.http
+        settings:
+          request.url: `+srv.URL+`
+          request.body: '{{ .Payload.After.id }}'
+          response.body: .Payload.After.answer
+          response.status: .Metadata.status
+    dead-letter-queue:
+      plugin: builtin:file
+      settings:
+        path: ./rejected.jsonl
+      window-size: 10
+      window-nack-threshold: 5
+`)
+	w.write("in.txt", "{\"id\":1}\nnot json\n{\"id\":3}\n")
+	p := w.start("run")
+	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 2)
+	waitForRecords(t, p, filepath.Join(w.dir, "rejected.jsonl"), 1)
+
+	var out []struct {
+		Metadata map[string]string `json:"metadata"`
+		Payload  struct {
+			After map[string]any `json:"after"`
+		} `json:"payload"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(processorsTestFile(t, filepath.Join(w.dir, "out.jsonl"))), "\n") {
+		var rec struct {
+			Metadata map[string]string `json:"metadata"`
+			Payload  struct {
+				After map[string]any `json:"after"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	for i, id := range []string{"1", "3"} {
+		// The answer is raw data, which the file destination writes as base64.
+		want := base64.StdEncoding.EncodeToString([]byte("seen:" + id))
+		if got := out[i].Payload.After["answer"]; got != want || out[i].Metadata["status"] != "200" {
+			t.Errorf("record %d: answer %v, status %q; want %q, 200", i, got, out[i].Metadata["status"], want)
+		}
+	}
+	rejected := processorsTestFile(t, filepath.Join(w.dir, "rejected.jsonl"))
+	if !strings.Contains(rejected, "failed to unmarshal raw data as JSON") || !strings.Contains(rejected, `"conduit.dlq.nack.node.id"`) {
+		t.Errorf("dead-letter record: %s", rejected)
+	}
+}
+
+func processorsTestFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
