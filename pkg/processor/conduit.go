@@ -78,8 +78,7 @@ func Conduit(opts ConduitOptions) []Plugin {
 	for _, c := range conduitConstructors {
 		out = append(out, Plugin{Name: c.name, New: func(cfg Config) (Processor, error) {
 			if c.needsSchema && opts.SchemaRegistry == nil {
-				return nil, fmt.Errorf("%s needs a schema registry to find its Avro schemas, and this runtime has none yet: "+
-					"encode or decode Avro in the connector instead (Conduit's connectors do it with sdk.schema.* settings)", c.name)
+				return nil, fmt.Errorf("%s needs a schema registry to find its Avro schemas, and this runtime has none yet", c.name)
 			}
 			proc, err := newConduitProcessor(c.name, c.newProc, opts, cfg)
 			if err != nil {
