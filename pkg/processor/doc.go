@@ -2,10 +2,13 @@
 // (Processor, Config, ErrFiltered), the Registry that turns a pipeline
 // file's processor `plugin` into a Processor, field references, and the
 // built-in processors: field.set, field.exclude, filter and error, with
-// Conduit's names and settings. It does not run processors: the engine
-// (pkg/pipeline) does, and decides what happens to rejected records.
+// Conduit's names and settings. Conduit's other built-in processors
+// (json.decode, field.rename, custom.javascript, ...) run with Conduit's own
+// code through an adapter (Conduit, in conduit.go); docs/connectors.md lists
+// them and what differs from Conduit. It does not run processors: the
+// engine (pkg/pipeline) does, and decides what happens to rejected records.
 //
-// This page is also the user reference for the built-in processors.
+// This page is also the user reference for this package's own processors.
 //
 // # Example
 //
@@ -158,9 +161,12 @@
 // A metadata key or structured field is deleted with everything under it;
 // .Key, .Payload.Before and .Payload.After become null; .Payload makes both
 // null and .Metadata removes every key. Fields that do not exist are
-// skipped. .Position and .Operation cannot be excluded. A field inside raw
-// data is an error for that record. Commas inside ["..."] belong to the
-// field name.
+// skipped, but, as in Conduit, the objects on their way are created when
+// absent or null: excluding .Payload.After.password from a delete record
+// (whose .Payload.After is null) leaves {} there, and .Metadata.x on a
+// record without metadata leaves empty metadata. .Position and .Operation
+// cannot be excluded. A field inside raw data is an error for that record.
+// Commas inside ["..."] belong to the field name.
 //
 // # builtin:filter
 //

@@ -413,12 +413,18 @@ func (r Reference) setMetadata(rec *record.Record, v any) error {
 // .Payload.After become nil, .Payload both of them, and .Metadata becomes
 // empty. .Position and .Operation cannot be deleted; a field inside raw
 // data, or inside a value that is not an object, is an error.
+//
+// As Conduit's field.exclude does, deleting a field creates the objects on
+// its way that were absent or null: .Payload.After.a.b on a record without
+// .Payload.After leaves {"a":{}} there, and .Metadata.x on a record
+// without metadata leaves empty metadata. Records then come out as
+// Conduit writes them (a delete's payload.after becomes {}, not null).
 func (r Reference) Delete(rec *record.Record) error {
 	switch r.part {
 	case partPosition, partOperation:
 		return fmt.Errorf("cannot delete %s: every record has one", r.raw)
 	case partMetadata:
-		if r.path == nil {
+		if r.path == nil || rec.Metadata == nil {
 			rec.Metadata = record.Metadata{}
 		} else {
 			delete(rec.Metadata, r.path[0])
@@ -436,21 +442,28 @@ func (r Reference) Delete(rec *record.Record) error {
 		*dp = nil
 		return nil
 	}
-	m, err := r.structured(*dp, false)
-	if m == nil || err != nil {
+	m, err := r.structured(*dp, true)
+	if err != nil {
 		return err
+	}
+	if sd, ok := (*dp).(record.StructuredData); !ok || sd == nil {
+		*dp = record.StructuredData(m)
 	}
 	last := len(r.path) - 1
 	for i, name := range r.path[:last] {
 		child, ok := m[name]
 		if !ok || child == nil {
-			return nil
+			created := make(map[string]any)
+			m[name], m = created, created
+			continue
 		}
+		parent := m
 		if m, ok = asMap(child); !ok {
 			return r.notObject(i, child)
 		}
 		if m == nil {
-			return nil
+			m = make(map[string]any)
+			parent[name] = m
 		}
 	}
 	delete(m, r.path[last])

@@ -19,15 +19,16 @@ type Plugin struct {
 	New  func(Config) (Processor, error)
 }
 
-// Builtin returns the built-in processors: error, field.exclude, field.set
-// and filter.
+// Builtin returns the built-in processors: this package's error,
+// field.exclude, field.set and filter, and Conduit's others that run here
+// (see Conduit), without a schema registry.
 func Builtin() []Plugin {
-	return []Plugin{
+	return append([]Plugin{
 		{Name: "error", New: newError},
 		{Name: "field.exclude", New: newFieldExclude},
 		{Name: "field.set", New: newFieldSet},
 		{Name: "filter", New: newFilter},
-	}
+	}, Conduit(ConduitOptions{})...)
 }
 
 // Registry turns a pipeline file's processor `plugin` into a processor. It

@@ -1,0 +1,342 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/conduitio/conduit-commons/config"
+	"github.com/conduitio/conduit-commons/opencdc"
+	sdk "github.com/conduitio/conduit-processor-sdk"
+	"github.com/conduitio/conduit-processor-sdk/pprocutils"
+	"github.com/conduitio/conduit/pkg/foundation/log"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/avro"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/base64"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/custom"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/field"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/json"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/ollama"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/unwrap"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/webhook"
+	"github.com/conduitio/conduit/pkg/schemaregistry"
+	"github.com/rs/zerolog"
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/plugin"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// ConduitOptions are what Conduit's processors need from the runtime.
+type ConduitOptions struct {
+	// SchemaRegistry serves avro.encode and avro.decode (Conduit gives them
+	// its schema registry). Without one they are refused when the pipeline
+	// file is loaded: a registry that forgot its schemas at every restart
+	// would make Avro written in one run unreadable, or read with another
+	// schema, in the next.
+	SchemaRegistry schemaregistry.Registry
+}
+
+// conduitConstructors are Conduit's built-in processors that this runtime
+// runs with Conduit's own code, by name. error, field.exclude, field.set
+// and filter are this package's own; split and clone turn one record into
+// several, which the engine does not support yet. Of the AI processors only
+// ollama is here: it talks to the server its url setting names, where
+// openai.* and cohere.* only talk to their vendors' services.
+var conduitConstructors = []struct {
+	name        string
+	newProc     func(log.CtxLogger) sdk.Processor
+	needsSchema bool
+	// runsUserCode marks a processor that runs the user's code, which may
+	// never return and does not watch the context (see processDetached).
+	runsUserCode bool
+}{
+	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true, false},
+	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true, false},
+	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false, false},
+	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false, false},
+	{"custom.javascript", func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) }, false, true},
+	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false, false},
+	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false, false},
+	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false, false},
+	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false, false},
+	{"ollama", ollama.NewOllamaProcessor, false, false},
+	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false, false},
+	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false, false},
+	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false, false},
+	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false, false},
+}
+
+// Conduit returns Conduit's built-in processors that run here with
+// Conduit's own code (see conduitConstructors), adapted to Processor, and
+// clone and split, which are refused with an error that says why (rather
+// than as unknown).
+func Conduit(opts ConduitOptions) []Plugin {
+	out := make([]Plugin, 0, len(conduitConstructors))
+	for _, c := range conduitConstructors {
+		out = append(out, Plugin{Name: c.name, New: func(cfg Config) (Processor, error) {
+			if c.needsSchema && opts.SchemaRegistry == nil {
+				return nil, fmt.Errorf("%s needs a schema registry to find its Avro schemas, and this runtime has none yet", c.name)
+			}
+			proc, err := newConduitProcessor(c.name, c.newProc, opts, cfg)
+			if err != nil {
+				return nil, err
+			}
+			if c.runsUserCode {
+				proc.detach = true
+				proc.log = cfg.Logger
+				if proc.log == nil {
+					proc.log = zap.NewNop()
+				}
+			}
+			return proc, nil
+		}})
+	}
+	for _, name := range []string{"clone", "split"} {
+		out = append(out, Plugin{Name: name, New: func(Config) (Processor, error) {
+			return nil, fmt.Errorf("%s turns one record into several, which this runtime does not support yet", name)
+		}})
+	}
+	return out
+}
+
+// schemaRegistryUser is implemented by Conduit's avro processors.
+type schemaRegistryUser interface {
+	SetSchemaRegistry(schemaregistry.Registry)
+}
+
+// quietSDKLogs silences the processor SDK's own logger, a variable of the
+// SDK that Conduit's processors log through (it would print a debug line to
+// stderr for every configuration parsed). The processors' errors reach the
+// engine as errors, so nothing the operator needs goes through it.
+var quietSDKLogs = sync.OnceFunc(func() { pprocutils.Logger = zerolog.Nop() })
+
+// conduitProcessor adapts one of Conduit's processors (sdk.Processor, which
+// takes batches of opencdc.Record) to Processor. The record types share
+// their representation, so a record is converted without copying its maps
+// or bytes: the Conduit processor changes the engine's record in place, or
+// returns a new one that replaces it.
+type conduitProcessor struct {
+	name string
+	proc sdk.Processor
+	// detach runs each call on a goroutine of its own (processDetached);
+	// log then says when a call was given up.
+	detach bool
+	log    *zap.Logger
+	// in is the one-record batch handed to the processor, kept to save an
+	// allocation per record; it is cleared after each call so that the
+	// adapter keeps nothing of the engine's record.
+	in [1]opencdc.Record
+}
+
+// newConduitProcessor builds, configures and opens a Conduit processor.
+// None of those does I/O for the processors here (custom.javascript reads
+// its script.path file, which is part of its settings), so it is also how
+// their settings are validated.
+func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor, opts ConduitOptions, cfg Config) (*conduitProcessor, error) {
+	quietSDKLogs()
+	proc := newProc(log.Nop())
+	if u, ok := proc.(schemaRegistryUser); ok {
+		u.SetSchemaRegistry(opts.SchemaRegistry)
+	}
+	spec, err := proc.Specification()
+	if err != nil {
+		return nil, fmt.Errorf("%s: specification: %w", name, err)
+	}
+	settings, err := conduitSettings(cfg.Settings)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.Configure(context.Background(), settings); err != nil {
+		return nil, conduitSettingError(spec.Parameters, err)
+	}
+	// Open finishes the settings' checks (custom.javascript compiles its
+	// script there) and, for the processors here, does no I/O.
+	if err := proc.Open(context.Background()); err != nil {
+		if len(settings) == 1 {
+			for k := range settings {
+				return nil, &SettingError{Setting: k, Err: err}
+			}
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &conduitProcessor{name: name, proc: proc}, nil
+}
+
+// conduitSettings checks the processor-SDK schema settings as every
+// processor here does and leaves them out: under Conduit its schema
+// middleware takes them before the processor sees its settings, and here
+// records are decoded as they are read (see sdkSchemaSettings).
+func conduitSettings(in map[string]string) (config.Config, error) {
+	out := make(config.Config, len(in))
+	sdkKeys := map[string]string{}
+	for k, v := range in {
+		if strings.HasPrefix(k, "sdk.schema.") {
+			sdkKeys[k] = v
+			continue
+		}
+		out[k] = v
+	}
+	s := plugin.NewSettings(sdkKeys)
+	sdkSchemaSettings(s)
+	return out, s.Done()
+}
+
+var (
+	conduitParamInvalid      = regexp.MustCompile(`error validating "([^"]+)": `)
+	conduitParamUnrecognized = regexp.MustCompile(`"([^"]+)": unrecognized parameter`)
+)
+
+// conduitSettingError turns the error of a Conduit processor's Configure
+// into a *SettingError naming the setting. Conduit's configuration errors
+// quote the parameter; errors raised after parsing (a field reference or
+// template that does not parse) name it in words, so a parameter of the
+// specification quoted or named in the message is taken. An error that
+// names none is returned as it is, to point at the processor as a whole.
+func conduitSettingError(params config.Parameters, err error) error {
+	msg := err.Error()
+	if m := conduitParamInvalid.FindStringSubmatchIndex(msg); m != nil {
+		return &SettingError{Setting: msg[m[2]:m[3]], Err: errors.New(msg[m[1]:])}
+	}
+	if m := conduitParamUnrecognized.FindStringSubmatch(msg); m != nil {
+		return &SettingError{Setting: m[1], Err: errors.New("unknown setting")}
+	}
+	for name := range params {
+		if strings.Contains(msg, `"`+name+`"`) {
+			return &SettingError{Setting: name, Err: err}
+		}
+	}
+	if len(params) == 1 {
+		for name := range params {
+			return &SettingError{Setting: name, Err: err}
+		}
+	}
+	return err
+}
+
+// Process runs the Conduit processor on rec and takes its result back. A
+// panic in the processor rejects the record (fatal, as a processor's error
+// without a code is) instead of ending the process with every other
+// pipeline in it.
+func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err error) {
+	if p.detach {
+		return p.processDetached(ctx, rec)
+	}
+	p.in[0] = toOpenCDC(rec)
+	defer func() {
+		p.in[0] = opencdc.Record{}
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%s panicked: %v", p.name, v)
+		}
+	}()
+	return p.result(p.proc.Process(ctx, p.in[:]), rec)
+}
+
+// processDetached runs the processor on a goroutine of its own, on a copy
+// of rec, and waits for it or for ctx to end. A user's script that never
+// returns (custom.javascript's while (true) {}) would otherwise hold the
+// pipeline's processing goroutine for good, and with it every stop, even a
+// forced one, and conduit's exit. When ctx ends first the record is given
+// up and the goroutine is left to end by itself when the script returns -
+// an endless script keeps one CPU busy until conduit exits, which is
+// logged. The copy keeps such a goroutine off the engine's record, whose
+// maps the engine reuses.
+func (p *conduitProcessor) processDetached(ctx context.Context, rec *record.Record) error {
+	in := rec.Clone()
+	type result struct {
+		out []sdk.ProcessedRecord
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if v := recover(); v != nil {
+				r.err = fmt.Errorf("%s panicked: %v", p.name, v)
+			}
+			done <- r
+		}()
+		r.out = p.proc.Process(ctx, []opencdc.Record{toOpenCDC(&in)})
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return r.err
+		}
+		return p.result(r.out, rec)
+	case <-ctx.Done():
+		p.log.Warn("processor given up while it was still running the user's script; if the script never returns it keeps running until conduit exits",
+			zap.String("plugin", p.name), zap.Stringer("position", rec.Position))
+		return fmt.Errorf("%s: %w before the script returned", p.name, ctx.Err())
+	}
+}
+
+// result takes back what the processor made of rec.
+func (p *conduitProcessor) result(out []sdk.ProcessedRecord, rec *record.Record) error {
+	if len(out) != 1 {
+		return fmt.Errorf("%s returned %d results for one record", p.name, len(out))
+	}
+	switch r := out[0].(type) {
+	case sdk.SingleRecord:
+		fromOpenCDC((*opencdc.Record)(&r), rec)
+		return nil
+	case sdk.FilterRecord:
+		return ErrFiltered
+	case sdk.ErrorRecord:
+		if r.Error == nil {
+			return fmt.Errorf("%s rejected the record without an error", p.name)
+		}
+		return r.Error
+	case sdk.MultiRecord:
+		return fmt.Errorf("%s turned the record into %d records, which this runtime does not support yet", p.name, len(r))
+	default:
+		return fmt.Errorf("%s returned an unknown result %T", p.name, out[0])
+	}
+}
+
+// toOpenCDC converts rec for a Conduit processor, sharing its maps and
+// bytes.
+func toOpenCDC(rec *record.Record) opencdc.Record {
+	return opencdc.Record{
+		Position:  opencdc.Position(rec.Position),
+		Operation: opencdc.Operation(rec.Operation),
+		Metadata:  opencdc.Metadata(rec.Metadata),
+		Key:       toOpenCDCData(rec.Key),
+		Payload: opencdc.Change{
+			Before: toOpenCDCData(rec.Payload.Before),
+			After:  toOpenCDCData(rec.Payload.After),
+		},
+	}
+}
+
+func toOpenCDCData(d record.Data) opencdc.Data {
+	switch v := d.(type) {
+	case record.RawData:
+		return opencdc.RawData(v)
+	case record.StructuredData:
+		return opencdc.StructuredData(v)
+	}
+	return nil
+}
+
+// fromOpenCDC stores a Conduit processor's record in rec.
+func fromOpenCDC(in *opencdc.Record, rec *record.Record) {
+	rec.Position = record.Position(in.Position)
+	rec.Operation = record.Operation(in.Operation)
+	rec.Metadata = record.Metadata(in.Metadata)
+	rec.Key = fromOpenCDCData(in.Key)
+	rec.Payload.Before = fromOpenCDCData(in.Payload.Before)
+	rec.Payload.After = fromOpenCDCData(in.Payload.After)
+}
+
+func fromOpenCDCData(d opencdc.Data) record.Data {
+	switch v := d.(type) {
+	case opencdc.RawData:
+		return record.RawData(v)
+	case opencdc.StructuredData:
+		return record.StructuredData(v)
+	}
+	return nil
+}
