@@ -187,6 +187,13 @@ status is 1 when there is one.`,
 			}
 			ids, problems := conduit.ValidateFiles(cfg, files)
 			out := humanOutput(cmd.OutOrStdout())
+			// Warnings do not fail validation: the pipelines run with them.
+			valid, _ := config.ParsePipelines(files...)
+			for _, p := range valid {
+				for _, w := range p.Warnings {
+					fmt.Fprintln(humanOutput(cmd.ErrOrStderr()), "warning: "+oneLine(w.String()))
+				}
+			}
 			for _, p := range problems {
 				fmt.Fprintln(out, oneLine(p.Err.Error()))
 			}

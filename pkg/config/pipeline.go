@@ -59,6 +59,10 @@ type Pipeline struct {
 	// credentials masked; empty when it is too large to show. It is not
 	// part of what the pipeline runs.
 	Definition string `json:"-"`
+	// Warnings are what in the pipeline's entry was probably not meant
+	// (an environment variable that is not set); it runs nonetheless.
+	// Not part of what the pipeline runs.
+	Warnings []Warning `json:"-"`
 
 	// lines maps field paths ("connectors[src].settings.rate") to the line
 	// of their key, for FieldError.

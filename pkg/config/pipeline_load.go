@@ -36,11 +36,19 @@ import (
 // A missing dir is one error. Directories and files whose names start with
 // "." are skipped (editor and VCS files, Kubernetes ConfigMap "..data"
 // links that would load every file twice).
+//
+// Environment variables in values are expanded as Conduit expands them
+// (see expandEnv); a variable that is not set is a warning in the
+// pipeline's Warnings.
 func LoadPipelines(dir string) ([]Pipeline, []error) {
+	return loadPipelines(dir, osLookupEnv)
+}
+
+func loadPipelines(dir string, lookup LookupEnv) ([]Pipeline, []error) {
 	files, errs := pipelineFiles(dir)
 	var (
 		valid []Pipeline
-		ids   = pipelineIDs{}
+		ids   = pipelineIDs{lookup: lookup, first: map[string]string{}}
 	)
 	for _, file := range files {
 		data, err := readYAMLFile(file)
@@ -63,9 +71,14 @@ type FileContent struct {
 
 // ParsePipelines reads the pipelines of files as LoadPipelines reads the
 // files of a directory, ids unique across them. Content larger than a
-// pipeline file may be is refused.
+// pipeline file may be is refused. Environment variables are those of
+// this process.
 func ParsePipelines(files ...FileContent) (valid []Pipeline, errs []error) {
-	ids := pipelineIDs{}
+	return parsePipelines(osLookupEnv, files...)
+}
+
+func parsePipelines(lookup LookupEnv, files ...FileContent) (valid []Pipeline, errs []error) {
+	ids := pipelineIDs{lookup: lookup, first: map[string]string{}}
 	for _, f := range files {
 		if len(f.Data) > maxFileBytes {
 			errs = append(errs, &PipelineError{File: f.Name, Err: fileTooLarge(int64(len(f.Data)))})
@@ -78,11 +91,16 @@ func ParsePipelines(files ...FileContent) (valid []Pipeline, errs []error) {
 }
 
 // pipelineIDs maps each pipeline id to the "file:line" of its first
-// definition, across the files read together.
-type pipelineIDs map[string]string
+// definition, across the files read together, whose environment
+// variables lookup finds.
+type pipelineIDs struct {
+	lookup LookupEnv
+	first  map[string]string
+}
 
-func (first pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs []error) {
-	for _, r := range parsePipelineFile(file, data) {
+func (ids pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs []error) {
+	first := ids.first
+	for _, r := range parsePipelineFile(file, data, ids.lookup) {
 		id := r.p.ID
 		prev, dup := first[id]
 		if id != "" && !dup {
@@ -181,7 +199,7 @@ type parsed struct {
 	more []*PipelineError
 }
 
-func parsePipelineFile(file string, data []byte) []parsed {
+func parsePipelineFile(file string, data []byte, lookup LookupEnv) []parsed {
 	roots, err := parseDocuments(data)
 	if err != nil {
 		var de *docError
@@ -193,9 +211,12 @@ func parsePipelineFile(file string, data []byte) []parsed {
 	var (
 		out    []parsed
 		budget = &settingsBudget{left: maxSettingsBytes}
+		// One for the file: an alias may name a value of an earlier
+		// pipeline.
+		env = &envExpander{lookup: lookup, written: map[*yaml.Node]string{}}
 	)
 	for _, root := range roots {
-		out = append(out, parseDocument(file, root, budget)...)
+		out = append(out, parseDocument(file, root, budget, env)...)
 	}
 	return out
 }
@@ -204,7 +225,7 @@ func parsePipelineFile(file string, data []byte) []parsed {
 // later 2.x minors, written as a number or a string.
 var versionRE = regexp.MustCompile(`^2(\.[0-9]+)?$`)
 
-func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parsed {
+func parseDocument(file string, root *yaml.Node, budget *settingsBudget, env *envExpander) []parsed {
 	fileErr := func(line int, field string, err error) []parsed {
 		return []parsed{{err: &PipelineError{File: file, Line: line, Field: field, Err: err}}}
 	}
@@ -251,7 +272,7 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parse
 	}
 	out := make([]parsed, 0, len(pipelines.Content))
 	for i, n := range pipelines.Content {
-		out = append(out, parsePipeline(file, i, unalias(n), budget))
+		out = append(out, parsePipeline(file, i, unalias(n), budget, env))
 	}
 	return out
 }
@@ -327,7 +348,7 @@ func (pp *pipelineParser) report(fe *fieldErr) {
 // the names can be far larger than the file.
 type settingsBudget struct{ left int }
 
-func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) parsed {
+func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget, env *envExpander) parsed {
 	p := Pipeline{
 		File:   file,
 		Line:   n.Line,
@@ -335,6 +356,8 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 		DLQ:    DLQ{WindowSize: DefaultDLQWindowSize, WindowNackThreshold: DefaultDLQWindowNackThreshold, Line: n.Line},
 		lines:  map[string]int{},
 	}
+	env.refs = env.refs[:0]
+	env.expandEnv(n, "")
 	// Read the id first so every error, even one above the id line, can
 	// name the pipeline.
 	if id := lookup(n, "id"); id != nil && id.Kind == yaml.ScalarNode && !isNull(id) {
@@ -342,6 +365,11 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 	}
 	pp := &pipelineParser{p: &p, procIDs: map[string]int{}, budget: budget}
 	pp.report(pp.parse(n))
+	envErrs, warnings := refProblems(file, env.refs)
+	for _, fe := range envErrs {
+		pp.report(fe)
+	}
+	p.Warnings = warnings
 	if len(pp.errs) > 0 {
 		var out parsed
 		out.p = p
@@ -360,7 +388,7 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 	}
 	// A definition that cannot be written is left out: it is for reading,
 	// and the pipeline is valid.
-	p.Definition, _ = definitionOf(n)
+	p.Definition, _ = definitionOf(n, env.written)
 	return parsed{p: p}
 }
 
