@@ -25,6 +25,15 @@ import (
 // specification, the way a connector built with Conduit's SDK prints it
 // (`<executable> specs`). Answers are cached per file, until the file
 // changes.
+//
+// Connectors built with Conduit's SDK before v0.13 have no `specs`
+// command: asked so, they start as plugins and fail for want of their
+// environment. Those that speak version 2 of Conduit's connector protocol
+// (SDK v0.10 to v0.12) are then started as a plugin and asked for their
+// specification over the protocol, as Conduit asks every connector. Those
+// of older SDKs (version 1 of the protocol) cannot be run here; a lookup
+// that finds no connector names them, with the SDK version to rebuild
+// with.
 
 // SpecProbeTimeout bounds `<executable> specs`, the question that finds a
 // connector of Conduit's SDK by its specification's name (and
@@ -53,6 +62,9 @@ type specEntry struct {
 	// silent: the executable did not answer in time; it is not asked
 	// again until the file changes.
 	silent bool
+	// oldProtocol is the version of Conduit's connector protocol the
+	// executable spoke when it is older than the runtime's, else 0.
+	oldProtocol int
 }
 
 // specProbeTimeout is the time an executable has to print its
@@ -72,7 +84,7 @@ func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (fo
 		}
 		return "", nil, err
 	}
-	var matches []string
+	var matches, old []string
 	for _, e := range entries {
 		if e.IsDir() {
 			continue
@@ -91,12 +103,20 @@ func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (fo
 			return "", nil, err
 		case entry.silent:
 			silent = append(silent, path)
+		case entry.oldProtocol != 0:
+			old = append(old, path)
 		case entry.name == name:
 			matches = append(matches, path)
 		}
 	}
 	switch len(matches) {
 	case 0:
+		if len(old) > 0 {
+			return "", silent, fmt.Errorf("no executable in connectors.path (%s) is a Conduit connector named %q; "+
+				"%s speak version 1 of Conduit's connector protocol (built with Conduit's connector SDK before v0.10), "+
+				"which this runtime can neither ask for its name nor run: rebuild with the SDK v0.10 or later",
+				h.cfg.Dir, name, strings.Join(old, ", "))
+		}
 		return "", silent, nil
 	case 1:
 		return matches[0], silent, nil
@@ -117,10 +137,14 @@ func (h *StandaloneHost) conduitName(ctx context.Context, path string, fi fs.Fil
 	}
 	h.specs.mu.Unlock()
 	name, err := readConduitSpecName(ctx, path, h.specProbeTimeout())
+	var oldProtocol int
+	if err == nil && name == "" {
+		name, oldProtocol, err = h.specifyOverProtocol(ctx, path)
+	}
 	if err != nil && ctx.Err() != nil {
 		return specEntry{}, err
 	}
-	entry := specEntry{size: fi.Size(), modTime: fi.ModTime(), name: name, silent: err != nil}
+	entry := specEntry{size: fi.Size(), modTime: fi.ModTime(), name: name, silent: err != nil, oldProtocol: oldProtocol}
 	h.specs.mu.Lock()
 	defer h.specs.mu.Unlock()
 	if h.specs.entries == nil {
@@ -177,6 +201,41 @@ func readConduitSpecName(ctx context.Context, path string, timeout time.Duration
 		return "", nil
 	}
 	return spec.Specification.Name, nil
+}
+
+// specifyOverProtocol starts the executable at path as a plugin, with
+// the environment of both protocols, and asks a plugin of Conduit's
+// protocol for its specification's name; "" for a plugin of pkg/sdk and
+// for an executable that is no plugin. oldProtocol is the version of
+// Conduit's protocol a plugin spoke that the runtime does not. An
+// executable that does not answer within the probe's time is stopped and
+// the error is errNoSpecAnswer (ctx's error when ctx ended first).
+func (h *StandaloneHost) specifyOverProtocol(ctx context.Context, path string) (name string, oldProtocol int, err error) {
+	probeCtx, cancel := context.WithTimeout(ctx, h.specProbeTimeout())
+	defer cancel()
+	p := newPluginProcess(h, filepath.Base(path), roleDestination, Config{PipelineID: "conduit", ConnectorID: "specification"})
+	p.path = path
+	defer p.stop(0)
+	if err := p.start(probeCtx); err != nil {
+		var pv *protocolVersionError
+		switch {
+		case ctx.Err() != nil:
+			return "", 0, ctx.Err()
+		case errors.As(err, &pv):
+			return "", pv.version, nil
+		case probeCtx.Err() != nil:
+			return "", 0, errNoSpecAnswer
+		}
+		return "", 0, nil
+	}
+	if p.conduit == nil {
+		return "", 0, nil
+	}
+	spec := p.specify(probeCtx)
+	if probeCtx.Err() != nil && ctx.Err() == nil && spec.Name == "" {
+		return "", 0, errNoSpecAnswer
+	}
+	return spec.Name, 0, ctx.Err()
 }
 
 // limitedBuffer keeps the first max bytes written to it.
