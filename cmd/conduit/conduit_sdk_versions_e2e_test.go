@@ -56,8 +56,8 @@ func sdk012Connector(t *testing.T) string {
 }
 
 // A connector built with Conduit's SDK v0.12 has no `specs` command; it is
-// found by its specification's name nonetheless, under any file name, and
-// runs.
+// found by its specification's name nonetheless, under any file name, with
+// or without the standalone: prefix, and runs.
 func TestConduitSDKv012ConnectorIsFoundByItsSpecificationName(t *testing.T) {
 	t.Parallel()
 	w := newWorkspace(t, `version: "2.2"
@@ -76,6 +76,11 @@ pipelines:
         plugin: standalone:sdk012@v1.2.3
         settings:
           path: ./keys.txt
+      - id: unprefixed
+        type: destination
+        plugin: sdk012
+        settings:
+          path: ./keys2.txt
 `)
 	bin, err := os.ReadFile(sdk012Connector(t))
 	if err != nil {
@@ -90,6 +95,9 @@ pipelines:
 	w.write("conduit.yml", "log:\n  format: json\n  level: info\nconnectors:\n  path: ./connectors\n")
 	p := w.start("run")
 	waitForRecords(t, p, filepath.Join(w.dir, "keys.txt"), 10)
+	// Unprefixed, the name resolves to the standalone connector first, as
+	// under Conduit.
+	waitForRecords(t, p, filepath.Join(w.dir, "keys2.txt"), 10)
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("exit code %d; output:\n%s", code, p.stderr.String())

@@ -77,37 +77,9 @@ func (h *StandaloneHost) specProbeTimeout() time.Duration {
 // Conduit specification is named name, "" when none is, and the
 // executables that did not answer in time.
 func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (found string, silent []string, err error) {
-	entries, err := os.ReadDir(h.cfg.Dir)
+	matches, silent, old, err := h.conduitMatches(ctx, name)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil, nil
-		}
 		return "", nil, err
-	}
-	var matches, old []string
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		path, err := filepath.Abs(filepath.Join(h.cfg.Dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		fi, err := os.Stat(path)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-			continue
-		}
-		entry, err := h.conduitName(ctx, path, fi)
-		switch {
-		case err != nil:
-			return "", nil, err
-		case entry.silent:
-			silent = append(silent, path)
-		case entry.oldProtocol != 0:
-			old = append(old, path)
-		case entry.name == name:
-			matches = append(matches, path)
-		}
 	}
 	switch len(matches) {
 	case 0:
@@ -124,6 +96,60 @@ func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (fo
 	slices.Sort(matches)
 	return "", silent, fmt.Errorf("%d executables in connectors.path (%s) are Conduit connectors named %q: %s; keep one",
 		len(matches), h.cfg.Dir, name, strings.Join(matches, ", "))
+}
+
+// conduitMatches returns the executables in the host's directory whose
+// Conduit specification is named name, those that did not answer in time,
+// and those of an older version of Conduit's protocol, which cannot tell.
+func (h *StandaloneHost) conduitMatches(ctx context.Context, name string) (matches, silent, old []string, err error) {
+	entries, err := os.ReadDir(h.cfg.Dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil, nil
+		}
+		return nil, nil, nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		path, err := filepath.Abs(filepath.Join(h.cfg.Dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		entry, err := h.conduitName(ctx, path, fi)
+		switch {
+		case err != nil:
+			return nil, nil, nil, err
+		case entry.silent:
+			silent = append(silent, path)
+		case entry.oldProtocol != 0:
+			old = append(old, path)
+		case entry.name == name:
+			matches = append(matches, path)
+		}
+	}
+	return matches, silent, old, nil
+}
+
+// has reports whether the host has a standalone connector of name: an
+// executable of that file name in its directory, or one (or several,
+// which running it then reports) whose Conduit specification has that
+// name. Executables that cannot be asked, or do not answer, count as not
+// having it.
+func (h *StandaloneHost) has(ctx context.Context, name string) bool {
+	if checkStandaloneName(name) != nil {
+		return false
+	}
+	if fi, err := os.Stat(filepath.Join(h.cfg.Dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return true
+	}
+	matches, _, _, err := h.conduitMatches(ctx, name)
+	return err == nil && len(matches) > 0
 }
 
 // conduitName is what the executable at path said of its specification,

@@ -32,3 +32,44 @@ func TestLookupNamesConnectorsOfOldConduitSDKs(t *testing.T) {
 		}
 	}
 }
+
+// A reference without a prefix resolves as Conduit resolves it: to the
+// standalone connector of the name when connectors.path has one, else to
+// the built-in connector; a prefix decides alone.
+func TestUnprefixedNamesPreferStandaloneConnectors(t *testing.T) {
+	withChaos := t.TempDir()
+	if err := os.Symlink(filepath.Join(pluginDir, "testplugin"), filepath.Join(withChaos, "chaos")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name           string
+		dir            string
+		ref            string
+		wantStandalone bool
+	}{
+		{name: "unprefixed, a standalone connector of the name", dir: withChaos, ref: "chaos", wantStandalone: true},
+		{name: "unprefixed with a version", dir: withChaos, ref: "chaos@latest", wantStandalone: true},
+		{name: "unprefixed, none of the name", dir: t.TempDir(), ref: "chaos", wantStandalone: false},
+		{name: "builtin: prefix", dir: withChaos, ref: "builtin:chaos", wantStandalone: false},
+		{name: "standalone: prefix", dir: withChaos, ref: "standalone:chaos", wantStandalone: true},
+		{name: "a built-in name that no executable has", dir: withChaos, ref: "generator", wantStandalone: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The test plugin does not answer `specs`: a short start timeout
+			// bounds the probe that looks for a generator among them.
+			reg := NewRegistry(Builtin()...).WithStandalone(NewStandaloneHost(StandaloneConfig{Dir: tt.dir, StartTimeout: time.Second}))
+			settings := map[string]string{"format.options.id": "int"}
+			if tt.wantStandalone || tt.ref == "builtin:chaos" {
+				settings = map[string]string{}
+			}
+			src, err := reg.NewSource(tt.ref, Config{PipelineID: "p", ConnectorID: "c", Settings: settings})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, standalone := src.(*standaloneSource); standalone != tt.wantStandalone {
+				t.Errorf("%s resolved to %T, want standalone %v", tt.ref, src, tt.wantStandalone)
+			}
+		})
+	}
+}
