@@ -267,6 +267,12 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget, env *en
 	if isNull(pipelines) {
 		return nil
 	}
+	if v1VersionRE.MatchString(version.Value) {
+		var pe *PipelineError
+		if pipelines, pe = v1Pipelines(file, pipelines, env); pe != nil {
+			return []parsed{{err: pe}}
+		}
+	}
 	if pipelines.Kind != yaml.SequenceNode {
 		return fileErr(pipelines.Line, "pipelines", fmt.Errorf("expected a list of pipelines (- id: ...), got %s", describe(pipelines)))
 	}
@@ -296,10 +302,10 @@ func checkVersion(n *yaml.Node) error {
 	if versionRE.MatchString(n.Value) {
 		return nil
 	}
-	if strings.HasPrefix(n.Value, "1") {
-		return fmt.Errorf("version %q is not supported; convert the file to version 2.2 (pipelines are a list of entries with an id)", n.Value)
+	if v1VersionRE.MatchString(n.Value) {
+		return nil
 	}
-	return fmt.Errorf("unsupported version %q; supported: 2.x (2.0, 2.1, 2.2)", n.Value)
+	return fmt.Errorf("unsupported version %q; supported: 2.x (2.0, 2.1, 2.2) and 1.x (1.0, 1.1)", n.Value)
 }
 
 // fieldErr is a problem at a field of a pipeline, before it becomes a
