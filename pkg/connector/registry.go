@@ -77,7 +77,7 @@ func (r *Registry) Lookup(ref string) (Plugin, error) {
 	if r.standalone != nil {
 		if parsed, err := plugin.ParseRef(ref); err == nil && (parsed.Type == plugin.TypeStandalone ||
 			parsed.Unprefixed && r.standalone.has(context.Background(), parsed.Name)) {
-			p, err := r.standalone.Plugin(parsed.Name)
+			p, err := r.standalone.pluginVersion(parsed.Name, parsed.Version)
 			if err != nil {
 				return Plugin{}, fmt.Errorf("%w %q: %w", ErrUnknownPlugin, ref, err)
 			}

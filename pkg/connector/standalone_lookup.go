@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	"gopkg.in/yaml.v3"
 )
 
@@ -59,6 +60,7 @@ type specEntry struct {
 	size    int64
 	modTime time.Time
 	name    string // "" when the file is not a connector of Conduit's SDK
+	version string // the version in its specification
 	// silent: the executable did not answer in time; it is not asked
 	// again until the file changes.
 	silent bool
@@ -75,14 +77,17 @@ func (h *StandaloneHost) specProbeTimeout() time.Duration {
 
 // findByConduitName returns the executable in the host's directory whose
 // Conduit specification is named name, "" when none is, and the
-// executables that did not answer in time.
-func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (found string, silent []string, err error) {
+// executables that did not answer in time. version chooses among
+// executables of the name as Conduit chooses: "" and "latest" take the
+// highest version (semantic versions above others), any other version
+// the executable of that version - or the only one of the name, whatever
+// its version (Conduit would refuse it).
+func (h *StandaloneHost) findByConduitName(ctx context.Context, name, version string) (found string, silent []string, err error) {
 	matches, silent, old, err := h.conduitMatches(ctx, name)
 	if err != nil {
 		return "", nil, err
 	}
-	switch len(matches) {
-	case 0:
+	if len(matches) == 0 {
 		if len(old) > 0 {
 			return "", silent, fmt.Errorf("no executable in connectors.path (%s) is a Conduit connector named %q; "+
 				"%s speak version 1 of Conduit's connector protocol (built with Conduit's connector SDK before v0.10), "+
@@ -90,18 +95,77 @@ func (h *StandaloneHost) findByConduitName(ctx context.Context, name string) (fo
 				h.cfg.Dir, name, strings.Join(old, ", "))
 		}
 		return "", silent, nil
-	case 1:
-		return matches[0], silent, nil
 	}
-	slices.Sort(matches)
-	return "", silent, fmt.Errorf("%d executables in connectors.path (%s) are Conduit connectors named %q: %s; keep one",
-		len(matches), h.cfg.Dir, name, strings.Join(matches, ", "))
+	var chosen []specMatch
+	if version == "" || version == versionLatest {
+		for _, m := range matches {
+			switch {
+			case len(chosen) == 0 || versionGreater(m.version, chosen[0].version):
+				chosen = []specMatch{m}
+			case m.version == chosen[0].version:
+				chosen = append(chosen, m)
+			}
+		}
+	} else {
+		for _, m := range matches {
+			if m.version == version {
+				chosen = append(chosen, m)
+			}
+		}
+		if len(chosen) == 0 && len(matches) == 1 {
+			// The only connector of the name runs whatever its version:
+			// connectors built from source often say "(devel)", and the
+			// version was not checked before.
+			chosen = matches
+		}
+		if len(chosen) == 0 {
+			versions := make([]string, len(matches))
+			for i, m := range matches {
+				versions[i] = m.version + " (" + m.path + ")"
+			}
+			slices.Sort(versions)
+			return "", silent, fmt.Errorf("no Conduit connector named %q in connectors.path (%s) has version %s; it has %s (leave the version out, or write @latest, for the highest)",
+				name, h.cfg.Dir, version, strings.Join(versions, ", "))
+		}
+	}
+	if len(chosen) == 1 {
+		return chosen[0].path, silent, nil
+	}
+	paths := make([]string, len(chosen))
+	for i, m := range chosen {
+		paths[i] = m.path
+	}
+	slices.Sort(paths)
+	return "", silent, fmt.Errorf("%d executables in connectors.path (%s) are Conduit connectors named %q of version %q: %s; keep one",
+		len(chosen), h.cfg.Dir, name, chosen[0].version, strings.Join(paths, ", "))
+}
+
+// versionLatest asks for the highest version of a plugin.
+const versionLatest = "latest"
+
+// specMatch is an executable whose specification has the name looked for.
+type specMatch struct{ path, version string }
+
+// versionGreater orders plugin versions as Conduit does: semantic versions
+// by their order and above any other, other versions by their text.
+func versionGreater(a, b string) bool {
+	va, errA := semver.NewVersion(a)
+	vb, errB := semver.NewVersion(b)
+	switch {
+	case errA != nil && errB != nil:
+		return a > b
+	case errB != nil:
+		return true
+	case errA != nil:
+		return false
+	}
+	return va.GreaterThan(vb)
 }
 
 // conduitMatches returns the executables in the host's directory whose
 // Conduit specification is named name, those that did not answer in time,
 // and those of an older version of Conduit's protocol, which cannot tell.
-func (h *StandaloneHost) conduitMatches(ctx context.Context, name string) (matches, silent, old []string, err error) {
+func (h *StandaloneHost) conduitMatches(ctx context.Context, name string) (matches []specMatch, silent, old []string, err error) {
 	entries, err := os.ReadDir(h.cfg.Dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -130,7 +194,7 @@ func (h *StandaloneHost) conduitMatches(ctx context.Context, name string) (match
 		case entry.oldProtocol != 0:
 			old = append(old, path)
 		case entry.name == name:
-			matches = append(matches, path)
+			matches = append(matches, specMatch{path: path, version: entry.version})
 		}
 	}
 	return matches, silent, old, nil
@@ -162,15 +226,15 @@ func (h *StandaloneHost) conduitName(ctx context.Context, path string, fi fs.Fil
 		return e, nil
 	}
 	h.specs.mu.Unlock()
-	name, err := readConduitSpecName(ctx, path, h.specProbeTimeout())
+	name, version, err := readConduitSpecName(ctx, path, h.specProbeTimeout())
 	var oldProtocol int
 	if err == nil && name == "" {
-		name, oldProtocol, err = h.specifyOverProtocol(ctx, path)
+		name, version, oldProtocol, err = h.specifyOverProtocol(ctx, path)
 	}
 	if err != nil && ctx.Err() != nil {
 		return specEntry{}, err
 	}
-	entry := specEntry{size: fi.Size(), modTime: fi.ModTime(), name: name, silent: err != nil, oldProtocol: oldProtocol}
+	entry := specEntry{size: fi.Size(), modTime: fi.ModTime(), name: name, version: version, silent: err != nil, oldProtocol: oldProtocol}
 	h.specs.mu.Lock()
 	defer h.specs.mu.Unlock()
 	if h.specs.entries == nil {
@@ -188,7 +252,7 @@ var errNoSpecAnswer = errors.New("no specification in time")
 // An executable that does not answer within timeout is killed with every
 // process it started, and the error is errNoSpecAnswer (ctx's error when
 // ctx ended first); nothing it leaves running keeps the call waiting.
-func readConduitSpecName(ctx context.Context, path string, timeout time.Duration) (string, error) {
+func readConduitSpecName(ctx context.Context, path string, timeout time.Duration) (name, version string, err error) {
 	probeCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(probeCtx, path, "specs")
@@ -204,7 +268,7 @@ func readConduitSpecName(ctx context.Context, path string, timeout time.Duration
 		return err
 	}
 	cmd.WaitDelay = specProbeWaitDelay
-	err := cmd.Run()
+	err = cmd.Run()
 	if cmd.Process != nil {
 		// The rest of its process group, if it left any: a probe has
 		// nothing to leave running.
@@ -212,31 +276,32 @@ func readConduitSpecName(ctx context.Context, path string, timeout time.Duration
 	}
 	switch {
 	case ctx.Err() != nil:
-		return "", ctx.Err()
+		return "", "", ctx.Err()
 	case probeCtx.Err() != nil:
-		return "", errNoSpecAnswer
+		return "", "", errNoSpecAnswer
 	case err != nil:
-		return "", nil
+		return "", "", nil
 	}
 	var spec struct {
 		Specification struct {
-			Name string `yaml:"name"`
+			Name    string `yaml:"name"`
+			Version string `yaml:"version"`
 		} `yaml:"specification"`
 	}
 	if yaml.Unmarshal(out.Bytes(), &spec) != nil {
-		return "", nil
+		return "", "", nil
 	}
-	return spec.Specification.Name, nil
+	return spec.Specification.Name, spec.Specification.Version, nil
 }
 
 // specifyOverProtocol starts the executable at path as a plugin, with
 // the environment of both protocols, and asks a plugin of Conduit's
 // protocol for its specification's name; "" for a plugin of pkg/sdk and
-// for an executable that is no plugin. oldProtocol is the version of
+// for an executable that is no plugin; and its version. oldProtocol is the version of
 // Conduit's protocol a plugin spoke that the runtime does not. An
 // executable that does not answer within the probe's time is stopped and
 // the error is errNoSpecAnswer (ctx's error when ctx ended first).
-func (h *StandaloneHost) specifyOverProtocol(ctx context.Context, path string) (name string, oldProtocol int, err error) {
+func (h *StandaloneHost) specifyOverProtocol(ctx context.Context, path string) (name, version string, oldProtocol int, err error) {
 	probeCtx, cancel := context.WithTimeout(ctx, h.specProbeTimeout())
 	defer cancel()
 	p := newPluginProcess(h, filepath.Base(path), roleDestination, Config{PipelineID: "conduit", ConnectorID: "specification"})
@@ -246,22 +311,22 @@ func (h *StandaloneHost) specifyOverProtocol(ctx context.Context, path string) (
 		var pv *protocolVersionError
 		switch {
 		case ctx.Err() != nil:
-			return "", 0, ctx.Err()
+			return "", "", 0, ctx.Err()
 		case errors.As(err, &pv):
-			return "", pv.version, nil
+			return "", "", pv.version, nil
 		case probeCtx.Err() != nil:
-			return "", 0, errNoSpecAnswer
+			return "", "", 0, errNoSpecAnswer
 		}
-		return "", 0, nil
+		return "", "", 0, nil
 	}
 	if p.conduit == nil {
-		return "", 0, nil
+		return "", "", 0, nil
 	}
 	spec := p.specify(probeCtx)
 	if probeCtx.Err() != nil && ctx.Err() == nil && spec.Name == "" {
-		return "", 0, errNoSpecAnswer
+		return "", "", 0, errNoSpecAnswer
 	}
-	return spec.Name, 0, ctx.Err()
+	return spec.Name, spec.Version, 0, ctx.Err()
 }
 
 // limitedBuffer keeps the first max bytes written to it.
