@@ -88,6 +88,12 @@ func TestAnUnsetVariableNeverBecomesAFileName(t *testing.T) {
 	eventually(t, pollInterval, func() bool {
 		return strings.Contains(p.stderr.String(), "pipelines loaded")
 	}, func() string { return "conduit did not load its pipelines:\n" + p.stderr.String() })
+	// A file read again (SIGHUP, as on a change) is expanded the same way.
+	w.write("pipelines/q.yml", strings.Replace(varsPipeline, "id: vars", "id: later", 1))
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, pollInterval, func() bool {
+		return strings.Contains(p.stderr.String(), "q.yml:17")
+	}, func() string { return "the file read on SIGHUP was not refused:\n" + p.stderr.String() })
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t); code != 0 {
 		t.Fatalf("exit code %d; output:\n%s", code, p.stderr.String())
@@ -112,4 +118,35 @@ func assertNoLiteralVariableFiles(t *testing.T, dir string) {
 		}
 		return nil
 	})
+}
+
+// A variable changed between two runs changes the pipeline: it starts again
+// with the new value, from where it stopped.
+func TestAChangedVariableIsAChangedPipeline(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, strings.Replace(varsPipeline, "    description: run by ${VARS_E2E_NOBODY}\n", "", 1))
+	first, second := filepath.Join(w.dir, "first"), filepath.Join(w.dir, "second")
+	for _, dir := range []string{first, second} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(out string) *process {
+		p := w.startWithEnv([]string{"VARS_E2E_RATE=200", "VARS_E2E_OUT=" + out}, "run")
+		waitForRecords(t, p, filepath.Join(out, "x.jsonl"), 10)
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		if code := p.wait(t); code != 0 {
+			t.Fatalf("exit code %d; output:\n%s", code, p.stderr.String())
+		}
+		return p
+	}
+	run(first)
+	p := run(second)
+	if msg := p.stderr.String(); !strings.Contains(msg, "pipeline configuration changed since the last run") {
+		t.Errorf("the second run did not see a changed pipeline:\n%s", msg)
+	}
+	a, b := ids(t, filepath.Join(first, "x.jsonl")), ids(t, filepath.Join(second, "x.jsonl"))
+	if len(a) == 0 || len(b) == 0 || b[0] != a[len(a)-1]+1 {
+		t.Errorf("the second run starts at %v after the first ended at %v; want the next record", b[:min(1, len(b))], a[max(0, len(a)-1):])
+	}
 }
