@@ -37,13 +37,62 @@ type envRef struct {
 }
 
 // envExpander expands the variables of one pipeline entry in place and
-// remembers what was written, for the Definition.
+// remembers what was written, for the Definition and for errors.
 type envExpander struct {
 	lookup LookupEnv
 	// written maps each expanded node to its value as written.
 	written map[*yaml.Node]string
 	refs    []envRef
+	// values are the values of the current pipeline that expansion
+	// changed.
+	values []expandedValue
 }
+
+// expandedValue is a value of a pipeline that names variables: where it
+// is, as written and as expanded.
+type expandedValue struct {
+	field             string
+	written, expanded string
+}
+
+// minRedacted is the shortest expanded value that errors about other
+// fields have replaced by its written form: shorter ones (a rate of 10)
+// are no secret and would match unrelated text.
+const minRedacted = 6
+
+// redactExpanded returns err with the values of the environment that
+// expansion put into the pipeline replaced by what the file says (a
+// setting's error quotes its value: "hunter2" is not a number), so that
+// errors, which go to the log and the API, show the file as written as
+// the Definition does. The value of field itself is replaced whatever its
+// length.
+func redactExpanded(err error, field string, values []expandedValue) error {
+	if err == nil || len(values) == 0 {
+		return err
+	}
+	msg := err.Error()
+	out := msg
+	for _, v := range values {
+		if v.expanded == "" || (v.field != field && len(v.expanded) < minRedacted) {
+			continue
+		}
+		out = strings.ReplaceAll(out, strconv.Quote(v.expanded), strconv.Quote(v.written))
+		out = strings.ReplaceAll(out, v.expanded, v.written)
+	}
+	if out == msg {
+		return err
+	}
+	return &redactedError{msg: out, err: err}
+}
+
+// redactedError is an error whose text shows values as written.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // expandEnv expands the string values of the tree n (the entry of one
 // pipeline), whose field path is path. Aliases are not followed: the
@@ -80,6 +129,9 @@ func (e *envExpander) expandEnv(n *yaml.Node, path string) {
 			return v
 		})
 		e.written[n] = written
+		if n.Value != written {
+			e.values = append(e.values, expandedValue{field: path, written: written, expanded: n.Value})
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -227,3 +229,41 @@ func TestLoadPipelinesExpandsTheProcessEnvironment(t *testing.T) {
 	}
 	eq(t, "rate", ps[0].Connectors[0].Settings["rate"], "7")
 }
+
+func TestErrorsShowExpandedValuesAsWritten(t *testing.T) {
+	env := mapEnv(map[string]string{"SECRET": "hunter2x", "N": "7"})
+	data := envPipeline("          rate: ${SECRET}\n          other: $N", "./o.jsonl")
+	ps, errs := parsePipelines(env, FileContent{Name: "p.yml", Data: []byte(data)})
+	if len(errs) > 0 || len(ps) != 1 {
+		t.Fatalf("errors %v", errs)
+	}
+	p := ps[0]
+	// As the runtime reports a setting a connector refuses.
+	err := p.SettingError(0, "rate", &SettingValueError{Setting: "rate", Value: "hunter2x"})
+	msg := err.Error()
+	if strings.Contains(msg, "hunter2x") || !strings.Contains(msg, `"${SECRET}" is not a number`) {
+		t.Errorf("error %q shows the expanded value", msg)
+	}
+	var sve *SettingValueError
+	if !errors.As(err, &sve) {
+		t.Errorf("the error chain lost its type: %v", err)
+	}
+	// A short value is replaced in its own field's error only.
+	if msg := p.SettingError(0, "rate", errors.New(`"7" and "7"`)).Error(); !strings.Contains(msg, `"7" and "7"`) {
+		t.Errorf("a short value of another field was replaced: %q", msg)
+	}
+	if msg := p.SettingError(0, "other", errors.New(`"7" is odd`)).Error(); !strings.Contains(msg, `"$N" is odd`) {
+		t.Errorf("the field's own value was not shown as written: %q", msg)
+	}
+
+	// A problem found while reading the file is shown as written too.
+	_, errs = parsePipelines(env, FileContent{Name: "p.yml", Data: []byte(strings.Replace(data, "    connectors:", "    status: ${SECRET}\n    connectors:", 1))})
+	if len(errs) != 1 || strings.Contains(errs[0].Error(), "hunter2x") {
+		t.Errorf("errors %v show the expanded value", errs)
+	}
+}
+
+// SettingValueError stands for a connector's error about a setting's value.
+type SettingValueError struct{ Setting, Value string }
+
+func (e *SettingValueError) Error() string { return fmt.Sprintf("%q is not a number", e.Value) }

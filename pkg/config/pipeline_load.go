@@ -362,7 +362,7 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget, e
 		DLQ:    DLQ{WindowSize: DefaultDLQWindowSize, WindowNackThreshold: DefaultDLQWindowNackThreshold, Line: n.Line},
 		lines:  map[string]int{},
 	}
-	env.refs = env.refs[:0]
+	env.refs, env.values = env.refs[:0], nil
 	env.expandEnv(n, "")
 	// Read the id first so every error, even one above the id line, can
 	// name the pipeline.
@@ -376,11 +376,12 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget, e
 		pp.report(fe)
 	}
 	p.Warnings = warnings
+	p.expanded = env.values
 	if len(pp.errs) > 0 {
 		var out parsed
 		out.p = p
 		for _, fe := range pp.errs {
-			pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: fe.err}
+			pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: redactExpanded(fe.err, fe.field, env.values)}
 			if p.ID == "" {
 				pe.Field = joinField("pipelines["+strconv.Itoa(idx)+"]", fe.field)
 			}
