@@ -22,7 +22,9 @@ type LookupEnv func(name string) (string, bool)
 // Conduit, with a warning naming the file, line and variable; where that
 // would turn a path written below a directory into one at the root of
 // the file system (${OUT}/x.jsonl becoming /x.jsonl) the pipeline is an
-// error instead.
+// error instead. Inside a Go template action ({{ ... }}), a $name that is
+// not set is the template's variable and is kept (under Conduit it becomes
+// "" and breaks the template).
 
 // envRef is one use of a variable in a value.
 type envRef struct {
@@ -122,6 +124,11 @@ func (e *envExpander) expandEnv(n *yaml.Node, path string) {
 		written := n.Value
 		n.Value = expandVars(written, func(name string, before []byte, after string) string {
 			v, ok := e.lookup(name)
+			ref := written[len(written)-len(after)-len(name)-1:]
+			if !ok && strings.HasPrefix(ref, "$"+name) && inTemplateAction(written[:len(written)-len(ref)]) {
+				// A variable of a Go template ({{ $n := .Key }}), kept.
+				return "$" + name
+			}
 			if !ok || v == "" {
 				e.refs = append(e.refs, envRef{name: name, line: n.Line, field: path, unset: !ok,
 					rooting: startsPath(before, after)})
@@ -133,6 +140,13 @@ func (e *envExpander) expandEnv(n *yaml.Node, path string) {
 			e.values = append(e.values, expandedValue{field: path, written: written, expanded: n.Value})
 		}
 	}
+}
+
+// inTemplateAction reports whether text that follows before is inside a
+// Go template action: before opens a "{{" that it does not close.
+func inTemplateAction(before string) bool {
+	open := strings.LastIndex(before, "{{")
+	return open >= 0 && !strings.Contains(before[open:], "}}")
 }
 
 // startsPath reports whether a variable that what is expanded before it

@@ -101,6 +101,14 @@ func TestEnvironmentVariablesExpandAsConduitExpandsThem(t *testing.T) {
 			warnings: []string{"p.yml:9: connectors[src].settings.password: environment variable $ is not set"},
 		},
 		{
+			name:     "template variables that are not set are kept; set variables and ${} expand there too",
+			settings: "          value: '{{ $n := .Key }}{{ $n }}-{{ $A }}-{{ \"${B}\" }}-{{ $.Key }}'\n          plain: $n{{ .Key }}",
+			path:     "./out.jsonl",
+			want:     map[string]string{"value": `{{ $n := .Key }}{{ $n }}-{{ a }}-{{ "b" }}-{{ $.Key }}`, "plain": "{{ .Key }}"},
+			wantPath: "./out.jsonl",
+			warnings: []string{"p.yml:10: connectors[src].settings.plain: environment variable n is not set"},
+		},
+		{
 			name:     "a variable set to empty is the user's choice: no warning",
 			settings: "          prefix: ${EMPTY}x",
 			path:     "./${EMPTY}out.jsonl",
