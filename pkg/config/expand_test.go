@@ -275,3 +275,18 @@ func TestErrorsShowExpandedValuesAsWritten(t *testing.T) {
 type SettingValueError struct{ Setting, Value string }
 
 func (e *SettingValueError) Error() string { return fmt.Sprintf("%q is not a number", e.Value) }
+
+// FuzzExpandVars checks that expansion reads references exactly as
+// os.Expand (and so Conduit) does, whatever the text.
+func FuzzExpandVars(f *testing.F) {
+	for _, s := range []string{"$", "${X}", "$$", "a${}b", "${X", "{{ $x }}", "$1$#${-}"} {
+		f.Add(s)
+	}
+	mapping := func(name string) string { return "<" + name + ">" }
+	f.Fuzz(func(t *testing.T, s string) {
+		got := expandVars(s, func(name string, _ []byte, _ string) string { return mapping(name) })
+		if want := os.Expand(s, mapping); got != want {
+			t.Errorf("expandVars(%q) = %q, os.Expand = %q", s, got, want)
+		}
+	})
+}
