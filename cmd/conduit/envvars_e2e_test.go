@@ -150,3 +150,31 @@ func TestAChangedVariableIsAChangedPipeline(t *testing.T) {
 		t.Errorf("the second run starts at %v after the first ended at %v; want the next record", b[:min(1, len(b))], a[max(0, len(a)-1):])
 	}
 }
+
+// A file applied through the API is expanded with conduit's environment,
+// not the CLI's, as the files under pipelines.path are.
+func TestAnAppliedFileIsExpandedWithConduitsEnvironment(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	if err := os.MkdirAll(filepath.Join(w.dir, "pipelines"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(w.dir, "outdir")
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := w.startWithEnv([]string{"VARS_E2E_RATE=200", "VARS_E2E_OUT=" + outDir}, "run")
+	address := apiAddress(t, p)
+	w.write("applied.yml", strings.Replace(varsPipeline, "id: vars", "id: applied", 1))
+	// The CLI's environment has neither variable.
+	w.mustPipelines(address, "apply", "applied.yml")
+	waitForRecords(t, p, filepath.Join(outDir, "x.jsonl"), 10)
+	if msg := p.stderr.String(); !strings.Contains(msg, "api:applied.yml:4") || !strings.Contains(msg, "VARS_E2E_NOBODY is not set") {
+		t.Errorf("no warning naming the applied file, line and variable:\n%s", msg)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit code %d; output:\n%s", code, p.stderr.String())
+	}
+	assertNoLiteralVariableFiles(t, w.dir)
+}
