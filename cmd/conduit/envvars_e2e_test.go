@@ -166,8 +166,11 @@ func TestAnAppliedFileIsExpandedWithConduitsEnvironment(t *testing.T) {
 	p := w.startWithEnv([]string{"VARS_E2E_RATE=200", "VARS_E2E_OUT=" + outDir}, "run")
 	address := apiAddress(t, p)
 	w.write("applied.yml", strings.Replace(varsPipeline, "id: vars", "id: applied", 1))
-	// The CLI's environment has neither variable.
-	w.mustPipelines(address, "apply", "applied.yml")
+	// The CLI's environment has neither variable; conduit's warnings come
+	// back with the plan.
+	if out := w.mustPipelines(address, "apply", "applied.yml"); !strings.Contains(out, "warning: api:applied.yml:4: description: environment variable VARS_E2E_NOBODY is not set") {
+		t.Errorf("apply does not print conduit's warning:\n%s", out)
+	}
 	waitForRecords(t, p, filepath.Join(outDir, "x.jsonl"), 10)
 	if msg := p.stderr.String(); !strings.Contains(msg, "api:applied.yml:4") || !strings.Contains(msg, "VARS_E2E_NOBODY is not set") {
 		t.Errorf("no warning naming the applied file, line and variable:\n%s", msg)
