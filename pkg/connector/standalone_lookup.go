@@ -89,10 +89,14 @@ func (h *StandaloneHost) findByConduitName(ctx context.Context, name, version st
 	}
 	if len(matches) == 0 {
 		if len(old) > 0 {
+			verb := "speaks"
+			if len(old) > 1 {
+				verb = "speak"
+			}
 			return "", silent, fmt.Errorf("no executable in connectors.path (%s) is a Conduit connector named %q; "+
-				"%s speak version 1 of Conduit's connector protocol (built with Conduit's connector SDK before v0.10), "+
+				"%s %s version 1 of Conduit's connector protocol (built with Conduit's connector SDK before v0.10), "+
 				"which this runtime can neither ask for its name nor run: rebuild with the SDK v0.10 or later",
-				h.cfg.Dir, name, strings.Join(old, ", "))
+				h.cfg.Dir, name, strings.Join(old, ", "), verb)
 		}
 		return "", silent, nil
 	}
