@@ -152,6 +152,11 @@ func writePlan(w io.Writer, changes []*conduitv1.PlannedChange, applied bool) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, c := range changes {
+		for _, warning := range c.GetWarnings() {
+			fmt.Fprintf(w, "warning: %s\n", oneLine(warning))
+		}
+	}
 	summary := fmt.Sprintf("Plan: %d to create, %d to update, %d to delete, %d unchanged, %d invalid.",
 		countAction(changes, conduitv1.PlanAction_PLAN_ACTION_CREATE), countAction(changes, conduitv1.PlanAction_PLAN_ACTION_UPDATE),
 		countAction(changes, conduitv1.PlanAction_PLAN_ACTION_DELETE), countAction(changes, conduitv1.PlanAction_PLAN_ACTION_UNCHANGED),
@@ -187,6 +192,13 @@ status is 1 when there is one.`,
 			}
 			ids, problems := conduit.ValidateFiles(cfg, files)
 			out := humanOutput(cmd.OutOrStdout())
+			// Warnings do not fail validation: the pipelines run with them.
+			valid, _ := config.ParsePipelines(files...)
+			for _, p := range valid {
+				for _, w := range p.Warnings {
+					fmt.Fprintln(humanOutput(cmd.ErrOrStderr()), "warning: "+oneLine(w.String()))
+				}
+			}
 			for _, p := range problems {
 				fmt.Fprintln(out, oneLine(p.Err.Error()))
 			}

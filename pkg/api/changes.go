@@ -159,6 +159,11 @@ func planToProto(plan reconciler.Plan) []*conduitv1.PlannedChange {
 	out := make([]*conduitv1.PlannedChange, 0, len(plan.Changes)+len(plan.Problems))
 	for _, c := range plan.Changes {
 		pc := &conduitv1.PlannedChange{PipelineId: c.ID, Action: planActionToProto[c.Action], ChangedFields: c.Fields, Kept: c.Kept}
+		if c.Desired != nil && (c.Action == reconciler.Create || c.Action == reconciler.Update) {
+			for _, w := range c.Desired.Pipeline.Warnings {
+				pc.Warnings = append(pc.Warnings, w.String())
+			}
+		}
 		for _, p := range c.Problems {
 			pc.Errors = append(pc.Errors, configErrorToProto(ConfigError{PipelineID: c.ID, File: p.File, Line: p.Line, Err: p.Err}))
 		}

@@ -128,6 +128,13 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
 		}
+		if c.Desired != nil && (c.Action == reconciler.Create || c.Action == reconciler.Update) {
+			// Said when the pipeline is taken up with them, not at every
+			// reload that leaves it as it is.
+			for _, w := range c.Desired.Pipeline.Warnings {
+				r.log.Warn("pipeline file: "+w.Message, zap.String("pipeline_id", c.ID), zap.String("at", w.Source))
+			}
+		}
 		actor := actorFor(c, asked)
 		switch c.Action {
 		case reconciler.Delete:

@@ -40,10 +40,12 @@ var errDefinitionTooLarge = errors.New("too large to show")
 // comments kept, aliases written out, and the values of credentials
 // (keys named like password or token, passwords in URLs and connection
 // strings) replaced by Masked, so that it can be shown to whoever may
-// read the API.
-func definitionOf(n *yaml.Node) (string, error) {
+// read the API. Values are shown as written (written maps the nodes whose
+// environment variables were expanded to their text in the file): the
+// environment, where people keep credentials, stays out of it.
+func definitionOf(n *yaml.Node, written map[*yaml.Node]string) (string, error) {
 	budget := maxDefinitionNodes
-	entry, err := copyNode(n, &budget)
+	entry, err := copyNode(n, written, &budget)
 	if err != nil {
 		return "", err
 	}
@@ -70,8 +72,9 @@ func definitionOf(n *yaml.Node) (string, error) {
 }
 
 // copyNode copies n with its aliases replaced by copies of what they
-// name, spending one of budget per node.
-func copyNode(n *yaml.Node, budget *int) (*yaml.Node, error) {
+// name, and the values in written as written, spending one of budget per
+// node.
+func copyNode(n *yaml.Node, written map[*yaml.Node]string, budget *int) (*yaml.Node, error) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -82,11 +85,14 @@ func copyNode(n *yaml.Node, budget *int) (*yaml.Node, error) {
 		Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value,
 		HeadComment: n.HeadComment, LineComment: n.LineComment, FootComment: n.FootComment,
 	}
+	if w, ok := written[n]; ok {
+		c.Value = w
+	}
 	if len(n.Content) > 0 {
 		c.Content = make([]*yaml.Node, len(n.Content))
 		for i, child := range n.Content {
 			var err error
-			if c.Content[i], err = copyNode(child, budget); err != nil {
+			if c.Content[i], err = copyNode(child, written, budget); err != nil {
 				return nil, err
 			}
 		}

@@ -91,7 +91,7 @@ func TestDefinitionOfAnAliasBombIsLeftOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 10^9 nodes once the aliases are written out.
-	if def, err := definitionOf(doc.Content[0]); !errors.Is(err, errDefinitionTooLarge) {
+	if def, err := definitionOf(doc.Content[0], nil); !errors.Is(err, errDefinitionTooLarge) {
 		t.Fatalf("definitionOf = %d bytes, %v; want errDefinitionTooLarge", len(def), err)
 	}
 }

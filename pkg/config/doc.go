@@ -1,6 +1,6 @@
 // Package config reads what users write: the global configuration
 // (conduit.yml, environment variables, flags) and pipeline configuration
-// files (Conduit's pipeline file format, version 2.x).
+// files (Conduit's pipeline file format, versions 2.x and 1.x).
 //
 // It turns text into validated Go values and, when the text is wrong, into
 // errors that name the file, the line and the key or field, because the
@@ -19,6 +19,10 @@
 // settings a connector accepts; the caller has the connector registry and
 // reports such problems with the same *PipelineError, built with
 // Pipeline.FieldError and friends so that it points at the right line.
+//
+// Pipeline files name environment variables (${VAR}, expanded as Conduit
+// expands them; see expand.go): LoadPipelines and ParsePipelines read the
+// process's environment for them, their unexported forms take a LookupEnv.
 //
 // The package does not start, stop or store anything, and holds no global
 // state: the environment and the working directory are passed in.

@@ -59,10 +59,17 @@ type Pipeline struct {
 	// credentials masked; empty when it is too large to show. It is not
 	// part of what the pipeline runs.
 	Definition string `json:"-"`
+	// Warnings are what in the pipeline's entry was probably not meant
+	// (an environment variable that is not set); it runs nonetheless.
+	// Not part of what the pipeline runs.
+	Warnings []Warning `json:"-"`
 
 	// lines maps field paths ("connectors[src].settings.rate") to the line
 	// of their key, for FieldError.
 	lines map[string]int
+	// expanded are the values that name environment variables, which
+	// FieldError shows as written.
+	expanded []expandedValue
 }
 
 // Connector is a source or destination of a pipeline.
@@ -150,8 +157,11 @@ func (p Pipeline) Destinations() []Connector {
 // field itself was not written in the file (a missing required setting),
 // the line of the closest written parent is used (the settings block, the
 // connector, finally the pipeline).
+//
+// Values the file takes from environment variables are shown as written
+// (${PG_PASSWORD}), not as expanded.
 func (p Pipeline) FieldError(field string, err error) *PipelineError {
-	return &PipelineError{File: p.File, Line: p.lineOf(field), PipelineID: p.ID, Field: field, Err: err}
+	return &PipelineError{File: p.File, Line: p.lineOf(field), PipelineID: p.ID, Field: field, Err: redactExpanded(err, field, p.expanded)}
 }
 
 // ConnectorError is FieldError for a field of Connectors[i], e.g.

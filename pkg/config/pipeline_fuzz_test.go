@@ -15,6 +15,7 @@ import (
 // the input's aliases would expand to. The bound is on bytes allocated,
 // not on time, so a slow machine cannot make it fail.
 func FuzzLoadPipelines(f *testing.F) {
+	fuzzEnv := func(name string) (string, bool) { return "value", name == "SET" }
 	for _, name := range []string{
 		filepath.Join("testdata", "valid", "example.yml"),
 		filepath.Join("testdata", "aliases", "good.yml"),
@@ -30,6 +31,7 @@ func FuzzLoadPipelines(f *testing.F) {
 	}
 	f.Add([]byte("settings: &s {rate: 1, nested: *s}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("version: 2.2\npipelines:\n  - {id: a, connectors: [{id: s, type: source, plugin: x, settings: {a: &v '$SET${UNSET}$$', b: *v}}, {id: d, type: destination, plugin: y, settings: {path: ${UNSET}/x}}]}\n"))
 	f.Add([]byte("k: &k kkkkkkkk\nl1: &l1 {*k: x}\nl2: &l2 {*k: *l1, x: *l1}\nl3: {*k: *l2, y: *l2}\n"))
 	f.Add([]byte("version: 2.2\npipelines:\n  - &p {id: a, connectors: [{id: s, type: source, plugin: x, settings: {a: {b: 1}}}, {id: d, type: destination, plugin: y}]}\n  - *p\n  - *p\n"))
 
@@ -45,7 +47,7 @@ func FuzzLoadPipelines(f *testing.F) {
 		)
 		runtime.ReadMemStats(&ms)
 		before := ms.TotalAlloc
-		results = parsePipelineFile(file, data)
+		results = parsePipelineFile(file, data, fuzzEnv)
 		runtime.ReadMemStats(&ms)
 		if n, limit := ms.TotalAlloc-before, uint64(fixedAlloc+allocPerByte*len(data)); n > limit {
 			t.Errorf("loading %d bytes allocated %d bytes, want at most %d", len(data), n, limit)

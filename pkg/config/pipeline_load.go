@@ -36,11 +36,19 @@ import (
 // A missing dir is one error. Directories and files whose names start with
 // "." are skipped (editor and VCS files, Kubernetes ConfigMap "..data"
 // links that would load every file twice).
+//
+// Environment variables in values are expanded as Conduit expands them
+// (see expandEnv); a variable that is not set is a warning in the
+// pipeline's Warnings.
 func LoadPipelines(dir string) ([]Pipeline, []error) {
+	return loadPipelines(dir, osLookupEnv)
+}
+
+func loadPipelines(dir string, lookup LookupEnv) ([]Pipeline, []error) {
 	files, errs := pipelineFiles(dir)
 	var (
 		valid []Pipeline
-		ids   = pipelineIDs{}
+		ids   = pipelineIDs{lookup: lookup, first: map[string]string{}}
 	)
 	for _, file := range files {
 		data, err := readYAMLFile(file)
@@ -63,9 +71,14 @@ type FileContent struct {
 
 // ParsePipelines reads the pipelines of files as LoadPipelines reads the
 // files of a directory, ids unique across them. Content larger than a
-// pipeline file may be is refused.
+// pipeline file may be is refused. Environment variables are those of
+// this process.
 func ParsePipelines(files ...FileContent) (valid []Pipeline, errs []error) {
-	ids := pipelineIDs{}
+	return parsePipelines(osLookupEnv, files...)
+}
+
+func parsePipelines(lookup LookupEnv, files ...FileContent) (valid []Pipeline, errs []error) {
+	ids := pipelineIDs{lookup: lookup, first: map[string]string{}}
 	for _, f := range files {
 		if len(f.Data) > maxFileBytes {
 			errs = append(errs, &PipelineError{File: f.Name, Err: fileTooLarge(int64(len(f.Data)))})
@@ -78,11 +91,16 @@ func ParsePipelines(files ...FileContent) (valid []Pipeline, errs []error) {
 }
 
 // pipelineIDs maps each pipeline id to the "file:line" of its first
-// definition, across the files read together.
-type pipelineIDs map[string]string
+// definition, across the files read together, whose environment
+// variables lookup finds.
+type pipelineIDs struct {
+	lookup LookupEnv
+	first  map[string]string
+}
 
-func (first pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs []error) {
-	for _, r := range parsePipelineFile(file, data) {
+func (ids pipelineIDs) parse(file string, data []byte) (valid []Pipeline, errs []error) {
+	first := ids.first
+	for _, r := range parsePipelineFile(file, data, ids.lookup) {
 		id := r.p.ID
 		prev, dup := first[id]
 		if id != "" && !dup {
@@ -181,7 +199,7 @@ type parsed struct {
 	more []*PipelineError
 }
 
-func parsePipelineFile(file string, data []byte) []parsed {
+func parsePipelineFile(file string, data []byte, lookup LookupEnv) []parsed {
 	roots, err := parseDocuments(data)
 	if err != nil {
 		var de *docError
@@ -193,9 +211,12 @@ func parsePipelineFile(file string, data []byte) []parsed {
 	var (
 		out    []parsed
 		budget = &settingsBudget{left: maxSettingsBytes}
+		// One for the file: an alias may name a value of an earlier
+		// pipeline.
+		env = &envExpander{lookup: lookup, written: map[*yaml.Node]string{}}
 	)
 	for _, root := range roots {
-		out = append(out, parseDocument(file, root, budget)...)
+		out = append(out, parseDocument(file, root, budget, env)...)
 	}
 	return out
 }
@@ -204,7 +225,7 @@ func parsePipelineFile(file string, data []byte) []parsed {
 // later 2.x minors, written as a number or a string.
 var versionRE = regexp.MustCompile(`^2(\.[0-9]+)?$`)
 
-func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parsed {
+func parseDocument(file string, root *yaml.Node, budget *settingsBudget, env *envExpander) []parsed {
 	fileErr := func(line int, field string, err error) []parsed {
 		return []parsed{{err: &PipelineError{File: file, Line: line, Field: field, Err: err}}}
 	}
@@ -246,12 +267,18 @@ func parseDocument(file string, root *yaml.Node, budget *settingsBudget) []parse
 	if isNull(pipelines) {
 		return nil
 	}
+	if v1VersionRE.MatchString(version.Value) {
+		var pe *PipelineError
+		if pipelines, pe = v1Pipelines(file, pipelines, env); pe != nil {
+			return []parsed{{err: pe}}
+		}
+	}
 	if pipelines.Kind != yaml.SequenceNode {
 		return fileErr(pipelines.Line, "pipelines", fmt.Errorf("expected a list of pipelines (- id: ...), got %s", describe(pipelines)))
 	}
 	out := make([]parsed, 0, len(pipelines.Content))
 	for i, n := range pipelines.Content {
-		out = append(out, parsePipeline(file, i, unalias(n), budget))
+		out = append(out, parsePipeline(file, i, unalias(n), budget, env))
 	}
 	return out
 }
@@ -275,10 +302,10 @@ func checkVersion(n *yaml.Node) error {
 	if versionRE.MatchString(n.Value) {
 		return nil
 	}
-	if strings.HasPrefix(n.Value, "1") {
-		return fmt.Errorf("version %q is not supported; convert the file to version 2.2 (pipelines are a list of entries with an id)", n.Value)
+	if v1VersionRE.MatchString(n.Value) {
+		return nil
 	}
-	return fmt.Errorf("unsupported version %q; supported: 2.x (2.0, 2.1, 2.2)", n.Value)
+	return fmt.Errorf("unsupported version %q; supported: 2.x (2.0, 2.1, 2.2) and 1.x (1.0, 1.1)", n.Value)
 }
 
 // fieldErr is a problem at a field of a pipeline, before it becomes a
@@ -327,7 +354,7 @@ func (pp *pipelineParser) report(fe *fieldErr) {
 // the names can be far larger than the file.
 type settingsBudget struct{ left int }
 
-func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) parsed {
+func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget, env *envExpander) parsed {
 	p := Pipeline{
 		File:   file,
 		Line:   n.Line,
@@ -335,6 +362,8 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 		DLQ:    DLQ{WindowSize: DefaultDLQWindowSize, WindowNackThreshold: DefaultDLQWindowNackThreshold, Line: n.Line},
 		lines:  map[string]int{},
 	}
+	env.refs, env.values = env.refs[:0], nil
+	env.expandEnv(n, "")
 	// Read the id first so every error, even one above the id line, can
 	// name the pipeline.
 	if id := lookup(n, "id"); id != nil && id.Kind == yaml.ScalarNode && !isNull(id) {
@@ -342,11 +371,17 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 	}
 	pp := &pipelineParser{p: &p, procIDs: map[string]int{}, budget: budget}
 	pp.report(pp.parse(n))
+	envErrs, warnings := refProblems(file, env.refs)
+	for _, fe := range envErrs {
+		pp.report(fe)
+	}
+	p.Warnings = warnings
+	p.expanded = env.values
 	if len(pp.errs) > 0 {
 		var out parsed
 		out.p = p
 		for _, fe := range pp.errs {
-			pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: fe.err}
+			pe := &PipelineError{File: file, Line: fe.line, PipelineID: p.ID, Field: fe.field, Err: redactExpanded(fe.err, fe.field, env.values)}
 			if p.ID == "" {
 				pe.Field = joinField("pipelines["+strconv.Itoa(idx)+"]", fe.field)
 			}
@@ -360,7 +395,7 @@ func parsePipeline(file string, idx int, n *yaml.Node, budget *settingsBudget) p
 	}
 	// A definition that cannot be written is left out: it is for reading,
 	// and the pipeline is valid.
-	p.Definition, _ = definitionOf(n)
+	p.Definition, _ = definitionOf(n, env.written)
 	return parsed{p: p}
 }
 

@@ -139,7 +139,7 @@ func TestLoadPipelinesBadFiles(t *testing.T) {
 		// the misindented line 7.
 		{name: "malformed YAML", file: "invalid-yaml.yml", line: 7, want: []string{"invalid YAML"}},
 		{name: "unsupported version", file: "bad-version.yml", line: 1, field: "version", want: []string{`unsupported version "3.0"`, "2.x"}},
-		{name: "version 1 file", file: "version-1.yml", line: 1, field: "version", want: []string{`version "1.0" is not supported`, "convert"}},
+		{name: "version 1 file", file: "version-1.yml", line: 3, pipeline: "old", field: "connectors", want: []string{"no source connector"}},
 		{name: "missing version", file: "missing-version.yml", line: 1, field: "version", want: []string{"missing", `version: "2.2"`}},
 		{name: "unknown top-level field", file: "unknown-top-field.yml", line: 2, field: "pipeline", want: []string{`unknown field; did you mean "pipelines"?`}},
 		{name: "unknown pipeline field", file: "unknown-pipeline-field.yml", line: 4, pipeline: "orders", field: "descripton", want: []string{`unknown pipeline field; did you mean "description"?`}},
@@ -385,7 +385,7 @@ pipelines:
 		{name: "2 as a number", version: "2", ok: true},
 		{name: "3", version: "3", ok: false},
 		{name: "2.x", version: "2.x", ok: false},
-		{name: "1.0", version: "1.0", ok: false},
+		{name: "1.x", version: "1.x", ok: false},
 		{name: "a list", version: "[2.2]", ok: false},
 		{name: "empty", version: "", ok: false},
 	}

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -66,10 +67,17 @@ func (r *Registry) WithStandalone(h *StandaloneHost) *Registry {
 // [builtin:|standalone:]name[@version] (see plugin.ParseRef). The version of
 // a standalone reference is accepted and ignored, like a built-in one's.
 // Errors wrap ErrUnknownPlugin.
+//
+// A reference without a prefix resolves as Conduit resolves it: to the
+// standalone connector of the name when connectors.path has one (an
+// executable of that file name, or a Conduit connector whose
+// specification has that name), else to the built-in one. Finding out may
+// run the executables of connectors.path once (see findByConduitName).
 func (r *Registry) Lookup(ref string) (Plugin, error) {
 	if r.standalone != nil {
-		if parsed, err := plugin.ParseRef(ref); err == nil && parsed.Type == plugin.TypeStandalone {
-			p, err := r.standalone.Plugin(parsed.Name)
+		if parsed, err := plugin.ParseRef(ref); err == nil && (parsed.Type == plugin.TypeStandalone ||
+			parsed.Unprefixed && r.standalone.has(context.Background(), parsed.Name)) {
+			p, err := r.standalone.pluginVersion(parsed.Name, parsed.Version)
 			if err != nil {
 				return Plugin{}, fmt.Errorf("%w %q: %w", ErrUnknownPlugin, ref, err)
 			}

@@ -98,17 +98,26 @@ func NewStandaloneHost(cfg StandaloneConfig) *StandaloneHost {
 // executable is reported by Open, so that the pipeline is degraded with a
 // message saying why. Whether the connector can be a source or a
 // destination is also learnt at Open, from the plugin's handshake.
-func (h *StandaloneHost) Plugin(name string) (Plugin, error) {
+func (h *StandaloneHost) Plugin(name string) (Plugin, error) { return h.pluginVersion(name, "") }
+
+// pluginVersion is Plugin for a reference with a version, which chooses
+// among the Conduit connectors of the name (see findByConduitName).
+func (h *StandaloneHost) pluginVersion(name, version string) (Plugin, error) {
 	if err := checkStandaloneName(name); err != nil {
 		return Plugin{}, err
+	}
+	process := func(role connectorRole, cfg Config) *pluginProcess {
+		p := newPluginProcess(h, name, role, cfg)
+		p.version = version
+		return p
 	}
 	return Plugin{
 		Name: name,
 		NewSource: func(cfg Config) (Source, error) {
-			return &standaloneSource{p: newPluginProcess(h, name, roleSource, cfg)}, nil
+			return &standaloneSource{p: process(roleSource, cfg)}, nil
 		},
 		NewDestination: func(cfg Config) (Destination, error) {
-			return &standaloneDestination{p: newPluginProcess(h, name, roleDestination, cfg)}, nil
+			return &standaloneDestination{p: process(roleDestination, cfg)}, nil
 		},
 	}, nil
 }

@@ -137,6 +137,15 @@ func conduitHandshake(line string) (version int, addr net.Addr, ok bool) {
 	return 0, nil, false
 }
 
+// protocolVersionError is a plugin of Conduit's protocol that speaks
+// another version of it than the runtime.
+type protocolVersionError struct{ version int }
+
+func (e *protocolVersionError) Error() string {
+	return fmt.Sprintf("speaks version %d of Conduit's connector protocol; this runtime speaks version %d "+
+		"(rebuild the connector with Conduit's connector SDK v0.10 or later)", e.version, conduitProtocolVersion)
+}
+
 // conduitPlugin is go-plugin's client attached to a running plugin of
 // Conduit's protocol.
 type conduitPlugin struct {
@@ -149,9 +158,8 @@ type conduitPlugin struct {
 func (p *pluginProcess) attachConduit(line string) error {
 	version, addr, _ := conduitHandshake(line)
 	if version != conduitProtocolVersion {
-		return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s speaks version %d of Conduit's connector protocol; "+
-			"this runtime speaks version %d (rebuild the connector with Conduit's connector SDK v0.10 or later)",
-			p.name, p.executable(), version, conduitProtocolVersion))
+		return cerrors.Fatal(fmt.Errorf("standalone connector %q: executable %s %w",
+			p.name, p.executable(), &protocolVersionError{version: version}))
 	}
 	out := &lineLogger{log: p.log.With(zap.String("stream", "stderr")), ring: &p.stderr}
 	client := plugin.NewClient(&plugin.ClientConfig{

@@ -64,6 +64,10 @@ type pluginProcess struct {
 	cfg  Config
 	log  *zap.Logger
 
+	// version is the version the reference asks for ("" for the latest);
+	// it chooses among Conduit connectors of the name.
+	version string
+
 	// Set by start, read-only afterwards until close.
 	path      string // the executable, when found by its Conduit name
 	dir       string // private directory holding the socket; "" when none
@@ -114,7 +118,7 @@ func (p *pluginProcess) resolve(ctx context.Context) (string, error) {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return path, p.checkExecutable(path)
 	}
-	found, silent, ferr := p.host.findByConduitName(ctx, p.name)
+	found, silent, ferr := p.host.findByConduitName(ctx, p.name, p.version)
 	switch {
 	case ferr != nil && ctx.Err() != nil:
 		// Stopped while looking: not the connector's fault.

@@ -44,7 +44,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building the test plugin: %v\n%s", err, out)
 		return 1
 	}
-	for _, alias := range []string{"hang", "crash", "proto2", "sourceonly", "stubborn"} {
+	for _, alias := range []string{"hang", "crash", "proto2", "sourceonly", "stubborn", "conduitv1"} {
 		if err := os.Symlink(bin, filepath.Join(dir, alias)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -23,7 +23,11 @@ type Ref struct {
 	// Type is TypeBuiltin (also when the reference has no prefix) or
 	// TypeStandalone.
 	Type string
-	Name string
+	// Unprefixed: the reference has no type prefix. Conduit then looks
+	// for a standalone plugin of the name first and falls back to the
+	// built-in one; registries that have standalone plugins do the same.
+	Unprefixed bool
+	Name       string
 	// Version is what follows @, "" when absent.
 	Version string
 }
@@ -48,8 +52,9 @@ func ParseRef(ref string) (Ref, error) {
 		}
 		name, r.Version = name[:i], name[i+1:]
 	}
-	r.Type = TypeBuiltin
+	r.Type, r.Unprefixed = TypeBuiltin, true
 	if i := strings.IndexByte(name, ':'); i >= 0 {
+		r.Unprefixed = false
 		switch typ := name[:i]; typ {
 		case TypeBuiltin, TypeStandalone:
 			r.Type, name = typ, name[i+1:]

@@ -13,11 +13,11 @@ func TestParseRef(t *testing.T) {
 		want    Ref
 		wantErr string
 	}{
-		{ref: "generator", want: Ref{Type: TypeBuiltin, Name: "generator"}},
+		{ref: "generator", want: Ref{Type: TypeBuiltin, Name: "generator", Unprefixed: true}},
 		{ref: "builtin:file", want: Ref{Type: TypeBuiltin, Name: "file"}},
 		{ref: "builtin:log@v0.1.0", want: Ref{Type: TypeBuiltin, Name: "log", Version: "v0.1.0"}},
 		{ref: "standalone:pg@latest", want: Ref{Type: TypeStandalone, Name: "pg", Version: "latest"}},
-		{ref: "field.set", want: Ref{Type: TypeBuiltin, Name: "field.set"}},
+		{ref: "field.set", want: Ref{Type: TypeBuiltin, Name: "field.set", Unprefixed: true}},
 		{ref: "", wantErr: "no plugin name"},
 		{ref: "builtin:", wantErr: "no plugin name"},
 		{ref: "file@", wantErr: "empty version"},

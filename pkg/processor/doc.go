@@ -106,8 +106,12 @@
 // The position, the operation and raw data are text, so
 // {{ eq .Operation "delete" }} and {{ eq .Key "42" }} work (Conduit's
 // {{ .Operation.String }} works too). Go's built-in functions work (eq, ne, lt, gt, and, or, not, index, len,
-// printf, ...); Conduit's extra (sprig) functions such as upper or default
-// do not, and using one is a load-time error. Missing things are empty, not
+// printf, ...), and so do those of the Sprig library (Masterminds/sprig),
+// the same set as in Conduit's templates: {{ upper .Metadata.table }},
+// {{ hasPrefix "us" .Metadata.table }}, {{ .Metadata.x | default "none" }},
+// {{ toJson .Payload.After }}, ... (also env and expandenv, which read
+// conduit's environment, as under Conduit). A function that does not exist
+// is a load-time error. Missing things are empty, not
 // errors: a missing metadata key or field renders "" (where Go would print
 // "<no value>"), and an absent key or payload behaves like an empty object,
 // so {{ .Payload.Before.id }} on a create record renders "". Asking for a

@@ -196,7 +196,7 @@ func TestConditionErrors(t *testing.T) {
 		want      []string
 	}{
 		{name: "bad template", condition: "{{ eq .Metadata.a ", want: []string{"condition: invalid Go template", "condition:1"}},
-		{name: "unknown function", condition: `{{ upper .Metadata.a }}`, want: []string{`function "upper" not defined`}},
+		{name: "unknown function", condition: `{{ uppercase .Metadata.a }}`, want: []string{`function "uppercase" not defined`}},
 		{name: "constant not a boolean", condition: "yes", want: []string{`condition: rendered "yes", which is not a boolean`}},
 	}
 	for _, tt := range tests {

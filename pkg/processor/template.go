@@ -7,6 +7,8 @@ import (
 	"text/template/parse"
 	"unsafe"
 
+	"github.com/Masterminds/sprig/v3"
+
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -28,11 +30,16 @@ type recordTemplate struct {
 }
 
 // parseTemplate parses text as a template named name (Go's errors then say
-// `template: value:1:3: ...`, which names the setting).
+// `template: value:1:3: ...`, which names the setting). Templates have
+// Sprig's functions (upper, hasPrefix, default, ...), the same set as
+// Conduit's templates (sprig.FuncMap); they are looked up when the
+// template is parsed, which happens once, when the processor is built.
 func parseTemplate(name, label, text string) (*recordTemplate, error) {
+	funcs := sprig.FuncMap()
+	funcs[orEmptyFunc] = orEmpty
 	// missingkey=zero makes a missing metadata key render as "" instead of
 	// "<no value>"; a missing key is normal, not an error, in a record.
-	t, err := template.New(name).Option("missingkey=zero").Funcs(template.FuncMap{orEmptyFunc: orEmpty}).Parse(text)
+	t, err := template.New(name).Option("missingkey=zero").Funcs(funcs).Parse(text)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +127,9 @@ func mayBeMissing(pipe *parse.PipeNode, root bool) bool {
 			"not", "html", "js", "urlquery":
 			return false
 		}
+		if neverNil[a.Ident] {
+			return false
+		}
 	case *parse.StringNode, *parse.NumberNode, *parse.BoolNode:
 		return false
 	case *parse.FieldNode:
@@ -131,6 +141,17 @@ func mayBeMissing(pipe *parse.PipeNode, root bool) bool {
 		}
 	}
 	return true
+}
+
+// neverNil are the Sprig functions most used in conditions and values
+// that return a string or a bool, never "no value".
+var neverNil = map[string]bool{
+	"upper": true, "lower": true, "title": true, "trim": true, "trimAll": true,
+	"trimPrefix": true, "trimSuffix": true, "trunc": true, "replace": true,
+	"repeat": true, "substr": true, "quote": true, "squote": true, "cat": true,
+	"toString": true, "hasPrefix": true, "hasSuffix": true, "contains": true,
+	"empty": true, "b64enc": true, "b64dec": true, "sha256sum": true, "regexMatch": true,
+	"toJson": true, "join": true, "snakecase": true, "camelcase": true, "kebabcase": true,
 }
 
 // isConstant reports whether t renders the same text for every record: its

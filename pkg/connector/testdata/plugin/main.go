@@ -10,6 +10,9 @@
 //	proto2      answers the handshake with protocol version 2
 //	sourceonly  cannot be a destination
 //	stubborn    ignores SIGTERM (and says so on stderr)
+//	conduitv1   a connector of Conduit's SDK before v0.10: no `specs`
+//	            command, and the handshake of version 1 of Conduit's
+//	            connector protocol
 //	anything    a source and destination driven by its settings
 //
 // Settings (all optional):
@@ -66,6 +69,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loading config")
 		fmt.Fprintln(os.Stderr, "boom: missing license key")
 		os.Exit(2)
+	case "conduitv1":
+		if len(os.Args) > 1 {
+			fmt.Fprintln(os.Stderr, "error running plugin: unknown environment")
+			os.Exit(1)
+		}
+		fmt.Printf("1|1|unix|%s|grpc|\n", filepath.Join(os.Getenv("PLUGIN_UNIX_SOCKET_DIR"), "plugin.sock"))
+		select {}
 	case "stubborn":
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM)

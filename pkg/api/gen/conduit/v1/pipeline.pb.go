@@ -2019,7 +2019,11 @@ type PlannedChange struct {
 	// For invalid: why.
 	Errors []*ConfigError `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
 	// For invalid: the version that runs stays.
-	Kept          bool `protobuf:"varint,5,opt,name=kept,proto3" json:"kept,omitempty"`
+	Kept bool `protobuf:"varint,5,opt,name=kept,proto3" json:"kept,omitempty"`
+	// For create and update: what in the pipeline's entry was probably not
+	// meant, such as an environment variable that is not set, each as
+	// "file:line: message"; the pipeline runs nonetheless.
+	Warnings      []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2087,6 +2091,13 @@ func (x *PlannedChange) GetKept() bool {
 		return x.Kept
 	}
 	return false
+}
+
+func (x *PlannedChange) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type ApplyPipelinesResponse struct {
@@ -2804,14 +2815,15 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x15ApplyPipelinesRequest\x12.\n" +
 	"\x05files\x18\x01 \x03(\v2\x18.conduit.v1.PipelineFileR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
-	"\x05prune\x18\x03 \x01(\bR\x05prune\"\xcc\x01\n" +
+	"\x05prune\x18\x03 \x01(\bR\x05prune\"\xe8\x01\n" +
 	"\rPlannedChange\x12\x1f\n" +
 	"\vpipeline_id\x18\x01 \x01(\tR\n" +
 	"pipelineId\x12.\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x16.conduit.v1.PlanActionR\x06action\x12%\n" +
 	"\x0echanged_fields\x18\x03 \x03(\tR\rchangedFields\x12/\n" +
 	"\x06errors\x18\x04 \x03(\v2\x17.conduit.v1.ConfigErrorR\x06errors\x12\x12\n" +
-	"\x04kept\x18\x05 \x01(\bR\x04kept\"g\n" +
+	"\x04kept\x18\x05 \x01(\bR\x04kept\x12\x1a\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\"g\n" +
 	"\x16ApplyPipelinesResponse\x123\n" +
 	"\achanges\x18\x01 \x03(\v2\x19.conduit.v1.PlannedChangeR\achanges\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\"J\n" +
