@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// These tests damage the Badger store between two runs, as a partial
+// backup restore or a careless cleanup does, and check that conduit refuses
+// to start instead of starting over from what is left.
+
+// runUntilRecords starts conduit, waits for n records and stops it: with
+// SIGINT (a clean stop) or SIGKILL (a crash).
+func runUntilRecords(t *testing.T, w *workspace, n int, sig syscall.Signal) {
+	t.Helper()
+	p := w.start("run")
+	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), n)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t)
+	if sig == syscall.SIGINT && code != 0 {
+		t.Fatalf("exit code %d after SIGINT; output:\n%s", code, p.stderr.String())
+	}
+}
+
+// wantRefusedStore starts conduit on the damaged store and checks that it
+// exits with an error naming the directory and every fragment of want, and
+// that it changed no file of the store.
+func wantRefusedStore(t *testing.T, w *workspace, want ...string) {
+	t.Helper()
+	db := filepath.Join(w.dir, "conduit.db")
+	before := dirListing(t, db)
+	p := w.start("run")
+	if code := p.wait(t); code == 0 {
+		t.Fatalf("conduit started on a damaged store; output:\n%s", p.stderr.String())
+	}
+	out := p.stderr.String()
+	for _, s := range append([]string{"database conduit.db is corrupted", "restore the whole directory from a backup"}, want...) {
+		if !strings.Contains(out, s) {
+			t.Errorf("output does not contain %q:\n%s", s, out)
+		}
+	}
+	for _, s := range []string{"had not stopped cleanly", "goroutine ", "Badger deletes"} {
+		if strings.Contains(out, s) {
+			t.Errorf("output contains %q:\n%s", s, out)
+		}
+	}
+	if after := dirListing(t, db); after != before {
+		t.Errorf("the refused start changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+	if ids := ids(t, filepath.Join(w.dir, "out.jsonl")); len(ids) > 0 && ids[len(ids)-1] < ids[0] {
+		t.Errorf("the generator started over")
+	}
+}
+
+func dirListing(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s:%d ", e.Name(), info.Size())
+	}
+	return b.String()
+}
+
+func TestStoreWithTruncatedManifestIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		cut  func(size int64) int64
+	}{
+		{name: "to its header", cut: func(int64) int64 { return 8 }},
+		{name: "by one byte", cut: func(size int64) int64 { return size - 1 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorkspace(t, fmt.Sprintf(generatorToFile, 20000))
+			runUntilRecords(t, w, 2000, syscall.SIGINT)
+			manifest := filepath.Join(w.dir, "conduit.db", "MANIFEST")
+			info, err := os.Stat(manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(manifest, tt.cut(info.Size())); err != nil {
+				t.Fatal(err)
+			}
+			wantRefusedStore(t, w, "MANIFEST does not list table file(s) 000001.sst")
+		})
+	}
+}
+
+func TestStoreMissingItsWriteAheadLogAfterACrashIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 20000))
+	runUntilRecords(t, w, 2000, syscall.SIGKILL)
+	wals, _ := filepath.Glob(filepath.Join(w.dir, "conduit.db", "*.mem"))
+	if len(wals) == 0 {
+		t.Fatal("no write-ahead log after a crash")
+	}
+	for _, wal := range wals {
+		if err := os.Remove(wal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantRefusedStore(t, w, "write-ahead log", "is missing (the last process wrote up to")
+}
