@@ -50,6 +50,9 @@ type Badger struct {
 	path   string
 	logger *zap.Logger
 	space  *spaceGuard
+	// closeNeeds is the free space Badger's Close needs to flush the
+	// memtables.
+	closeNeeds uint64
 	// inventory is what the inventory file says while the store is open;
 	// only the GC goroutine changes it after open.
 	inventory inventory
@@ -153,10 +156,24 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openCon
 		logger:    logger,
 		space:     guard,
 		inventory: inv,
-		stopGC:    make(chan struct{}),
-		gcDone:    make(chan struct{}),
+		// Each memtable becomes a table of at most its size.
+		closeNeeds: uint64(opts.NumMemtables)*uint64(opts.MemTableSize) + spaceCheckBytes,
+		stopGC:     make(chan struct{}),
+		gcDone:     make(chan struct{}),
 	}
-	// The write-ahead log Badger opened for new writes.
+	// The write-ahead log Badger opened for new writes: its blocks
+	// allocated before anything is written to it, the next one prepared.
+	wals := &walAllocator{dir: path, size: 2 * opts.MemTableSize, logger: logger}
+	if err := wals.start(); err != nil {
+		_ = db.Close()
+		if errors.Is(err, ErrNoSpace) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open badger database at %s: %w", path, err)
+	}
+	guard.mu.Lock()
+	guard.wals = wals
+	guard.mu.Unlock()
 	if err := b.recordWALs(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -206,6 +223,9 @@ func checkBeforeOpen(path string, opts badger.Options, guard *spaceGuard, logger
 		return inventory{}, err
 	}
 	if err := setAside(path, leftovers, logger); err != nil {
+		return inventory{}, err
+	}
+	if err := removePreparedWALs(path); err != nil {
 		return inventory{}, err
 	}
 	// From here until a clean Close, the store may change in any way Badger
@@ -598,6 +618,17 @@ func (b *Badger) Close() error {
 		b.gate.closeAndWait()
 		close(b.stopGC)
 		<-b.gcDone
+		// Badger's Close writes the memtables into tables through memory
+		// mappings; on a filesystem another process filled, that copy ends
+		// the process with SIGBUS. Without room for it, the store is left
+		// as a crash leaves it: every write that returned nil is in the
+		// synced write-ahead log, which the next open replays. The
+		// directory lock goes with the process.
+		if free, err := b.space.free(b.path); err == nil && free < b.closeNeeds {
+			b.logger.Warn("too little free space to close the database cleanly: it is left as after a crash, and the next start replays its write-ahead log (nothing is lost)",
+				zap.String("path", b.path), zap.String("free", formatBytes(free)), zap.String("needed", formatBytes(b.closeNeeds)))
+			return
+		}
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("close badger database at %s: %v", b.path, err)
 			return

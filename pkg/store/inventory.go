@@ -82,6 +82,9 @@ func listStoreFiles(dir string) (storeFiles, error) {
 				f.vlogData = append(f.vlogData, name)
 			}
 		case ".mem":
+			if isPreparedWAL(info.Size()) {
+				continue // conduit's own, empty: holds nothing
+			}
 			if id, ok := parseFileID(name, ".mem"); ok && id <= 1<<32-1 {
 				f.wals[uint32(id)] = name
 				f.sizes[name] = info.Size()
