@@ -633,8 +633,12 @@ func (b *Badger) Close() error {
 			b.closeErr = fmt.Errorf("close badger database at %s: %v", b.path, err)
 			return
 		}
+		// The prepared write-ahead log is conduit's own and empty; Badger
+		// numbers its logs from 1 again after a clean close.
+		err := removePreparedWALs(b.path)
 		// Only now is the directory as the next open must find it.
-		inv, err := takeInventory(b.path)
+		inv, ierr := takeInventory(b.path)
+		err = errors.Join(err, ierr)
 		if err == nil {
 			err = writeInventory(b.path, inv)
 		}
