@@ -40,7 +40,7 @@ generate:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./pkg/record/ ./pkg/connector/ ./pkg/pipeline/
 	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=1 ./auditlog/
-	@echo "audit log targets: AppendDurable64 >= 100,000 events/s; ListLast100 p99-ms <= 5; WatchFanout100 p99 <= 10 ms"
+	@echo "audit log targets: AppendDurable64 measured, no target (a state and its event stay in one commit; the fault storm figures must not get worse); ListLast100 p99-ms <= 5; WatchFanout100 p99 <= 10 ms"
 	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS)
 
 ## screenshots: the web console's screenshots in docs/images, taken by its browser test

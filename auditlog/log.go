@@ -90,6 +90,13 @@ type Log struct {
 	// pipelineLog of pipelines publishes to it too.
 	every *watcherSet
 
+	// held queues the recorded writes the store refused while it refuses
+	// writes (held.go); tickets orders them.
+	held    holdQueue
+	tickets atomic.Uint64
+	// after is the clock of the held writes' retries; tests replace it.
+	after func(time.Duration) <-chan time.Time
+
 	closeOnce sync.Once
 	// afterSweep, when set by a test before start, runs after each
 	// retention pass of the sweeper goroutine.
@@ -187,6 +194,8 @@ func open(ctx context.Context, db store.Store, w *store.Batcher, opts Options) (
 		owns:       opts.Owns,
 		pipelines:  make(map[string]*pipelineLog),
 		every:      &watcherSet{watchers: make(map[*Watcher]struct{})},
+		held:       holdQueue{newer: make(map[string]uint64), room: make(chan struct{}), max: DefaultMaxHeld},
+		after:      time.After,
 	}
 	if l.sweepEvery == 0 {
 		l.sweepEvery = DefaultSweepInterval
@@ -344,8 +353,16 @@ func (l *Log) Append(ctx context.Context, e Event, extra ...store.Op) (Event, er
 // commit) is durable, and visible to List and Watch, moments later, once
 // the store's writer has committed it; Flush waits for that. It is how a
 // caller that must not wait for the disk (a pipeline's supervisor, whose
-// restarts keep a schedule) records events. A write that fails is logged.
+// restarts keep a schedule) records events. While the store refuses writes
+// (no space, no file descriptors) the write waits in memory and is written
+// when the store takes writes again (see held.go); Record blocks only when
+// DefaultMaxHeld writes wait already. Any other failure is logged.
 func (l *Log) Record(e Event, extra ...store.Op) error {
+	if l.held.count.Load() >= int64(l.held.max) {
+		if err := l.waitRoom(); err != nil {
+			return err
+		}
+	}
 	_, _, err := l.submit(&e, extra, true)
 	return err
 }
@@ -416,7 +433,19 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 	}
 	ops := make([]store.Op, 0, 1+len(extra))
 	ops = append(append(ops, op), extra...)
+	ticket := l.tickets.Add(1)
+	if recorded && l.queueIfHolding(heldWrite{p: p, event: event, ops: ops, ticket: ticket}) {
+		p.last = e.Sequence
+		return p, store.Pending{}, nil
+	}
 	pending, err := l.w.SubmitFunc(func(err error) {
+		if recorded && err != nil && holdable(err) {
+			l.holdWrite(heldWrite{p: p, event: event, ops: ops, ticket: ticket})
+			return
+		}
+		if err == nil {
+			l.storedWhileHolding(ticket, ops)
+		}
 		l.settle(p, event, err == nil)
 		switch {
 		case !recorded:
@@ -556,6 +585,7 @@ func (l *Log) Close() error {
 		_ = l.w.Flush(context.Background())
 		l.cancel()
 		l.wg.Wait()
+		l.closeHeld()
 	})
 	return nil
 }

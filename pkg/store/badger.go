@@ -23,6 +23,10 @@ const (
 	// values are small and live in the LSM tree, so the value log rarely has
 	// anything to reclaim; a slow tick keeps the cost near zero.
 	defaultGCInterval = 5 * time.Minute
+	// defaultWALInterval is how often the inventory learns of a new
+	// write-ahead log (one per 8 MiB memtable), so that losing the newest
+	// one after a crash is noticed.
+	defaultWALInterval = time.Second
 	// gcDiscardRatio is Badger's recommended ratio: rewrite a value log file
 	// when half of it is garbage, for a lifetime write amplification of 2.
 	gcDiscardRatio = 0.5
@@ -46,6 +50,12 @@ type Badger struct {
 	path   string
 	logger *zap.Logger
 	space  *spaceGuard
+	// closeNeeds is the free space Badger's Close needs to flush the
+	// memtables.
+	closeNeeds uint64
+	// inventory is what the inventory file says while the store is open;
+	// only the GC goroutine changes it after open.
+	inventory inventory
 
 	gate opGate
 
@@ -80,6 +90,9 @@ type openConfig struct {
 	reserve uint64
 	// descriptorsLeft overrides fdlimit.Left.
 	descriptorsLeft func() (int, error)
+	// walInterval overrides how often the inventory's highest write-ahead
+	// log is brought up to date.
+	walInterval time.Duration
 }
 
 func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openConfig) (*Badger, error) {
@@ -88,6 +101,9 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openCon
 	}
 	if oc.gcInterval == 0 {
 		oc.gcInterval = defaultGCInterval
+	}
+	if oc.walInterval == 0 {
+		oc.walInterval = defaultWALInterval
 	}
 	if oc.freeSpace == nil {
 		oc.freeSpace = statfsFree
@@ -116,7 +132,8 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openCon
 	if guard.reserve == 0 {
 		guard.reserve = spaceReserve(opts)
 	}
-	if err := checkBeforeOpen(path, opts, guard, logger); err != nil {
+	inv, err := checkBeforeOpen(path, opts, guard, logger)
+	if err != nil {
 		return nil, err
 	}
 
@@ -134,43 +151,90 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openCon
 	}
 
 	b := &Badger{
-		db:     db,
-		path:   path,
-		logger: logger,
-		space:  guard,
-		stopGC: make(chan struct{}),
-		gcDone: make(chan struct{}),
+		db:        db,
+		path:      path,
+		logger:    logger,
+		space:     guard,
+		inventory: inv,
+		// Each memtable becomes a table of at most its size.
+		closeNeeds: uint64(opts.NumMemtables)*uint64(opts.MemTableSize) + spaceCheckBytes,
+		stopGC:     make(chan struct{}),
+		gcDone:     make(chan struct{}),
 	}
-	go b.runGC(oc.gcInterval)
+	// The write-ahead log Badger opened for new writes: its blocks
+	// allocated before anything is written to it, the next one prepared.
+	wals := &walAllocator{dir: path, size: 2 * opts.MemTableSize, logger: logger}
+	if err := wals.start(); err != nil {
+		_ = db.Close()
+		if errors.Is(err, ErrNoSpace) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open badger database at %s: %w", path, err)
+	}
+	guard.mu.Lock()
+	guard.wals = wals
+	guard.mu.Unlock()
+	if err := b.recordWALs(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	go b.runGC(oc.gcInterval, oc.walInterval)
 	return b, nil
 }
 
 // checkBeforeOpen refuses what Badger would crash on, or silently lose data
 // on: a directory or file it cannot write, too little free space (on open
 // Badger flushes the write-ahead logs it replayed, through memory mappings),
-// damaged files. The lock is checked first so that a second process gets
-// ErrInUse, not a complaint about files the first one is writing.
-func checkBeforeOpen(path string, opts badger.Options, guard *spaceGuard, logger *zap.Logger) error {
+// damaged files, a store that is not as conduit left it. The lock is checked
+// first so that a second process gets ErrInUse, not a complaint about files
+// the first one is writing. Once the store passed, it moves proven leftover
+// tables out of Badger's way and records in the inventory that the store is
+// open (not cleanly closed), which it returns.
+func checkBeforeOpen(path string, opts badger.Options, guard *spaceGuard, logger *zap.Logger) (inventory, error) {
 	if lockHeldByOther(path) {
-		return newInUseError(path)
+		return inventory{}, newInUseError(path)
 	}
 	if err := checkWritable(path); err != nil {
-		return err
+		return inventory{}, err
 	}
 	// Measured here rather than through guard.admit, whose log line speaks
 	// of refused writes; the error says it all.
 	if free, err := guard.free(path); err == nil && free < guard.reserve {
-		return newNoSpaceError(path, free, guard.reserve)
+		return inventory{}, newNoSpaceError(path, free, guard.reserve)
 	}
-	if err := checkFiles(path, opts, logger); err != nil {
+	inv, found, err := readInventory(path)
+	if err != nil {
+		return inventory{}, err
+	}
+	var last *inventory
+	if found {
+		last = &inv
+	}
+	leftovers, err := checkFiles(path, opts, last, logger)
+	if err == nil && lockHeldByOther(path) {
+		err = newInUseError(path)
+	}
+	if err != nil {
 		// A process that started at the same moment may have taken the
 		// lock since, and its writes look like damage to the checks.
 		if lockHeldByOther(path) {
-			return newInUseError(path)
+			return inventory{}, newInUseError(path)
 		}
-		return err
+		return inventory{}, err
 	}
-	return nil
+	if err := setAside(path, leftovers, logger); err != nil {
+		return inventory{}, err
+	}
+	if err := removePreparedWALs(path); err != nil {
+		return inventory{}, err
+	}
+	// From here until a clean Close, the store may change in any way Badger
+	// changes it; only the highest write-ahead log is tracked.
+	open := inventory{HighestWAL: inv.HighestWAL}
+	if err := writeInventory(path, open); err != nil {
+		return inventory{}, fmt.Errorf("open badger database at %s: %w", path, err)
+	}
+	return open, nil
 }
 
 // openRecovered is badger.Open with its panics (those in the calling
@@ -554,8 +618,34 @@ func (b *Badger) Close() error {
 		b.gate.closeAndWait()
 		close(b.stopGC)
 		<-b.gcDone
+		// Badger's Close writes the memtables into tables through memory
+		// mappings; on a filesystem another process filled, that copy ends
+		// the process with SIGBUS. Without room for it, the store is left
+		// as a crash leaves it: every write that returned nil is in the
+		// synced write-ahead log, which the next open replays. The
+		// directory lock goes with the process.
+		if free, err := b.space.free(b.path); err == nil && free < b.closeNeeds {
+			b.logger.Warn("too little free space to close the database cleanly: it is left as after a crash, and the next start replays its write-ahead log (nothing is lost)",
+				zap.String("path", b.path), zap.String("free", formatBytes(free)), zap.String("needed", formatBytes(b.closeNeeds)))
+			return
+		}
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("close badger database at %s: %v", b.path, err)
+			return
+		}
+		// The prepared write-ahead log is conduit's own and empty; Badger
+		// numbers its logs from 1 again after a clean close.
+		err := removePreparedWALs(b.path)
+		// Only now is the directory as the next open must find it.
+		inv, ierr := takeInventory(b.path)
+		err = errors.Join(err, ierr)
+		if err == nil {
+			err = writeInventory(b.path, inv)
+		}
+		if err != nil {
+			// The store is closed and whole; the next open only checks
+			// it as after a crash.
+			b.logger.Warn("could not record the store's files after closing it; the next start checks it as after a crash", zap.Error(err))
 		}
 	})
 	return b.closeErr
@@ -574,14 +664,24 @@ func (b *Badger) begin(ctx context.Context, key []byte) error {
 }
 
 // runGC reclaims value log space in the background until Close.
-func (b *Badger) runGC(interval time.Duration) {
+func (b *Badger) runGC(interval, walInterval time.Duration) {
 	defer close(b.gcDone)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	walTicker := time.NewTicker(walInterval)
+	defer walTicker.Stop()
+	walRecordFailing := false // warn once per spell of failures
 	for {
 		select {
 		case <-b.stopGC:
 			return
+		case <-walTicker.C:
+			err := b.recordWALs()
+			if err != nil && !walRecordFailing {
+				b.logger.Warn("could not record the store's write-ahead logs; after a crash, a missing one may go unnoticed", zap.Error(err))
+			}
+			walRecordFailing = err != nil
+			continue
 		case <-ticker.C:
 		}
 		if b.space.refusing() {
@@ -606,6 +706,28 @@ func (b *Badger) runGC(interval time.Duration) {
 			break
 		}
 	}
+}
+
+// recordWALs brings the inventory's highest write-ahead log up to date.
+// Badger deletes a write-ahead log only after its data is in a table listed
+// in the MANIFEST, so after a crash the one recorded here must still be
+// there. It runs in open and then in the GC goroutine only.
+func (b *Badger) recordWALs() error {
+	files, err := listStoreFiles(b.path)
+	if err != nil {
+		return err
+	}
+	top := files.highestWAL()
+	if top <= b.inventory.HighestWAL {
+		return nil
+	}
+	next := b.inventory
+	next.HighestWAL = top
+	if err := writeInventory(b.path, next); err != nil {
+		return err
+	}
+	b.inventory = next
+	return nil
 }
 
 // translate is the package's translate, with the operating system running

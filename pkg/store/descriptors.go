@@ -31,6 +31,10 @@ const StoreDescriptorReserve = 16
 // only after several times that much was written.
 const descriptorCheckInterval = 250 * time.Millisecond
 
+// descriptorRecheckShort is how old the count may be while writes are
+// refused for lack of descriptors.
+const descriptorRecheckShort = 10 * time.Millisecond
+
 // descriptorGuard refuses writes while the descriptors left are under the
 // reserve. It counts at most every descriptorCheckInterval or
 // spaceCheckBytes written.
@@ -58,7 +62,14 @@ func (g *descriptorGuard) admit(n uint64) error {
 	defer g.mu.Unlock()
 	now := g.now()
 	g.sinceCheck += n
-	if now.Sub(g.checkedAt) < descriptorCheckInterval && !g.checkedAt.IsZero() && (g.short != nil || g.sinceCheck <= spaceCheckBytes) {
+	// While short, count again much sooner: the dip is usually pipelines
+	// opening connectors all at once, over in milliseconds, and every
+	// write refused meanwhile (an audit event, a state) has to wait.
+	interval := descriptorCheckInterval
+	if g.short != nil {
+		interval = descriptorRecheckShort
+	}
+	if now.Sub(g.checkedAt) < interval && !g.checkedAt.IsZero() && (g.short != nil || g.sinceCheck <= spaceCheckBytes) {
 		return g.short
 	}
 	g.checkedAt, g.sinceCheck = now, 0

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -52,4 +53,35 @@ func TestBadgerWritesRefusedWhileShortOfDescriptors(t *testing.T) {
 	disk.advance(descriptorCheckInterval)
 	mustSet(t, s, "after", "v")
 	wantMissing(t, s, "during")
+}
+
+// A refusal lasts only as long as the shortage: while writes are refused,
+// the descriptors are counted again after descriptorRecheckShort, not after
+// the usual interval, so a dip while pipelines open their connectors at once
+// holds writes back for milliseconds.
+func TestBadgerWritesResumeSoonAfterADescriptorDip(t *testing.T) {
+	ctx := context.Background()
+	disk := newFakeDisk(1 << 40)
+	var left atomic.Int64
+	left.Store(1000)
+	s, err := openBadger(ctx, t.TempDir(), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), openConfig{
+		freeSpace: disk.freeSpace, now: disk.clock, reserve: testReserve,
+		descriptorsLeft: func() (int, error) { return int(left.Load()), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	mustSet(t, s, "before", "v")
+
+	left.Store(StoreDescriptorReserve - 2)
+	disk.advance(descriptorCheckInterval)
+	if err := s.Writable(); !errors.Is(err, ErrNoDescriptors) {
+		t.Fatalf("Writable during the dip: %v, want ErrNoDescriptors", err)
+	}
+	left.Store(1000)
+	disk.advance(10 * time.Millisecond)
+	if err := s.Writable(); err != nil {
+		t.Fatalf("Writable 10ms after the dip ended: %v, want nil", err)
+	}
 }

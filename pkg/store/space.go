@@ -69,6 +69,9 @@ type spaceGuard struct {
 	// descriptors keeps the store's file descriptor reserve; nil checks
 	// nothing.
 	descriptors *descriptorGuard
+	// wals prepares the next write-ahead log with its blocks allocated;
+	// nil (before Badger is open, and in tests) prepares nothing.
+	wals *walAllocator
 
 	mu sync.Mutex
 	// checkedAt is when free space was last measured; zero forces a check.
@@ -142,6 +145,10 @@ func (g *spaceGuard) check(now time.Time) {
 		}
 		g.short = nil
 		g.headroom = spaceCheckBytes
+		if err := g.prepareWAL(); err != nil {
+			g.short = err
+			g.headroom = 0
+		}
 		return
 	}
 	if free < g.reserve {
@@ -153,12 +160,35 @@ func (g *spaceGuard) check(now time.Time) {
 		g.headroom = 0
 		return
 	}
+	if err := g.prepareWAL(); err != nil {
+		if g.short == nil {
+			g.logger.Error("no space left for the database's next write-ahead log: writes are refused until space is freed",
+				zap.String("path", g.path), zap.Error(err))
+		}
+		g.short = err
+		g.headroom = 0
+		return
+	}
 	if g.short != nil {
 		g.logger.Info("space for the database is back: writes resume",
 			zap.String("path", g.path), zap.String("free", formatBytes(free)))
 	}
 	g.short = nil
 	g.headroom = free - g.reserve
+}
+
+// prepareWAL has the next write-ahead log prepared; g.mu is held. Any
+// failure refuses writes: without it, the next memtable Badger starts is a
+// sparse mapping a full disk turns into SIGBUS.
+func (g *spaceGuard) prepareWAL() error {
+	if g.wals == nil {
+		return nil
+	}
+	err := g.wals.ensure()
+	if err != nil && !errors.Is(err, ErrNoSpace) {
+		g.logger.Warn("could not prepare the next write-ahead log", zap.String("path", g.path), zap.Error(err))
+	}
+	return err
 }
 
 // noSpaceError names the directory and the numbers; free and need are zero
