@@ -254,6 +254,15 @@ func (r *Runtime) openState(ctx context.Context) error {
 			r.log.Info("writes of pipelines another instance took over were refused", zap.Int("writes", writes), zap.Error(err))
 			return
 		}
+		if errors.Is(err, store.ErrNoSpace) || errors.Is(err, store.ErrNoDescriptors) {
+			// The audit log holds what it recorded (the events and the
+			// states committed with them) and writes it once the store
+			// takes writes again; saying "could not write" would read as
+			// lost.
+			r.log.Warn("the store refuses writes for now; audit events and the pipeline states recorded with them wait in memory and are written once it takes writes again",
+				zap.Int("writes", writes), zap.Error(err))
+			return
+		}
 		r.log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
 			zap.Int("writes", writes), zap.Error(err))
 	}
