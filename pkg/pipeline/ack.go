@@ -108,8 +108,9 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 		}
 		if len(nacks) > 0 {
 			dlqBuf = dlqBuf[:0]
+			now := e.cfg.Now()
 			for _, n := range nacks {
-				dlqBuf = append(dlqBuf, dlqRecord(b.records[n.index], n))
+				dlqBuf = append(dlqBuf, e.dlqRecord(b.records[n.index], n, now))
 			}
 			if err := e.writeDLQ(ctx, dlqBuf); err != nil {
 				return err

@@ -27,6 +27,7 @@ func (e *Engine) read(readCtx, runCtx context.Context, free *batchPool, out func
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "read",
 				Err: fmt.Errorf("connector returned %d records for a batch of %d", n, len(b.buf))}
 		}
+		stampSource(b.buf[:n], e.nodes.source, e.cfg.Now)
 		b.fill(n)
 		free.grow(b, n)
 		e.stats.RecordsRead.Add(int64(n))
