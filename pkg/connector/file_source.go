@@ -212,6 +212,10 @@ func (s *fileSource) emit(batch []record.Record) int {
 	return n
 }
 
+// StampsSourceMetadata tells the engine that every record read carries
+// opencdc.readAt and conduit.source.connector.id already.
+func (s *fileSource) StampsSourceMetadata() {}
+
 func (s *fileSource) setMetadata(md record.Metadata, readAt string) {
 	md[record.MetadataFilePath] = s.path
 	md[record.MetadataReadAt] = readAt

@@ -393,6 +393,10 @@ func (g *generatorSource) fill(batch []record.Record, now time.Time) {
 	}
 }
 
+// StampsSourceMetadata tells the engine that every record read carries
+// opencdc.readAt and conduit.source.connector.id already.
+func (g *generatorSource) StampsSourceMetadata() {}
+
 func (g *generatorSource) setMetadata(md record.Metadata, readAt string) {
 	md[record.MetadataReadAt] = readAt
 	md[record.MetadataCreatedAt] = readAt

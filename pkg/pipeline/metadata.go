@@ -54,11 +54,16 @@ func (ids nodeIDs) of(pipelineID string, kind Kind, id string) string {
 	return record.NodeID(pipelineID, id)
 }
 
+// sourceMetadataStamper is the optional ability of a source connector to
+// set opencdc.readAt and conduit.source.connector.id (connector.Config's
+// NodeID) on every record it reads, so that the engine need not look at
+// each record's metadata: the builtin sources have it.
+type sourceMetadataStamper interface{ StampsSourceMetadata() }
+
 // stampSource gives every record the metadata Conduit's runtime adds to
 // what a source read, where the source did not set it: opencdc.readAt
 // (now, in Unix nanoseconds, one time for the batch) and
-// conduit.source.connector.id. Builtin sources set both themselves, so for
-// them this only looks.
+// conduit.source.connector.id.
 func stampSource(recs []record.Record, sourceNode string, now func() time.Time) {
 	var readAt string
 	for i := range recs {
