@@ -123,6 +123,26 @@ func TestDeadLetterRecordIsConduits(t *testing.T) {
 			wantNode: "p1:src:check",
 		},
 		{
+			name: "a destination's processor rejects it",
+			build: func(failed chan<- record.Record) Config {
+				return Config{Destinations: []Destination{{ID: "dst", Connector: &memDestination{},
+					Processors: []Processor{{ID: "enrich", Processor: enrich, Connector: "dst"}, {ID: "check", Processor: rejectCapturing(failed, reject), Connector: "dst"}}}}}
+			},
+			wantNode: "p1:dst:check",
+		},
+		{
+			name: "a destination refuses it after its processors",
+			build: func(failed chan<- record.Record) Config {
+				capture := procFunc(func(r *record.Record) error {
+					failed <- r.Clone()
+					return nil
+				})
+				return Config{Destinations: []Destination{{ID: "dst", Connector: &memDestination{failAtPos: "1", failErr: cerrors.Fatal(reject)},
+					Processors: []Processor{{ID: "enrich", Processor: enrich, Connector: "dst"}, {ID: "capture", Processor: capture, Connector: "dst"}}}}}
+			},
+			wantNode: "p1:dst-acker",
+		},
+		{
 			name: "a destination refuses it",
 			build: func(failed chan<- record.Record) Config {
 				failed <- record.Record{
