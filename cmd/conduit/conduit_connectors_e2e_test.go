@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -144,6 +145,17 @@ pipelines:
 	}
 	if first := strings.SplitN(string(data), "\n", 2)[0]; strings.Contains(first, "e+") {
 		t.Errorf("an integer became a float on the way: %s", first)
+	}
+	// The runtime names the standalone source in the records as Conduit
+	// does ("pipeline:connector") and stamps when it read them.
+	var first struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(string(data), "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	if md := first.Metadata; md["conduit.source.connector.id"] != "from-conduit-generator:gen" || md["opencdc.readAt"] == "" || md["opencdc.version"] != "" {
+		t.Errorf("metadata of a record of Conduit's generator: %v, want conduit.source.connector.id from-conduit-generator:gen, opencdc.readAt and no opencdc.version", md)
 	}
 
 	// The plugin crashes: the pipeline recovers with a new process and the

@@ -268,7 +268,7 @@ pipelines:
 		}
 	}
 	rejected := processorsTestFile(t, filepath.Join(w.dir, "rejected.jsonl"))
-	if !strings.Contains(rejected, "failed to unmarshal raw data as JSON") || !strings.Contains(rejected, `"conduit.dlq.nack.node.id"`) {
+	if !strings.Contains(rejected, "failed to unmarshal raw data as JSON") || !strings.Contains(rejected, `"conduit.dlq.nack.node.id":"hook:decode"`) {
 		t.Errorf("dead-letter record: %s", rejected)
 	}
 }

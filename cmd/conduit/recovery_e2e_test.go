@@ -196,7 +196,7 @@ pipelines:
 		return len(b) > 0
 	}, func() string { return "nothing in the dead-letter queue; output:\n" + p.stderr.String() })
 	if len(lines) != 1 || !strings.Contains(lines[0], `"conduit.dlq.rule":"poison-rows"`) ||
-		!strings.Contains(lines[0], "deadlock detected on row") || !strings.Contains(lines[0], `"conduit.dlq.nack.node.id":"dst"`) {
+		!strings.Contains(lines[0], "deadlock detected on row") || !strings.Contains(lines[0], `"conduit.dlq.nack.node.id":"rows:dst-acker"`) {
 		t.Fatalf("dead-letter queue %q, want one record with the rule, the error and the destination", lines)
 	}
 	for _, e := range events(t, p, "rows") {

@@ -178,6 +178,14 @@ func TestStandaloneSourceToStandaloneDestination(t *testing.T) {
 	waitForRecords(t, p, out, 100)
 	stopProcess(t, p)
 	checkSequence(t, ids(t, out), 0)
+	// The runtime names the standalone source as Conduit does.
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(string(data), "\n"); !strings.Contains(first, `"conduit.source.connector.id":"both:src"`) || strings.Contains(first, "opencdc.version") {
+		t.Errorf("first record %s, want conduit.source.connector.id both:src and no opencdc.version", first)
+	}
 	// No plugin outlives the runtime.
 	if pids := childPIDs(p.cmd.Process.Pid, "flaky"); len(pids) != 0 {
 		t.Fatalf("plugin processes left behind: %v", pids)

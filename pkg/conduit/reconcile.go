@@ -245,7 +245,7 @@ func (r *Runtime) problemsOf(p config.Pipeline) []error {
 	}
 	for i, c := range p.Connectors {
 		for _, pr := range c.Processors {
-			_, err := r.buildProcessors(p, []config.Processor{pr})
+			_, err := r.buildProcessors(p, "", []config.Processor{pr})
 			add(err)
 		}
 		var err error
@@ -260,7 +260,7 @@ func (r *Runtime) problemsOf(p config.Pipeline) []error {
 		}
 	}
 	for _, pr := range p.Processors {
-		_, err := r.buildProcessors(p, []config.Processor{pr})
+		_, err := r.buildProcessors(p, "", []config.Processor{pr})
 		add(err)
 	}
 	if len(errs) == 0 {

@@ -834,7 +834,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 func (r *Runtime) buildEngineConfig(p config.Pipeline) (pipeline.Config, error) {
 	cfg := pipeline.Config{PipelineID: p.ID, Positions: r.positions, Logger: r.log}
 	for i, c := range p.Connectors {
-		procs, err := r.buildProcessors(p, c.Processors)
+		procs, err := r.buildProcessors(p, c.ID, c.Processors)
 		if err != nil {
 			return cfg, err
 		}
@@ -855,7 +855,7 @@ func (r *Runtime) buildEngineConfig(p config.Pipeline) (pipeline.Config, error) 
 			cfg.Destinations = append(cfg.Destinations, pipeline.Destination{ID: c.ID, Connector: dst, Processors: procs})
 		}
 	}
-	procs, err := r.buildProcessors(p, p.Processors)
+	procs, err := r.buildProcessors(p, "", p.Processors)
 	if err != nil {
 		return cfg, err
 	}
@@ -873,7 +873,9 @@ func (r *Runtime) buildEngineConfig(p config.Pipeline) (pipeline.Config, error) 
 	return cfg, nil
 }
 
-func (r *Runtime) buildProcessors(p config.Pipeline, list []config.Processor) ([]pipeline.Processor, error) {
+// buildProcessors builds the processors of list, the connector
+// connectorID's or, when it is empty, the pipeline's.
+func (r *Runtime) buildProcessors(p config.Pipeline, connectorID string, list []config.Processor) ([]pipeline.Processor, error) {
 	out := make([]pipeline.Processor, 0, len(list))
 	for _, pr := range list {
 		proc, err := r.processors.New(pr.Plugin, processor.Config{
@@ -895,7 +897,7 @@ func (r *Runtime) buildProcessors(p config.Pipeline, list []config.Processor) ([
 				return nil, p.ProcessorError(pr, "plugin", err)
 			}
 		}
-		out = append(out, pipeline.Processor{ID: pr.ID, Processor: proc})
+		out = append(out, pipeline.Processor{ID: pr.ID, Processor: proc, Connector: connectorID})
 	}
 	return out, nil
 }

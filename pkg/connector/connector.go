@@ -64,6 +64,10 @@ type Config struct {
 	Protected []ProtectedPath
 }
 
+// NodeID is the connector's id as Conduit writes it into records'
+// conduit.source.connector.id: "pipeline:connector".
+func (c Config) NodeID() string { return record.NodeID(c.PipelineID, c.ConnectorID) }
+
 // State is a small durable value the runtime keeps for one connector of
 // one pipeline, for facts a connector must remember across a crash (the
 // file destination remembers which bytes of its file it wrote). It is

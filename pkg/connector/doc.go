@@ -77,8 +77,8 @@
 //
 // Every record has: position and key = the sequence number as decimal text
 // ("1", "2", ...); metadata opencdc.readAt and opencdc.createdAt (Unix
-// nanoseconds), opencdc.version "v1" and conduit.source.connector.id. A
-// source opened at position 7 continues with record 8.
+// nanoseconds) and conduit.source.connector.id ("pipeline:connector", as
+// Conduit writes it). A source opened at position 7 continues with record 8.
 //
 // # builtin:file (source)
 //
@@ -90,8 +90,8 @@
 // Each line (without its newline; a trailing \r is dropped too) becomes a
 // create record with payload.after = the line as raw bytes, key = the byte
 // offset where the line starts, position = the byte offset just after its
-// newline, and metadata file.path, opencdc.readAt, opencdc.version and
-// conduit.source.connector.id. A restarted pipeline continues after the last
+// newline, and metadata file.path, opencdc.readAt and
+// conduit.source.connector.id ("pipeline:connector"). A restarted pipeline continues after the last
 // acknowledged line. At the end of the file the source checks every 100ms
 // for appended data; a last line without a newline is held back until its
 // newline is written. The file must exist when the pipeline starts. A file

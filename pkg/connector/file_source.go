@@ -33,9 +33,9 @@ const (
 // fileSource is the source side of builtin:file. See the package
 // documentation for its settings.
 type fileSource struct {
-	path        string
-	connectorID string
-	log         *zap.Logger
+	path   string
+	nodeID string // Conduit's name of this source, for conduit.source.connector.id
+	log    *zap.Logger
 
 	// Injected for tests.
 	pollInterval time.Duration
@@ -65,7 +65,7 @@ func NewFileSource(cfg Config) (Source, error) {
 	return &fileSource{
 		log:          loggerOf(cfg),
 		path:         path,
-		connectorID:  cfg.ConnectorID,
+		nodeID:       cfg.NodeID(),
 		pollInterval: filePollInterval,
 		after:        time.After,
 		now:          time.Now,
@@ -195,7 +195,7 @@ func (s *fileSource) emit(batch []record.Record) int {
 			md = make(record.Metadata, 4)
 		}
 		s.setMetadata(md, readAt)
-		if len(md) != 4 {
+		if len(md) != 3 {
 			// Keys left over from a processor; see generatorSource.fill.
 			clear(md)
 			s.setMetadata(md, readAt)
@@ -212,11 +212,14 @@ func (s *fileSource) emit(batch []record.Record) int {
 	return n
 }
 
+// StampsSourceMetadata tells the engine that every record read carries
+// opencdc.readAt and conduit.source.connector.id already.
+func (s *fileSource) StampsSourceMetadata() {}
+
 func (s *fileSource) setMetadata(md record.Metadata, readAt string) {
 	md[record.MetadataFilePath] = s.path
 	md[record.MetadataReadAt] = readAt
-	md[record.MetadataVersion] = record.OpenCDCVersion
-	md[record.MetadataSourceConnectorID] = s.connectorID
+	md[record.MetadataSourceConnectorID] = s.nodeID
 }
 
 // fill reads more of the file into buf. It reports whether it got any bytes;

@@ -31,7 +31,7 @@ func newFileSourceHarness(t *testing.T, content, pos string) *fileSourceHarness 
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewFileSource(Config{ConnectorID: "file-1", Settings: map[string]string{"path": path}})
+	s, err := NewFileSource(Config{PipelineID: "p1", ConnectorID: "file-1", Settings: map[string]string{"path": path}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +147,8 @@ func TestFileSourceReadsLines(t *testing.T) {
 						t.Errorf("record %s: operation %v, before %v; want create without before", r.Position, r.Operation, r.Payload.Before)
 					}
 					if r.Metadata[record.MetadataFilePath] != h.path ||
-						r.Metadata[record.MetadataVersion] != "v1" ||
-						r.Metadata[record.MetadataSourceConnectorID] != "file-1" ||
-						r.Metadata[record.MetadataReadAt] == "" {
+						r.Metadata[record.MetadataSourceConnectorID] != "p1:file-1" ||
+						r.Metadata[record.MetadataReadAt] == "" || len(r.Metadata) != 3 {
 						t.Errorf("record %s: metadata %v", r.Position, r.Metadata)
 					}
 				}
@@ -382,8 +381,8 @@ func TestFileSourceReusesMetadata(t *testing.T) {
 	if !sameMap(md, batch[0].Metadata) {
 		t.Error("metadata map was not reused")
 	}
-	if _, ok := md["processor.added"]; ok || len(md) != 4 {
-		t.Errorf("metadata = %v, want exactly the 4 source keys", md)
+	if _, ok := md["processor.added"]; ok || len(md) != 3 {
+		t.Errorf("metadata = %v, want exactly the 3 source keys", md)
 	}
 }
 

@@ -76,8 +76,8 @@ type generatorConfig struct {
 // generatorSource is builtin:generator. See the package documentation for
 // its settings.
 type generatorSource struct {
-	cfg         generatorConfig
-	connectorID string
+	cfg    generatorConfig
+	nodeID string // Conduit's name of this source, for conduit.source.connector.id
 
 	// Injected for tests; time.Now and time.After in production.
 	now   func() time.Time
@@ -102,12 +102,12 @@ func NewGeneratorSource(cfg Config) (Source, error) {
 	}
 	seed := uint64(time.Now().UnixNano())
 	return &generatorSource{
-		cfg:         c,
-		connectorID: cfg.ConnectorID,
-		now:         time.Now,
-		after:       time.After,
-		rng:         rand.New(rand.NewPCG(seed, seed>>32|seed<<32)),
-		rawEst:      16 + 24*len(c.fields),
+		cfg:    c,
+		nodeID: cfg.NodeID(),
+		now:    time.Now,
+		after:  time.After,
+		rng:    rand.New(rand.NewPCG(seed, seed>>32|seed<<32)),
+		rawEst: 16 + 24*len(c.fields),
 	}, nil
 }
 
@@ -339,7 +339,7 @@ func (g *generatorSource) fill(batch []record.Record, now time.Time) {
 			md = make(record.Metadata, 4)
 		}
 		g.setMetadata(md, readAt)
-		if len(md) != 4 {
+		if len(md) != 3 {
 			// Keys left over from whoever had the map before (a processor).
 			// Clearing only then skips the cost of clear in the usual case.
 			clear(md)
@@ -393,11 +393,14 @@ func (g *generatorSource) fill(batch []record.Record, now time.Time) {
 	}
 }
 
+// StampsSourceMetadata tells the engine that every record read carries
+// opencdc.readAt and conduit.source.connector.id already.
+func (g *generatorSource) StampsSourceMetadata() {}
+
 func (g *generatorSource) setMetadata(md record.Metadata, readAt string) {
 	md[record.MetadataReadAt] = readAt
 	md[record.MetadataCreatedAt] = readAt
-	md[record.MetadataVersion] = record.OpenCDCVersion
-	md[record.MetadataSourceConnectorID] = g.connectorID
+	md[record.MetadataSourceConnectorID] = g.nodeID
 }
 
 // takeMap returns a spare map (not cleared: structured overwrites it), or a

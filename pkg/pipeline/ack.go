@@ -108,8 +108,13 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 		}
 		if len(nacks) > 0 {
 			dlqBuf = dlqBuf[:0]
+			now := e.cfg.Now()
 			for _, n := range nacks {
-				dlqBuf = append(dlqBuf, dlqRecord(b.records[n.index], n))
+				failed := &b.records[n.index]
+				if n.rec != nil {
+					failed = n.rec
+				}
+				dlqBuf = append(dlqBuf, e.dlqRecord(*failed, n, now))
 			}
 			if err := e.writeDLQ(ctx, dlqBuf); err != nil {
 				return err

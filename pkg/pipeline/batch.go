@@ -48,6 +48,12 @@ type nack struct {
 	// rule is the recovery rule that sent the record to the queue
 	// (dead-letter, or "quarantine"), empty for a plain nack.
 	rule string
+	// rec is the record as the component that nacked it had it, when that
+	// is a destination's own copy (changed by the destination's
+	// processors); nil means batch.records[index]. The dead-letter record
+	// carries it, as Conduit's carries the message of the branch that
+	// nacked.
+	rec *record.Record
 }
 
 type writeResult struct {

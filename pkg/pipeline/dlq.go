@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
@@ -26,17 +28,33 @@ func opOf(k Kind) string {
 	return "write"
 }
 
-func dlqRecord(r record.Record, n nack) record.Record {
-	out := r.Clone()
-	if out.Metadata == nil {
-		out.Metadata = record.Metadata{}
+// dlqRecord is the record the dead-letter queue receives for r, in the
+// shape Conduit writes: a new create record whose position is the source's
+// node id and r's position ("pipeline:source/position"), with no key, r
+// itself (Record.Map) as payload.after, and metadata opencdc.createdAt,
+// conduit.dlq.nack.error and conduit.dlq.nack.node.id. A record that a
+// recovery rule sent to the queue also carries conduit.dlq.rule, which
+// Conduit has no use for as it has no rules.
+func (e *Engine) dlqRecord(r record.Record, n nack, now time.Time) record.Record {
+	md := record.Metadata{
+		record.MetadataCreatedAt: strconv.FormatInt(now.UnixNano(), 10),
+		MetadataDLQNackError:     n.err.Error(),
+		MetadataDLQNackNodeID:    e.nodes.of(e.cfg.PipelineID, n.kind, n.id),
 	}
-	out.Metadata[MetadataDLQNackError] = n.err.Error()
-	out.Metadata[MetadataDLQNackNodeID] = n.id
 	if n.rule != "" {
-		out.Metadata[MetadataDLQRule] = n.rule
+		md[MetadataDLQRule] = n.rule
 	}
-	return out
+	// r's buffers go back to the source with its batch, and the queue's
+	// connector may keep what it is given: it gets a copy.
+	failed := r.Clone()
+	pos := make(record.Position, 0, len(e.nodes.source)+1+len(r.Position))
+	pos = append(append(append(pos, e.nodes.source...), '/'), r.Position...)
+	return record.Record{
+		Position:  pos,
+		Operation: record.OperationCreate,
+		Metadata:  md,
+		Payload:   record.Change{After: record.StructuredData(failed.Map())},
+	}
 }
 
 // writeDLQ writes nacked records to the dead-letter queue. A failure is

@@ -100,6 +100,11 @@ type Destination struct {
 type Processor struct {
 	ID        string
 	Processor processor.Processor
+	// Connector is the id of the connector whose processors it is part of,
+	// empty for one of the pipeline's: Conduit names the processor's node
+	// (in a dead-letter record's conduit.dlq.nack.node.id)
+	// "pipeline:connector:processor" or "pipeline:processor".
+	Connector string
 }
 
 // DeadLetterQueue is where nacked records go: records a processor rejects
@@ -171,6 +176,10 @@ type Config struct {
 	WriteGuard func() error
 	// Logger is the base logger; the engine adds pipeline_id.
 	Logger *zap.Logger
+	// Now is the clock for the times written into records (opencdc.readAt
+	// of a record its source left without one, opencdc.createdAt of a
+	// dead-letter record); nil means time.Now.
+	Now func() time.Time
 
 	// BatchSize is the most records one batch holds (default 1024).
 	BatchSize int
@@ -222,6 +231,7 @@ type Engine struct {
 	cfg   Config
 	log   *zap.Logger
 	stats Stats
+	nodes nodeIDs
 
 	// stopCtx is cancelled by Stop; the run turns that into "stop reading"
 	// with context.AfterFunc, so no goroutine waits for it.
@@ -263,10 +273,14 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.TeardownTimeout <= 0 {
 		cfg.TeardownTimeout = DefaultTeardownTimeout
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	return &Engine{
 		cfg:     cfg,
 		log:     cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
+		nodes:   newNodeIDs(cfg),
 		stopCtx: stopCtx,
 		stop:    stop,
 	}, nil

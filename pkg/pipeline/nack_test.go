@@ -119,7 +119,7 @@ func TestNackedRecordsGoToTheDLQWithinTheWindow(t *testing.T) {
 	if got, want := dlq.positions(), []string{"10", "20", "30", "40", "50", "60"}; !slices.Equal(got, want) {
 		t.Fatalf("DLQ got %v, want %v", got, want)
 	}
-	if md := dlq.recs[0].Metadata; md[MetadataDLQNackError] != "rejected" || md[MetadataDLQNackNodeID] != "check" {
+	if md := dlq.recs[0].Metadata; md[MetadataDLQNackError] != "rejected" || md[MetadataDLQNackNodeID] != "p1:check" {
 		t.Fatalf("DLQ record metadata %v", md)
 	}
 	if n := len(dst.records()); n != 54 {
@@ -321,11 +321,14 @@ func (d *dlqDestination) Write(_ context.Context, recs []record.Record) (int, er
 	return len(recs), nil
 }
 
-// positions is read after the run ended (the acker is the only writer).
+// positions are those of the records the dead-letter records carry in
+// their payload; read after the run ended (the acker is the only writer).
 func (d *dlqDestination) positions() []string {
 	var out []string
 	for _, r := range d.recs {
-		out = append(out, string(r.Position))
+		failed, _ := r.Payload.After.(record.StructuredData)
+		pos, _ := failed["position"].([]byte)
+		out = append(out, string(pos))
 	}
 	return out
 }
@@ -366,7 +369,7 @@ func TestDeadLetterRuleTakesARecordADestinationNames(t *testing.T) {
 	if got := dlq.positions(); !slices.Equal(got, []string{"12"}) {
 		t.Fatalf("DLQ got %v, want 12", got)
 	}
-	if md := dlq.recs[0].Metadata; md[MetadataDLQRule] != "poison-rows" || md[MetadataDLQNackNodeID] != "dst" || md[MetadataDLQNackError] != "lock timeout on row" {
+	if md := dlq.recs[0].Metadata; md[MetadataDLQRule] != "poison-rows" || md[MetadataDLQNackNodeID] != "p1:dst-acker" || md[MetadataDLQNackError] != "lock timeout on row" {
 		t.Fatalf("DLQ metadata %v, want the rule, the destination and the error", md)
 	}
 	if !slices.Equal(claim.asked, []string{"destination dst"}) {
@@ -482,7 +485,7 @@ func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
 	if got := dlq.positions(); !slices.Equal(got, []string{"7"}) {
 		t.Fatalf("DLQ got %v, want 7", got)
 	}
-	if md := dlq.recs[0].Metadata; md[MetadataDLQRule] != QuarantineRule || md[MetadataDLQNackNodeID] != "dst" {
+	if md := dlq.recs[0].Metadata; md[MetadataDLQRule] != QuarantineRule || md[MetadataDLQNackNodeID] != "p1:dst-acker" {
 		t.Fatalf("DLQ metadata %v", md)
 	}
 	if processed != 0 || slices.Contains(dst.records(), "7") {

@@ -11,6 +11,7 @@ import (
 // the run is being torn down.
 func (e *Engine) read(readCtx, runCtx context.Context, free *batchPool, out func(*batch) bool) error {
 	src := e.cfg.Source
+	_, stamped := src.Connector.(sourceMetadataStamper)
 	for {
 		b := free.get(readCtx)
 		if b == nil {
@@ -26,6 +27,9 @@ func (e *Engine) read(readCtx, runCtx context.Context, free *batchPool, out func
 		if n <= 0 || n > len(b.buf) {
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "read",
 				Err: fmt.Errorf("connector returned %d records for a batch of %d", n, len(b.buf))}
+		}
+		if !stamped {
+			stampSource(b.buf[:n], e.nodes.source, e.cfg.Now)
 		}
 		b.fill(n)
 		free.grow(b, n)

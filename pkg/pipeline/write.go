@@ -264,7 +264,13 @@ func (e *Engine) writeAll(ctx context.Context, d Destination, idx int, b *batch,
 		}
 		if rule != "" || cerrors.Classify(err).Class == cerrors.ClassFatal {
 			// This record can never be written here: nack it and go on.
-			b.destNacks[idx] = append(b.destNacks[idx], nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err, rule: rule})
+			n := nack{index: toRecord(done), kind: KindDestination, id: d.ID, err: err, rule: rule}
+			if len(d.Processors) > 0 {
+				// The destination's copy, whose buffer is reused.
+				rec := recs[done].Clone()
+				n.rec = &rec
+			}
+			b.destNacks[idx] = append(b.destNacks[idx], n)
 			done++
 			continue
 		}
@@ -319,6 +325,7 @@ func (o *destinationBuffer) prepare(ctx context.Context, e *Engine, b *batch, d 
 		}
 		if n != nil {
 			n.index = i
+			n.rec = &rec
 			b.destNacks[destIdx] = append(b.destNacks[destIdx], *n)
 		}
 		if kept {

@@ -199,3 +199,24 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }
+
+func TestNodeIDJoinsIDsAsConduitDoes(t *testing.T) {
+	tests := []struct {
+		name     string
+		pipeline string
+		ids      []string
+		want     string
+	}{
+		{name: "connector", pipeline: "orders", ids: []string{"pg"}, want: "orders:pg"},
+		{name: "connector's processor", pipeline: "orders", ids: []string{"pg", "rename"}, want: "orders:pg:rename"},
+		{name: "pipeline's processor", pipeline: "orders", ids: []string{"", "rename"}, want: "orders:rename"},
+		{name: "no pipeline", ids: []string{"gen"}, want: "gen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NodeID(tt.pipeline, tt.ids...); got != tt.want {
+				t.Fatalf("NodeID(%q, %q) = %q, want %q", tt.pipeline, tt.ids, got, tt.want)
+			}
+		})
+	}
+}

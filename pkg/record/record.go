@@ -69,9 +69,28 @@ const (
 	MetadataSourceConnectorID = "conduit.source.connector.id"
 	MetadataFilePath          = "file.path"
 
-	// OpenCDCVersion is the value of MetadataVersion on records this runtime makes.
+	// OpenCDCVersion is the value of MetadataVersion for a connector that
+	// sets it. The runtime does not: Conduit does not either.
 	OpenCDCVersion = "v1"
 )
+
+// NodeID is how Conduit names a pipeline's connector or processor in
+// record metadata (conduit.source.connector.id, conduit.dlq.nack.node.id):
+// the ids from the pipeline file joined by colons, pipeline first
+// ("orders:pg", "orders:pg:rename"). Empty parts are left out.
+func NodeID(pipelineID string, ids ...string) string {
+	n := pipelineID
+	for _, id := range ids {
+		switch {
+		case id == "":
+		case n == "":
+			n = id
+		default:
+			n += ":" + id
+		}
+	}
+	return n
+}
 
 // SetReadAt records when the source read the record (Unix nanoseconds, as
 // Conduit writes it).
@@ -185,4 +204,39 @@ func (r Record) Clone() Record {
 		out.Payload.After = r.Payload.After.Clone()
 	}
 	return out
+}
+
+// Map returns the record as a structured value in OpenCDC's shape, the
+// form in which Conduit stores a record inside another (a dead-letter
+// record's payload): position as bytes, operation by name, metadata as a
+// map, key and payloads as bytes (raw) or maps (structured), nil when
+// absent. The values are shared with r, not copied.
+func (r Record) Map() map[string]any {
+	var md map[string]any
+	if r.Metadata != nil {
+		md = make(map[string]any, len(r.Metadata))
+		for k, v := range r.Metadata {
+			md[k] = v
+		}
+	}
+	return map[string]any{
+		"position":  []byte(r.Position),
+		"operation": r.Operation.String(),
+		"metadata":  md,
+		"key":       mapData(r.Key),
+		"payload": map[string]any{
+			"before": mapData(r.Payload.Before),
+			"after":  mapData(r.Payload.After),
+		},
+	}
+}
+
+func mapData(d Data) any {
+	switch x := d.(type) {
+	case StructuredData:
+		return map[string]any(x)
+	case RawData:
+		return []byte(x)
+	}
+	return nil
 }

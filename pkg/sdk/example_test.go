@@ -81,12 +81,11 @@ func ExampleWithCode() {
 // position it is opened at, in steps of the setting "step".
 type counterSource struct {
 	step, n int
-	id      string
 }
 
 // Configure checks the settings; a bad one is fatal.
 func (s *counterSource) Configure(_ context.Context, cfg sdk.Config) error {
-	s.step, s.id = 1, cfg.ConnectorID
+	s.step = 1
 	if v, ok := cfg.Settings["step"]; ok {
 		step, err := strconv.Atoi(v)
 		if err != nil || step < 1 {
@@ -123,9 +122,11 @@ func (s *counterSource) Read(ctx context.Context, max int) ([]sdk.Record, error)
 		recs[i] = sdk.Record{
 			Position:  pos,
 			Operation: sdk.OperationCreate,
-			Metadata:  sdk.Metadata{sdk.MetadataVersion: sdk.OpenCDCVersion, sdk.MetadataSourceConnectorID: s.id},
-			Key:       sdk.RawData(pos),
-			Payload:   sdk.Change{After: sdk.StructuredData{"n": s.n}},
+			// conduit adds opencdc.readAt and conduit.source.connector.id
+			// ("pipeline:connector"), as Conduit does.
+			Metadata: sdk.Metadata{},
+			Key:      sdk.RawData(pos),
+			Payload:  sdk.Change{After: sdk.StructuredData{"n": s.n}},
 		}
 	}
 	return recs, nil

@@ -51,9 +51,12 @@ const (
 	MetadataCreatedAt = record.MetadataCreatedAt
 	// MetadataReadAt is when the source read the change (Metadata.SetReadAt).
 	MetadataReadAt = record.MetadataReadAt
-	// MetadataVersion is the OpenCDC version; set it to OpenCDCVersion.
+	// MetadataVersion is the OpenCDC version. Neither conduit nor
+	// Conduit sets it; a connector may (to OpenCDCVersion).
 	MetadataVersion = record.MetadataVersion
-	// MetadataSourceConnectorID is the id of the source that read the record.
+	// MetadataSourceConnectorID names the source that read the record.
+	// Leave it empty: the runtime sets it to "pipeline:connector", as
+	// Conduit does, where a source did not.
 	MetadataSourceConnectorID = record.MetadataSourceConnectorID
 	// OpenCDCVersion is the value of MetadataVersion.
 	OpenCDCVersion = record.OpenCDCVersion

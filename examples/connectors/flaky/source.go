@@ -179,8 +179,8 @@ func (s *source) records(n int, now time.Time) []sdk.Record {
 		}
 		r.Metadata[sdk.MetadataReadAt] = at
 		r.Metadata[sdk.MetadataCreatedAt] = at
-		r.Metadata[sdk.MetadataVersion] = sdk.OpenCDCVersion
-		r.Metadata[sdk.MetadataSourceConnectorID] = s.id
+		// conduit.source.connector.id is the runtime's to set, as
+		// Conduit's runtime does: "pipeline:connector".
 		after, ok := r.Payload.After.(sdk.StructuredData)
 		if !ok || after == nil {
 			after = make(sdk.StructuredData, 2)
