@@ -372,16 +372,16 @@ func TestRecordsChangeTypeWithoutCopies(t *testing.T) {
 	in := opencdc.Record{Position: opencdc.Position("p"), Operation: opencdc.OperationUpdate, Metadata: meta, Key: raw,
 		Payload: opencdc.Change{After: payload}}
 	var out record.Record
-	toRecord(&in, &out)
+	record.FromOpenCDC(&in, &out)
 	out.Metadata["added"] = "x"
 	out.Payload.After.(record.StructuredData)["b"] = 2
 	if meta["added"] != "x" || payload["b"] != 2 || &out.Key.(record.RawData)[0] != &raw[0] {
-		t.Error("toRecord copied a field")
+		t.Error("FromOpenCDC copied a field")
 	}
 	if out.Operation != record.OperationUpdate || out.Payload.Before != nil {
 		t.Errorf("converted %+v", out)
 	}
-	back := fromRecord(&out)
+	back := record.ToOpenCDC(&out)
 	if back.Operation != opencdc.OperationUpdate || back.Payload.Before != nil || back.Metadata["k"] != "v" {
 		t.Errorf("back %+v", back)
 	}

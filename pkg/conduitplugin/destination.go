@@ -151,7 +151,7 @@ func (d *Destination) Write(ctx context.Context, batch []record.Record) (int, er
 	}
 	recs := make([]opencdc.Record, len(batch))
 	for i := range batch {
-		recs[i] = fromRecord(&batch[i])
+		recs[i] = record.ToOpenCDC(&batch[i])
 	}
 	if err := d.stream.Send(pconnector.DestinationRunRequest{Records: recs}); err != nil {
 		return 0, d.fail(d.errorf("write: %w", err))

@@ -164,7 +164,7 @@ func (s *Source) take(ctx context.Context, batch []record.Record) (int, error) {
 			// The same bytes would fail again after a restart.
 			return i, cerrors.Fatal(s.errorf("record at position %q: %w", s.pending[i].Position, err))
 		}
-		toRecord(&s.pending[i], &batch[i])
+		record.FromOpenCDC(&s.pending[i], &batch[i])
 	}
 	// The slice is the plugin's message: its elements are not cleared,
 	// as the SDK still reads the last one's position after sending it.

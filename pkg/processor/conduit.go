@@ -224,7 +224,7 @@ func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err
 	if p.detach {
 		return p.processDetached(ctx, rec)
 	}
-	p.in[0] = toOpenCDC(rec)
+	p.in[0] = record.ToOpenCDC(rec)
 	defer func() {
 		p.in[0] = opencdc.Record{}
 		if v := recover(); v != nil {
@@ -258,7 +258,7 @@ func (p *conduitProcessor) processDetached(ctx context.Context, rec *record.Reco
 			}
 			done <- r
 		}()
-		r.out = p.proc.Process(ctx, []opencdc.Record{toOpenCDC(&in)})
+		r.out = p.proc.Process(ctx, []opencdc.Record{record.ToOpenCDC(&in)})
 	}()
 	select {
 	case r := <-done:
@@ -280,7 +280,7 @@ func (p *conduitProcessor) result(out []sdk.ProcessedRecord, rec *record.Record)
 	}
 	switch r := out[0].(type) {
 	case sdk.SingleRecord:
-		fromOpenCDC((*opencdc.Record)(&r), rec)
+		record.FromOpenCDC((*opencdc.Record)(&r), rec)
 		return nil
 	case sdk.FilterRecord:
 		return ErrFiltered
@@ -294,49 +294,4 @@ func (p *conduitProcessor) result(out []sdk.ProcessedRecord, rec *record.Record)
 	default:
 		return fmt.Errorf("%s returned an unknown result %T", p.name, out[0])
 	}
-}
-
-// toOpenCDC converts rec for a Conduit processor, sharing its maps and
-// bytes.
-func toOpenCDC(rec *record.Record) opencdc.Record {
-	return opencdc.Record{
-		Position:  opencdc.Position(rec.Position),
-		Operation: opencdc.Operation(rec.Operation),
-		Metadata:  opencdc.Metadata(rec.Metadata),
-		Key:       toOpenCDCData(rec.Key),
-		Payload: opencdc.Change{
-			Before: toOpenCDCData(rec.Payload.Before),
-			After:  toOpenCDCData(rec.Payload.After),
-		},
-	}
-}
-
-func toOpenCDCData(d record.Data) opencdc.Data {
-	switch v := d.(type) {
-	case record.RawData:
-		return opencdc.RawData(v)
-	case record.StructuredData:
-		return opencdc.StructuredData(v)
-	}
-	return nil
-}
-
-// fromOpenCDC stores a Conduit processor's record in rec.
-func fromOpenCDC(in *opencdc.Record, rec *record.Record) {
-	rec.Position = record.Position(in.Position)
-	rec.Operation = record.Operation(in.Operation)
-	rec.Metadata = record.Metadata(in.Metadata)
-	rec.Key = fromOpenCDCData(in.Key)
-	rec.Payload.Before = fromOpenCDCData(in.Payload.Before)
-	rec.Payload.After = fromOpenCDCData(in.Payload.After)
-}
-
-func fromOpenCDCData(d opencdc.Data) record.Data {
-	switch v := d.(type) {
-	case opencdc.RawData:
-		return record.RawData(v)
-	case opencdc.StructuredData:
-		return record.StructuredData(v)
-	}
-	return nil
 }

@@ -106,7 +106,7 @@ func TestOwnProcessorsMatchConduit(t *testing.T) {
 
 				rec := mk()
 				oerr := ours.Process(ctx, &rec)
-				in := toOpenCDC(ptr(mk()))
+				in := record.ToOpenCDC(ptr(mk()))
 				got := theirs.Process(ctx, []opencdc.Record{in})[0]
 
 				switch g := got.(type) {
@@ -132,7 +132,7 @@ func TestOwnProcessorsMatchConduit(t *testing.T) {
 						t.Fatalf("ours: %v, Conduit's: %+v", oerr, g)
 					}
 					want := opencdc.Record(g)
-					ob, err := opencdc.JSONSerializer{}.Serialize(toOpenCDC(&rec))
+					ob, err := opencdc.JSONSerializer{}.Serialize(record.ToOpenCDC(&rec))
 					if err != nil {
 						t.Fatal(err)
 					}

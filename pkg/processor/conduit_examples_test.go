@@ -102,7 +102,7 @@ func TestConduitExamples(t *testing.T) {
 					// (Other examples' nested values are typed in Go in a
 					// way their JSON does not keep, e.g. opencdc.Metadata
 					// in unwrap.opencdc's, and pass without the clone.)
-					fromOpenCDC(ptr(toOpenCDC(&rec).Clone()), &rec)
+					record.FromOpenCDC(ptr(record.ToOpenCDC(&rec).Clone()), &rec)
 				}
 				perr := proc.Process(context.Background(), &rec)
 				compareWithConduit(t, ex.Want, &rec, perr)
@@ -295,14 +295,14 @@ func compareWithConduit(t *testing.T, want stdjson.RawMessage, got *record.Recor
 	if err != nil {
 		t.Fatalf("record cannot be written as JSON: %v", err)
 	}
-	theirs, err := opencdc.JSONSerializer{}.Serialize(toOpenCDC(got))
+	theirs, err := opencdc.JSONSerializer{}.Serialize(record.ToOpenCDC(got))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(normJSON(t, ours), normJSON(t, theirs)) {
 		t.Errorf("file line differs from Conduit's\n ours: %s\nConduit: %s", ours, theirs)
 	}
-	b, err := opencdc.JSONSerializer{RawDataAsString: true}.Serialize(toOpenCDC(got))
+	b, err := opencdc.JSONSerializer{RawDataAsString: true}.Serialize(record.ToOpenCDC(got))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,9 +85,9 @@ func TestConduitRecordRoundTrip(t *testing.T) {
 	}
 	for _, in := range recs {
 		want := in.Clone()
-		o := toOpenCDC(&in)
+		o := record.ToOpenCDC(&in)
 		var got record.Record
-		fromOpenCDC(&o, &got)
+		record.FromOpenCDC(&o, &got)
 		sameRecord(t, &got, &want)
 		if (got.Payload.Before == nil) != (want.Payload.Before == nil) || got.Operation != want.Operation {
 			t.Errorf("got %#v, want %#v", got, want)
