@@ -26,10 +26,6 @@ type runEndedMsg struct {
 
 type firstAckMsg struct{ id int }
 
-// openedMsg says the run's connectors are open (or failed to open: the
-// run is ending then, and its end follows).
-type openedMsg struct{ id int }
-
 // restartedMsg is the first thing a restarted run sends: the scheduler
 // launched it at at.
 type restartedMsg struct {
@@ -59,8 +55,6 @@ func (stopMsg) isMessage() {}
 func (runEndedMsg) isMessage() {}
 
 func (firstAckMsg) isMessage() {}
-
-func (openedMsg) isMessage() {}
 
 func (restartedMsg) isMessage() {}
 
@@ -139,8 +133,6 @@ func (s *Supervisor) handle(msg message) {
 		if s.run != nil && s.run.id == m.id && (s.state.Probation || s.provingHealthy()) {
 			s.recovered(RecoveredByRecord)
 		}
-	case openedMsg:
-		s.onOpened(m.id)
 	case restartedMsg:
 		s.onRestarted(m)
 	case stateMsg:

@@ -30,8 +30,8 @@ type RunHooks struct {
 	// cheap: only the first call of a run sends anything.
 	OnAck func(records int)
 	// OnOpen is called once the run's connectors are open (or failed to
-	// open): a restarted run's probation counts from then. It may block
-	// until the supervisor takes note.
+	// open): a restarted run's probation counts from then. It only notes
+	// the time; it never waits for the supervisor.
 	OnOpen func()
 	// Quarantine is the record this run sends to the dead-letter queue
 	// instead of processing it (nil: none): runs failed on it the same way
@@ -61,7 +61,12 @@ type activeRun struct {
 	cancel context.CancelFunc
 	hooks  RunHooks
 	acked  atomic.Bool
-	opened atomic.Bool
+	// openedAt is when the run's connectors were open (nil: not yet).
+	// The supervisor reads it when the probation's timer fires rather
+	// than being sent a message: in a fault storm every restarted run
+	// would otherwise wake its supervisor once more, between its restart
+	// and its first record.
+	openedAt atomic.Pointer[time.Time]
 
 	// Owned by the supervisor goroutine.
 	stopping bool // a graceful stop was requested
@@ -116,11 +121,9 @@ func (s *Supervisor) newActiveRun() *activeRun {
 			}
 		}
 	}, OnOpen: func() {
-		if ar.opened.CompareAndSwap(false, true) {
-			select {
-			case s.inbox <- openedMsg{id: ar.id}:
-			case <-s.done:
-			}
+		if ar.openedAt.Load() == nil {
+			now := s.cfg.Clock.Now()
+			ar.openedAt.CompareAndSwap(nil, &now)
 		}
 	}}
 	return ar

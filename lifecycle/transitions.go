@@ -513,26 +513,30 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 		Message: fmt.Sprintf("pipeline restarted; it is running again once a record makes it end to end or it stays up for the %s probation", s.cfg.Policy.probation())})
 	// The healthy window counts from the restart (a failed start ends it
 	// early through the fault); the probation from when the run's
-	// connectors are open (onOpened).
+	// connectors are open (onProbation), which is no earlier than now.
 	s.stopWindow()
 	s.window = s.cfg.Clock.NewTimer(s.cfg.Policy.HealthyWindow - s.cfg.Clock.Now().Sub(m.at))
+	if s.cfg.Policy.probation() < s.cfg.Policy.HealthyWindow {
+		s.probation = s.cfg.Clock.NewTimer(s.cfg.Policy.probation())
+	}
 }
 
-// onOpened starts the probation of a restarted run whose connectors are
-// open: a run still connecting has proved nothing.
-func (s *Supervisor) onOpened(id int) {
-	if s.run == nil || s.run.id != id || !s.state.Probation || s.cfg.Policy.probation() >= s.cfg.Policy.HealthyWindow {
+// onProbation acts on the probation timer: the probation passes once the
+// run's connectors have been open for all of it - a run still connecting
+// has proved nothing - and the timer is set again for what is left.
+func (s *Supervisor) onProbation() {
+	if s.run == nil || !s.state.Probation {
 		return
 	}
-	s.stopProbation()
-	s.probation = s.cfg.Clock.NewTimer(s.cfg.Policy.probation())
-}
-
-// onProbation acts on the probation timer.
-func (s *Supervisor) onProbation() {
-	if s.run != nil && s.state.Probation {
-		s.probationPassed()
+	left := s.cfg.Policy.probation()
+	if at := s.run.openedAt.Load(); at != nil {
+		left -= s.cfg.Clock.Now().Sub(*at)
 	}
+	if left > 0 {
+		s.probation = s.cfg.Clock.NewTimer(left)
+		return
+	}
+	s.probationPassed()
 }
 
 // onWindow acts on the healthy window's timer.

@@ -205,14 +205,14 @@ func runChild(args ...string) ([]byte, error) {
 func stormParent(runs, pipelines, rules int) error {
 	fmt.Printf("\nfault storm: %d pipelines (source -> discard) fail at the same moment with a transient 503\n", pipelines)
 	fmt.Printf("and recover (default policy: restart after 1s), Badger state on; %d runs, each in its own process\n", runs)
-	fmt.Printf("restart lateness: launch minus scheduled time; back: scheduled restart to the first record end to end\n")
+	fmt.Printf("restart lateness: launch minus scheduled time; back: scheduled restart to the first record end to end; half back: from the fault until half the pipelines are back\n")
 	variants := []int{0}
 	if rules > 0 {
 		// Alternated run by run, so that both see the same machine.
 		variants = append(variants, rules)
 		fmt.Printf("alternating runs without rules and with %d global recovery rules that the error does not match (each fault tries them all)\n", rules)
 	}
-	type series struct{ p50, p99, back, backP50, backP99, rss, cpu []float64 }
+	type series struct{ p50, p99, back, backP50, backP99, half, rss, cpu []float64 }
 	all := make([]series, len(variants))
 	for i := range runs {
 		for v, n := range variants {
@@ -227,21 +227,22 @@ func stormParent(runs, pipelines, rules int) error {
 			if i == 0 && v == 0 {
 				fmt.Printf("go collector: %s\n", r.Collector)
 			}
-			fmt.Printf("run %d, %3d rules: restart lateness p50 %5.1f ms  p99 %5.1f ms  max %5.1f ms | back p50 %5.0f ms  p99 %5.0f ms | all %d running again after %.2fs | peak RSS %6.1f MiB | CPU %.1fs (storm %.1fs)\n",
-				i+1, n, r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.BackP50Ms, r.BackP99Ms, r.Recovered, r.AllRunningSecs, r.PeakRSSMiB, r.CPUSeconds, r.StormCPUSecs)
+			fmt.Printf("run %d, %3d rules: restart lateness p50 %5.1f ms  p99 %5.1f ms  max %5.1f ms | back p50 %5.0f ms  p99 %5.0f ms | half back %5.0f ms | all %d running again after %.2fs | peak RSS %6.1f MiB | CPU %.1fs (storm %.1fs)\n",
+				i+1, n, r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.BackP50Ms, r.BackP99Ms, r.SinceFaultP50Ms, r.Recovered, r.AllRunningSecs, r.PeakRSSMiB, r.CPUSeconds, r.StormCPUSecs)
 			if r.Recovered != pipelines {
 				return fmt.Errorf("storm run %d: only %d of %d pipelines recovered", i+1, r.Recovered, pipelines)
 			}
 			s := &all[v]
 			s.p50, s.p99 = append(s.p50, r.LatenessP50Ms), append(s.p99, r.LatenessP99Ms)
 			s.backP50, s.backP99 = append(s.backP50, r.BackP50Ms), append(s.backP99, r.BackP99Ms)
+			s.half = append(s.half, r.SinceFaultP50Ms)
 			s.back, s.rss, s.cpu = append(s.back, r.AllRunningSecs), append(s.rss, r.PeakRSSMiB), append(s.cpu, r.StormCPUSecs)
 		}
 	}
 	for v, n := range variants {
 		s := all[v]
-		fmt.Printf("median, %3d rules: lateness p50 %.1f ms, p99 %.1f ms; back p50 %.0f ms, p99 %.0f ms; all running again after %.2fs; peak RSS %.1f MiB; storm CPU %.1fs\n",
-			n, median(s.p50), median(s.p99), median(s.backP50), median(s.backP99), median(s.back), median(s.rss), median(s.cpu))
+		fmt.Printf("median, %3d rules: lateness p50 %.1f ms, p99 %.1f ms; back p50 %.0f ms, p99 %.0f ms; half back after %.0f ms; all running again after %.2fs; peak RSS %.1f MiB; storm CPU %.1fs\n",
+			n, median(s.p50), median(s.p99), median(s.backP50), median(s.backP99), median(s.half), median(s.back), median(s.rss), median(s.cpu))
 	}
 	return nil
 }

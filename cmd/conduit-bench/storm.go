@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -38,10 +39,22 @@ type stormResult struct {
 	BackP50Ms      float64 `json:"back_p50_ms"`
 	BackP99Ms      float64 `json:"back_p99_ms"`
 	AllRunningSecs float64 `json:"all_running_secs"`
-	PeakRSSMiB     float64 `json:"peak_rss_mib"`
-	CPUSeconds     float64 `json:"cpu_seconds"`
-	StormCPUSecs   float64 `json:"storm_cpu_seconds"`
-	Collector      string  `json:"collector"`
+	// ScheduledSpreadP50Ms is how far after the first scheduled restart
+	// the median one was scheduled: how bunched the restarts were.
+	ScheduledSpreadP50Ms float64 `json:"scheduled_spread_p50_ms"`
+	// SinceFaultP50Ms is from the moment the storm's fault began to each
+	// pipeline's recovery, median: what an operator waits, whatever the
+	// restarts' schedule.
+	SinceFaultP50Ms float64 `json:"since_fault_p50_ms"`
+	// Goroutines, HeapInuseMiB and StackInuseMiB are taken when every
+	// pipeline is running, right before the storm.
+	Goroutines    int     `json:"goroutines"`
+	HeapInuseMiB  float64 `json:"heap_inuse_mib"`
+	StackInuseMiB float64 `json:"stack_inuse_mib"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	CPUSeconds    float64 `json:"cpu_seconds"`
+	StormCPUSecs  float64 `json:"storm_cpu_seconds"`
+	Collector     string  `json:"collector"`
 }
 
 // stormPlugins are the bench's own connectors: a source that blocks until
@@ -124,6 +137,7 @@ type stormObserver struct {
 	lateness  []time.Duration
 	scheduled map[string]time.Time // pipeline -> its restart's scheduled time
 	back      []time.Duration
+	backAt    []time.Time
 	recovered int
 	want      int
 	allBack   chan time.Time
@@ -147,6 +161,7 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 		if at, ok := o.scheduled[e.PipelineID]; ok {
 			o.back = append(o.back, e.At.Sub(at))
 		}
+		o.backAt = append(o.backAt, e.At)
 		o.recovered++
 		if o.recovered == o.want {
 			o.allBack <- e.At
@@ -195,6 +210,11 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 	}
 
 	if profile != "" {
+		if f, err := os.Create(profile + ".heap"); err == nil {
+			runtime.GC()
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
 		f, err := os.Create(profile)
 		if err != nil {
 			return stormResult{}, err
@@ -205,6 +225,9 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	goroutines := runtime.NumGoroutine()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
 	cpuBefore := cpuSeconds()
 	start := time.Now()
 	close(plugins.trigger)
@@ -230,25 +253,45 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 	late := slices.Clone(obs.lateness)
 	back := slices.Clone(obs.back)
 	recovered := obs.recovered
+	var spread, since []time.Duration
+	first := time.Time{}
+	for _, at := range obs.scheduled {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	for _, at := range obs.scheduled {
+		spread = append(spread, at.Sub(first))
+	}
+	for _, at := range obs.backAt {
+		since = append(since, at.Sub(start))
+	}
 	obs.mu.Unlock()
+	slices.Sort(spread)
+	slices.Sort(since)
 	slices.Sort(late)
 	slices.Sort(back)
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return stormResult{
-		Pipelines:      n,
-		Restarted:      len(late),
-		Recovered:      recovered,
-		LatenessP50Ms:  ms(percentile(late, 0.50)),
-		LatenessP99Ms:  ms(percentile(late, 0.99)),
-		LatenessMaxMs:  ms(late[len(late)-1]),
-		BackP50Ms:      ms(percentile(back, 0.50)),
-		BackP99Ms:      ms(percentile(back, 0.99)),
-		AllRunningSecs: allBack.Sub(start).Seconds(),
-		PeakRSSMiB:     float64(ru.Maxrss) / 1024,
-		CPUSeconds:     cpuSeconds(),
-		StormCPUSecs:   stormCPU,
-		Collector:      collector,
+		Pipelines:            n,
+		Restarted:            len(late),
+		Recovered:            recovered,
+		LatenessP50Ms:        ms(percentile(late, 0.50)),
+		LatenessP99Ms:        ms(percentile(late, 0.99)),
+		LatenessMaxMs:        ms(late[len(late)-1]),
+		BackP50Ms:            ms(percentile(back, 0.50)),
+		BackP99Ms:            ms(percentile(back, 0.99)),
+		AllRunningSecs:       allBack.Sub(start).Seconds(),
+		ScheduledSpreadP50Ms: ms(percentile(spread, 0.50)),
+		SinceFaultP50Ms:      ms(percentile(since, 0.50)),
+		Goroutines:           goroutines,
+		HeapInuseMiB:         float64(mem.HeapInuse) / (1 << 20),
+		StackInuseMiB:        float64(mem.StackInuse) / (1 << 20),
+		PeakRSSMiB:           float64(ru.Maxrss) / 1024,
+		CPUSeconds:           cpuSeconds(),
+		StormCPUSecs:         stormCPU,
+		Collector:            collector,
 	}, nil
 }
 
