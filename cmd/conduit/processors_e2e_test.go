@@ -53,9 +53,7 @@ func TestConduitExamplePipelineJavaScript(t *testing.T) {
 
 // TestConduitProcessorsChain runs json.decode -> field.rename ->
 // field.convert -> json.encode on generated records and checks the lines
-// written, and that avro.decode, which needs a schema registry this runtime
-// does not have, is refused when the file is loaded with an error naming
-// the processor and why.
+// written.
 func TestConduitProcessorsChain(t *testing.T) {
 	w := newWorkspace(t, `version: "2.2"
 pipelines:
@@ -93,20 +91,6 @@ pipelines:
         plugin: json.encode
         settings:
           field: .Payload.After
-  - id: avro
-    status: running
-    connectors:
-      - id: src
-        type: source
-        plugin: builtin:generator
-      - id: dst
-        type: destination
-        plugin: builtin:file
-        settings:
-          path: ./avro.jsonl
-    processors:
-      - id: from-avro
-        plugin: avro.decode
 `)
 	p := w.start("run")
 	out := filepath.Join(w.dir, "out.jsonl")
@@ -145,9 +129,6 @@ pipelines:
 	if n != 3 {
 		t.Errorf("%d records, want 3", n)
 	}
-	eventually(t, pollInterval, func() bool {
-		return strings.Contains(p.stderr.String(), `processors[from-avro].plugin: avro.decode needs a schema registry`)
-	}, func() string { return "avro pipeline not refused; output:\n" + p.stderr.String() })
 }
 
 // TestConduitJavaScriptEndlessLoopStops checks that a custom.javascript

@@ -33,6 +33,7 @@ import (
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -113,7 +114,8 @@ type Options struct {
 	// Connectors defaults to the built-in connectors and the standalone
 	// ones in connectors.path.
 	Connectors *connector.Registry
-	// Processors defaults to the built-in processors.
+	// Processors defaults to the built-in processors, with the schema
+	// registry conduit.yml names.
 	Processors *processor.Registry
 	// Clock defaults to the wall clock.
 	Clock lifecycle.Clock
@@ -185,6 +187,15 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err := r.openState(ctx); err != nil {
 		return nil, err
 	}
+	if r.processors == nil {
+		// The built-in processors, with a schema registry for the avro
+		// ones, which may be kept in the store just opened.
+		reg, err := schemaregistry.Open(cfg, r.db)
+		if err != nil {
+			return nil, err
+		}
+		r.processors = processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg})...)
+	}
 	if err := r.provisionAll(ctx); err != nil {
 		return nil, err
 	}
@@ -206,9 +217,6 @@ func (o Options) withDefaults(cfg config.Config) Options {
 				Dir:          cfg.Connectors.Path,
 				StartTimeout: cfg.Connectors.StartTimeout,
 			}))
-	}
-	if o.Processors == nil {
-		o.Processors = processor.NewRegistry(processor.Builtin()...)
 	}
 	if o.Clock == nil {
 		o.Clock = lifecycle.RealClock{}

@@ -115,6 +115,24 @@ type Config struct {
 		// LeaseTTL is how long a pipeline's lease lasts without renewal.
 		LeaseTTL time.Duration
 	}
+	SchemaRegistry struct {
+		// Type is SchemaRegistryBuiltin or SchemaRegistryConfluent.
+		Type      string
+		Confluent struct {
+			// ConnectionString is the registry's URL.
+			ConnectionString string
+			Auth             struct {
+				// Type is none, basic or bearer.
+				Type  string
+				Basic struct {
+					Username, Password string
+				}
+				Bearer struct {
+					Token string
+				}
+			}
+		}
+	}
 	Runtime struct {
 		// GCPercent is the Go collector's GOGC (see pkg/gctuning).
 		GCPercent int
@@ -125,6 +143,19 @@ type Config struct {
 	// (defaults, environment and flags only).
 	ConfigPath string
 }
+
+// Values of Config.SchemaRegistry.Type.
+const (
+	SchemaRegistryBuiltin   = "builtin"
+	SchemaRegistryConfluent = "confluent"
+)
+
+// Values of Config.SchemaRegistry.Confluent.Auth.Type.
+const (
+	SchemaRegistryAuthNone   = "none"
+	SchemaRegistryAuthBasic  = "basic"
+	SchemaRegistryAuthBearer = "bearer"
+)
 
 // Values of Config.DB.Type.
 const (

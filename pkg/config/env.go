@@ -130,14 +130,21 @@ func suggestEnv(name string, known []string) string {
 	if last == "" {
 		return ""
 	}
-	var match string
+	var matches []string
 	for _, k := range known {
 		if strings.HasSuffix(k, "_"+last) {
-			if match != "" {
-				return "" // ambiguous: CONDUIT_PATH could be any of the paths
-			}
-			match = k
+			matches = append(matches, k)
 		}
 	}
-	return match
+	if len(matches) > 1 {
+		// CONDUIT_API_TOKEN: of the tokens, the one of the API.
+		first, _, _ := strings.Cut(rest, "_")
+		matches = slices.DeleteFunc(matches, func(k string) bool {
+			return !strings.HasPrefix(strings.TrimPrefix(k, EnvPrefix), first+"_")
+		})
+	}
+	if len(matches) != 1 {
+		return "" // none, or ambiguous: CONDUIT_PATH could be any of the paths
+	}
+	return matches[0]
 }

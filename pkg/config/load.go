@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -368,7 +369,38 @@ func (l *loader) crossCheck() error {
 			return &KeyError{Source: rule.File, Line: rule.Line, Key: fmt.Sprintf("%s[%d]", globalRulesKey, i), Err: err}
 		}
 	}
+	if err := l.checkSchemaRegistry(); err != nil {
+		return err
+	}
 	return l.checkAPIAuth()
+}
+
+// checkSchemaRegistry refuses a Confluent registry conduit could not reach
+// or log in to: the avro processors would only fail once records flow.
+func (l *loader) checkSchemaRegistry() error {
+	const (
+		typeKey = "schema-registry.type"
+		urlKey  = "schema-registry.confluent.connection-string"
+		authKey = "schema-registry.confluent.auth.type"
+	)
+	sr := l.cfg.SchemaRegistry
+	if sr.Type != SchemaRegistryConfluent {
+		return nil
+	}
+	if sr.Confluent.ConnectionString == "" {
+		return l.origins[typeKey].keyError(typeKey, fmt.Errorf("is confluent, and %s is empty: set it to the registry's URL (%s)", urlKey, EnvVar(urlKey)))
+	}
+	if u, err := url.Parse(sr.Confluent.ConnectionString); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return l.origins[urlKey].keyError(urlKey, errors.New("is not an http:// or https:// URL"))
+	}
+	auth := sr.Confluent.Auth
+	switch {
+	case auth.Type == SchemaRegistryAuthBasic && auth.Basic.Username == "":
+		return l.origins[authKey].keyError(authKey, errors.New("is basic, and schema-registry.confluent.auth.basic.username is empty"))
+	case auth.Type == SchemaRegistryAuthBearer && auth.Bearer.Token == "":
+		return l.origins[authKey].keyError(authKey, errors.New("is bearer, and schema-registry.confluent.auth.bearer.token is empty"))
+	}
+	return nil
 }
 
 // globalRulesKey holds the global recovery rules: a list, written in the

@@ -131,6 +131,12 @@ func TestDefault(t *testing.T) {
 		{"cluster.enabled", c.Cluster.Enabled, false},
 		{"cluster.instance-id", c.Cluster.InstanceID, ""},
 		{"cluster.lease-ttl", c.Cluster.LeaseTTL, 15 * time.Second},
+		{"schema-registry.type", c.SchemaRegistry.Type, "builtin"},
+		{"schema-registry.confluent.connection-string", c.SchemaRegistry.Confluent.ConnectionString, ""},
+		{"schema-registry.confluent.auth.type", c.SchemaRegistry.Confluent.Auth.Type, "none"},
+		{"schema-registry.confluent.auth.basic.username", c.SchemaRegistry.Confluent.Auth.Basic.Username, ""},
+		{"schema-registry.confluent.auth.basic.password", c.SchemaRegistry.Confluent.Auth.Basic.Password, ""},
+		{"schema-registry.confluent.auth.bearer.token", c.SchemaRegistry.Confluent.Auth.Bearer.Token, ""},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
@@ -142,8 +148,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 45 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 45; add the new key here", len(Keys()))
+	if len(Keys()) != 51 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 51; add the new key here", len(Keys()))
 	}
 }
 
@@ -434,6 +440,30 @@ func TestLoadFileErrors(t *testing.T) {
 			content: "db:\n  mysql: {}\n",
 			line:    2, key: "db.mysql",
 			want: []string{"unknown key; known: ", "db.type"},
+		},
+		{
+			name:    "confluent schema registry without its URL",
+			content: "schema-registry:\n  type: confluent\n",
+			line:    2, key: "schema-registry.type",
+			want: []string{"is confluent, and schema-registry.confluent.connection-string is empty", "CONDUIT_SCHEMA_REGISTRY_CONFLUENT_CONNECTION_STRING"},
+		},
+		{
+			name:    "confluent schema registry URL that is not http",
+			content: "schema-registry:\n  type: confluent\n  confluent:\n    connection-string: 127.0.0.1:8085\n",
+			line:    4, key: "schema-registry.confluent.connection-string",
+			want: []string{"is not an http:// or https:// URL"},
+		},
+		{
+			name:    "basic auth to the schema registry without a user",
+			content: "schema-registry:\n  type: confluent\n  confluent:\n    connection-string: http://127.0.0.1:8085\n    auth:\n      type: basic\n",
+			line:    6, key: "schema-registry.confluent.auth.type",
+			want: []string{"is basic, and schema-registry.confluent.auth.basic.username is empty"},
+		},
+		{
+			name:    "unknown schema registry type",
+			content: "schema-registry:\n  type: karapace\n",
+			line:    2, key: "schema-registry.type",
+			want: []string{"builtin", "confluent"},
 		},
 		{
 			name:    "string where a bool is expected",

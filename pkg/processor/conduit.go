@@ -78,7 +78,7 @@ func Conduit(opts ConduitOptions) []Plugin {
 	for _, c := range conduitConstructors {
 		out = append(out, Plugin{Name: c.name, New: func(cfg Config) (Processor, error) {
 			if c.needsSchema && opts.SchemaRegistry == nil {
-				return nil, fmt.Errorf("%s needs a schema registry to find its Avro schemas, and this runtime has none yet", c.name)
+				return nil, fmt.Errorf("%s needs a schema registry to find its Avro schemas, and none was given", c.name)
 			}
 			proc, err := newConduitProcessor(c.name, c.newProc, opts, cfg)
 			if err != nil {

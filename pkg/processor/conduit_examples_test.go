@@ -17,12 +17,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conduitio/conduit-commons/database/inmemory"
 	"github.com/conduitio/conduit-commons/opencdc"
-	conduitschemaregistry "github.com/conduitio/conduit-schema-registry"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/schemaregistry"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // conduitExample is one documented example of a Conduit processor, as
@@ -159,15 +159,14 @@ func fakeOllama(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"model":"llama3.2","response":"{\"test-field\": 124}","done":true}`))
 }
 
-// exampleRegistry is a fresh in-memory schema registry per example, as
-// Conduit's examples each have one, with the schema the example expects
-// registered (so it gets id 1, which the examples' Avro bytes carry).
-func exampleRegistry(t *testing.T, name string, settings map[string]string) *conduitschemaregistry.SchemaRegistry {
+// exampleRegistry is a fresh built-in schema registry per example (the
+// one conduit runs with by default, here on an in-memory store), as
+// Conduit's examples each have a registry of their own, with the schema
+// the example expects registered (so it gets id 1, which the examples'
+// Avro bytes carry).
+func exampleRegistry(t *testing.T, name string, settings map[string]string) *schemaregistry.Builtin {
 	t.Helper()
-	reg, err := conduitschemaregistry.NewSchemaRegistry(&inmemory.DB{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := schemaregistry.NewBuiltin(store.NewInMemory())
 	subject := settings["schema.preRegistered.subject"]
 	if name == "avro.decode" {
 		subject = "example-decode"

@@ -60,8 +60,8 @@
 // empty value counts as not set. A misspelled or unknown setting is an
 // error naming it, except Conduit's processor-SDK schema settings, which are
 // accepted on every processor so that a pipeline file written for Conduit
-// runs unchanged. There is no schema registry, so they change nothing; their
-// values are still checked:
+// runs unchanged. Records reach processors decoded, so they change nothing;
+// their values are still checked:
 //
 //	sdk.schema.decode.key.enabled       bool
 //	sdk.schema.decode.payload.enabled   bool

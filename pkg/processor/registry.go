@@ -19,16 +19,20 @@ type Plugin struct {
 	New  func(Config) (Processor, error)
 }
 
-// Builtin returns the built-in processors: this package's error,
+// Builtin returns the built-in processors without a schema registry:
+// avro.encode and avro.decode are refused (see BuiltinWith).
+func Builtin() []Plugin { return BuiltinWith(ConduitOptions{}) }
+
+// BuiltinWith returns the built-in processors: this package's error,
 // field.exclude, field.set and filter, and Conduit's others that run here
-// (see Conduit), without a schema registry.
-func Builtin() []Plugin {
+// (see Conduit), given what they need from the runtime.
+func BuiltinWith(opts ConduitOptions) []Plugin {
 	return append([]Plugin{
 		{Name: "error", New: newError},
 		{Name: "field.exclude", New: newFieldExclude},
 		{Name: "field.set", New: newFieldSet},
 		{Name: "filter", New: newFilter},
-	}, Conduit(ConduitOptions{})...)
+	}, Conduit(opts)...)
 }
 
 // Registry turns a pipeline file's processor `plugin` into a processor. It

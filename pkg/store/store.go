@@ -178,6 +178,10 @@ const (
 	// connector's own durable memory (connector.State; pkg/conduit hands it
 	// to connectors, the file destination keeps what it wrote there).
 	PrefixConnectorState = "conduit/connector-state/"
+	// PrefixSchema holds the built-in schema registry's schemas (see
+	// pkg/schemaregistry for the keys under it): the Avro schemas Conduit's
+	// avro processors register and look up by id.
+	PrefixSchema = "conduit/schema/"
 )
 
 // KeyPart escapes an id (a pipeline's, a connector's) for use as one
