@@ -279,20 +279,27 @@ func TestBuiltinRules(t *testing.T) {
 	}
 }
 
-// examples/rules/postgres.yml is the built-in rules to read and copy: the
-// same rules, matching the same errors the same way.
-func TestExamplePostgresRulesAreTheBuiltinOnes(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "rules", "postgres.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	texts, err := ParseRulesFile("postgres.yml", data)
-	if err != nil {
-		t.Fatal(err)
+// examples/rules/*.yml (postgres.yml, kafka.yml, s3.yml) are the built-in
+// rules to read and copy: together, the same rules, matching the same
+// errors the same way.
+func TestExampleRulesAreTheBuiltinOnes(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "rules", "*.yml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("example rule files %v (%v), want postgres.yml, kafka.yml and s3.yml", files, err)
 	}
 	var example []string
-	for _, rt := range texts {
-		example = append(example, fmt.Sprintf("%s %+v %s", rt.Rule.Name, rt.Rule.Match, rt.Rule.Action))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts, err := ParseRulesFile(filepath.Base(f), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range texts {
+			example = append(example, fmt.Sprintf("%s %+v %s", rt.Rule.Name, rt.Rule.Match, rt.Rule.Action))
+		}
 	}
 	var builtin []string
 	for _, r := range BuiltinRules() {
@@ -301,6 +308,6 @@ func TestExamplePostgresRulesAreTheBuiltinOnes(t *testing.T) {
 	slices.Sort(example)
 	slices.Sort(builtin)
 	if !slices.Equal(example, builtin) {
-		t.Errorf("examples/rules/postgres.yml:\n%s\nbuilt-in:\n%s", strings.Join(example, "\n"), strings.Join(builtin, "\n"))
+		t.Errorf("examples/rules/*.yml:\n%s\nbuilt-in:\n%s", strings.Join(example, "\n"), strings.Join(builtin, "\n"))
 	}
 }
