@@ -301,8 +301,14 @@ func TestS3UnreachableStoreIsTransient(t *testing.T) {
 // specification refuses is an error naming it when the file is loaded.
 func TestS3PermanentErrorsAreFatal(t *testing.T) {
 	t.Parallel()
-	s3 := startS3(t, "records")
+	s3 := startS3(t, "records", "odd")
+	// An object without the content type S3 always gives: the connector
+	// dereferences the missing header and panics.
+	if _, err := s3.backend.PutObject("odd", "odd.txt", nil, strings.NewReader("odd"), 3, nil); err != nil {
+		t.Fatal(err)
+	}
 	w := newWorkspace(t, "")
+	w.write("pipelines/odd.yml", s3Pipeline("odd", true, s3Settings("odd", s3Key)))
 	w.write("pipelines/no-bucket.yml", s3Pipeline("no-bucket", false, s3Settings("missing", s3Key)+"\nformat: json"))
 	w.write("pipelines/no-bucket-src.yml", s3Pipeline("no-bucket-src", true, s3Settings("missing", s3Key)))
 	w.write("pipelines/bad-key.yml", s3Pipeline("bad-key", false, s3Settings("records", "AKIDUNKNOWN")+"\nformat: json"))
@@ -322,6 +328,11 @@ func TestS3PermanentErrorsAreFatal(t *testing.T) {
 		if e.Reason != "rule" || e.Rule != c.rule || e.Class != "fatal" || !strings.Contains(e.Error, c.message) {
 			t.Errorf("%s: degraded %+v, want built-in rule %s for an error saying %q", id, e, c.rule, c.message)
 		}
+	}
+	// A connector's panic fails its pipeline, not the process.
+	if e := waitForEvent(t, p, "odd", "recovering", 1); e.Class != "transient" || !strings.Contains(e.Error, "connector panicked") ||
+		!strings.Contains(e.Error, "SnapshotIterator") {
+		t.Errorf("odd: recovering %+v, want a transient error saying the connector panicked, and where", e)
 	}
 	eventually(t, pollInterval, func() bool {
 		return strings.Contains(p.stderr.String(), "bad-format.yml") && strings.Contains(p.stderr.String(), "connectors[s3].settings.format")

@@ -48,8 +48,8 @@ func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]stri
 			if err := conduitplugin.ValidateSettings(spec.DestinationParams, cfg.Settings); err != nil {
 				return nil, err
 			}
-			plug := sdk.NewDestinationPlugin(c.NewDestination(), conduitPluginConfig(cfg), spec.DestinationParams)
-			return conduitplugin.NewDestination(conduitplugin.InProcessDestination(plug), conduitOptions(cfg, ref, spec.DestinationParams, nil)), nil
+			plug := conduitplugin.InProcessSDKDestination(c.NewDestination(), conduitPluginConfig(cfg), spec.DestinationParams)
+			return conduitplugin.NewDestination(plug, conduitOptions(cfg, ref, spec.DestinationParams, nil)), nil
 		}
 	}
 	return p
