@@ -15,7 +15,7 @@ import (
 
 // initSettings renders a connector's settings as Conduit's `pipelines
 // init` writes them: every parameter of the connector's specification, at
-// its default (” quoted, "" when it has none), with the values a user
+// its default (single-quoted; "" when it has none), with the values a user
 // then fills in.
 func initSettings(params config.Parameters, filled map[string]string) string {
 	names := make([]string, 0, len(params))
