@@ -85,6 +85,19 @@ func TestRegistryRoles(t *testing.T) {
 			wantErr: `unknown plugin "nope"`},
 		{name: "setting error passes through", build: func() (any, error) { return reg.NewSource("builtin:file", Config{}) },
 			wantErr: `setting "path": is required`},
+		{name: "kafka source", build: func() (any, error) {
+			return reg.NewSource("kafka", Config{Settings: map[string]string{"servers": "127.0.0.1:9092", "topics": "orders"}})
+		}},
+		{name: "kafka destination, a setting its specification refuses", build: func() (any, error) {
+			return reg.NewDestination("builtin:kafka", Config{Settings: map[string]string{"servers": "127.0.0.1:9092", "acks": "two"}})
+		}, wantErr: `setting "acks": "two" value must be included in the list [none,one,all]`},
+		{name: "s3 destination", build: func() (any, error) {
+			return reg.NewDestination("s3", Config{Settings: map[string]string{"aws.bucket": "b", "aws.region": "r",
+				"aws.accessKeyId": "k", "aws.secretAccessKey": "s", "format": "json"}})
+		}},
+		{name: "s3 source without a bucket", build: func() (any, error) {
+			return reg.NewSource("builtin:s3", Config{Settings: map[string]string{"aws.region": "r", "aws.accessKeyId": "k", "aws.secretAccessKey": "s"}})
+		}, wantErr: `setting "aws.bucket"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
