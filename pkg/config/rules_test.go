@@ -254,8 +254,8 @@ func TestThereIsRoomForTheSourceOfEveryKey(t *testing.T) {
 }
 
 // The built-in rules parse, every one degrades and names where it comes
-// from, and the PostgreSQL ones cover the SQLSTATEs of the example rules
-// and 55000.
+// from, the PostgreSQL ones cover the SQLSTATEs of the example rules and
+// 55000, and Kafka's and S3's their clients' error codes.
 func TestBuiltinRules(t *testing.T) {
 	rules := BuiltinRules()
 	names := map[string]Rule{}
@@ -270,6 +270,19 @@ func TestBuiltinRules(t *testing.T) {
 		r, ok := names[name]
 		if !ok || r.Match.Message != sqlstate || len(r.Match.Plugins) != 1 || r.Match.Plugins[0] != "builtin:postgres*" {
 			t.Errorf("built-in rule %s: %+v, want builtin:postgres* and %q", name, r, sqlstate)
+		}
+	}
+	// Kafka's and S3's match the error codes their clients put in the
+	// message, for the connector named with or without builtin:.
+	for name, message := range map[string]string{"kafka-authentication": "SASL_AUTHENTICATION_FAILED",
+		"kafka-authorization": "_AUTHORIZATION_FAILED", "kafka-unknown-topic": "UNKNOWN_TOPIC_OR_PARTITION",
+		"s3-no-such-bucket": "NoSuchBucket", "s3-bucket-not-found": "HeadBucket, https response error StatusCode: 404",
+		"s3-bucket-forbidden": "HeadBucket, https response error StatusCode: 403", "s3-credentials": "InvalidAccessKeyId",
+		"s3-access-denied": "AccessDenied"} {
+		plugin, _, _ := strings.Cut(name, "-")
+		r, ok := names[name]
+		if want := []string{"builtin:" + plugin + "*", plugin, plugin + "@*"}; !ok || r.Match.Message != message || !slices.Equal(r.Match.Plugins, want) {
+			t.Errorf("built-in rule %s: %+v, want plugins %v and %q", name, r, want, message)
 		}
 	}
 	// Each call is a copy of its own.
