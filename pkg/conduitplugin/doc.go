@@ -3,7 +3,8 @@
 // protocol (pconnector.SourcePlugin and pconnector.DestinationPlugin).
 //
 // The same adapter serves both ways such a connector arrives: compiled in
-// (builtin:postgres, wrapped by InProcessSDKSource / InProcessDestination)
+// (builtin:postgres, builtin:kafka, builtin:s3, wrapped by
+// InProcessSDKSource / InProcessSDKDestination)
 // and as a standalone executable speaking the protocol over gRPC (the
 // plugin clients of the protocol module, which pkg/connector attaches to a
 // process it started).
@@ -29,5 +30,6 @@
 // refuses at Configure are fatal (the same settings fail again); every
 // other error is transient unless a recovery rule says otherwise. An error
 // acked for a record names that record (cerrors.ForRecord), so a
-// dead-letter rule can take it.
+// dead-letter rule can take it. A compiled-in connector's method that
+// panics returns the panic as its error instead of ending the process.
 package conduitplugin

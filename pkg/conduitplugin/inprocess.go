@@ -199,7 +199,8 @@ type inProcessSource struct {
 // a connector whose first read fails at once, or that reads a few records
 // and fails while the scheduler runs nothing else. impl's reads therefore
 // wait until the run's acknowledging side receives from the stream; until
-// then, nothing can end the reading goroutine either.
+// then, nothing can end the reading goroutine either. impl's methods are
+// guarded against panics (see guard).
 func InProcessSDKSource(impl sdk.Source, cfg pconnector.PluginConfig, params config.Parameters) SourcePlugin {
 	gate := &readGate{}
 	return &inProcessSource{SourcePlugin: sdk.NewSourcePlugin(gatedSource{Source: impl, gate: gate}, cfg, params), gate: gate}
@@ -224,23 +225,26 @@ func (g *readGate) wait(ctx context.Context) error {
 	}
 }
 
-// gatedSource is an SDK source whose reads wait for its readGate.
+// gatedSource is an SDK source whose reads wait for its readGate, and
+// whose methods return a panic as their error (see guard).
 type gatedSource struct {
 	sdk.Source
 	gate *readGate
 }
 
-func (s gatedSource) Read(ctx context.Context) (opencdc.Record, error) {
+func (s gatedSource) Read(ctx context.Context) (_ opencdc.Record, err error) {
 	if err := s.gate.wait(ctx); err != nil {
 		return opencdc.Record{}, err
 	}
+	defer guard(&err)
 	return s.Source.Read(ctx)
 }
 
-func (s gatedSource) ReadN(ctx context.Context, n int) ([]opencdc.Record, error) {
+func (s gatedSource) ReadN(ctx context.Context, n int) (_ []opencdc.Record, err error) {
 	if err := s.gate.wait(ctx); err != nil {
 		return nil, err
 	}
+	defer guard(&err)
 	return s.Source.ReadN(ctx, n)
 }
 

@@ -254,8 +254,8 @@ func TestThereIsRoomForTheSourceOfEveryKey(t *testing.T) {
 }
 
 // The built-in rules parse, every one degrades and names where it comes
-// from, and the PostgreSQL ones cover the SQLSTATEs of the example rules
-// and 55000.
+// from, the PostgreSQL ones cover the SQLSTATEs of the example rules and
+// 55000, and Kafka's and S3's their clients' error codes.
 func TestBuiltinRules(t *testing.T) {
 	rules := BuiltinRules()
 	names := map[string]Rule{}
@@ -272,6 +272,19 @@ func TestBuiltinRules(t *testing.T) {
 			t.Errorf("built-in rule %s: %+v, want builtin:postgres* and %q", name, r, sqlstate)
 		}
 	}
+	// Kafka's and S3's match the error codes their clients put in the
+	// message, for the connector named with or without builtin:.
+	for name, message := range map[string]string{"kafka-authentication": "SASL_AUTHENTICATION_FAILED",
+		"kafka-authorization": "_AUTHORIZATION_FAILED", "kafka-unknown-topic": "UNKNOWN_TOPIC_OR_PARTITION",
+		"s3-no-such-bucket": "NoSuchBucket", "s3-bucket-not-found": "HeadBucket, https response error StatusCode: 404",
+		"s3-bucket-forbidden": "HeadBucket, https response error StatusCode: 403", "s3-credentials": "InvalidAccessKeyId",
+		"s3-access-denied": "AccessDenied"} {
+		plugin, _, _ := strings.Cut(name, "-")
+		r, ok := names[name]
+		if want := []string{"builtin:" + plugin + "*", plugin, plugin + "@*"}; !ok || r.Match.Message != message || !slices.Equal(r.Match.Plugins, want) {
+			t.Errorf("built-in rule %s: %+v, want plugins %v and %q", name, r, want, message)
+		}
+	}
 	// Each call is a copy of its own.
 	rules[0].Name = "changed"
 	if BuiltinRules()[0].Name == "changed" {
@@ -279,20 +292,27 @@ func TestBuiltinRules(t *testing.T) {
 	}
 }
 
-// examples/rules/postgres.yml is the built-in rules to read and copy: the
-// same rules, matching the same errors the same way.
-func TestExamplePostgresRulesAreTheBuiltinOnes(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "rules", "postgres.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	texts, err := ParseRulesFile("postgres.yml", data)
-	if err != nil {
-		t.Fatal(err)
+// examples/rules/*.yml (postgres.yml, kafka.yml, s3.yml) are the built-in
+// rules to read and copy: together, the same rules, matching the same
+// errors the same way.
+func TestExampleRulesAreTheBuiltinOnes(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "rules", "*.yml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("example rule files %v (%v), want postgres.yml, kafka.yml and s3.yml", files, err)
 	}
 	var example []string
-	for _, rt := range texts {
-		example = append(example, fmt.Sprintf("%s %+v %s", rt.Rule.Name, rt.Rule.Match, rt.Rule.Action))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts, err := ParseRulesFile(filepath.Base(f), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range texts {
+			example = append(example, fmt.Sprintf("%s %+v %s", rt.Rule.Name, rt.Rule.Match, rt.Rule.Action))
+		}
 	}
 	var builtin []string
 	for _, r := range BuiltinRules() {
@@ -301,6 +321,6 @@ func TestExamplePostgresRulesAreTheBuiltinOnes(t *testing.T) {
 	slices.Sort(example)
 	slices.Sort(builtin)
 	if !slices.Equal(example, builtin) {
-		t.Errorf("examples/rules/postgres.yml:\n%s\nbuilt-in:\n%s", strings.Join(example, "\n"), strings.Join(builtin, "\n"))
+		t.Errorf("examples/rules/*.yml:\n%s\nbuilt-in:\n%s", strings.Join(example, "\n"), strings.Join(builtin, "\n"))
 	}
 }

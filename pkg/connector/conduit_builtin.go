@@ -1,12 +1,13 @@
 package connector
 
 import (
-	"fmt"
 	"maps"
 
 	"github.com/conduitio/conduit-commons/config"
+	kafka "github.com/conduitio/conduit-connector-kafka"
 	postgres "github.com/conduitio/conduit-connector-postgres"
 	"github.com/conduitio/conduit-connector-protocol/pconnector"
+	s3 "github.com/conduitio/conduit-connector-s3"
 	sdk "github.com/conduitio/conduit-connector-sdk"
 
 	"github.com/conduitry/conduit/pkg/conduitplugin"
@@ -47,8 +48,8 @@ func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]stri
 			if err := conduitplugin.ValidateSettings(spec.DestinationParams, cfg.Settings); err != nil {
 				return nil, err
 			}
-			plug := sdk.NewDestinationPlugin(c.NewDestination(), conduitPluginConfig(cfg), spec.DestinationParams)
-			return conduitplugin.NewDestination(conduitplugin.InProcessDestination(plug), conduitOptions(cfg, ref, spec.DestinationParams, nil)), nil
+			plug := conduitplugin.InProcessSDKDestination(c.NewDestination(), conduitPluginConfig(cfg), spec.DestinationParams)
+			return conduitplugin.NewDestination(plug, conduitOptions(cfg, ref, spec.DestinationParams, nil)), nil
 		}
 	}
 	return p
@@ -89,22 +90,16 @@ func postgresPlugin() Plugin {
 	return conduitBuiltin("postgres", postgres.Connector, map[string]string{"logrepl.withAvroSchema": "false"})
 }
 
-// conduitOnlyBuiltins are connectors Conduit compiles in and this runtime
-// does not; a pipeline file naming them gets an error saying how to run
-// them instead.
-var conduitOnlyBuiltins = map[string]string{
-	"kafka": "github.com/conduitio/conduit-connector-kafka",
-	"s3":    "github.com/conduitio/conduit-connector-s3",
+// kafkaPlugin is Conduit's Kafka connector, with Conduit's defaults: its
+// destination writes each record as Conduit's OpenCDC JSON (the SDK's
+// sdk.record.format), its source reads each message as a raw payload.
+func kafkaPlugin() Plugin {
+	return conduitBuiltin("kafka", kafka.Connector, nil)
 }
 
-// conduitOnlyError explains a reference to one of conduitOnlyBuiltins, or
-// returns nil.
-func conduitOnlyError(name string) error {
-	module, ok := conduitOnlyBuiltins[name]
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("%w %q: Conduit's %s connector is not built in here; build it (go build %s/cmd/connector), "+
-		"put the executable in connectors.path, and name it standalone:%s (see docs/connectors.md)",
-		ErrUnknownPlugin, "builtin:"+name, name, module, name)
+// s3Plugin is Conduit's S3 connector. It has no endpoint setting: like
+// every client of the AWS SDK it takes one from AWS_ENDPOINT_URL_S3 or
+// AWS_ENDPOINT_URL, which is how it reaches an S3-compatible store.
+func s3Plugin() Plugin {
+	return conduitBuiltin("s3", s3.Connector, nil)
 }

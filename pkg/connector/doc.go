@@ -19,7 +19,9 @@
 //
 // Built-in plugins: builtin:generator (source), builtin:file (source and
 // destination), builtin:log (destination), builtin:chaos (source and
-// destination).
+// destination), and Conduit's own connectors builtin:postgres,
+// builtin:kafka and builtin:s3 (source and destination each; their
+// settings are the connectors' own, see docs/connectors.md).
 //
 // standalone:<name> runs the executable <name> in connectors.path (a
 // conduit.yml key, ./connectors by default) as a separate process, started

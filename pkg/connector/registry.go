@@ -22,8 +22,8 @@ type Plugin struct {
 }
 
 // Builtin returns the built-in plugins: generator (source), file (source and
-// destination), log (destination), chaos, and Conduit's PostgreSQL connector
-// (source and destination).
+// destination), log (destination), chaos, and Conduit's PostgreSQL, Kafka
+// and S3 connectors (source and destination each).
 func Builtin() []Plugin {
 	return []Plugin{
 		{Name: "file", NewSource: NewFileSource, NewDestination: NewFileDestination},
@@ -31,6 +31,8 @@ func Builtin() []Plugin {
 		{Name: "log", NewDestination: NewLogDestination},
 		NewChaosPlugin(nil), // nil: time.Now
 		postgresPlugin(),
+		kafkaPlugin(),
+		s3Plugin(),
 	}
 }
 
@@ -84,15 +86,7 @@ func (r *Registry) Lookup(ref string) (Plugin, error) {
 			return p, nil
 		}
 	}
-	p, err := r.set.Lookup(ref)
-	if err != nil {
-		if parsed, perr := plugin.ParseRef(ref); perr == nil && parsed.Type == plugin.TypeBuiltin {
-			if cerr := conduitOnlyError(parsed.Name); cerr != nil {
-				return Plugin{}, cerr
-			}
-		}
-	}
-	return p, err
+	return r.set.Lookup(ref)
 }
 
 // NewSource builds a source from a plugin reference (see Lookup) and its

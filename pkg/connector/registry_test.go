@@ -20,13 +20,12 @@ func TestRegistryLookup(t *testing.T) {
 		{name: "latest", ref: "log@latest", wantName: "log"},
 		{name: "postgres", ref: "builtin:postgres@v0.14.2", wantName: "postgres"},
 		{name: "unknown", ref: "builtin:mongo",
-			wantErr: []string{`"builtin:mongo"`, "builtin:file, builtin:generator, builtin:log, builtin:postgres"}},
+			wantErr: []string{`"builtin:mongo"`, "builtin:file, builtin:generator, builtin:kafka, builtin:log, builtin:postgres, builtin:s3"}},
 		{name: "unknown without prefix", ref: "mysql@v1",
 			wantErr: []string{`"mysql@v1"`, "known connectors"}},
-		{name: "conduit-only built-in", ref: "builtin:kafka",
-			wantErr: []string{`"builtin:kafka"`, "standalone:kafka", "connectors.path", "go build github.com/conduitio/conduit-connector-kafka"}},
-		{name: "conduit-only built-in without prefix", ref: "s3@latest",
-			wantErr: []string{"standalone:s3"}},
+		{name: "kafka", ref: "builtin:kafka", wantName: "kafka"},
+		{name: "kafka without prefix", ref: "kafka", wantName: "kafka"},
+		{name: "s3 without prefix, with version", ref: "s3@latest", wantName: "s3"},
 		{name: "empty", ref: "", wantErr: []string{`""`, "known connectors"}},
 		{name: "empty name after prefix", ref: "builtin:", wantErr: []string{`"builtin:"`}},
 		{name: "standalone", ref: "standalone:generator",
@@ -86,6 +85,19 @@ func TestRegistryRoles(t *testing.T) {
 			wantErr: `unknown plugin "nope"`},
 		{name: "setting error passes through", build: func() (any, error) { return reg.NewSource("builtin:file", Config{}) },
 			wantErr: `setting "path": is required`},
+		{name: "kafka source", build: func() (any, error) {
+			return reg.NewSource("kafka", Config{Settings: map[string]string{"servers": "127.0.0.1:9092", "topics": "orders"}})
+		}},
+		{name: "kafka destination, a setting its specification refuses", build: func() (any, error) {
+			return reg.NewDestination("builtin:kafka", Config{Settings: map[string]string{"servers": "127.0.0.1:9092", "acks": "two"}})
+		}, wantErr: `setting "acks": "two" value must be included in the list [none,one,all]`},
+		{name: "s3 destination", build: func() (any, error) {
+			return reg.NewDestination("s3", Config{Settings: map[string]string{"aws.bucket": "b", "aws.region": "r",
+				"aws.accessKeyId": "k", "aws.secretAccessKey": "s", "format": "json"}})
+		}},
+		{name: "s3 source without a bucket", build: func() (any, error) {
+			return reg.NewSource("builtin:s3", Config{Settings: map[string]string{"aws.region": "r", "aws.accessKeyId": "k", "aws.secretAccessKey": "s"}})
+		}, wantErr: `setting "aws.bucket"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
