@@ -85,9 +85,9 @@ func (a *Assembler) Build(p config.Pipeline) (pipeline.Config, error) {
 			if err != nil {
 				return cfg, connectorError(p, i, err)
 			}
-			cfg.Source = pipeline.Source{ID: c.ID, Connector: src}
-			// A source's own processors run before the pipeline's.
-			cfg.Processors = append(procs, cfg.Processors...)
+			// A source's own processors run on its records only, before
+			// the pipeline's.
+			cfg.Sources = append(cfg.Sources, pipeline.Source{ID: c.ID, Connector: src, Processors: procs})
 		case config.TypeDestination:
 			dst, err := a.opts.Connectors.NewDestination(c.Plugin, a.ConnectorConfig(p, c.ID, c.Settings))
 			if err != nil {
@@ -100,7 +100,7 @@ func (a *Assembler) Build(p config.Pipeline) (pipeline.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Processors = append(cfg.Processors, procs...)
+	cfg.Processors = procs
 
 	dlq, err := a.opts.Connectors.NewDestination(p.DLQ.Plugin, a.ConnectorConfig(p, pipeline.DLQID, p.DLQ.Settings))
 	if err != nil {

@@ -52,15 +52,14 @@ pipelines:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var procs []string
-	for _, pr := range cfg.Processors {
-		procs = append(procs, pr.Connector+"/"+pr.ID)
+	if len(cfg.Sources) != 1 || cfg.Sources[0].ID != "gen" || cfg.Sources[0].Connector == nil {
+		t.Fatalf("sources %+v", cfg.Sources)
 	}
-	if got := strings.Join(procs, " "); got != "gen/first /last" {
-		t.Errorf("processors %q, want the source's then the pipeline's", got)
+	if ps := cfg.Sources[0].Processors; len(ps) != 1 || ps[0].ID != "first" || ps[0].Connector != "gen" {
+		t.Errorf("the source's processors %+v, want its own", ps)
 	}
-	if cfg.Source.ID != "gen" || cfg.Source.Connector == nil {
-		t.Errorf("source %+v", cfg.Source)
+	if len(cfg.Processors) != 1 || cfg.Processors[0].ID != "last" || cfg.Processors[0].Connector != "" {
+		t.Errorf("the pipeline's processors %+v", cfg.Processors)
 	}
 	if len(cfg.Destinations) != 1 || len(cfg.Destinations[0].Processors) != 1 || cfg.Destinations[0].Processors[0].Connector != "out" {
 		t.Errorf("destinations %+v", cfg.Destinations)
