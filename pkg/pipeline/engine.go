@@ -422,7 +422,8 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 		}
 	}
-	for _, src := range e.sources {
+	ids, resume := make([]string, len(e.sources)), make([]string, len(e.sources))
+	for i, src := range e.sources {
 		pos, err := e.cfg.Positions.Load(ctx, e.cfg.PipelineID, src.ID)
 		if err != nil {
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "load position", Err: err}
@@ -430,14 +431,17 @@ func (e *Engine) run(ctx context.Context) error {
 		if err := src.Connector.Open(ctx, pos); err != nil {
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "open", Err: err}
 		}
-		resume := "start (no saved position)"
+		ids[i], resume[i] = src.ID, "start (no saved position)"
 		if pos != nil {
-			resume = pos.String()
+			resume[i] = pos.String()
 		}
-		e.log.Info("pipeline run started: connectors open",
-			zap.String("source", src.ID),
-			zap.Int("destinations", len(e.cfg.Destinations)),
-			zap.String("resume_after", resume))
+	}
+	if len(e.sources) == 1 {
+		e.log.Info("pipeline run started: connectors open", zap.String("source", ids[0]),
+			zap.Int("destinations", len(e.cfg.Destinations)), zap.String("resume_after", resume[0]))
+	} else {
+		e.log.Info("pipeline run started: connectors open", zap.Strings("sources", ids),
+			zap.Int("destinations", len(e.cfg.Destinations)), zap.Strings("resume_after", resume))
 	}
 	notifyOpen()
 
