@@ -249,3 +249,47 @@ func TestNewRejectsSourcesOfOneID(t *testing.T) {
 		t.Fatalf("New = %v", err)
 	}
 }
+
+// rejectAt rejects (fatally) the records at one position.
+type rejectAt string
+
+func (r rejectAt) Process(_ context.Context, rec *record.Record) error {
+	if string(rec.Position) == string(r) {
+		return errBoom
+	}
+	return nil
+}
+
+// TestSeveralSourcesDeadLetterNamesTheSource: a record a source's own
+// processor rejects goes to the dead-letter queue with its source's node
+// in the position, as Conduit writes it; the other source's record of the
+// same position is written.
+func TestSeveralSourcesDeadLetterNamesTheSource(t *testing.T) {
+	a := &seqSource{limit: 10, perRead: 5}
+	b := &seqSource{limit: 10, perRead: 5}
+	dst := &sourcedDestination{}
+	dlq := &dlqDestination{}
+	h := startEngine(t, Config{
+		Sources: []Source{
+			{ID: "a", Connector: a},
+			{ID: "b", Connector: b, Processors: []Processor{{ID: "picky", Processor: rejectAt("4"), Connector: "b"}}},
+		},
+		Destinations: []Destination{{ID: "d", Connector: dst}},
+		Positions:    &memPositions{},
+		DLQ:          DeadLetterQueue{Connector: dlq},
+	})
+	h.waitAcked(19)
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(dlq.recs) != 1 || string(dlq.recs[0].Position) != "p1:b/4" || dlq.recs[0].Metadata[MetadataDLQNackNodeID] != "p1:b:picky" {
+		t.Fatalf("dead-letter records %+v, want one at p1:b/4 from p1:b:picky", dlq.recs)
+	}
+	if got := dst.got("p1:a"); !slices.Equal(got, seqStrings(1, 10)) {
+		t.Errorf("a wrote %v", got)
+	}
+	if got := dst.got("p1:b"); !slices.Equal(got, []string{"1", "2", "3", "5", "6", "7", "8", "9", "10"}) {
+		t.Errorf("b wrote %v", got)
+	}
+}
