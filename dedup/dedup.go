@@ -188,10 +188,9 @@ type Holdings struct {
 	// none.
 	Last record.Position
 	// LastSource is the source of that record, "" when the pipeline has
-	// one source or the destination cannot tell. When it cannot, and the
-	// intents of several sources hold Last, the earliest of them is taken
-	// as the last record written: records may be written again, none is
-	// lost.
+	// one source or the destination cannot tell. When it cannot, intents
+	// of named sources count as not written: their records may be written
+	// again, none is lost.
 	LastSource string
 }
 
@@ -279,30 +278,23 @@ type loadedEntry struct {
 // up to the destination's last one, in key order (which is the order they
 // were written in, whatever their source) and position order, and returns
 // the writes that persist that; entries are changed in place. Where
-// held.Last is in no intent, the destination wrote none of them (or does
-// not report): they hold nothing. Where it is in intents of several
-// sources and held.LastSource does not say which, the earliest is taken.
+// held.Last is in no intent of held.LastSource, the destination wrote none
+// of them (or does not report): they hold nothing. An intent of a named
+// source is never matched without that source: the last record may be
+// another source's of the same position, maybe of an entry deleted long
+// ago, and taking the match would lose the records up to it.
 func resolveIntents(entries []loadedEntry, held Holdings) []store.Op {
 	lastEntry, lastPos := -1, -1
 	if held.Reports && held.Last != nil {
-		firstEntry, firstPos := -1, -1
-		sources := map[string]bool{}
 		for i, e := range entries {
-			if e.kind != kindIntent || held.LastSource != "" && e.source != held.LastSource {
+			if e.kind != kindIntent || e.source != held.LastSource {
 				continue
 			}
 			for j, p := range e.positions {
 				if bytes.Equal(p, held.Last) {
 					lastEntry, lastPos = i, j
-					if firstEntry < 0 {
-						firstEntry, firstPos = i, j
-					}
-					sources[e.source] = true
 				}
 			}
-		}
-		if len(sources) > 1 {
-			lastEntry, lastPos = firstEntry, firstPos
 		}
 	}
 	var ops []store.Op

@@ -115,8 +115,8 @@ type PositionReporter interface {
 // tell. In a pipeline of several sources, positions are unique only within
 // a source, so the last position alone cannot say how far the last run got;
 // with its source it can, and a crash then duplicates nothing there too.
-// Without it, the engine assumes the least of an ambiguous position (it
-// may write records again, never lose one).
+// Without it, the engine takes none of a pipeline of several sources'
+// intents as written (it may write records again, never lose one).
 type SourceReporter interface {
 	LastSource(ctx context.Context) (node string, err error)
 }

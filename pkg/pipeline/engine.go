@@ -590,7 +590,7 @@ func (e *Engine) held(ctx context.Context, d Destination) (Held, error) {
 		}
 		// A node that is not one of this pipeline's sources (a processor
 		// changed the metadata, or the record came from elsewhere) says
-		// nothing: the dedup store then assumes the least.
+		// nothing: the dedup store then takes no intent as written.
 		for i, n := range e.nodes.sources {
 			if n == node {
 				held.LastSource = e.dedupSource(i)
