@@ -122,9 +122,10 @@ func TestTwoSourcesSurviveSIGKILLs(t *testing.T) {
 	kills := envInt("CONDUIT_CRASH_TWO_SOURCES_KILLS", 4)
 	seed := uint64(envInt("CONDUIT_CRASH_SEED", 7))
 	rng := rand.New(rand.NewPCG(seed, seed))
-	// Both as fast as they can: their positions stay close, so that the
-	// records in flight at a kill hold equal positions of both.
-	w := newWorkspace(t, fmt.Sprintf(twoGeneratorsToFile, 0, n, 0, n))
+	// Both at one rate: their positions stay close, so that the records
+	// in flight at a kill hold equal positions of both; the rate leaves
+	// the kills time to land while records move.
+	w := newWorkspace(t, fmt.Sprintf(twoGeneratorsToFile, 20_000, n, 20_000, n))
 	out := filepath.Join(w.dir, "out.jsonl")
 
 	done := 0
@@ -143,6 +144,9 @@ func TestTwoSourcesSurviveSIGKILLs(t *testing.T) {
 		done++
 	}
 	p := w.start("run")
+	// Running before it is stopped: a signal that came before conduit
+	// handles signals would kill it.
+	waitForEvent(t, p, "two", "running", 1)
 	waitForRecords(t, p, out, 2*n)
 	// Anything written twice would come in the moments after the last
 	// record: the stop below drains the run, and the file is read after.
