@@ -28,6 +28,13 @@
 //     destination that was renamed, a source that never re-delivers) does
 //     not live for ever.
 //
+// Positions are only unique within a source: in a pipeline of several
+// sources, each entry names the source of its positions (one batch is one
+// source's), a position is skipped only for the records of its source, and
+// a destination that reports what it holds also says which source its last
+// record came from (Holdings.LastSource). A pipeline of one source files
+// its entries under no source ("").
+//
 // The store's size follows the records in flight, not the records ever
 // written.
 package dedup
@@ -52,12 +59,16 @@ import (
 const DefaultTTL = 24 * time.Hour
 
 // entryVersion is the version of the persisted entry. WARNING: pinned by
-// testdata/entry.v3.golden; a change needs a new version and a reader for
-// the old ones. Version 1 (testdata/entry.golden) had no kind byte: every
-// entry was written. Version 2 (testdata/entry.v2.golden) had no runs.
+// testdata/entry.v4.golden and testdata/entry.v3.golden; a change needs a
+// new version and a reader for the old ones. Version 1
+// (testdata/entry.golden) had no kind byte: every entry was written.
+// Version 2 (testdata/entry.v2.golden) had no runs. Version 3 has no
+// source: an entry of no source ("", a pipeline of one source) is still
+// written as version 3, byte for byte as before sources were named.
 //
-//	entry = version:byte(3) kind:byte expiresAt:int64 (Unix ns, big endian)
-//	        uvarint(n) item*
+//	entry = version:byte(4) kind:byte expiresAt:int64 (Unix ns, big endian)
+//	        uvarint(len) source uvarint(n) item*
+//	      | version:byte(3) kind:byte expiresAt:int64 uvarint(n) item*
 //	item  = uvarint(shared<<1) uvarint(len) suffix   one position
 //	      | uvarint(count<<1 | 1)                    a run
 //
@@ -74,7 +85,10 @@ const DefaultTTL = 24 * time.Hour
 //
 // Version 2 is version 3 without runs: each item a position, its first
 // varint the shared length itself.
-const entryVersion = 3
+const entryVersion = 4
+
+// entryVersionNoSource is the version of entries of no source.
+const entryVersionNoSource = 3
 
 // entryKind says what an entry's positions are.
 type entryKind byte
@@ -157,7 +171,7 @@ type Destination struct {
 
 	// pending maps positions that earlier runs wrote to the entry holding
 	// them; remaining counts, per entry, the positions not yet skipped.
-	pending   map[string]string
+	pending   map[sourcePosition]string
 	remaining map[string]int
 	hits      int64
 	// scratch is where entries are encoded before they are copied to
@@ -173,7 +187,15 @@ type Holdings struct {
 	// Last is the position of the last record it holds; nil when it holds
 	// none.
 	Last record.Position
+	// LastSource is the source of that record, "" when the pipeline has
+	// one source or the destination cannot tell. When it cannot, intents
+	// of named sources count as not written: their records may be written
+	// again, none is lost.
+	LastSource string
 }
+
+// sourcePosition is a position of a source.
+type sourcePosition struct{ source, position string }
 
 // Open loads what earlier runs left for a destination: entries that expired
 // or cannot be read are deleted (with a log line naming the key) instead of
@@ -188,14 +210,14 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 		store:     s,
 		prefix:    destinationPrefix(pipelineID, destinationID),
 		run:       s.runs.Add(1),
-		pending:   map[string]string{},
+		pending:   map[sourcePosition]string{},
 		remaining: map[string]int{},
 	}
 	now := s.now()
 	var stale [][]byte
 	var entries []loadedEntry
 	err := s.db.Scan(ctx, d.prefix, func(key, value []byte) error {
-		expires, kind, positions, err := decodeEntry(value)
+		expires, kind, source, positions, err := decodeEntry(value)
 		switch {
 		case err != nil:
 			s.log.Warn("dedup entry cannot be read; deleting it", zap.ByteString("key", key), zap.Error(err))
@@ -205,7 +227,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 				zap.Time("expired_at", expires), zap.Int("positions", len(positions)))
 			stale = append(stale, bytes.Clone(key))
 		default:
-			entries = append(entries, loadedEntry{key: bytes.Clone(key), kind: kind, expires: expires, positions: positions})
+			entries = append(entries, loadedEntry{key: bytes.Clone(key), kind: kind, source: source, expires: expires, positions: positions})
 		}
 		return nil
 	})
@@ -219,8 +241,9 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	for _, e := range entries {
 		k := string(e.key)
 		for _, p := range e.positions {
-			if _, dup := d.pending[string(p)]; !dup {
-				d.pending[string(p)] = k
+			sp := sourcePosition{e.source, string(p)}
+			if _, dup := d.pending[sp]; !dup {
+				d.pending[sp] = k
 				d.remaining[k]++
 			}
 		}
@@ -246,20 +269,25 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 type loadedEntry struct {
 	key       []byte
 	kind      entryKind
+	source    string
 	expires   time.Time
 	positions []record.Position
 }
 
 // resolveIntents turns intents into written entries holding the positions
 // up to the destination's last one, in key order (which is the order they
-// were written in) and position order, and returns the writes that persist
-// that; entries are changed in place. Where held.Last is in no intent, the
-// destination wrote none of them (or does not report): they hold nothing.
+// were written in, whatever their source) and position order, and returns
+// the writes that persist that; entries are changed in place. Where
+// held.Last is in no intent of held.LastSource, the destination wrote none
+// of them (or does not report): they hold nothing. An intent of a named
+// source is never matched without that source: the last record may be
+// another source's of the same position, maybe of an entry deleted long
+// ago, and taking the match would lose the records up to it.
 func resolveIntents(entries []loadedEntry, held Holdings) []store.Op {
 	lastEntry, lastPos := -1, -1
 	if held.Reports && held.Last != nil {
 		for i, e := range entries {
-			if e.kind != kindIntent {
+			if e.kind != kindIntent || e.source != held.LastSource {
 				continue
 			}
 			for j, p := range e.positions {
@@ -287,7 +315,7 @@ func resolveIntents(entries []loadedEntry, held Holdings) []store.Op {
 			ops = append(ops, store.Op{Key: e.key, Delete: true})
 			continue
 		}
-		ops = append(ops, store.Op{Key: e.key, Value: encodeEntry(e.expires, kindWritten, e.positions)})
+		ops = append(ops, store.Op{Key: e.key, Value: encodeEntry(e.expires, kindWritten, e.source, e.positions)})
 	}
 	return ops
 }
@@ -303,12 +331,13 @@ func (d *Destination) Hits() int64 { return d.hits }
 // forgets it (each position is skipped once). When that was the last
 // position of an entry, done is the entry's key: the caller deletes it with
 // the source position that acknowledges this record.
-func (d *Destination) Skip(pos record.Position) (skip bool, done []byte) {
-	k, ok := d.pending[string(pos)]
+func (d *Destination) Skip(source string, pos record.Position) (skip bool, done []byte) {
+	sp := sourcePosition{source, string(pos)}
+	k, ok := d.pending[sp]
 	if !ok {
 		return false, nil
 	}
-	delete(d.pending, string(pos))
+	delete(d.pending, sp)
 	d.hits++
 	d.remaining[k]--
 	if d.remaining[k] == 0 {
@@ -322,8 +351,8 @@ func (d *Destination) Skip(pos record.Position) (skip bool, done []byte) {
 // destination just wrote, and returns its key and a wait that returns once
 // it is durable. The source must not be acknowledged, nor the next batch
 // written, before wait returned nil.
-func (d *Destination) Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error) {
-	return d.submit(ctx, kindWritten, positions)
+func (d *Destination) Remember(ctx context.Context, source string, positions []record.Position) (key []byte, wait func() error, err error) {
+	return d.submit(ctx, kindWritten, source, positions)
 }
 
 // Intend queues a durable intent for positions, the records this
@@ -331,14 +360,14 @@ func (d *Destination) Remember(ctx context.Context, positions []record.Position)
 // must not be written before wait returned nil. Only for a destination
 // that reports what it holds when it opens: its report decides at the next
 // Open how many of them were written.
-func (d *Destination) Intend(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error) {
-	return d.submit(ctx, kindIntent, positions)
+func (d *Destination) Intend(ctx context.Context, source string, positions []record.Position) (key []byte, wait func() error, err error) {
+	return d.submit(ctx, kindIntent, source, positions)
 }
 
-func (d *Destination) submit(ctx context.Context, kind entryKind, positions []record.Position) (key []byte, wait func() error, err error) {
+func (d *Destination) submit(ctx context.Context, kind entryKind, source string, positions []record.Position) (key []byte, wait func() error, err error) {
 	d.seq++
 	key = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
-	d.scratch = appendEntry(d.scratch[:0], d.store.now().Add(d.store.ttl), kind, positions)
+	d.scratch = appendEntry(d.scratch[:0], d.store.now().Add(d.store.ttl), kind, source, positions)
 	value := bytes.Clone(d.scratch)
 	// The destination waits for it before it goes on: it must not queue
 	// behind the pipelines' bookkeeping.
@@ -386,7 +415,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	now := s.now()
 	var keys [][]byte
 	err := s.db.Scan(ctx, []byte(store.PrefixDedup), func(key, value []byte) error {
-		expires, _, _, err := decodeEntry(value)
+		expires, _, _, _, err := decodeEntry(value)
 		if err != nil || !now.Before(expires) {
 			keys = append(keys, bytes.Clone(key))
 		}
@@ -409,16 +438,24 @@ func (s *Store) deleteAll(ctx context.Context, keys [][]byte) (int, error) {
 	return len(keys), nil
 }
 
-func encodeEntry(expires time.Time, kind entryKind, positions []record.Position) []byte {
-	return appendEntry(nil, expires, kind, positions)
+func encodeEntry(expires time.Time, kind entryKind, source string, positions []record.Position) []byte {
+	return appendEntry(nil, expires, kind, source, positions)
 }
 
 // appendEntry appends the entry to b. A destination encodes into a buffer
 // of its own and stores a copy of the exact size: an entry of sequence
 // numbers is a few bytes, of other positions a few per position.
-func appendEntry(b []byte, expires time.Time, kind entryKind, positions []record.Position) []byte {
-	b = append(b, entryVersion, byte(kind))
+func appendEntry(b []byte, expires time.Time, kind entryKind, source string, positions []record.Position) []byte {
+	version := byte(entryVersion)
+	if source == "" {
+		version = entryVersionNoSource
+	}
+	b = append(b, version, byte(kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(expires.UnixNano()))
+	if source != "" {
+		b = binary.AppendUvarint(b, uint64(len(source)))
+		b = append(b, source...)
+	}
 	b = binary.AppendUvarint(b, uint64(len(positions)))
 	var prev record.Position
 	var prevValue uint64
@@ -472,51 +509,62 @@ func decimalValue(p record.Position) (uint64, bool) {
 
 var errBadEntry = errors.New("malformed dedup entry")
 
-// decodeEntry reads versions 1 (every entry written), 2 and 3.
-func decodeEntry(b []byte) (time.Time, entryKind, []record.Position, error) {
+// decodeEntry reads versions 1 (every entry written), 2, 3 and 4 (with
+// a source).
+func decodeEntry(b []byte) (time.Time, entryKind, string, []record.Position, error) {
 	kind := kindWritten
-	runs := false
+	runs, sourced := false, false
 	switch {
 	case len(b) >= 9 && b[0] == 1:
 		b = b[1:]
-	case len(b) >= 10 && (b[0] == 2 || b[0] == entryVersion) && (b[1] == byte(kindWritten) || b[1] == byte(kindIntent)):
-		runs = b[0] == entryVersion
+	case len(b) >= 10 && (b[0] == 2 || b[0] == entryVersionNoSource || b[0] == entryVersion) && (b[1] == byte(kindWritten) || b[1] == byte(kindIntent)):
+		runs = b[0] >= entryVersionNoSource
+		sourced = b[0] == entryVersion
 		kind = entryKind(b[1])
 		b = b[2:]
 	default:
-		return time.Time{}, 0, nil, errBadEntry
+		return time.Time{}, 0, "", nil, errBadEntry
 	}
 	expires := time.Unix(0, int64(binary.BigEndian.Uint64(b[:8])))
 	b = b[8:]
+	source := ""
+	if sourced {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l == 0 || l > uint64(len(b)-k) {
+			return time.Time{}, 0, "", nil, errBadEntry
+		}
+		source = string(b[k : k+int(l)])
+		b = b[k+int(l):]
+	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
-		return time.Time{}, 0, nil, errBadEntry
+		return time.Time{}, 0, "", nil, errBadEntry
 	}
 	b = b[k:]
 	// A run holds many positions in one byte: the count is checked against
 	// what the runs may hold, not against the entry's length.
 	if !runs && n > uint64(len(b)) || n > maxEntryPositions {
-		return time.Time{}, 0, nil, errBadEntry
+		return time.Time{}, 0, "", nil, errBadEntry
 	}
 	positions := make([]record.Position, 0, min(n, uint64(len(b))+1))
 	var prev record.Position
 	for uint64(len(positions)) < n {
 		tag, k := binary.Uvarint(b)
 		if k <= 0 {
-			return time.Time{}, 0, nil, errBadEntry
+			return time.Time{}, 0, "", nil, errBadEntry
 		}
 		b = b[k:]
 		if runs && tag&1 == 1 {
 			count := tag >> 1
 			v, ok := decimalValue(prev)
 			if count == 0 || !ok || count > n-uint64(len(positions)) || v+count < v {
-				return time.Time{}, 0, nil, errBadEntry
+				return time.Time{}, 0, "", nil, errBadEntry
 			}
 			for range count {
 				v++
 				p := record.Position(strconv.AppendUint(nil, v, 10))
 				if len(p) > maxRunDigits {
-					return time.Time{}, 0, nil, errBadEntry
+					return time.Time{}, 0, "", nil, errBadEntry
 				}
 				positions = append(positions, p)
 				prev = p
@@ -528,11 +576,11 @@ func decodeEntry(b []byte) (time.Time, entryKind, []record.Position, error) {
 			shared = tag >> 1
 		}
 		if shared > uint64(len(prev)) {
-			return time.Time{}, 0, nil, errBadEntry
+			return time.Time{}, 0, "", nil, errBadEntry
 		}
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
-			return time.Time{}, 0, nil, errBadEntry
+			return time.Time{}, 0, "", nil, errBadEntry
 		}
 		p := make(record.Position, 0, int(shared)+int(l))
 		p = append(append(p, prev[:shared]...), b[k:k+int(l)]...)
@@ -541,9 +589,9 @@ func decodeEntry(b []byte) (time.Time, entryKind, []record.Position, error) {
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {
-		return time.Time{}, 0, nil, errBadEntry
+		return time.Time{}, 0, "", nil, errBadEntry
 	}
-	return expires, kind, positions, nil
+	return expires, kind, source, positions, nil
 }
 
 // maxEntryPositions bounds the positions one entry may hold when it is

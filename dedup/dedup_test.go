@@ -57,11 +57,11 @@ func TestRememberThenSkipAfterRestart(t *testing.T) {
 	if err != nil || d.Pending() != 0 {
 		t.Fatalf("first open: pending %d, %v", d.Pending(), err)
 	}
-	key1, wait, err := d.Remember(ctx, positions("1", "2", "3"))
+	key1, wait, err := d.Remember(ctx, "", positions("1", "2", "3"))
 	if err != nil || wait() != nil {
 		t.Fatalf("remember: %v", err)
 	}
-	_, wait, _ = d.Remember(ctx, positions("4"))
+	_, wait, _ = d.Remember(ctx, "", positions("4"))
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +75,14 @@ func TestRememberThenSkipAfterRestart(t *testing.T) {
 	if err != nil || d2.Pending() != 1 {
 		t.Fatalf("after restart: pending %d, %v; want position 4", d2.Pending(), err)
 	}
-	if skip, _ := d2.Skip(record.Position("3")); skip {
+	if skip, _ := d2.Skip("", record.Position("3")); skip {
 		t.Fatal("skipped 3, whose acknowledgement completed")
 	}
-	skip, done := d2.Skip(record.Position("4"))
+	skip, done := d2.Skip("", record.Position("4"))
 	if !skip || done == nil || d2.Hits() != 1 || d2.Pending() != 0 {
 		t.Fatalf("Skip(4) = %v, %q; hits %d pending %d", skip, done, d2.Hits(), d2.Pending())
 	}
-	if skip, _ := d2.Skip(record.Position("4")); skip {
+	if skip, _ := d2.Skip("", record.Position("4")); skip {
 		t.Fatal("a position was skipped twice")
 	}
 	// Other destinations and pipelines are not affected.
@@ -96,7 +96,7 @@ func TestExpiredAndCorruptEntriesAreDeleted(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	d, _ := f.s.Open(ctx, "p", "out", Holdings{})
-	_, wait, _ := d.Remember(ctx, positions("1"))
+	_, wait, _ := d.Remember(ctx, "", positions("1"))
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func TestForgetAndSweep(t *testing.T) {
 	f := newFixture(t)
 	for _, dest := range []string{"a", "b"} {
 		d, _ := f.s.Open(ctx, "p", dest, Holdings{})
-		_, wait, _ := d.Remember(ctx, positions("1"))
+		_, wait, _ := d.Remember(ctx, "", positions("1"))
 		_ = wait()
 	}
 	q, _ := f.s.Open(ctx, "q", "a", Holdings{})
-	_, wait, _ := q.Remember(ctx, positions("1"))
+	_, wait, _ := q.Remember(ctx, "", positions("1"))
 	_ = wait()
 	if n, err := f.s.Forget(ctx, "p"); n != 2 || err != nil {
 		t.Fatalf("Forget(p) = %d, %v", n, err)
@@ -143,7 +143,7 @@ func TestIDsWithSlashesDoNotCollide(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	d, _ := f.s.Open(ctx, "a/b", "c", Holdings{})
-	_, wait, _ := d.Remember(ctx, positions("1"))
+	_, wait, _ := d.Remember(ctx, "", positions("1"))
 	_ = wait()
 	if other, _ := f.s.Open(ctx, "a", "b/c", Holdings{}); other.Pending() != 0 {
 		t.Fatal("pipeline a/b destination c shares entries with pipeline a destination b/c")
@@ -162,14 +162,17 @@ func goldenPositions() []record.Position {
 func TestEntryFormatGolden(t *testing.T) {
 	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
-		file string
-		kind entryKind
+		file   string
+		kind   entryKind
+		source string
 	}{
-		{"entry.v3.golden", kindWritten},
-		{"entry.v3-intent.golden", kindIntent},
+		{"entry.v3.golden", kindWritten, ""},
+		{"entry.v3-intent.golden", kindIntent, ""},
+		{"entry.v4.golden", kindWritten, "orders-eu"},
+		{"entry.v4-intent.golden", kindIntent, "orders-eu"},
 	} {
 		golden := filepath.Join("testdata", tc.file)
-		got := encodeEntry(at, tc.kind, goldenPositions())
+		got := encodeEntry(at, tc.kind, tc.source, goldenPositions())
 		if *updateGolden {
 			if err := os.WriteFile(golden, got, 0o644); err != nil {
 				t.Fatal(err)
@@ -182,9 +185,9 @@ func TestEntryFormatGolden(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: entry encoding changed:\n got %x\nwant %x", tc.file, got, want)
 		}
-		exp, kind, ps, err := decodeEntry(want)
-		if err != nil || !exp.Equal(at) || kind != tc.kind || !slices.EqualFunc(ps, goldenPositions(), slices.Equal) {
-			t.Fatalf("%s decodes to %v %v %q %v", tc.file, exp, kind, ps, err)
+		exp, kind, source, ps, err := decodeEntry(want)
+		if err != nil || !exp.Equal(at) || kind != tc.kind || source != tc.source || !slices.EqualFunc(ps, goldenPositions(), slices.Equal) {
+			t.Fatalf("%s decodes to %v %v %q %q %v", tc.file, exp, kind, source, ps, err)
 		}
 	}
 	for _, tc := range []struct {
@@ -199,8 +202,8 @@ func TestEntryFormatGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp, kind, ps, err := decodeEntry(old)
-		if err != nil || !exp.Equal(at) || kind != tc.kind || len(ps) != 3 || string(ps[0]) != "1" || string(ps[1]) != "offset:4096" || len(ps[2]) != 0 {
+		exp, kind, source, ps, err := decodeEntry(old)
+		if err != nil || !exp.Equal(at) || kind != tc.kind || source != "" || len(ps) != 3 || string(ps[0]) != "1" || string(ps[1]) != "offset:4096" || len(ps[2]) != 0 {
 			t.Fatalf("%s decodes to %v %v %q %v", tc.file, exp, kind, ps, err)
 		}
 	}
@@ -220,10 +223,12 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
+		source    string
 		positions []record.Position
 		maxBytes  int
 	}{
 		{name: "a batch of 1,024 sequence numbers", positions: seq(1_999_000, 1024), maxBytes: 32},
+		{name: "a batch of 1,024 sequence numbers of a named source", source: "gen-b", positions: seq(1_999_000, 1024), maxBytes: 40},
 		{name: "across a power of ten", positions: seq(95, 10), maxBytes: 32},
 		{name: "leading zeros are no numbers", positions: positions("07", "08", "09", "010")},
 		{name: "a gap", positions: positions("1", "2", "4", "5")},
@@ -233,12 +238,12 @@ func TestEntryRoundTrip(t *testing.T) {
 		{name: "none", positions: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := encodeEntry(at, kindIntent, tc.positions)
+			b := encodeEntry(at, kindIntent, tc.source, tc.positions)
 			if tc.maxBytes > 0 && len(b) > tc.maxBytes {
 				t.Errorf("entry of %d positions takes %d bytes, want at most %d", len(tc.positions), len(b), tc.maxBytes)
 			}
-			exp, kind, ps, err := decodeEntry(b)
-			if err != nil || !exp.Equal(at) || kind != kindIntent {
+			exp, kind, source, ps, err := decodeEntry(b)
+			if err != nil || !exp.Equal(at) || kind != kindIntent || source != tc.source {
 				t.Fatalf("decode: %v %v %v", exp, kind, err)
 			}
 			if !slices.EqualFunc(ps, tc.positions, slices.Equal) {
@@ -269,7 +274,7 @@ func BenchmarkEncodeEntry(b *testing.B) {
 			var scratch []byte
 			for b.Loop() {
 				// As a destination does: into its buffer, then copied.
-				scratch = appendEntry(scratch[:0], time.Unix(0, 1), kindIntent, ps)
+				scratch = appendEntry(scratch[:0], time.Unix(0, 1), kindIntent, "", ps)
 				n = len(bytes.Clone(scratch))
 			}
 			b.ReportMetric(float64(n), "bytes/entry")
@@ -278,9 +283,10 @@ func BenchmarkEncodeEntry(b *testing.B) {
 }
 
 func FuzzDecodeEntry(f *testing.F) {
-	f.Add(encodeEntry(time.Unix(0, 1), kindIntent, positions("a", "bc")))
-	f.Add(encodeEntry(time.Unix(0, 1), kindWritten, goldenPositions()))
+	f.Add(encodeEntry(time.Unix(0, 1), kindIntent, "", positions("a", "bc")))
+	f.Add(encodeEntry(time.Unix(0, 1), kindWritten, "", goldenPositions()))
+	f.Add(encodeEntry(time.Unix(0, 1), kindWritten, "src", goldenPositions()))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _, _ = decodeEntry(b) // must not panic
+		_, _, _, _, _ = decodeEntry(b) // must not panic
 	})
 }

@@ -20,7 +20,7 @@ func intendAll(t *testing.T, f *fixture, batches ...[]record.Position) {
 		t.Fatal(err)
 	}
 	for _, b := range batches {
-		_, wait, err := d.Intend(context.Background(), b)
+		_, wait, err := d.Intend(context.Background(), "", b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func skipped(t *testing.T, f *fixture, held Holdings, ps ...string) []string {
 	}
 	var out []string
 	for _, p := range ps {
-		if skip, _ := d.Skip(record.Position(p)); skip {
+		if skip, _ := d.Skip("", record.Position(p)); skip {
 			out = append(out, p)
 		}
 	}
@@ -93,7 +93,7 @@ func TestIntentsAreResolvedOnce(t *testing.T) {
 	}
 	// Every stored entry is a written one now.
 	err = f.db.Scan(ctx, []byte(store.PrefixDedup), func(k, v []byte) error {
-		_, kind, _, err := decodeEntry(v)
+		_, kind, _, _, err := decodeEntry(v)
 		if err != nil || kind != kindWritten {
 			return fmt.Errorf("entry %q: kind %v, err %v", k, kind, err)
 		}
@@ -117,7 +117,7 @@ func TestIntentResolutionIsOneCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range [][]record.Position{positions("1", "2"), positions("3", "4"), positions("5")} {
-		_, wait, _ := d.Intend(ctx, b)
+		_, wait, _ := d.Intend(ctx, "", b)
 		if err := wait(); err != nil {
 			t.Fatal(err)
 		}
@@ -148,4 +148,62 @@ func (c *countingCommits) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// TestIntentsOfSeveralSources: in a pipeline of several sources, intents
+// of each name their source, and equal positions of different sources are
+// told apart by the source of the destination's last record; when the
+// destination cannot say it, no intent counts as written (records may be
+// written again, none is lost: the last record may be another source's of
+// an entry deleted long ago).
+func TestIntentsOfSeveralSources(t *testing.T) {
+	ctx := context.Background()
+	type sp struct{ source, pos string }
+	all := []sp{{"a", "1"}, {"a", "2"}, {"a", "3"}, {"b", "1"}, {"b", "2"}, {"b", "3"}, {"a", "4"}, {"a", "5"}}
+	tests := []struct {
+		name string
+		held Holdings
+		want []sp
+	}{
+		{"b's record last", Holdings{Reports: true, Last: record.Position("2"), LastSource: "b"}, []sp{{"a", "1"}, {"a", "2"}, {"a", "3"}, {"b", "1"}, {"b", "2"}}},
+		{"a's record last", Holdings{Reports: true, Last: record.Position("2"), LastSource: "a"}, []sp{{"a", "1"}, {"a", "2"}}},
+		{"a's later record last", Holdings{Reports: true, Last: record.Position("4"), LastSource: "a"}, all[:7]},
+		{"source unknown, position of both", Holdings{Reports: true, Last: record.Position("2")}, nil},
+		{"source unknown, position of one", Holdings{Reports: true, Last: record.Position("5")}, nil},
+		{"a source of no intent", Holdings{Reports: true, Last: record.Position("2"), LastSource: "c"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			d, err := f.s.Open(ctx, "p", "out", Holdings{Reports: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range []struct {
+				source string
+				ps     []record.Position
+			}{{"a", positions("1", "2", "3")}, {"b", positions("1", "2", "3")}, {"a", positions("4", "5")}} {
+				_, wait, err := d.Intend(ctx, in.source, in.ps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := wait(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d2, err := f.s.Open(ctx, "p", "out", tc.held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []sp
+			for _, x := range all {
+				if skip, _ := d2.Skip(x.source, record.Position(x.pos)); skip {
+					got = append(got, x)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("skipped %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

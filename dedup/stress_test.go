@@ -121,8 +121,8 @@ func lastAcked(t *testing.T, p *pipeline.PositionStore) int {
 
 type dedupAdapter struct{ s *dedup.Store }
 
-func (a dedupAdapter) Open(ctx context.Context, p, d string, reports bool, last record.Position) (pipeline.DedupDestination, error) {
-	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: reports, Last: last})
+func (a dedupAdapter) Open(ctx context.Context, p, d string, held pipeline.Held) (pipeline.DedupDestination, error) {
+	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource})
 }
 
 // TestExactlyOnceUnderFaults runs a pipeline again and again, each run

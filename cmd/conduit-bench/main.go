@@ -38,11 +38,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/dedup"
+	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/gctuning"
 	"github.com/conduitry/conduit/pkg/pipeline"
-	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -505,15 +506,35 @@ func measure(records int64, scenario, pluginDir, profile, traceFile, postgresURL
 		plugin = "standalone:generator"
 		delete(settings, "operations")
 	}
-	src, err := reg.NewSource(plugin, connector.Config{PipelineID: "bench", ConnectorID: "gen", Logger: log, Settings: settings})
+	// The run is built from a pipeline file, through the package the
+	// runtime builds its runs with: what is measured is what runs.
+	outPath := filepath.Join(dir, "out.jsonl")
+	file, err := json.Marshal(map[string]any{"version": "2.2", "pipelines": []any{map[string]any{
+		"id": "bench",
+		"connectors": []any{
+			map[string]any{"id": "gen", "type": "source", "plugin": plugin, "settings": settings},
+			map[string]any{"id": "file", "type": "destination", "plugin": "builtin:file", "settings": map[string]string{"path": outPath}},
+		},
+	}}})
 	if err != nil {
 		return result{}, err
 	}
-	outPath := filepath.Join(dir, "out.jsonl")
-	dst, err := reg.NewDestination("builtin:file", connector.Config{
-		PipelineID: "bench", ConnectorID: "file", Logger: log,
-		Settings: map[string]string{"path": outPath},
-	})
+	parsed, errs := config.ParsePipelines(config.FileContent{Name: "bench.yml", Data: file})
+	if len(errs) > 0 {
+		return result{}, errors.Join(errs...)
+	}
+	opts := assembly.Options{
+		Connectors: reg,
+		Processors: processor.NewRegistry(processor.Builtin()...),
+		Positions:  pipeline.NewPositionStore(db, writer, nil),
+		DB:         db,
+		Writer:     writer,
+		Logger:     log,
+	}
+	if scenario == "dedup" {
+		opts.Dedup = dedup.New(db, writer, dedup.Options{})
+	}
+	cfg, err := assembly.New(opts).Build(parsed[0])
 	if err != nil {
 		return result{}, err
 	}
@@ -521,27 +542,16 @@ func measure(records int64, scenario, pluginDir, profile, traceFile, postgresURL
 	done := make(chan struct{})
 	var acked int64
 	var progress atomic.Int64
-	var dd pipeline.Dedup
-	if scenario == "dedup" {
-		dd = dedupStore{dedup.New(db, writer, dedup.Options{})}
+	cfg.OnAck = func(n int) {
+		// Only the acker goroutine calls OnAck; the watchdog reads
+		// progress through the atomic.
+		acked += int64(n)
+		progress.Store(acked)
+		if acked == records {
+			close(done)
+		}
 	}
-	engine, err := pipeline.New(pipeline.Config{
-		PipelineID:   "bench",
-		Source:       pipeline.Source{ID: "gen", Connector: src},
-		Destinations: []pipeline.Destination{{ID: "file", Connector: dst}},
-		Positions:    pipeline.NewPositionStore(db, writer, nil),
-		Dedup:        dd,
-		Logger:       log,
-		OnAck: func(n int) {
-			// Only the acker goroutine calls OnAck; the watchdog reads
-			// progress through the atomic.
-			acked += int64(n)
-			progress.Store(acked)
-			if acked == records {
-				close(done)
-			}
-		},
-	})
+	engine, err := pipeline.New(cfg)
 	if err != nil {
 		return result{}, err
 	}
@@ -629,12 +639,6 @@ wait:
 		CPUSeconds:       cpu,
 		Collector:        collector,
 	}, nil
-}
-
-type dedupStore struct{ s *dedup.Store }
-
-func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string, reports bool, last record.Position) (pipeline.DedupDestination, error) {
-	return d.s.Open(ctx, pipelineID, destinationID, dedup.Holdings{Reports: reports, Last: last})
 }
 
 func countLines(path string) (int64, error) {

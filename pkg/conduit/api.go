@@ -28,6 +28,9 @@ type managedPipeline struct {
 	// dead-letter rule takes.
 	policy lifecycle.Policy
 	sup    *lifecycle.Supervisor
+	// first is the run provisioning built, for the first run to take
+	// (keptBuilds); nil once taken.
+	first atomic.Pointer[pipeline.Config]
 	// fingerprint identifies cfg (reconciler.Fingerprint).
 	fingerprint string
 	// origin is where the pipeline is defined; a pipeline moved within

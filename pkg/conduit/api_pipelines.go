@@ -14,6 +14,7 @@ import (
 
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -351,7 +352,7 @@ func (r *Runtime) validateAll(desired []reconciler.Desired, problems []reconcile
 		out = append(out, api.ConfigError{PipelineID: p.PipelineID, File: p.File, Line: p.Line, Err: p.Err})
 	}
 	for _, d := range desired {
-		if errs := r.problemsOf(d.Pipeline); len(errs) > 0 {
+		if _, errs := r.check(d.Pipeline); len(errs) > 0 {
 			for _, err := range errs {
 				out = append(out, configError(d.Pipeline, err))
 			}
@@ -415,7 +416,8 @@ func isAPIFile(file string) bool { return len(file) > 4 && file[:4] == "api:" }
 func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []api.ConfigError) {
 	opts := Options{}.withDefaults(cfg)
 	r := &Runtime{cfg: cfg, log: zap.NewNop(), connectors: opts.Connectors, processors: opts.Processors,
-		policies: lifecycle.NewPolicies()}
+		policies: lifecycle.NewPolicies(), assembler: assembly.New(assembly.Options{Connectors: opts.Connectors, Processors: opts.Processors,
+			Protected: assembly.ProtectedPaths(cfg)})}
 	loaded, errs := config.ParsePipelines(files...)
 	desired, problems := reconciler.FromFiles(loaded, errs)
 	return r.validateAll(desired, problems)

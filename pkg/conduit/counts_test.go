@@ -98,7 +98,7 @@ func (noPositions) SaveLater(_, _ string, _ record.Position, _ [][]byte, done fu
 // with i%8 == 3, so the destination skips them.
 type earlierRunWrote struct{}
 
-func (earlierRunWrote) Open(context.Context, string, string, bool, record.Position) (pipeline.DedupDestination, error) {
+func (earlierRunWrote) Open(context.Context, string, string, pipeline.Held) (pipeline.DedupDestination, error) {
 	return &writtenBefore{pending: runRecords / 8}, nil
 }
 
@@ -109,7 +109,7 @@ type writtenBefore struct {
 
 func (w *writtenBefore) Pending() int { return w.pending }
 func (w *writtenBefore) Hits() int64  { return w.hits }
-func (w *writtenBefore) Skip(pos record.Position) (bool, []byte) {
+func (w *writtenBefore) Skip(_ string, pos record.Position) (bool, []byte) {
 	if recordIndex(pos)%8 != 3 {
 		return false, nil
 	}
@@ -117,11 +117,11 @@ func (w *writtenBefore) Skip(pos record.Position) (bool, []byte) {
 	w.hits++
 	return true, nil
 }
-func (w *writtenBefore) Intend(context.Context, []record.Position) ([]byte, func() error, error) {
+func (w *writtenBefore) Intend(context.Context, string, []record.Position) ([]byte, func() error, error) {
 	return nil, func() error { return nil }, nil
 }
 
-func (w *writtenBefore) Remember(context.Context, []record.Position) ([]byte, func() error, error) {
+func (w *writtenBefore) Remember(context.Context, string, []record.Position) ([]byte, func() error, error) {
 	return nil, func() error { return nil }, nil
 }
 

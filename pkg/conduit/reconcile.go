@@ -108,6 +108,8 @@ func (r *Runtime) running() []reconciler.Running {
 // with its errors until it is fixed. asked is who asked, for the audit log
 // (see actorFor). The caller holds r.reconciling.
 func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked string) (reconciler.Plan, error) {
+	// What planning built and nothing provisioned is of no use after.
+	defer r.kept.drop()
 	if r.shuttingDown() {
 		return plan, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
 	}
@@ -210,65 +212,19 @@ func actorFor(c reconciler.Change, asked string) string {
 func (r *Runtime) plan(desired []reconciler.Desired, problems []reconciler.Problem) (reconciler.Plan, error) {
 	valid := make([]reconciler.Desired, 0, len(desired))
 	for _, d := range desired {
-		if errs := r.problemsOf(d.Pipeline); len(errs) > 0 {
+		cfg, errs := r.check(d.Pipeline)
+		if len(errs) > 0 {
 			for _, err := range errs {
 				ce := configError(d.Pipeline, err)
 				problems = append(problems, reconciler.Problem{PipelineID: d.Pipeline.ID, File: ce.File, Line: ce.Line, Err: err})
 			}
 			continue
 		}
+		// Provisioning runs this build (see keptBuilds).
+		r.kept.keep(d.Pipeline, cfg)
 		valid = append(valid, d)
 	}
 	return reconciler.Make(r.running(), valid, problems)
-}
-
-// problemsOf is every reason p cannot run, nil when it can (validate's
-// answer). validate stops at the first; here each connector, each
-// processor, the dead-letter queue and the recovery policy are checked on
-// their own, so that one problem does not hide the next and a file is
-// fixed in one pass.
-func (r *Runtime) problemsOf(p config.Pipeline) []error {
-	_, _, first := r.validate(p)
-	if first == nil {
-		return nil
-	}
-	var errs []error
-	add := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if recovery, err := p.ResolveErrorRecovery(r.cfg.Pipelines.ErrorRecovery); err != nil {
-		add(err)
-	} else if _, err := r.policies.From(recovery); err != nil {
-		add(p.FieldError("error-recovery", err))
-	}
-	for i, c := range p.Connectors {
-		for _, pr := range c.Processors {
-			_, err := r.buildProcessors(p, "", []config.Processor{pr})
-			add(err)
-		}
-		var err error
-		switch c.Type {
-		case config.TypeSource:
-			_, err = r.connectors.NewSource(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
-		case config.TypeDestination:
-			_, err = r.connectors.NewDestination(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
-		}
-		if err != nil {
-			add(connectorError(p, i, err))
-		}
-	}
-	for _, pr := range p.Processors {
-		_, err := r.buildProcessors(p, "", []config.Processor{pr})
-		add(err)
-	}
-	if len(errs) == 0 {
-		// Not found part by part (the dead-letter queue, or what the parts
-		// add up to): validate's answer.
-		return []error{first}
-	}
-	return errs
 }
 
 func (r *Runtime) get(id string) *managedPipeline {
@@ -394,7 +350,7 @@ const deleteTimeout = 30 * time.Second
 // pipeline is deleted either way, and what was left is named.
 func (r *Runtime) connectorsDeleted(ctx context.Context, p config.Pipeline) {
 	for _, c := range p.Connectors {
-		cfg := r.connectorConfig(p, c.ID, c.Settings)
+		cfg := r.assembler.ConnectorConfig(p, c.ID, c.Settings)
 		var (
 			conn interface{ Teardown(context.Context) error }
 			err  error

@@ -24,6 +24,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/console"
@@ -32,7 +33,6 @@ import (
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
-	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -47,8 +47,12 @@ type Runtime struct {
 	connectors *connector.Registry
 	processors *processor.Registry
 	positions  *pipeline.PositionStore
-	states     *lifecycle.StateStore
-	clock      lifecycle.Clock
+	// assembler builds the pipelines' runs from their configurations;
+	// kept holds what validation built for the first runs (keptBuilds).
+	assembler *assembly.Assembler
+	kept      keptBuilds
+	states    *lifecycle.StateStore
+	clock     lifecycle.Clock
 	// restarts launches every pipeline's restarts on time, even when
 	// thousands fall due at once (see lifecycle.RestartScheduler).
 	restarts *lifecycle.RestartScheduler
@@ -187,15 +191,6 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err := r.openState(ctx); err != nil {
 		return nil, err
 	}
-	if r.processors == nil {
-		// The built-in processors, with a schema registry for the avro
-		// ones, which may be kept in the store just opened.
-		reg, err := schemaregistry.Open(cfg, r.db)
-		if err != nil {
-			return nil, err
-		}
-		r.processors = processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg})...)
-	}
 	if err := r.provisionAll(ctx); err != nil {
 		return nil, err
 	}
@@ -310,6 +305,21 @@ func (r *Runtime) openState(ctx context.Context) error {
 	}
 	r.positions = pipeline.NewPositionStore(db, r.writer, nil)
 	r.dedup = dedup.New(db, r.writer, dedup.Options{TTL: r.cfg.Dedup.TTL, Logger: r.log.Named("dedup")})
+	if r.processors == nil {
+		// The built-in processors, with a schema registry for the avro
+		// ones, which may be kept in the store just opened.
+		reg, err := schemaregistry.Open(r.cfg, db)
+		if err != nil {
+			return err
+		}
+		r.processors = processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg})...)
+	}
+	opts := assembly.Options{Connectors: r.connectors, Processors: r.processors, Positions: r.positions,
+		DB: db, Writer: r.writer, Protected: assembly.ProtectedPaths(r.cfg), Logger: r.log}
+	if r.cfg.Dedup.Enabled {
+		opts.Dedup = r.dedup
+	}
+	r.assembler = assembly.New(opts)
 	if r.fleet != nil {
 		// Other instances' entries are theirs to expire; a pipeline's own
 		// expire when a run of it loads them.
@@ -462,14 +472,11 @@ func clusterStoreOptions(cfg config.Config) store.PostgresOptions {
 	return store.PostgresOptions{Shared: true, NotifyEvents: true, IdleInTransactionTimeout: idleInTransactionTimeout(cfg.Cluster.LeaseTTL)}
 }
 
-// validate builds everything a run of p needs once (no I/O) and compiles
-// its recovery policy.
-func (r *Runtime) validate(p config.Pipeline) (config.ErrorRecovery, lifecycle.Policy, error) {
+// policyOf resolves p's recovery policy and compiles it, and says when
+// delays of it are below the floor.
+func (r *Runtime) policyOf(p config.Pipeline) (config.ErrorRecovery, lifecycle.Policy, error) {
 	recovery, err := p.ResolveErrorRecovery(r.cfg.Pipelines.ErrorRecovery)
 	if err != nil {
-		return config.ErrorRecovery{}, lifecycle.Policy{}, err
-	}
-	if _, err := r.buildEngineConfig(p); err != nil {
 		return config.ErrorRecovery{}, lifecycle.Policy{}, err
 	}
 	policy, err := r.policies.From(recovery)
@@ -509,11 +516,15 @@ func (r *Runtime) afterShutdown() string {
 // cannot read now fails the take-up (the lease is given back and taken
 // up again later) rather than start from the file's status.
 func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string, takeover lifecycle.Takeover, takingUp bool) (*managedPipeline, error) {
-	recovery, policy, err := r.validate(p)
+	recovery, policy, err := r.policyOf(p)
 	if err != nil {
 		return nil, err
 	}
 	hash, err := reconciler.Fingerprint(p)
+	if err != nil {
+		return nil, err
+	}
+	first, err := r.build(p, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -531,6 +542,7 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 		return nil, fmt.Errorf("reading the pipeline's state: %w", err)
 	}
 	m := &managedPipeline{cfg: p, recovery: recovery, policy: policy, durable: r.durable, fingerprint: hash}
+	m.first.Store(&first)
 	m.origin.Store(&origin)
 	m.sup, err = lifecycle.New(lifecycle.Config{
 		PipelineID:     p.ID,
@@ -790,8 +802,9 @@ func (m *managedPipeline) dependencyOf(id string) string {
 	return ""
 }
 
-// newRun builds one run of p with fresh connectors and processors; a
-// failure here is reported to the supervisor like a failed run.
+// newRun builds one run of p with fresh connectors and processors (the
+// first run gets what provisioning built, see keptBuilds); a failure here
+// is reported to the supervisor like a failed run.
 func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
 	release, left, ok := r.fds.Take(runDescriptors, runDescriptorsKept)
 	if !ok {
@@ -800,8 +813,11 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		return nil, cerrors.WithCode(fmt.Errorf("too few file descriptors left to open the pipeline's connectors: %d left, %d kept for the database and other pipelines; raise the open file limit (ulimit -n)",
 			left, runDescriptorsKept), cerrors.CodeUnavailable)
 	}
-	cfg, err := r.buildEngineConfig(m.cfg)
-	if err != nil {
+	var cfg pipeline.Config
+	var err error
+	if first := m.first.Swap(nil); first != nil {
+		cfg = *first
+	} else if cfg, err = r.assembler.Build(m.cfg); err != nil {
 		release()
 		return nil, err
 	}
@@ -824,8 +840,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 			Err: fmt.Errorf("quarantined after %d runs in a row failed on this record: %s", q.Runs, q.Error.Message),
 		}}
 	}
-	if r.cfg.Dedup.Enabled {
-		cfg.Dedup = dedupStore{r.dedup}
+	if cfg.Dedup != nil {
 		cfg.OnDedupSkipped = func(destination string, skipped int64) { r.dedupSkipped(m, destination, skipped) }
 	}
 	e, err := pipeline.New(cfg)
@@ -834,118 +849,6 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		return nil, err
 	}
 	return trackedRun{Engine: e, r: r, m: m, discard: release}, nil
-}
-
-// buildEngineConfig turns the file's pipeline into the engine's config. It
-// does no I/O, so provisioning also uses it to validate. Errors point at
-// the file line.
-func (r *Runtime) buildEngineConfig(p config.Pipeline) (pipeline.Config, error) {
-	cfg := pipeline.Config{PipelineID: p.ID, Positions: r.positions, Logger: r.log}
-	for i, c := range p.Connectors {
-		procs, err := r.buildProcessors(p, c.ID, c.Processors)
-		if err != nil {
-			return cfg, err
-		}
-		switch c.Type {
-		case config.TypeSource:
-			src, err := r.connectors.NewSource(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
-			if err != nil {
-				return cfg, connectorError(p, i, err)
-			}
-			cfg.Source = pipeline.Source{ID: c.ID, Connector: src}
-			// A source's own processors run before the pipeline's.
-			cfg.Processors = append(procs, cfg.Processors...)
-		case config.TypeDestination:
-			dst, err := r.connectors.NewDestination(c.Plugin, r.connectorConfig(p, c.ID, c.Settings))
-			if err != nil {
-				return cfg, connectorError(p, i, err)
-			}
-			cfg.Destinations = append(cfg.Destinations, pipeline.Destination{ID: c.ID, Connector: dst, Processors: procs})
-		}
-	}
-	procs, err := r.buildProcessors(p, "", p.Processors)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.Processors = append(cfg.Processors, procs...)
-
-	dlq, err := r.connectors.NewDestination(p.DLQ.Plugin, r.connectorConfig(p, pipeline.DLQID, p.DLQ.Settings))
-	if err != nil {
-		var se *connector.SettingError
-		if errors.As(err, &se) {
-			return cfg, p.FieldError("dead-letter-queue.settings."+se.Setting, se.Err)
-		}
-		return cfg, p.FieldError("dead-letter-queue.plugin", err)
-	}
-	cfg.DLQ = pipeline.DeadLetterQueue{Connector: dlq, WindowSize: p.DLQ.WindowSize, WindowNackThreshold: p.DLQ.WindowNackThreshold}
-	return cfg, nil
-}
-
-// buildProcessors builds the processors of list, the connector
-// connectorID's or, when it is empty, the pipeline's.
-func (r *Runtime) buildProcessors(p config.Pipeline, connectorID string, list []config.Processor) ([]pipeline.Processor, error) {
-	out := make([]pipeline.Processor, 0, len(list))
-	for _, pr := range list {
-		proc, err := r.processors.New(pr.Plugin, processor.Config{
-			PipelineID:  p.ID,
-			ProcessorID: pr.ID,
-			Settings:    pr.Settings,
-			Condition:   pr.Condition,
-			Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("processor_id", pr.ID)),
-		})
-		if err != nil {
-			var se *processor.SettingError
-			var ce *processor.ConditionError
-			switch {
-			case errors.As(err, &se):
-				return nil, p.ProcessorError(pr, "settings."+se.Setting, se.Err)
-			case errors.As(err, &ce):
-				return nil, p.ProcessorError(pr, "condition", err)
-			default:
-				return nil, p.ProcessorError(pr, "plugin", err)
-			}
-		}
-		out = append(out, pipeline.Processor{ID: pr.ID, Processor: proc, Connector: connectorID})
-	}
-	return out, nil
-}
-
-func connectorError(p config.Pipeline, i int, err error) error {
-	var se *connector.SettingError
-	if errors.As(err, &se) {
-		return p.SettingError(i, se.Setting, se.Err)
-	}
-	return p.ConnectorError(i, "plugin", err)
-}
-
-func (r *Runtime) connectorConfig(p config.Pipeline, id string, settings map[string]string) connector.Config {
-	return connector.Config{
-		PipelineID:  p.ID,
-		ConnectorID: id,
-		Settings:    settings,
-		Logger:      r.log.With(zap.String("pipeline_id", p.ID), zap.String("connector_id", id)),
-		State:       newConnectorState(r.db, r.writer, p.ID, id),
-		Protected:   protectedPaths(r.cfg),
-	}
-}
-
-// protectedPaths are the files of conduit's own that no file destination
-// may write to.
-func protectedPaths(cfg config.Config) []connector.ProtectedPath {
-	var ps []connector.ProtectedPath
-	if cfg.DB.Type == config.DBTypeBadger && cfg.DB.Badger.Path != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.DB.Badger.Path, What: "the store's directory (db.badger.path)"})
-	}
-	if cfg.ConfigPath != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.ConfigPath, What: "the configuration file"})
-	}
-	if cfg.Pipelines.Path != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.Pipelines.Path, What: "the pipeline files (pipelines.path)"})
-	}
-	if cfg.Connectors.Path != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.Connectors.Path, What: "the connector executables (connectors.path)"})
-	}
-	return ps
 }
 
 // dedupSkipped writes the one dedup-skipped event of a destination's run.
@@ -963,13 +866,6 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 		Message: fmt.Sprintf("%d %s destination %s already accepted in an earlier run %s acknowledged without being written again", skipped, records, destination, were)}
 	m.recordEvent(r, &e, 0)
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
-}
-
-// dedupStore adapts *dedup.Store to the engine's interface.
-type dedupStore struct{ s *dedup.Store }
-
-func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string, reports bool, last record.Position) (pipeline.DedupDestination, error) {
-	return d.s.Open(ctx, pipelineID, destinationID, dedup.Holdings{Reports: reports, Last: last})
 }
 
 // pipelineJournal persists what a pipeline's supervisor hands over: the

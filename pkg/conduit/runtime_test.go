@@ -240,8 +240,8 @@ func TestConnectorsGetADurableState(t *testing.T) {
 	defer rt.Close()
 	ctx := context.Background()
 	p := config.Pipeline{ID: "orders/eu"}
-	a := rt.connectorConfig(p, "file-out", nil).State
-	b := rt.connectorConfig(p, "dlq", nil).State
+	a := rt.assembler.ConnectorConfig(p, "file-out", nil).State
+	b := rt.assembler.ConnectorConfig(p, "dlq", nil).State
 	if a == nil || b == nil {
 		t.Fatal("a connector config without a state")
 	}
@@ -251,7 +251,7 @@ func TestConnectorsGetADurableState(t *testing.T) {
 	if err := a.Save(ctx, []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := rt.connectorConfig(p, "file-out", nil).State.Load(ctx); string(v) != `{"v":1}` || err != nil {
+	if v, err := rt.assembler.ConnectorConfig(p, "file-out", nil).State.Load(ctx); string(v) != `{"v":1}` || err != nil {
 		t.Errorf("Load in a later run = %q, %v", v, err)
 	}
 	if v, _ := b.Load(ctx); v != nil {

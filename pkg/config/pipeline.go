@@ -41,7 +41,7 @@ type Pipeline struct {
 	Status      string
 	Name        string // defaults to ID
 	Description string
-	// Connectors in file order; exactly one has Type == TypeSource and at
+	// Connectors in file order; at least one has Type == TypeSource and at
 	// least one has TypeDestination.
 	Connectors []Connector
 	// Processors run on every record between the source and the
@@ -129,8 +129,8 @@ type DLQ struct {
 	SettingLines map[string]int
 }
 
-// Source returns the pipeline's source connector. LoadPipelines guarantees
-// there is exactly one; the zero Connector is returned otherwise.
+// Source returns the pipeline's first source connector (LoadPipelines
+// guarantees there is one; the zero Connector is returned otherwise).
 func (p Pipeline) Source() Connector {
 	for _, c := range p.Connectors {
 		if c.Type == TypeSource {
@@ -138,6 +138,18 @@ func (p Pipeline) Source() Connector {
 		}
 	}
 	return Connector{}
+}
+
+// Sources returns the pipeline's source connectors in file order: each
+// keeps its own position, and its records go to every destination.
+func (p Pipeline) Sources() []Connector {
+	var out []Connector
+	for _, c := range p.Connectors {
+		if c.Type == TypeSource {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Destinations returns the pipeline's destination connectors in file order.

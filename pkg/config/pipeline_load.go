@@ -470,12 +470,7 @@ func (pp *pipelineParser) checkConnectors() *fieldErr {
 	}
 	switch {
 	case len(sources) == 0:
-		return errAt(line, "connectors", "no source connector; a pipeline needs exactly one connector with type: source")
-	case len(sources) > 1:
-		c := sources[1]
-		return errAt(p.lineOf(c.Path+".type"), c.Path+".type",
-			"second source connector (the first is %q at line %d); Conduit allows several sources per pipeline, but this runtime supports exactly one",
-			sources[0].ID, sources[0].Line)
+		return errAt(line, "connectors", "no source connector; a pipeline needs at least one connector with type: source")
 	case len(destinations) == 0:
 		return errAt(line, "connectors", "no destination connector; a pipeline needs at least one connector with type: destination")
 	}

@@ -124,6 +124,26 @@ func TestLoadPipelinesValidExample(t *testing.T) {
 	})
 }
 
+// TestLoadPipelinesSeveralSources: a pipeline may have several sources,
+// as under Conduit; each is a source of its own, in file order.
+func TestLoadPipelinesSeveralSources(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "two-sources.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, errs := ParsePipelines(FileContent{Name: "two-sources.yml", Data: data})
+	if len(errs) > 0 || len(ps) != 1 {
+		t.Fatalf("LoadPipelines: %d pipelines, errors %v", len(ps), errs)
+	}
+	var ids []string
+	for _, c := range ps[0].Sources() {
+		ids = append(ids, c.ID+"@"+c.Path)
+	}
+	eq(t, "sources", strings.Join(ids, " "), "src1@connectors[src1] src2@connectors[src2]")
+	eq(t, "first source", ps[0].Source().ID, "src1")
+	eq(t, "destinations", len(ps[0].Destinations()), 1)
+}
+
 // One file per structural error. Every file in testdata/bad must have a
 // case, so a new bad file cannot go untested.
 func TestLoadPipelinesBadFiles(t *testing.T) {
@@ -155,7 +175,6 @@ func TestLoadPipelinesBadFiles(t *testing.T) {
 		{name: "bad connector type", file: "bad-connector-type.yml", line: 6, pipeline: "orders", field: "connectors[src].type", want: []string{`must be one of source, destination, got "sorce"`, `did you mean "source"?`}},
 		{name: "bad status", file: "bad-status.yml", line: 4, pipeline: "orders", field: "status", want: []string{`must be one of running, stopped, got "paused"`}},
 		{name: "no source", file: "no-source.yml", line: 4, pipeline: "orders", field: "connectors", want: []string{"no source connector"}},
-		{name: "two sources", file: "two-sources.yml", line: 9, pipeline: "orders", field: "connectors[src2].type", want: []string{`first is "src1" at line 5`, "supports exactly one"}},
 		{name: "no destination", file: "no-destination.yml", line: 4, pipeline: "orders", field: "connectors", want: []string{"no destination connector"}},
 		{name: "duplicate connector id", file: "duplicate-connector-id.yml", line: 8, pipeline: "orders", field: "connectors[src].id", want: []string{`duplicate connector id "src" (first at line 5)`}},
 		{name: "duplicate processor id across connector and pipeline", file: "duplicate-processor-id.yml", line: 15, pipeline: "orders", field: "processors[p1].id", want: []string{`duplicate processor id "p1" (first at line 9`}},

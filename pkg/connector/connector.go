@@ -109,6 +109,18 @@ type PositionReporter interface {
 	LastPosition(ctx context.Context) (last record.Position, ok bool, err error)
 }
 
+// SourceReporter is the optional ability of a PositionReporter to say
+// which source the record it holds last came from: that record's
+// conduit.source.connector.id ("pipeline:connector"), "" when it cannot
+// tell. In a pipeline of several sources, positions are unique only within
+// a source, so the last position alone cannot say how far the last run got;
+// with its source it can, and a crash then duplicates nothing there too.
+// Without it, the engine takes none of a pipeline of several sources'
+// intents as written (it may write records again, never lose one).
+type SourceReporter interface {
+	LastSource(ctx context.Context) (node string, err error)
+}
+
 // Deleter is a connector that cleans up after its pipeline is deleted: a
 // connector of Conduit's SDK gets its LifecycleOnDeleted event (Conduit's
 // PostgreSQL source drops the replication slot and publication it made).

@@ -299,6 +299,28 @@ func lineEnd(r io.ReaderAt, from, size int64) (int64, error) {
 // engine then writes the records of its last intents again rather than
 // risk losing one.
 func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, error) {
+	head, ok, err := d.lastLine()
+	if head == nil || err != nil {
+		return nil, ok, err
+	}
+	return positionOfLine(head), true, nil
+}
+
+// LastSource implements SourceReporter: the conduit.source.connector.id
+// of the record on the file's last line, "" when that line says none (or
+// is not this destination's).
+func (d *fileDestination) LastSource(context.Context) (string, error) {
+	head, _, err := d.lastLine()
+	if head == nil || err != nil || positionOfLine(head) == nil {
+		return "", err
+	}
+	return sourceOfLine(head), nil
+}
+
+// lastLine returns the beginning of the file's last complete line (up to
+// maxPositionLine bytes); nil when there is none, and ok false when the
+// file cannot be read back (not a regular file).
+func (d *fileDestination) lastLine() (head []byte, ok bool, err error) {
 	if d.f == nil || !d.regular {
 		return nil, false, nil
 	}
@@ -330,11 +352,27 @@ func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, 
 	if start == from && from > 0 {
 		return nil, true, nil
 	}
-	head := make([]byte, min(end-1-start, maxPositionLine))
+	head = make([]byte, min(end-1-start, maxPositionLine))
 	if _, err := r.ReadAt(head, start); err != nil {
 		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
 	}
-	return positionOfLine(head), true, nil
+	return head, true, nil
+}
+
+// sourceOfLine returns the conduit.source.connector.id in the metadata of
+// a line this destination wrote (record.AppendJSON writes the metadata
+// right after the position and the operation), "" when there is none or
+// the line is cut before its metadata ends.
+func sourceOfLine(line []byte) string {
+	i := bytes.Index(line, []byte(`,"metadata":`))
+	if i < 0 {
+		return ""
+	}
+	var md map[string]string
+	if err := json.NewDecoder(bytes.NewReader(line[i+len(`,"metadata":`):])).Decode(&md); err != nil {
+		return ""
+	}
+	return md[record.MetadataSourceConnectorID]
 }
 
 // maxLastLine bounds how far back LastPosition looks for the start of the

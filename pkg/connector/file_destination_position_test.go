@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/conduitry/conduit/pkg/record"
 )
 
 // lastPosition opens a run on path and returns what it reports.
@@ -98,4 +100,30 @@ func TestFileDestinationReportsItsLastLine(t *testing.T) {
 			t.Fatalf("LastPosition on %s = ok %v, err %v; want it cannot tell", os.DevNull, ok, err)
 		}
 	})
+}
+
+// TestFileDestinationReportsItsLastLinesSource: in a pipeline of several
+// sources, the source of the last line tells which source's position it
+// is.
+func TestFileDestinationReportsItsLastLinesSource(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	state := &memState{}
+	d, _ := fileDestRun(t, path, state)
+	recs := []record.Record{testRecord("7", record.RawData("a")), testRecord("7", record.RawData("b"))}
+	recs[0].Metadata = record.Metadata{record.MetadataSourceConnectorID: "p:gen-a"}
+	recs[1].Metadata = record.Metadata{record.MetadataSourceConnectorID: "p:gen-b", "other": `"quoted"`}
+	if n, err := d.Write(ctx, recs); n != 2 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	crash(t, d)
+	d, _ = fileDestRun(t, path, state)
+	if src, err := d.LastSource(ctx); src != "p:gen-b" || err != nil {
+		t.Fatalf("LastSource = %q, %v; want p:gen-b", src, err)
+	}
+	writeRecords(t, d, "8") // no metadata
+	if src, err := d.LastSource(ctx); src != "" || err != nil {
+		t.Fatalf("LastSource of a line without metadata = %q, %v; want none", src, err)
+	}
+	crash(t, d)
 }

@@ -13,14 +13,18 @@ import (
 // ack is the acker stage: it takes batches in read order, waits until every
 // destination is done with each, sends nacked records to the dead-letter
 // queue (ending the run when the nack window overflows), acknowledges the
-// records to the source and hands the newest position to the persister.
+// records to their source and hands its newest position to its persister
+// (persisters[i] is sources[i]'s). Batches of several sources are
+// interleaved in one read order, and each source's batches keep its own:
+// each source is acknowledged in the order it read.
 //
 // When batches finish faster than the source acknowledges them, one Ack
 // covers several (see ackGroup): a batch that is done waits for the source
 // only while the next one is done too (or its dedup entry is being
 // committed), never for one still being written.
-func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, p *persister, window *nackWindow) error {
-	group := ackGroup{e: e, free: free, p: p, max: max(1, cap(inflight)/2)}
+func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, persisters []*persister, window *nackWindow) error {
+	group := ackGroup{e: e, free: free, persisters: persisters, max: max(1, cap(inflight)/2),
+		positions: make([][]record.Position, len(persisters)), deletes: make([][][]byte, len(persisters)), nacked: make([]int, len(persisters))}
 	var dlqBuf []record.Record
 	for {
 		b, ok, ready := tryReceive(inflight, len(group.batches) > 0)
@@ -114,7 +118,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				if n.rec != nil {
 					failed = n.rec
 				}
-				dlqBuf = append(dlqBuf, e.dlqRecord(*failed, n, now))
+				dlqBuf = append(dlqBuf, e.dlqRecord(*failed, e.nodes.sources[b.source], n, now))
 			}
 			if err := e.writeDLQ(ctx, dlqBuf); err != nil {
 				return err
@@ -163,52 +167,68 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 // standalone connector, a broker's commit) would otherwise hold the
 // pipeline to one batch per round trip: the acker falls behind, every
 // batch in flight waits for it, and the source cannot read.
+//
+// The group holds the batches of every source; what it acknowledges is
+// kept per source (positions[i], deletes[i] and nacked[i] are sources[i]'s),
+// and each source gets one Ack per flush.
 type ackGroup struct {
-	e    *Engine
-	free *batchPool
-	p    *persister
-	max  int
+	e          *Engine
+	free       *batchPool
+	persisters []*persister
+	max        int
 
 	batches   []*batch
-	positions []record.Position
-	deletes   [][]byte
-	nacked    int
+	positions [][]record.Position
+	deletes   [][][]byte
+	nacked    []int
 }
 
 // add puts the first limit records of b in the group, nacked of them sent
 // to the dead-letter queue.
 func (g *ackGroup) add(b *batch, limit, nacked int) {
+	s := b.source
 	g.batches = append(g.batches, b)
-	g.positions = append(g.positions, b.positions[:limit]...)
-	g.nacked += nacked
+	g.positions[s] = append(g.positions[s], b.positions[:limit]...)
+	g.nacked[s] += nacked
 	if limit == len(b.records) {
 		// Only a batch acknowledged in full frees its dedup entries:
 		// records after a partial acknowledgement are delivered again and
-		// must still be recognised.
+		// must still be recognised. A batch's entries hold positions of
+		// its source only: they go with that source's position.
 		for _, keys := range b.dedupKeys {
-			g.deletes = append(g.deletes, keys...)
+			g.deletes[s] = append(g.deletes[s], keys...)
 		}
 	}
 }
 
-// flush acknowledges the group's records to the source in one call, hands
-// the newest position (and the dedup entries the batches free) to the
-// persister and frees the batches.
+// flush acknowledges the group's records to each source in one call,
+// hands each source's newest position (and the dedup entries its batches
+// free) to its persister and frees the batches.
 func (g *ackGroup) flush(ctx context.Context) error {
 	if len(g.batches) == 0 {
 		return nil
 	}
 	e := g.e
-	if n := len(g.positions); n > 0 {
-		if err := e.cfg.Source.Connector.Ack(ctx, g.positions); err != nil {
-			return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
+	for s, positions := range g.positions {
+		n := len(positions)
+		if n == 0 {
+			continue
+		}
+		src := e.sources[s]
+		if err := src.Connector.Ack(ctx, positions); err != nil {
+			return &StageError{Kind: KindSource, ID: src.ID, Op: "ack", Err: err}
 		}
 		e.stats.RecordsAcked.Add(int64(n))
-		e.stats.RecordsWritten.Add(int64(n - g.nacked))
-		g.p.offer(g.positions[n-1], g.deletes) // copies the keys it keeps
-		if e.cfg.OnAck != nil && n > g.nacked {
-			e.cfg.OnAck(n - g.nacked)
+		e.stats.RecordsWritten.Add(int64(n - g.nacked[s]))
+		g.persisters[s].offer(positions[n-1], g.deletes[s]) // copies the keys it keeps
+		if e.cfg.OnAck != nil && n > g.nacked[s] {
+			e.cfg.OnAck(n - g.nacked[s])
 		}
+		clear(positions) // they point into the batches' records
+		g.positions[s] = positions[:0]
+		clear(g.deletes[s])
+		g.deletes[s] = g.deletes[s][:0]
+		g.nacked[s] = 0
 	}
 	for _, b := range g.batches {
 		b.reset()
@@ -216,11 +236,6 @@ func (g *ackGroup) flush(ctx context.Context) error {
 	}
 	clear(g.batches)
 	g.batches = g.batches[:0]
-	clear(g.positions) // they point into the batches' records
-	g.positions = g.positions[:0]
-	clear(g.deletes)
-	g.deletes = g.deletes[:0]
-	g.nacked = 0
 	return nil
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -11,6 +12,9 @@ import (
 // (and whatever maps a source chooses to reuse in them) is recycled instead
 // of allocated per record.
 type batch struct {
+	// source is the index of the source the batch was read from (in the
+	// engine's sources): a batch holds the records of one source.
+	source int
 	// buf is the whole backing array the source reads into.
 	buf []record.Record
 	// records is buf[:n] after a read, in read order. Acks cover these.
@@ -81,10 +85,14 @@ const initialBatchSize = 16
 
 // batchPool hands out at most max batches and takes them back after the
 // acknowledgement; waiting for a free batch is the engine's backpressure.
-// Only the reader calls get and grow, only the acker calls put.
+// The readers (one per source) call get and grow, only the acker calls
+// put.
 type batchPool struct {
-	free         chan *batch
-	made, max    int
+	free chan *batch
+	// made counts the batches made so far, up to max; readers of several
+	// sources make them at once.
+	made         atomic.Int32
+	max          int
 	maxSize      int
 	destinations int
 }
@@ -101,10 +109,10 @@ func (p *batchPool) get(ctx context.Context) *batch {
 		return b
 	default:
 	}
-	if p.made < p.max {
-		p.made++
+	if p.made.Add(1) <= int32(p.max) {
 		return newBatch(min(initialBatchSize, p.maxSize), p.destinations)
 	}
+	p.made.Add(-1)
 	select {
 	case b := <-p.free:
 		return b

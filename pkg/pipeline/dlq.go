@@ -35,7 +35,7 @@ func opOf(k Kind) string {
 // conduit.dlq.nack.error and conduit.dlq.nack.node.id. A record that a
 // recovery rule sent to the queue also carries conduit.dlq.rule, which
 // Conduit has no use for as it has no rules.
-func (e *Engine) dlqRecord(r record.Record, n nack, now time.Time) record.Record {
+func (e *Engine) dlqRecord(r record.Record, sourceNode string, n nack, now time.Time) record.Record {
 	md := record.Metadata{
 		record.MetadataCreatedAt: strconv.FormatInt(now.UnixNano(), 10),
 		MetadataDLQNackError:     n.err.Error(),
@@ -47,8 +47,8 @@ func (e *Engine) dlqRecord(r record.Record, n nack, now time.Time) record.Record
 	// r's buffers go back to the source with its batch, and the queue's
 	// connector may keep what it is given: it gets a copy.
 	failed := r.Clone()
-	pos := make(record.Position, 0, len(e.nodes.source)+1+len(r.Position))
-	pos = append(append(append(pos, e.nodes.source...), '/'), r.Position...)
+	pos := make(record.Position, 0, len(sourceNode)+1+len(r.Position))
+	pos = append(append(append(pos, sourceNode...), '/'), r.Position...)
 	return record.Record{
 		Position:  pos,
 		Operation: record.OperationCreate,

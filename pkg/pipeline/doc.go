@@ -1,5 +1,6 @@
-// Package pipeline is the engine that moves records from one source through
-// to every destination and acknowledges them back to the source.
+// Package pipeline is the engine that moves records from a pipeline's
+// sources through to every destination and acknowledges them back to the
+// source each came from.
 //
 // One run of a pipeline is an Engine. Its stages are goroutines joined by
 // bounded channels, and what travels between them is a batch, never a single
@@ -10,14 +11,21 @@
 //	   v                                                              │
 //	reader ──> [processors] ──┬──> destination 1 ──┐                  │
 //	(source.Read)             ├──> destination 2 ──┼──> acker ──> back to pool
-//	                          └──> inflight (read order) ──┘   │
-//	                                                           v
-//	                                                      persister (position)
+//	reader 2 ─┘               └──> inflight (read order) ──┘   │
+//	(another source)                                           v
+//	                                                 persister (position),
+//	                                                 one per source
+//
+// A pipeline of several sources has a reader per source; a batch holds the
+// records of one source, and their batches meet in one order before the
+// processors, which run a source's own processors on its records and the
+// pipeline's on all. Each source keeps its own position and persister; a
+// source that fails ends the run (the pipeline is one unit).
 //
 // Invariants:
-//   - Acknowledgements reach the source in read order: every stage handles
-//     batches first-in first-out and the acker walks the inflight queue in
-//     the order the reader produced it.
+//   - Acknowledgements reach each source in its read order: every stage
+//     handles batches first-in first-out and the acker walks the inflight
+//     queue in the order the readers produced it.
 //   - A batch is acknowledged only after every destination wrote it.
 //   - The position the source resumes from is persisted only after the
 //     source acknowledgement returned. It is handed to the store's one

@@ -48,15 +48,31 @@ type Positions interface {
 // run skip records a destination already wrote in an earlier run whose
 // source acknowledgement never completed.
 type Dedup interface {
-	// Open loads what earlier runs left for one destination. reports says
-	// that the destination reports what it holds
-	// (connector.PositionReporter), and last is what it holds last (nil
-	// for nothing): intents of earlier runs are resolved against it.
-	Open(ctx context.Context, pipelineID, destinationID string, reports bool, last record.Position) (DedupDestination, error)
+	// Open loads what earlier runs left for one destination; intents of
+	// earlier runs are resolved against what it holds (see Held).
+	Open(ctx context.Context, pipelineID, destinationID string, held Held) (DedupDestination, error)
+}
+
+// Held is what a destination said it holds when it opened.
+type Held struct {
+	// Reports says that the destination reports what it holds
+	// (connector.PositionReporter).
+	Reports bool
+	// Last is the position of the last record it holds (nil for nothing).
+	Last record.Position
+	// LastSource is the dedup source (see DedupDestination) of that
+	// record, "" when the pipeline has one source or the destination
+	// cannot tell (connector.SourceReporter).
+	LastSource string
 }
 
 // DedupDestination is one destination's dedup view for one run; the
 // destination's stage is its only user.
+//
+// Positions are only unique within a source: every method takes the
+// source of the positions it is given, the source connector's id in a
+// pipeline of several sources and "" in a pipeline of one (whose entries
+// are then what they were before pipelines had several sources).
 type DedupDestination interface {
 	// Pending is how many positions of earlier runs may still be skipped.
 	Pending() int
@@ -65,16 +81,16 @@ type DedupDestination interface {
 	// Skip reports whether the record at pos was written by an earlier
 	// run; done, when not nil, is an entry to delete once pos is
 	// acknowledged.
-	Skip(pos record.Position) (skip bool, done []byte)
+	Skip(source string, pos record.Position) (skip bool, done []byte)
 	// Remember makes the written positions durable; the source must not be
 	// acknowledged, nor the next batch written, before wait returned nil.
 	// key is deleted once they are acknowledged.
-	Remember(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error)
+	Remember(ctx context.Context, source string, positions []record.Position) (key []byte, wait func() error, err error)
 	// Intend makes the positions a destination that reports what it holds
 	// is about to write durable, in write order; the batch must not be
 	// written before wait returned nil. key is deleted once they are
 	// acknowledged.
-	Intend(ctx context.Context, positions []record.Position) (key []byte, wait func() error, err error)
+	Intend(ctx context.Context, source string, positions []record.Position) (key []byte, wait func() error, err error)
 }
 
 // writableDedup is the optional ability of a DedupDestination to say that
@@ -82,10 +98,12 @@ type DedupDestination interface {
 // not written only to be written again after the restart.
 type writableDedup interface{ Writable() error }
 
-// Source is a source connector with the id it has in the pipeline file.
+// Source is a source connector with the id it has in the pipeline file
+// and the processors that run only on its records, before the pipeline's.
 type Source struct {
-	ID        string
-	Connector connector.Source
+	ID         string
+	Connector  connector.Source
+	Processors []Processor
 }
 
 // Destination is a destination connector with its id and the processors
@@ -129,11 +147,17 @@ type QuarantinedRecord struct {
 
 // Config is everything one run of a pipeline needs.
 type Config struct {
-	PipelineID   string
+	PipelineID string
+	// Source is the pipeline's source, and Sources more of them: a
+	// pipeline may read several (as Conduit's do), each from its own
+	// position, acknowledged in its own read order; destinations get the
+	// records of all of them, and one failing ends the run. Source, when
+	// set, comes first.
 	Source       Source
+	Sources      []Source
 	Destinations []Destination
-	// Processors run on every record after the source, in order (the
-	// source connector's processors first, then the pipeline's).
+	// Processors run on every record after its source's own processors,
+	// in order.
 	Processors []Processor
 	// DLQ defaults to no connector, window 1 and threshold 0: the first
 	// nack ends the run.
@@ -232,6 +256,11 @@ type Engine struct {
 	log   *zap.Logger
 	stats Stats
 	nodes nodeIDs
+	// sources are Config.Source and Config.Sources; chains[i] are the
+	// processors the records of sources[i] go through (its own, then the
+	// pipeline's).
+	sources []Source
+	chains  [][]Processor
 
 	// stopCtx is cancelled by Stop; the run turns that into "stop reading"
 	// with context.AfterFunc, so no goroutine waits for it.
@@ -244,8 +273,30 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.PipelineID == "" {
 		return nil, errors.New("pipeline engine: empty pipeline id")
 	}
-	if cfg.Source.Connector == nil {
+	var sources []Source
+	if cfg.Source.Connector != nil || cfg.Source.ID != "" {
+		sources = append(sources, cfg.Source)
+	}
+	sources = append(sources, cfg.Sources...)
+	if len(sources) == 0 {
 		return nil, fmt.Errorf("pipeline %s: no source", cfg.PipelineID)
+	}
+	for i, s := range sources {
+		if s.Connector == nil {
+			return nil, fmt.Errorf("pipeline %s: source %d (%s) is nil", cfg.PipelineID, i, s.ID)
+		}
+		if slices.ContainsFunc(sources[:i], func(o Source) bool { return o.ID == s.ID }) {
+			// Positions are kept per source id.
+			return nil, fmt.Errorf("pipeline %s: two sources with id %q", cfg.PipelineID, s.ID)
+		}
+	}
+	chains := make([][]Processor, len(sources))
+	for i, s := range sources {
+		if len(s.Processors) == 0 {
+			chains[i] = cfg.Processors
+			continue
+		}
+		chains[i] = append(slices.Clip(s.Processors), cfg.Processors...)
 	}
 	if len(cfg.Destinations) == 0 {
 		return nil, fmt.Errorf("pipeline %s: no destination", cfg.PipelineID)
@@ -280,7 +331,9 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg:     cfg,
 		log:     cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
-		nodes:   newNodeIDs(cfg),
+		nodes:   newNodeIDs(cfg, sources),
+		sources: sources,
+		chains:  chains,
 		stopCtx: stopCtx,
 		stop:    stop,
 	}, nil
@@ -339,7 +392,6 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 	}
 	defer notifyOpen()
-	src := e.cfg.Source
 	for _, d := range e.cfg.Destinations {
 		if err := d.Connector.Open(ctx); err != nil {
 			return &StageError{Kind: KindDestination, ID: d.ID, Op: "open", Err: err}
@@ -357,37 +409,40 @@ func (e *Engine) run(ctx context.Context) error {
 	reports := make([]bool, len(e.cfg.Destinations))
 	if e.cfg.Dedup != nil {
 		for i, d := range e.cfg.Destinations {
-			var last record.Position
-			if r, ok := d.Connector.(connector.PositionReporter); ok {
-				var err error
-				if last, reports[i], err = r.LastPosition(ctx); err != nil {
-					// Without the answer, intents of the last run cannot be
-					// resolved; guessing would lose records or write them
-					// twice.
-					return &StageError{Kind: KindDestination, ID: d.ID, Op: "report the last position held", Err: cerrors.Transient(err)}
-				}
+			held, err := e.held(ctx, d)
+			if err != nil {
+				// Without the answer, intents of the last run cannot be
+				// resolved; guessing would lose records or write them
+				// twice.
+				return &StageError{Kind: KindDestination, ID: d.ID, Op: "report the last position held", Err: cerrors.Transient(err)}
 			}
-			var err error
-			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID, reports[i], last); err != nil {
+			reports[i] = held.Reports
+			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID, held); err != nil {
 				return &StageError{Kind: KindDestination, ID: d.ID, Op: "load dedup entries", Err: cerrors.Transient(err)}
 			}
 		}
 	}
-	pos, err := e.cfg.Positions.Load(ctx, e.cfg.PipelineID, src.ID)
-	if err != nil {
-		return &StageError{Kind: KindSource, ID: src.ID, Op: "load position", Err: err}
+	ids, resume := make([]string, len(e.sources)), make([]string, len(e.sources))
+	for i, src := range e.sources {
+		pos, err := e.cfg.Positions.Load(ctx, e.cfg.PipelineID, src.ID)
+		if err != nil {
+			return &StageError{Kind: KindSource, ID: src.ID, Op: "load position", Err: err}
+		}
+		if err := src.Connector.Open(ctx, pos); err != nil {
+			return &StageError{Kind: KindSource, ID: src.ID, Op: "open", Err: err}
+		}
+		ids[i], resume[i] = src.ID, "start (no saved position)"
+		if pos != nil {
+			resume[i] = pos.String()
+		}
 	}
-	if err := src.Connector.Open(ctx, pos); err != nil {
-		return &StageError{Kind: KindSource, ID: src.ID, Op: "open", Err: err}
+	if len(e.sources) == 1 {
+		e.log.Info("pipeline run started: connectors open", zap.String("source", ids[0]),
+			zap.Int("destinations", len(e.cfg.Destinations)), zap.String("resume_after", resume[0]))
+	} else {
+		e.log.Info("pipeline run started: connectors open", zap.Strings("sources", ids),
+			zap.Int("destinations", len(e.cfg.Destinations)), zap.Strings("resume_after", resume))
 	}
-	resume := "start (no saved position)"
-	if pos != nil {
-		resume = pos.String()
-	}
-	e.log.Info("pipeline run started: connectors open",
-		zap.String("source", src.ID),
-		zap.Int("destinations", len(e.cfg.Destinations)),
-		zap.String("resume_after", resume))
 	notifyOpen()
 
 	// The acker runs on this goroutine and the other stages in g; either
@@ -417,19 +472,25 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	inflight := make(chan *batch, n)
 	read := make(chan *batch, n)
-	p := newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats)
+	persisters := make([]*persister, len(e.sources))
+	for i, src := range e.sources {
+		persisters[i] = newPersister(e.cfg.Positions, e.cfg.PipelineID, src.ID, &e.stats)
+	}
 
-	if len(e.cfg.Processors) == 0 && len(e.cfg.Quarantine) == 0 {
-		// Without processors (or a record to quarantine) the reader hands
-		// batches straight out.
+	if len(e.sources) == 1 && len(e.chains[0]) == 0 && len(e.cfg.Quarantine) == 0 {
+		// Without processors (or a record to quarantine) the reader of a
+		// single source hands batches straight out.
 		g.Go(func() error {
 			defer closeOutputs(inflight, toDest)
-			return e.read(readCtx, gctx, free, func(b *batch) bool { return dispatch(gctx, b, inflight, toDest) })
+			return e.read(readCtx, gctx, 0, free, func(b *batch) bool { return dispatch(gctx, b, inflight, toDest) })
 		})
 	} else {
+		// The readers of several sources meet in one channel: the
+		// processor stage hands their batches on in one order, the same
+		// for the acker and every destination.
 		g.Go(func() error {
 			defer close(read)
-			return e.read(readCtx, gctx, free, func(b *batch) bool { return send(gctx, read, b) })
+			return e.readAll(readCtx, gctx, free, func(b *batch) bool { return send(gctx, read, b) })
 		})
 		g.Go(func() error {
 			defer closeOutputs(inflight, toDest)
@@ -441,18 +502,22 @@ func (e *Engine) run(ctx context.Context) error {
 			return e.write(gctx, d, i, dedups[i], reports[i], intentsAhead(n), toDest[i], fromDest[i])
 		})
 	}
-	g.Go(func() error {
-		// Saves use a context that outlives a failure elsewhere: positions
-		// of records already acknowledged are worth keeping whatever ends
-		// the run.
-		return p.run(context.WithoutCancel(ctx))
-	})
-	ackErr := e.ack(gctx, inflight, fromDest, free, p, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
+	for _, p := range persisters {
+		g.Go(func() error {
+			// Saves use a context that outlives a failure elsewhere:
+			// positions of records already acknowledged are worth keeping
+			// whatever ends the run.
+			return p.run(context.WithoutCancel(ctx))
+		})
+	}
+	ackErr := e.ack(gctx, inflight, fromDest, free, persisters, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
 	// Whoever failed first names the cause. If another stage had already
 	// failed (gctx is cancelled), whatever the acker saw since is a
 	// consequence of that, such as a write cut short by the cancellation.
 	ackFirst := ackErr != nil && gctx.Err() == nil
-	p.close()
+	for _, p := range persisters {
+		p.close()
+	}
 	if ackFirst {
 		cancelRun()
 		_ = g.Wait()
@@ -465,8 +530,10 @@ func (e *Engine) teardown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TeardownTimeout)
 	defer cancel()
 	var errs []error
-	if err := e.cfg.Source.Connector.Teardown(ctx); err != nil {
-		errs = append(errs, &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "teardown", Err: err})
+	for _, src := range e.sources {
+		if err := src.Connector.Teardown(ctx); err != nil {
+			errs = append(errs, &StageError{Kind: KindSource, ID: src.ID, Op: "teardown", Err: err})
+		}
 	}
 	for _, d := range e.cfg.Destinations {
 		if err := d.Connector.Teardown(ctx); err != nil {
@@ -488,4 +555,47 @@ func send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// dedupSource is the source the dedup store files positions of sources[i]
+// under (see DedupDestination): "" when the pipeline has one.
+func (e *Engine) dedupSource(i int) string {
+	if len(e.sources) == 1 {
+		return ""
+	}
+	return e.sources[i].ID
+}
+
+// held asks destination d what it holds, when it can tell. In a pipeline
+// of several sources, positions are unique only within a source: the
+// source of the last record is what makes its position say how far the
+// intents of the last run were written.
+func (e *Engine) held(ctx context.Context, d Destination) (Held, error) {
+	r, ok := d.Connector.(connector.PositionReporter)
+	if !ok {
+		return Held{}, nil
+	}
+	last, reports, err := r.LastPosition(ctx)
+	if err != nil || !reports {
+		return Held{}, err
+	}
+	held := Held{Reports: true, Last: last}
+	if len(e.sources) == 1 || last == nil {
+		return held, nil
+	}
+	if sr, ok := d.Connector.(connector.SourceReporter); ok {
+		node, err := sr.LastSource(ctx)
+		if err != nil {
+			return Held{}, err
+		}
+		// A node that is not one of this pipeline's sources (a processor
+		// changed the metadata, or the record came from elsewhere) says
+		// nothing: the dedup store then takes no intent as written.
+		for i, n := range e.nodes.sources {
+			if n == node {
+				held.LastSource = e.dedupSource(i)
+			}
+		}
+	}
+	return held, nil
 }

@@ -29,17 +29,17 @@ type slowIntents struct {
 	waitOnce sync.Once
 }
 
-func (s *slowIntents) Open(context.Context, string, string, bool, record.Position) (DedupDestination, error) {
+func (s *slowIntents) Open(context.Context, string, string, Held) (DedupDestination, error) {
 	return s, nil
 }
-func (s *slowIntents) Pending() int                        { return 0 }
-func (s *slowIntents) Hits() int64                         { return 0 }
-func (s *slowIntents) Skip(record.Position) (bool, []byte) { return false, nil }
-func (s *slowIntents) Remember(context.Context, []record.Position) ([]byte, func() error, error) {
+func (s *slowIntents) Pending() int                                { return 0 }
+func (s *slowIntents) Hits() int64                                 { return 0 }
+func (s *slowIntents) Skip(string, record.Position) (bool, []byte) { return false, nil }
+func (s *slowIntents) Remember(context.Context, string, []record.Position) ([]byte, func() error, error) {
 	panic("a destination that reports what it holds records intents")
 }
 
-func (s *slowIntents) Intend(_ context.Context, _ []record.Position) ([]byte, func() error, error) {
+func (s *slowIntents) Intend(_ context.Context, _ string, _ []record.Position) ([]byte, func() error, error) {
 	s.mu.Lock()
 	s.intents++
 	first := s.intents == 1

@@ -14,18 +14,19 @@ import (
 // a record through its acknowledgement, which Conduit's node
 // "pipeline:connector-acker" reports.
 type nodeIDs struct {
-	// source is the source's node id, also the prefix of a dead-letter
-	// record's position.
-	source string
+	// sources are the sources' node ids, in the engine's order; each is
+	// also the prefix of the position of a dead-letter record of its
+	// source's.
+	sources []string
 	// processors maps a processor's id to its node id; when two
 	// connectors have processors of the same id, the first one's wins.
 	processors map[string]string
 }
 
-func newNodeIDs(cfg Config) nodeIDs {
-	ids := nodeIDs{
-		source:     record.NodeID(cfg.PipelineID, cfg.Source.ID),
-		processors: map[string]string{},
+func newNodeIDs(cfg Config, sources []Source) nodeIDs {
+	ids := nodeIDs{processors: map[string]string{}}
+	for _, s := range sources {
+		ids.sources = append(ids.sources, record.NodeID(cfg.PipelineID, s.ID))
 	}
 	add := func(procs []Processor) {
 		for _, p := range procs {
@@ -33,6 +34,9 @@ func newNodeIDs(cfg Config) nodeIDs {
 				ids.processors[p.ID] = record.NodeID(cfg.PipelineID, p.Connector, p.ID)
 			}
 		}
+	}
+	for _, s := range sources {
+		add(s.Processors)
 	}
 	add(cfg.Processors)
 	for _, d := range cfg.Destinations {

@@ -19,7 +19,7 @@ func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- 
 		}
 		compacted := false
 		for i := range b.records {
-			kept, n, err := e.processRecord(ctx, &b.records[i])
+			kept, n, err := e.processRecord(ctx, e.chains[b.source], &b.records[i])
 			if err != nil {
 				return err
 			}
@@ -52,18 +52,19 @@ func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- 
 	}
 }
 
-// processRecord runs the processors over rec. It reports whether the
+// processRecord runs procs, the processors of rec's source and the
+// pipeline's, over rec. It reports whether the
 // record is kept; a rejected record comes back as a nack (its index
 // unset): a quarantined one, one a processor refuses (fatal), and one whose
 // transient error a dead-letter rule claims. Another transient error comes
 // back as err and ends the run, so that the record is processed again after
 // the restart (see cerrors.ClassifyProcessor); it names the record, for
 // quarantine.
-func (e *Engine) processRecord(ctx context.Context, rec *record.Record) (kept bool, n *nack, err error) {
+func (e *Engine) processRecord(ctx context.Context, procs []Processor, rec *record.Record) (kept bool, n *nack, err error) {
 	if q, ok := e.cfg.Quarantine[string(rec.Position)]; ok {
 		return false, &nack{kind: q.Kind, id: q.ID, err: q.Err, rule: QuarantineRule}, nil
 	}
-	return e.runProcessors(ctx, e.cfg.Processors, rec)
+	return e.runProcessors(ctx, procs, rec)
 }
 
 // runProcessors runs procs over rec, as processRecord says.

@@ -3,14 +3,32 @@ package pipeline
 import (
 	"context"
 	"fmt"
+
+	"golang.org/x/sync/errgroup"
 )
 
-// read is the reader stage. It stops reading when readCtx is done (graceful
-// stop) and returns nil, so the stages after it drain; it abandons the
-// batch when runCtx is done. out hands a batch on and reports false when
-// the run is being torn down.
-func (e *Engine) read(readCtx, runCtx context.Context, free *batchPool, out func(*batch) bool) error {
-	src := e.cfg.Source
+// readAll runs a reader per source, all handing their batches to out, and
+// returns once every one of them stopped: nil after a graceful stop, else
+// the first failure. A source that fails stops the others (the pipeline
+// runs as one unit); they stop as on a graceful stop, so that what they
+// read drains until the failure ends the run.
+func (e *Engine) readAll(readCtx, runCtx context.Context, free *batchPool, out func(*batch) bool) error {
+	if len(e.sources) == 1 {
+		return e.read(readCtx, runCtx, 0, free, out)
+	}
+	g, gctx := errgroup.WithContext(readCtx)
+	for i := range e.sources {
+		g.Go(func() error { return e.read(gctx, runCtx, i, free, out) })
+	}
+	return g.Wait()
+}
+
+// read is the reader stage of sources[i]. It stops reading when readCtx
+// is done (graceful stop) and returns nil, so the stages after it drain;
+// it abandons the batch when runCtx is done. out hands a batch on and
+// reports false when the run is being torn down.
+func (e *Engine) read(readCtx, runCtx context.Context, i int, free *batchPool, out func(*batch) bool) error {
+	src := e.sources[i]
 	_, stamped := src.Connector.(sourceMetadataStamper)
 	for {
 		b := free.get(readCtx)
@@ -29,9 +47,10 @@ func (e *Engine) read(readCtx, runCtx context.Context, free *batchPool, out func
 				Err: fmt.Errorf("connector returned %d records for a batch of %d", n, len(b.buf))}
 		}
 		if !stamped {
-			stampSource(b.buf[:n], e.nodes.source, e.cfg.Now)
+			stampSource(b.buf[:n], e.nodes.sources[i], e.cfg.Now)
 		}
 		b.fill(n)
+		b.source = i
 		free.grow(b, n)
 		e.stats.RecordsRead.Add(int64(n))
 		if !out(b) {

@@ -107,17 +107,19 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		remember := dd != nil && !reports
 		var res writeResult
 		res, written = e.writeAll(ctx, d, idx, b, cur.recs, cur.toRecord, written[:0], remember && !cur.whole)
+		toRemember := written
 		if remember && cur.whole {
 			// res.done counts the records handled from the first; a record
 			// nacked among them is acknowledged anyway, so remembering it
-			// changes nothing.
-			written = b.positions[:res.done]
+			// changes nothing. (written stays this stage's own buffer: the
+			// batch's positions go on to the acker.)
+			toRemember = b.positions[:res.done]
 		}
-		if remember && len(written) > 0 {
+		if remember && len(toRemember) > 0 {
 			// Records the destination accepted are remembered even when the
 			// run is being torn down meanwhile: they will be delivered again,
 			// and this entry is what keeps them from being written twice.
-			key, wait, err := dd.Remember(context.WithoutCancel(ctx), written)
+			key, wait, err := dd.Remember(context.WithoutCancel(ctx), e.dedupSource(b.source), toRemember)
 			if err != nil && res.err == nil {
 				res = writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID, Op: "remember written positions", Err: cerrors.Transient(err)}}
 			}
@@ -188,7 +190,7 @@ func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDe
 	}
 	if dd != nil && dd.Pending() > 0 {
 		before := dd.Hits()
-		p.recs, p.toRecord = bufs.skip.filter(b, idx, dd, p.recs, p.toRecord)
+		p.recs, p.toRecord = bufs.skip.filter(b, idx, dd, e.dedupSource(b.source), p.recs, p.toRecord)
 		e.stats.DedupSkipped.Add(dd.Hits() - before)
 	}
 	p.whole = len(p.recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
@@ -214,7 +216,7 @@ func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDe
 		}
 		positions = bufs.pos
 	}
-	key, wait, err := dd.Intend(context.WithoutCancel(ctx), positions)
+	key, wait, err := dd.Intend(context.WithoutCancel(ctx), e.dedupSource(b.source), positions)
 	if err != nil {
 		return failed(writeResult{done: 0, err: &StageError{Kind: KindDestination, ID: d.ID,
 			Op: "record intended positions", Err: cerrors.Transient(err)}})
@@ -286,10 +288,10 @@ type skipBuffer struct {
 	idx  []int
 }
 
-func (s *skipBuffer) filter(b *batch, destIdx int, dd DedupDestination, recs []record.Record, toRecord func(int) int) ([]record.Record, func(int) int) {
+func (s *skipBuffer) filter(b *batch, destIdx int, dd DedupDestination, source string, recs []record.Record, toRecord func(int) int) ([]record.Record, func(int) int) {
 	s.recs, s.idx = s.recs[:0], s.idx[:0]
 	for j := range recs {
-		if skip, done := dd.Skip(recs[j].Position); skip {
+		if skip, done := dd.Skip(source, recs[j].Position); skip {
 			if done != nil {
 				b.dedupKeys[destIdx] = append(b.dedupKeys[destIdx], done)
 			}
