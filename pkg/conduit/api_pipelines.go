@@ -17,7 +17,9 @@ import (
 	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
+	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -415,6 +417,10 @@ func isAPIFile(file string) bool { return len(file) > 4 && file[:4] == "api:" }
 // pipelines and every problem.
 func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []api.ConfigError) {
 	opts := Options{}.withDefaults(cfg)
+	// Building a processor does no I/O, so the avro ones are checked
+	// against a registry of their own that nothing is registered in.
+	opts.Processors = processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{
+		SchemaRegistry: schemaregistry.NewBuiltin(store.NewInMemory())})...)
 	r := &Runtime{cfg: cfg, log: zap.NewNop(), connectors: opts.Connectors, processors: opts.Processors,
 		policies: lifecycle.NewPolicies(), assembler: assembly.New(assembly.Options{Connectors: opts.Connectors, Processors: opts.Processors,
 			Protected: assembly.ProtectedPaths(cfg)})}
