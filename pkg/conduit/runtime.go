@@ -391,7 +391,8 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != "")}))
+		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
+		ConduitV1: runtimeConduitV1{r}}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few
@@ -812,6 +813,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		}
 	}
 	cfg.OnAck = hooks.OnAck
+	m.tapRun(&cfg)
 	if f := r.fleet; f != nil {
 		id := m.cfg.ID
 		cfg.WriteGuard = func() error { return f.mayWrite(id) }
