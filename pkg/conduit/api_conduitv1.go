@@ -8,6 +8,7 @@ import (
 
 	"github.com/conduitio/conduit-connector-protocol/pconnector"
 	sdk "github.com/conduitio/conduit-processor-sdk"
+	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
@@ -222,4 +223,11 @@ func (p tappedProcessor) Process(ctx context.Context, rec *record.Record) error 
 		p.t.emit(p.out, []record.Record{*rec})
 	}
 	return err
+}
+
+// logGRPCAddress says where api.grpc.address listens, when it is set.
+func logGRPCAddress(log *zap.Logger, s *api.Server) {
+	if a := s.GRPCAddr(); a != "" {
+		log.Info("API listening for Conduit's clients (api.grpc.address)", zap.String("address", a))
+	}
 }

@@ -231,7 +231,7 @@ func (r *Runtime) listen() error {
 		return nil
 	}
 	server, err := api.Listen(r.cfg.API.HTTP.Address, http.NotFoundHandler(), api.ServerOptions{Token: r.cfg.API.Auth.Token,
-		MaxConnections: r.cfg.API.HTTP.MaxConnections, Logger: r.log})
+		MaxConnections: r.cfg.API.HTTP.MaxConnections, Logger: r.log, GRPCAddress: r.cfg.API.GRPC.Address})
 	if err != nil {
 		return err
 	}
@@ -1056,6 +1056,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	if r.server != nil {
 		r.log.Info("API listening", zap.String("address", r.server.Addr()),
 			zap.String("console", consoleURL(r.server.Addr())), zap.Bool("auth", r.cfg.API.Auth.Token != ""))
+		logGRPCAddress(r.log, r.server)
 		go func() { serverDone <- r.server.Serve() }()
 	}
 	// The scheduler outlives the supervisors: a restart launched while one
