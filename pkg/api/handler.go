@@ -227,7 +227,7 @@ func isConsolePath(path string) bool {
 // reject answers in the request's RPC protocol (gRPC clients read a
 // status, not an HTTP code), or as Connect JSON for plain HTTP.
 func (g *guard) reject(w http.ResponseWriter, r *http.Request, err error) {
-	if isConduitV1HTTP(r.URL.Path) && !g.errors.IsSupported(r) {
+	if isConduitV1HTTP(r.URL.Path) {
 		// Conduit's HTTP routes answer errors in grpc-gateway's shape.
 		writeConduitHTTPError(w, r, codes.Code(connect.CodeOf(err)), connectMessage(err))
 		return
