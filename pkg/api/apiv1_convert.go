@@ -117,28 +117,6 @@ func processorSpecToProto(s sdk.Specification) *apiv1.ProcessorPluginSpecificati
 		Version: s.Version, Author: s.Author, Parameters: paramsToProto(s.Parameters)}
 }
 
-// deprecatedSpecToProto is s in the shape of Conduit's deprecated
-// PluginService, whose types and validations number as config.v1's do.
-//
-//nolint:staticcheck // the deprecated service is served for its old clients
-func deprecatedSpecToProto(s pconnector.Specification) *apiv1.PluginSpecifications {
-	params := func(p commonsconfig.Parameters) map[string]*apiv1.PluginSpecifications_Parameter {
-		out := map[string]*apiv1.PluginSpecifications_Parameter{}
-		for name, param := range p {
-			pp := &apiv1.PluginSpecifications_Parameter{Description: param.Description, Default: param.Default,
-				Type: apiv1.PluginSpecifications_Parameter_Type(param.Type)} //nolint:gosec // a small enum
-			for _, v := range param.Validations {
-				pp.Validations = append(pp.Validations, &apiv1.PluginSpecifications_Parameter_Validation{
-					Type: apiv1.PluginSpecifications_Parameter_Validation_Type(v.Type()), Value: v.Value()}) //nolint:gosec // a small enum
-			}
-			out[name] = pp
-		}
-		return out
-	}
-	return &apiv1.PluginSpecifications{Name: s.Name, Summary: s.Summary, Description: s.Description,
-		Version: s.Version, Author: s.Author, SourceParams: params(s.SourceParams), DestinationParams: params(s.DestinationParams)}
-}
-
 // inspectHTTP serves an inspect route over HTTP as Conduit's gateway
 // does: each record as {"result": <record>} on a line of its own, for as
 // long as the client stays. Each stream takes a watcher slot, as event

@@ -622,27 +622,6 @@ func recordToProto(rec *record.Record) (*opencdcv1.Record, error) {
 
 // -- plugins and information -------------------------------------------------
 
-type v1Plugins struct {
-	apiv1.UnimplementedPluginServiceServer
-	s *conduitV1Service
-}
-
-//nolint:staticcheck // Conduit's deprecated PluginService is served for its old clients.
-func (v v1Plugins) ListPlugins(_ context.Context, req *apiv1.ListPluginsRequest) (*apiv1.ListPluginsResponse, error) {
-	re, err := nameFilter(req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	out := &apiv1.ListPluginsResponse{}
-	for _, spec := range v.s.rt.ConnectorPlugins() {
-		pb := deprecatedSpecToProto(spec)
-		if re == nil || re.MatchString(pb.Name) {
-			out.Plugins = append(out.Plugins, pb)
-		}
-	}
-	return out, nil
-}
-
 type v1Information struct {
 	apiv1.UnimplementedInformationServiceServer
 }

@@ -262,7 +262,7 @@ func TestConduitV1ReadsOverGRPC(t *testing.T) {
 	if err != nil || len(pp.GetPlugins()) != 1 || pp.GetPlugins()[0].GetParameters()["field"] == nil {
 		t.Errorf("ListProcessorPlugins: %v %v", pp, err)
 	}
-	//nolint:staticcheck // the deprecated service is served for old clients
+	//lint:ignore SA1019 the deprecated service is served for old clients
 	old, err := apiv1.NewPluginServiceClient(conn).ListPlugins(ctx, &apiv1.ListPluginsRequest{})
 	if err != nil || len(old.GetPlugins()) != 2 {
 		t.Errorf("ListPlugins: %v %v", old, err)
@@ -596,4 +596,35 @@ func TestConduitV1IsGuardedLikeTheAPI(t *testing.T) {
 			}
 		}
 	})
+}
+
+// api.grpc.address serves the same API on a second address, under the
+// loopback rule of the first.
+func TestSecondAddressServesTheSameAPI(t *testing.T) {
+	h := NewHandler(NewPipelineService(v1TestPipelines(), nil, nil), Options{ConduitV1: &fakeV1{}})
+	if _, err := Listen("127.0.0.1:0", h, ServerOptions{GRPCAddress: "0.0.0.0:0"}); !errors.Is(err, ErrInsecureAddress) ||
+		!strings.Contains(err.Error(), "api.grpc.address") {
+		t.Fatalf("a non-loopback api.grpc.address without a token: %v", err)
+	}
+	srv, err := Listen("127.0.0.1:0", h, ServerOptions{GRPCAddress: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	for _, addr := range []string{srv.Addr(), srv.GRPCAddr()} {
+		list, err := apiv1.NewPipelineServiceClient(grpcConn(t, addr)).ListPipelines(context.Background(), &apiv1.ListPipelinesRequest{})
+		if err != nil || len(list.GetPipelines()) != 5 {
+			t.Errorf("ListPipelines on %s: %v %v", addr, list, err)
+		}
+	}
+	if srv.GRPCAddr() == srv.Addr() {
+		t.Errorf("one address for both: %s", srv.Addr())
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
 }
