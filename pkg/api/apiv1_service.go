@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	opencdcv1 "github.com/conduitio/conduit-commons/proto/opencdc/v1"
 	apiv1 "github.com/conduitio/conduit/proto/api/v1"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -162,6 +163,36 @@ func refuseChange(vp v1Pipeline, what string) error {
 		"%s: pipeline %q is %s, and conduit changes a pipeline as a whole, from its pipeline file: %s", what, vp.info.ID, vp.definedBy(), how)
 }
 
+// applied reports whether the pipeline was applied through the API, so
+// that its kept file may be changed.
+func (vp v1Pipeline) applied() bool {
+	return vp.sup != nil && (vp.info.File == "" || isAPIFileName(vp.info.File))
+}
+
+// edit makes e to an applied pipeline by changing and applying its file
+// again; a file's pipeline is refused (refuseChange).
+func (s *conduitV1Service) edit(ctx context.Context, vp v1Pipeline, what string, e PipelineEdit) error {
+	ed, ok := s.rt.(PipelineEditor)
+	if !ok || !vp.applied() {
+		return refuseChange(vp, what)
+	}
+	err := ed.EditPipeline(ctx, vp.info.ID, e)
+	var (
+		dif *DefinedInFileError
+		ee  *EditError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &dif), errors.Is(err, ErrNotEditable):
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+	case errors.As(err, &ee):
+		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+	default:
+		return v1Status(transitionError(err))
+	}
+}
+
 // nameFilter compiles Conduit's name filter: a regular expression the
 // whole name must match.
 func nameFilter(expr string) (*regexp.Regexp, error) {
@@ -224,7 +255,15 @@ func (v v1Pipelines) UpdatePipeline(ctx context.Context, req *apiv1.UpdatePipeli
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, "not updated")
+	if err := v.s.edit(ctx, vp, "not updated", PipelineEdit{Op: EditUpdatePipeline,
+		Name: req.GetConfig().GetName(), Description: req.GetConfig().GetDescription()}); err != nil {
+		return nil, err
+	}
+	vp, err = v.s.get(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdatePipelineResponse{Pipeline: vp.toProto()}, nil
 }
 
 func (v v1Pipelines) UpdateDLQ(ctx context.Context, req *apiv1.UpdateDLQRequest) (*apiv1.UpdateDLQResponse, error) {
@@ -370,7 +409,25 @@ func (v v1Connectors) CreateConnector(ctx context.Context, req *apiv1.CreateConn
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, "connector not created")
+	if t := req.GetType(); t != apiv1.Connector_TYPE_SOURCE && t != apiv1.Connector_TYPE_DESTINATION {
+		return nil, status.Error(codes.InvalidArgument, "type: TYPE_SOURCE or TYPE_DESTINATION is required")
+	}
+	// Conduit names a new connector with a UUID; a name given is the id
+	// here, as a pipeline file's connectors are named by their ids.
+	id := req.GetConfig().GetName()
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if err := v.s.edit(ctx, vp, "connector not created", PipelineEdit{Op: EditCreateConnector, Connector: id,
+		Source: req.GetType() == apiv1.Connector_TYPE_SOURCE, Plugin: req.GetPlugin(), Settings: req.GetConfig().GetSettings(),
+		Name: req.GetConfig().GetName()}); err != nil {
+		return nil, err
+	}
+	vp, c, err := v.s.connector(ctx, record.NodeID(vp.info.ID, id))
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.CreateConnectorResponse{Connector: vp.connectorToProto(c)}, nil
 }
 
 func (v v1Connectors) UpdateConnector(ctx context.Context, req *apiv1.UpdateConnectorRequest) (*apiv1.UpdateConnectorResponse, error) {
@@ -378,7 +435,15 @@ func (v v1Connectors) UpdateConnector(ctx context.Context, req *apiv1.UpdateConn
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, fmt.Sprintf("connector %q not updated", c.ID))
+	if err := v.s.edit(ctx, vp, fmt.Sprintf("connector %q not updated", c.ID), PipelineEdit{Op: EditUpdateConnector, Connector: c.ID,
+		Plugin: req.GetPlugin(), Settings: req.GetConfig().GetSettings(), Name: req.GetConfig().GetName()}); err != nil {
+		return nil, err
+	}
+	vp, c, err = v.s.connector(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdateConnectorResponse{Connector: vp.connectorToProto(c)}, nil
 }
 
 func (v v1Connectors) DeleteConnector(ctx context.Context, req *apiv1.DeleteConnectorRequest) (*apiv1.DeleteConnectorResponse, error) {
@@ -386,7 +451,10 @@ func (v v1Connectors) DeleteConnector(ctx context.Context, req *apiv1.DeleteConn
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, fmt.Sprintf("connector %q not deleted", c.ID))
+	if err := v.s.edit(ctx, vp, fmt.Sprintf("connector %q not deleted", c.ID), PipelineEdit{Op: EditDeleteConnector, Connector: c.ID}); err != nil {
+		return nil, err
+	}
+	return &apiv1.DeleteConnectorResponse{}, nil
 }
 
 func (v v1Connectors) ValidateConnector(_ context.Context, req *apiv1.ValidateConnectorRequest) (*apiv1.ValidateConnectorResponse, error) {
@@ -512,18 +580,40 @@ func (v v1Processors) GetProcessor(ctx context.Context, req *apiv1.GetProcessorR
 
 func (v v1Processors) CreateProcessor(ctx context.Context, req *apiv1.CreateProcessorRequest) (*apiv1.CreateProcessorResponse, error) {
 	parent := req.GetParent().GetId()
-	if req.GetParent().GetType() == apiv1.Processor_Parent_TYPE_CONNECTOR {
-		vp, _, err := v.s.connector(ctx, parent)
-		if err != nil {
-			return nil, err
-		}
-		return nil, refuseChange(vp, "processor not created")
+	var (
+		vp        v1Pipeline
+		connector string
+		err       error
+	)
+	switch req.GetParent().GetType() {
+	case apiv1.Processor_Parent_TYPE_CONNECTOR:
+		var c config.Connector
+		vp, c, err = v.s.connector(ctx, parent)
+		connector = c.ID
+	case apiv1.Processor_Parent_TYPE_PIPELINE:
+		vp, err = v.s.get(ctx, parent)
+	default:
+		return nil, status.Error(codes.InvalidArgument, "parent.type: TYPE_PIPELINE or TYPE_CONNECTOR is required")
 	}
-	vp, err := v.s.get(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, "processor not created")
+	plugin := req.GetPlugin()
+	if plugin == "" {
+		//lint:ignore SA1019 Conduit's older clients send the plugin as type
+		plugin = req.GetType()
+	}
+	id := uuid.NewString()
+	if err := v.s.edit(ctx, vp, "processor not created", PipelineEdit{Op: EditCreateProcessor, Connector: connector, Processor: id,
+		Plugin: plugin, Settings: req.GetConfig().GetSettings(), Workers: int(req.GetConfig().GetWorkers()), Condition: req.GetCondition()}); err != nil {
+		return nil, err
+	}
+	created := vp.processorID(v1Processor{proc: config.Processor{ID: id}, connector: connector})
+	vp, p, err := v.s.processor(ctx, created)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.CreateProcessorResponse{Processor: vp.processorToProto(p)}, nil
 }
 
 func (v v1Processors) UpdateProcessor(ctx context.Context, req *apiv1.UpdateProcessorRequest) (*apiv1.UpdateProcessorResponse, error) {
@@ -531,7 +621,16 @@ func (v v1Processors) UpdateProcessor(ctx context.Context, req *apiv1.UpdateProc
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, fmt.Sprintf("processor %q not updated", p.proc.ID))
+	if err := v.s.edit(ctx, vp, fmt.Sprintf("processor %q not updated", p.proc.ID), PipelineEdit{Op: EditUpdateProcessor,
+		Connector: p.connector, Processor: p.proc.ID, Plugin: req.GetPlugin(), Settings: req.GetConfig().GetSettings(),
+		Workers: int(req.GetConfig().GetWorkers())}); err != nil {
+		return nil, err
+	}
+	vp, p, err = v.s.processor(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdateProcessorResponse{Processor: vp.processorToProto(p)}, nil
 }
 
 func (v v1Processors) DeleteProcessor(ctx context.Context, req *apiv1.DeleteProcessorRequest) (*apiv1.DeleteProcessorResponse, error) {
@@ -539,7 +638,11 @@ func (v v1Processors) DeleteProcessor(ctx context.Context, req *apiv1.DeleteProc
 	if err != nil {
 		return nil, err
 	}
-	return nil, refuseChange(vp, fmt.Sprintf("processor %q not deleted", p.proc.ID))
+	if err := v.s.edit(ctx, vp, fmt.Sprintf("processor %q not deleted", p.proc.ID), PipelineEdit{Op: EditDeleteProcessor,
+		Connector: p.connector, Processor: p.proc.ID}); err != nil {
+		return nil, err
+	}
+	return &apiv1.DeleteProcessorResponse{}, nil
 }
 
 func (v v1Processors) ListProcessorPlugins(_ context.Context, req *apiv1.ListProcessorPluginsRequest) (*apiv1.ListProcessorPluginsResponse, error) {

@@ -319,7 +319,7 @@ func TestConduitV1StartStopAndRefusedChanges(t *testing.T) {
 			return err
 		},
 		"CreateConnector": func() error {
-			_, err := connectors.CreateConnector(ctx, &apiv1.CreateConnectorRequest{PipelineId: "orders", Plugin: "builtin:log"})
+			_, err := connectors.CreateConnector(ctx, &apiv1.CreateConnectorRequest{PipelineId: "orders", Type: apiv1.Connector_TYPE_DESTINATION, Plugin: "builtin:log"})
 			return err
 		},
 		"UpdateProcessor": func() error {
@@ -626,5 +626,60 @@ func TestSecondAddressServesTheSameAPI(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Serve: %v", err)
+	}
+}
+
+// editingV1 is a runtime that changes applied pipelines.
+type editingV1 struct {
+	*fakeV1
+	edits []PipelineEdit
+	err   error
+}
+
+func (e *editingV1) EditPipeline(_ context.Context, id string, edit PipelineEdit) error {
+	e.edits = append(e.edits, edit)
+	return e.err
+}
+
+// A pipeline applied through the API takes Conduit's piecewise changes
+// (the runtime changes its file); a file's is refused; a change the
+// runtime finds invalid is INVALID_ARGUMENT.
+func TestConduitV1EditsAppliedPipelines(t *testing.T) {
+	rt := &editingV1{fakeV1: &fakeV1{}}
+	h := NewHandler(NewPipelineService(v1TestPipelines(), nil, nil), Options{ConduitV1: rt})
+	srv, err := Listen("127.0.0.1:0", h, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	defer func() {
+		_ = srv.Shutdown(context.Background())
+		<-done
+	}()
+	conn := grpcConn(t, srv.Addr())
+	ctx := context.Background()
+	pipelines := apiv1.NewPipelineServiceClient(conn)
+	if _, err := pipelines.UpdatePipeline(ctx, &apiv1.UpdatePipelineRequest{Id: "flaky", Config: &apiv1.Pipeline_Config{Name: "flaky", Description: "d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.edits) != 1 || rt.edits[0].Op != EditUpdatePipeline || rt.edits[0].Description != "d" {
+		t.Fatalf("edits: %+v", rt.edits)
+	}
+	procs := apiv1.NewProcessorServiceClient(conn)
+	_, err = procs.CreateProcessor(ctx, &apiv1.CreateProcessorRequest{Parent: &apiv1.Processor_Parent{Type: apiv1.Processor_Parent_TYPE_PIPELINE, Id: "flaky"},
+		Plugin: "field.set", Config: &apiv1.Processor_Config{Settings: map[string]string{"field": ".Key"}}})
+	// The fake does not change the pipeline, so the new processor is not
+	// found afterwards; the edit is what counts here.
+	if status.Code(err) != codes.NotFound || len(rt.edits) != 2 || rt.edits[1].Op != EditCreateProcessor || rt.edits[1].Plugin != "field.set" ||
+		rt.edits[1].Processor == "" || rt.edits[1].Settings["field"] != ".Key" {
+		t.Fatalf("CreateProcessor: %v, edits %+v", err, rt.edits)
+	}
+	if _, err := pipelines.UpdatePipeline(ctx, &apiv1.UpdatePipelineRequest{Id: "orders"}); status.Code(err) != codes.FailedPrecondition || len(rt.edits) != 2 {
+		t.Errorf("a file's pipeline: %v, edits %d", err, len(rt.edits))
+	}
+	rt.err = &EditError{Err: errors.New(`connectors[gen].settings.bogus: unknown setting`)}
+	if _, err := pipelines.UpdatePipeline(ctx, &apiv1.UpdatePipelineRequest{Id: "flaky"}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("an invalid change: %v", err)
 	}
 }
