@@ -295,6 +295,76 @@ func TestConduitsCLIAndHTTPAPIAgainstConduit(t *testing.T) {
 	}
 }
 
+// Conduit's piecewise changes reach a pipeline applied through the API:
+// its file is changed and applied again, and the pipeline runs with the
+// change.
+func TestConduitV1ChangesAnAppliedPipeline(t *testing.T) {
+	w := newWorkspace(t, "")
+	p := w.start("run")
+	addr := apiAddress(t, p)
+	base := "http://" + addr
+	w.write("applied.yml", strings.Replace(conduitV1Pipeline, "id: seq", "id: applied", 1))
+	w.mustPipelines(addr, "apply", "applied.yml")
+	eventually(t, pollInterval, func() bool { return v1Status(t, base, "applied") == "STATUS_RUNNING" },
+		func() string { return "applied never ran:\n" + p.stderr.String() })
+
+	send := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, body := send(http.MethodPut, "/v1/connectors/applied:gen", `{"config":{"settings":{"format.type":"structured","format.options.id":"int","rate":"7"}}}`)
+	if code != http.StatusOK || !strings.Contains(strings.ReplaceAll(body, " ", ""), `"rate":"7"`) {
+		t.Fatalf("PUT /v1/connectors/applied:gen: %d %s", code, body)
+	}
+	code, body = send(http.MethodPost, "/v1/processors", `{"parent":{"type":"TYPE_PIPELINE","id":"applied"},"plugin":"field.set","config":{"settings":{"field":".Metadata.added","value":"yes"}}}`)
+	if code != http.StatusOK || !strings.Contains(body, "field.set") {
+		t.Fatalf("POST /v1/processors: %d %s", code, body)
+	}
+	// The pipeline runs with both: a record through the new processor.
+	eventually(t, pollInterval, func() bool { return v1Status(t, base, "applied") == "STATUS_RUNNING" },
+		func() string { return "applied does not run after the change:\n" + p.stderr.String() })
+	var pl struct {
+		ProcessorIDs []string `json:"processorIds"`
+	}
+	v1Get(t, base+"/v1/pipelines/applied", &pl)
+	if len(pl.ProcessorIDs) != 1 {
+		t.Fatalf("processors of applied: %v", pl.ProcessorIDs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/processors/"+pl.ProcessorIDs[0]+"/inspect-out", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	res.Body.Close()
+	if err != nil || !strings.Contains(strings.ReplaceAll(line, " ", ""), `"added":"yes"`) {
+		t.Errorf("a record out of the new processor: %v %q", err, line)
+	}
+	// An invalid change is refused and changes nothing.
+	code, body = send(http.MethodPut, "/v1/connectors/applied:gen", `{"config":{"settings":{"format.options.id":"int","rate":"fast"}}}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, `"code":3`) || !strings.Contains(body, "rate") {
+		t.Errorf("an invalid rate: %d %s", code, body)
+	}
+	var c struct {
+		Config struct {
+			Settings map[string]string `json:"settings"`
+		} `json:"config"`
+	}
+	v1Get(t, base+"/v1/connectors/applied:gen", &c)
+	if c.Config.Settings["rate"] != "7" {
+		t.Errorf("after the refused change: %v", c.Config.Settings)
+	}
+}
+
 // hasRow reports whether a line of table holds every cell.
 func hasRow(table string, cells []string) bool {
 	for _, line := range strings.Split(table, "\n") {
