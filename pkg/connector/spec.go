@@ -1,7 +1,10 @@
 package connector
 
 import (
+	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/conduitio/conduit-commons/config"
@@ -39,6 +42,42 @@ func (r *Registry) Specifications() []pconnector.Specification {
 			spec.DestinationParams = nil
 		}
 		spec.Name = "builtin:" + p.Name + "@" + spec.Version
+		out = append(out, spec)
+	}
+	if r.standalone != nil {
+		out = append(out, r.standalone.specifications(context.Background())...)
+	}
+	return out
+}
+
+// specifications lists the executables of connectors.path as Conduit
+// lists its standalone connectors: standalone:name@version, with the name
+// and version of a Conduit connector's specification, or the file's name.
+// Asking a connector runs it once; the answer is kept until the file
+// changes.
+func (h *StandaloneHost) specifications(ctx context.Context) []pconnector.Specification {
+	entries, err := os.ReadDir(h.cfg.Dir)
+	if err != nil {
+		return nil
+	}
+	var out []pconnector.Specification
+	for _, e := range entries {
+		path, err := filepath.Abs(filepath.Join(h.cfg.Dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		spec := pconnector.Specification{Name: e.Name(), Version: "unknown"}
+		if entry, err := h.conduitName(ctx, path, fi); err == nil && entry.name != "" {
+			spec.Name, spec.Version = entry.name, entry.version
+			spec.Summary = "Conduit connector " + entry.name + " in " + path
+		} else {
+			spec.Summary = "standalone connector " + path
+		}
+		spec.Name = "standalone:" + spec.Name + "@" + spec.Version
 		out = append(out, spec)
 	}
 	return out
