@@ -181,6 +181,9 @@ func newConduitV1Handler(svc *conduitV1Service, watchers *watcherLimits) (http.H
 		if _, ok := r.URL.Query()["pretty"]; ok {
 			r.Header.Set("Accept", prettyJSON)
 		}
+		// The gateway reads a body whole: bounded as every request of
+		// this API is.
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		gw.ServeHTTP(w, r)
 	}), nil
 }

@@ -683,3 +683,20 @@ func TestConduitV1EditsAppliedPipelines(t *testing.T) {
 		t.Errorf("an invalid change: %v", err)
 	}
 }
+
+// A body over the API's request limit is refused on Conduit's HTTP routes
+// too.
+func TestConduitV1BoundsRequestBodies(t *testing.T) {
+	ts := startV1Server(t, Options{})
+	big := `{"config":{"settings":{"k":"` + strings.Repeat("x", MaxRequestBytes) + `"}}}`
+	req, _ := http.NewRequest(http.MethodPut, "http://"+ts.addr+"/v1/connectors/orders:src", strings.NewReader(big))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK || !strings.Contains(string(body), "too large") {
+		t.Errorf("a body over %d bytes: %d %s", MaxRequestBytes, res.StatusCode, body)
+	}
+}
