@@ -49,6 +49,17 @@ func (a runtimeConduitV1) Inspect(ctx context.Context, pipelineID string, at api
 	if !m.hasComponent(at) {
 		return nil, fmt.Errorf("pipeline %q: %w %+v", pipelineID, api.ErrInspectUnknown, at)
 	}
+	// The stream ends with the pipeline's supervisor (the pipeline was
+	// updated, deleted or handed to another instance): what it inspected
+	// is gone, and the client asks again for the new one.
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		select {
+		case <-m.sup.Done():
+		case <-ctx.Done():
+		}
+	}()
 	return m.taps.subscribe(ctx, at), nil
 }
 

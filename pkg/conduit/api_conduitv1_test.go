@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -134,6 +135,12 @@ func TestEditAppliedPipeline(t *testing.T) {
 	}
 	rt := newFilesRuntime(t, dir, zap.NewNop())
 	defer rt.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	done := runInBackground(rt, runCtx, nil)
+	defer func() {
+		stop()
+		waitDone(t, done)
+	}()
 	file := strings.Replace(stoppedPipelineFile("a"), "format.options.id: int", "format.options.id: int\n          format.options.password: string", 1)
 	if plan, err := (apiChanges{rt}).Apply(ctx, []config.FileContent{{Name: "a.yml", Data: []byte(file)}}, false, false); err != nil ||
 		plan.Count(reconciler.Create) != 1 {
@@ -179,16 +186,37 @@ func TestEditAppliedPipeline(t *testing.T) {
 		{"rename the pipeline", api.PipelineEdit{Op: api.EditUpdatePipeline, Name: "renamed", Description: "now described"},
 			func(p config.Pipeline) bool { return p.Name == "renamed" && p.Description == "now described" }},
 	}
-	for _, s := range steps {
+	// An inspector of the pipeline as it ran is ended by the change.
+	inspected, err := ed.Inspect(ctx, "a", api.InspectPoint{Connector: "gen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ed.Inspect(ctx, "a", api.InspectPoint{Connector: "nope"}); !errors.Is(err, api.ErrInspectUnknown) {
+		t.Errorf("inspecting an unknown connector: %v", err)
+	}
+	for i, s := range steps {
 		if err := ed.EditPipeline(ctx, "a", s.edit); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if p := cfg(); !s.check(p) {
 			t.Fatalf("%s: %+v", s.name, p)
 		}
+		if i == 0 {
+			ended := make(chan struct{})
+			go func() {
+				for range inspected {
+				}
+				close(ended)
+			}()
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second): // a guard against a hang, not a wait
+				t.Fatal("the inspector of the replaced pipeline was not ended")
+			}
+		}
 	}
 	// Invalid: a setting the plugin does not have. Nothing changes.
-	err := ed.EditPipeline(ctx, "a", api.PipelineEdit{Op: api.EditUpdateConnector, Connector: "gen", Settings: map[string]string{"format.options.id": "int", "bogus": "1"}})
+	err = ed.EditPipeline(ctx, "a", api.PipelineEdit{Op: api.EditUpdateConnector, Connector: "gen", Settings: map[string]string{"format.options.id": "int", "bogus": "1"}})
 	var ee *api.EditError
 	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("an invalid setting: %v", err)
