@@ -32,7 +32,10 @@ func (a runtimeConduitV1) ProcessorPlugins() []sdk.Specification {
 }
 
 func (a runtimeConduitV1) ValidateConnector(source bool, plugin string, settings map[string]string) error {
-	cfg := connector.Config{PipelineID: "validate", ConnectorID: "connector", Settings: settings, Protected: protectedPaths(a.r.cfg)}
+	// Only the settings are checked: nothing is opened, so conduit's own
+	// files (which a file destination refuses when it opens) are not at
+	// stake.
+	cfg := connector.Config{PipelineID: "validate", ConnectorID: "connector", Settings: settings}
 	if source {
 		_, err := a.r.connectors.NewSource(plugin, cfg)
 		return err
