@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -48,6 +50,11 @@ type Options struct {
 	Health Health
 	// Rules serves RecoveryRuleService; nil leaves it out.
 	Rules Rules
+	// ConduitV1 serves Conduit's API v1 beside this one (its gRPC
+	// services, its /v1/ HTTP routes, /info and /openapi); nil leaves it
+	// out. The same token, user and loopback rules and the same watcher
+	// limits apply to it.
+	ConduitV1 ConduitV1
 	// Console serves the web console's pages under ConsolePath; nil
 	// leaves it out. The pages hold no data: with a token they are
 	// served without it and ask for it; without a token the loopback
@@ -73,7 +80,7 @@ var healthPaths = map[string]bool{
 
 // NewHandler returns the API's HTTP handler: PipelineService, gRPC health,
 // gRPC reflection (v1 and v1alpha, so grpcurl works), /metrics, /healthz
-// and /readyz.
+// and /readyz, and Conduit's API v1 when opts.ConduitV1 is set.
 func NewHandler(svc *PipelineService, opts Options) http.Handler {
 	if opts.MaxWatchers <= 0 {
 		opts.MaxWatchers = DefaultMaxWatchers
@@ -86,7 +93,9 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 		connect.WithCodec(strictJSON{name: "json"}),
 		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
 	}
-	watchers := connect.WithInterceptors(newWatcherLimits(opts.MaxWatchers, opts.MaxWatchersPerClient))
+	// One limit for every server stream, of either API.
+	streams := newWatcherLimits(opts.MaxWatchers, opts.MaxWatchersPerClient)
+	watchers := connect.WithInterceptors(streams)
 
 	mux := http.NewServeMux()
 	mux.Handle(conduitv1connect.NewPipelineServiceHandler(svc, append(limits, watchers)...))
@@ -95,9 +104,26 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 		mux.Handle(conduitv1connect.NewRecoveryRuleServiceHandler(NewRuleService(opts.Rules), limits...))
 		services = append(services, conduitv1connect.RecoveryRuleServiceName)
 	}
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...),
+	healthNames, reflected := services, append(services, grpchealth.HealthV1ServiceName)
+	if opts.ConduitV1 != nil {
+		v1, err := newConduitV1Handler(&conduitV1Service{ps: svc.pipelines, changes: svc.changes, rt: opts.ConduitV1}, streams)
+		if err != nil {
+			// Only a route that does not parse fails: a wiring mistake.
+			panic(fmt.Sprintf("serving Conduit's API v1: %v", err))
+		}
+		for _, route := range conduitV1Routes {
+			mux.Handle(route, v1)
+		}
+		for _, service := range conduitV1Services {
+			mux.Handle("/"+service+"/", v1)
+		}
+		// Conduit's health server answers for its services by these names.
+		healthNames = append(slices.Clone(services), conduitHealthServices...)
+		reflected = append(reflected, conduitV1Services...)
+	}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(healthNames...),
 		connect.WithReadMaxBytes(MaxRequestBytes)))
-	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
+	reflector := grpcreflect.NewStaticReflector(reflected...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, limits...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limits...))
 	if opts.Metrics != nil {
@@ -201,6 +227,11 @@ func isConsolePath(path string) bool {
 // reject answers in the request's RPC protocol (gRPC clients read a
 // status, not an HTTP code), or as Connect JSON for plain HTTP.
 func (g *guard) reject(w http.ResponseWriter, r *http.Request, err error) {
+	if isConduitV1HTTP(r.URL.Path) {
+		// Conduit's HTTP routes answer errors in grpc-gateway's shape.
+		writeConduitHTTPError(w, r, codes.Code(connect.CodeOf(err)), connectMessage(err))
+		return
+	}
 	_ = g.errors.Write(w, r, err)
 }
 

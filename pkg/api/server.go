@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/conduitry/conduit/pkg/fdlimit"
 )
@@ -54,6 +55,10 @@ type ServerOptions struct {
 	IdleTimeout time.Duration
 	// Logger receives the HTTP server's own errors; nil discards them.
 	Logger *zap.Logger
+	// GRPCAddress, when set, is a second address serving the same handler
+	// (api.grpc.address, where Conduit's clients call its gRPC API), under
+	// the same rules and with a connection cap of its own.
+	GRPCAddress string
 }
 
 func (o *ServerOptions) setDefaults() {
@@ -84,8 +89,10 @@ func (o *ServerOptions) setDefaults() {
 // Server serves the handler on one port with HTTP/1.1 and cleartext HTTP/2
 // (h2c), so Connect, gRPC and gRPC-Web clients and curl all work.
 type Server struct {
-	srv          *http.Server
-	ln           net.Listener
+	srv *http.Server
+	ln  net.Listener
+	// grpcLn listens on GRPCAddress; nil without one.
+	grpcLn       net.Listener
 	maxConns     int
 	writeTimeout time.Duration
 }
@@ -100,9 +107,21 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 	if opts.Token == "" && !peerUsersKnown {
 		opts.Logger.Warn("without api.auth.token any user of this machine may call the API: this operating system does not tell conduit which user a loopback client runs as; set a token on a machine others use")
 	}
+	if opts.GRPCAddress != "" && opts.Token == "" && !isLoopback(opts.GRPCAddress) {
+		return nil, fmt.Errorf("api.grpc.address %s: %w (set CONDUIT_API_AUTH_TOKEN, or bind 127.0.0.1)", opts.GRPCAddress, ErrInsecureAddress)
+	}
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("api.http.address %s: %w", address, err)
+	}
+	var grpcLn net.Listener
+	if opts.GRPCAddress != "" {
+		gl, err := net.Listen("tcp", opts.GRPCAddress)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("api.grpc.address %s: %w", opts.GRPCAddress, err)
+		}
+		grpcLn = newConnLimiter(gl, opts.MaxConnections, time.Now)
 	}
 	limiter := newConnLimiter(ln, opts.MaxConnections, time.Now)
 	protocols := new(http.Protocols)
@@ -115,7 +134,7 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 			// Each connection's client user is looked up once, however
 			// many requests it carries.
 			ConnContext: withPeerConn,
-			ConnState:   limiter.connState,
+			ConnState:   trackConnState,
 			// ReadTimeout ends neither stream: over HTTP/1.1 the server
 			// lifts the deadline once the body is read, over HTTP/2 it
 			// only ends reading the body. WriteTimeout would (it is a
@@ -136,6 +155,7 @@ func Listen(address string, h http.Handler, opts ServerOptions) (*Server, error)
 		// At the cap a new connection takes the place of the longest
 		// idle one, so idle clients cannot lock out probes and calls.
 		ln:           limiter,
+		grpcLn:       grpcLn,
 		maxConns:     opts.MaxConnections,
 		writeTimeout: opts.WriteTimeout,
 	}, nil
@@ -151,15 +171,34 @@ func (s *Server) SetHandler(h http.Handler) { s.srv.Handler = withWriteDeadlines
 // configured one was 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// GRPCAddr is the address of the second listener (api.grpc.address), ""
+// without one.
+func (s *Server) GRPCAddr() string {
+	if s.grpcLn == nil {
+		return ""
+	}
+	return s.grpcLn.Addr().String()
+}
+
 // MaxConnections is the cap on connections served at once.
 func (s *Server) MaxConnections() int { return s.maxConns }
 
-// Serve serves until Shutdown; it returns nil after a shutdown.
+// Serve serves until Shutdown, on both addresses when there are two; it
+// returns nil after a shutdown.
 func (s *Server) Serve() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+	var g errgroup.Group
+	for _, ln := range []net.Listener{s.ln, s.grpcLn} {
+		if ln == nil {
+			continue
+		}
+		g.Go(func() error {
+			if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // Shutdown stops accepting connections and waits for calls in progress
@@ -171,10 +210,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	// The server closes only the listeners Serve was given; one that was
 	// never served is closed here.
-	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
-		err = cerr
+	for _, ln := range []net.Listener{s.ln, s.grpcLn} {
+		if ln == nil {
+			continue
+		}
+		if cerr := ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+			err = cerr
+		}
 	}
 	return err
+}
+
+// trackConnState tells each connection's limiter (one per listener)
+// which of its connections have a request in flight.
+func trackConnState(c net.Conn, state http.ConnState) {
+	if lc, ok := c.(*limitedConn); ok {
+		lc.l.connState(c, state)
+	}
 }
 
 func isLoopback(address string) bool {

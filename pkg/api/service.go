@@ -1,6 +1,9 @@
 // Package api serves the Connect API (PipelineService, gRPC health and
 // reflection) and /metrics on one HTTP port: Connect, gRPC and gRPC-Web
 // over HTTP/1.1 and cleartext HTTP/2, and plain HTTP/JSON for curl.
+// Conduit's API v1 (its gRPC services, its /v1 HTTP routes, /openapi) is
+// served beside it under the same rules, so Conduit's clients work (see
+// apiv1.go).
 //
 // The handlers translate; they decide nothing. What a pipeline is and may
 // do comes from the supervisor (lifecycle/), its story from the audit log

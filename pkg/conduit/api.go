@@ -52,6 +52,8 @@ type managedPipeline struct {
 	status lifecycle.Status
 
 	records recordCounts
+	// taps are the inspectors of its records (Conduit's API v1).
+	taps inspectTaps
 	// deadLetters are the records its dead-letter rules and quarantine
 	// took.
 	deadLetters deadLetterTally

@@ -226,7 +226,7 @@ func (r *Runtime) listen() error {
 		return nil
 	}
 	server, err := api.Listen(r.cfg.API.HTTP.Address, http.NotFoundHandler(), api.ServerOptions{Token: r.cfg.API.Auth.Token,
-		MaxConnections: r.cfg.API.HTTP.MaxConnections, Logger: r.log})
+		MaxConnections: r.cfg.API.HTTP.MaxConnections, Logger: r.log, GRPCAddress: r.cfg.API.GRPC.Address})
 	if err != nil {
 		return err
 	}
@@ -401,7 +401,8 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != "")}))
+		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
+		ConduitV1: runtimeConduitV1{r}}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few
@@ -828,6 +829,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		}
 	}
 	cfg.OnAck = hooks.OnAck
+	m.tapRun(&cfg)
 	if f := r.fleet; f != nil {
 		id := m.cfg.ID
 		cfg.WriteGuard = func() error { return f.mayWrite(id) }
@@ -950,6 +952,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	if r.server != nil {
 		r.log.Info("API listening", zap.String("address", r.server.Addr()),
 			zap.String("console", consoleURL(r.server.Addr())), zap.Bool("auth", r.cfg.API.Auth.Token != ""))
+		logGRPCAddress(r.log, r.server)
 		go func() { serverDone <- r.server.Serve() }()
 	}
 	// The scheduler outlives the supervisors: a restart launched while one

@@ -47,6 +47,12 @@ type Config struct {
 			// derives it from the open file limit (see pkg/fdlimit).
 			MaxConnections int
 		}
+		// GRPC is Conduit's gRPC API address: a second listener serving
+		// the same handler (every protocol), for Conduit's clients.
+		GRPC struct {
+			// Address is empty when there is no second listener.
+			Address string
+		}
 		Auth struct {
 			// Token, when set, is the bearer token every API call but
 			// health must carry.

@@ -94,6 +94,7 @@ func TestDefault(t *testing.T) {
 		{"log.format", c.Log.Format, "cli"},
 		{"api.enabled", c.API.Enabled, true},
 		{"api.http.address", c.API.HTTP.Address, "127.0.0.1:8080"},
+		{"api.grpc.address", c.API.GRPC.Address, ""},
 		{"api.auth.token", c.API.Auth.Token, ""},
 		{"api.http.max-connections", c.API.HTTP.MaxConnections, 0},
 		{"api.max-watchers", c.API.MaxWatchers, 256},
@@ -148,8 +149,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 51 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 51; add the new key here", len(Keys()))
+	if len(Keys()) != 52 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 52; add the new key here", len(Keys()))
 	}
 }
 

@@ -268,6 +268,16 @@ func memoryLimit(s string) error {
 	return err
 }
 
+// optional accepts the empty string, and what check accepts.
+func optional(check func(string) error) func(string) error {
+	return func(s string) error {
+		if s == "" {
+			return nil
+		}
+		return check(s)
+	}
+}
+
 func notEmpty(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")

@@ -33,7 +33,7 @@ func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]stri
 	sourceDefaults["sdk.schema.extract.payload.enabled"] = "false"
 	sourceDefaults["sdk.schema.extract.key.enabled"] = "false"
 	ref := "builtin:" + name
-	p := Plugin{Name: name}
+	p := Plugin{Name: name, Specification: func() pconnector.Specification { return spec }}
 	if c.NewSource != nil {
 		p.NewSource = func(cfg Config) (Source, error) {
 			if err := conduitplugin.ValidateSettings(spec.SourceParams, cfg.Settings); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/conduitio/conduit-connector-protocol/pconnector"
+
 	"github.com/conduitry/conduit/pkg/plugin"
 )
 
@@ -19,6 +21,10 @@ type Plugin struct {
 	Name           string
 	NewSource      func(Config) (Source, error)
 	NewDestination func(Config) (Destination, error)
+	// Specification describes the plugin and its settings, as Conduit's
+	// connectors do; nil takes the built-in description of the name (see
+	// Specifications).
+	Specification func() pconnector.Specification
 }
 
 // Builtin returns the built-in plugins: generator (source), file (source and

@@ -1,0 +1,282 @@
+package conduit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/conduitio/conduit-connector-protocol/pconnector"
+	sdk "github.com/conduitio/conduit-processor-sdk"
+	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/processor"
+	"github.com/conduitry/conduit/pkg/record"
+)
+
+// runtimeConduitV1 is the runtime as Conduit's API v1 needs it.
+type runtimeConduitV1 struct{ r *Runtime }
+
+var _ api.ConduitV1 = runtimeConduitV1{}
+
+func (a runtimeConduitV1) ConnectorPlugins() []pconnector.Specification {
+	return a.r.connectors.Specifications()
+}
+
+func (a runtimeConduitV1) ProcessorPlugins() []sdk.Specification {
+	return a.r.processors.Specifications()
+}
+
+func (a runtimeConduitV1) ValidateConnector(source bool, plugin string, settings map[string]string) error {
+	// Only the settings are checked: nothing is opened, so conduit's own
+	// files (which a file destination refuses when it opens) are not at
+	// stake.
+	cfg := connector.Config{PipelineID: "validate", ConnectorID: "connector", Settings: settings}
+	if source {
+		_, err := a.r.connectors.NewSource(plugin, cfg)
+		return err
+	}
+	_, err := a.r.connectors.NewDestination(plugin, cfg)
+	return err
+}
+
+func (a runtimeConduitV1) Inspect(ctx context.Context, pipelineID string, at api.InspectPoint) (<-chan record.Record, error) {
+	m := a.r.get(pipelineID)
+	if m == nil {
+		return nil, fmt.Errorf("pipeline %q does not run on this instance: %w", pipelineID, api.ErrInspectUnknown)
+	}
+	if !m.hasComponent(at) {
+		return nil, fmt.Errorf("pipeline %q: %w %+v", pipelineID, api.ErrInspectUnknown, at)
+	}
+	// The stream ends with the pipeline's supervisor (the pipeline was
+	// updated, deleted or handed to another instance): what it inspected
+	// is gone, and the client asks again for the new one.
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		select {
+		case <-m.sup.Done():
+		case <-ctx.Done():
+		}
+	}()
+	return m.taps.subscribe(ctx, at), nil
+}
+
+// Config implements api.Configured.
+func (m *managedPipeline) Config() config.Pipeline { return m.cfg }
+
+// Config implements api.Configured: the configuration the database has.
+func (p remotePipeline) Config() config.Pipeline { return p.k.Pipeline }
+
+func (m *managedPipeline) hasComponent(at api.InspectPoint) bool {
+	for _, c := range m.cfg.Connectors {
+		if at.Processor == "" && c.ID == at.Connector {
+			return true
+		}
+		for _, p := range c.Processors {
+			if at.Connector == c.ID && p.ID == at.Processor {
+				return true
+			}
+		}
+	}
+	for _, p := range m.cfg.Processors {
+		if at.Connector == "" && p.ID == at.Processor {
+			return true
+		}
+	}
+	return false
+}
+
+// inspectBuffer is how many records an inspector may fall behind before
+// records are dropped for it: inspecting must never slow a pipeline.
+const inspectBuffer = 256
+
+// inspectTaps are the inspectors of one pipeline's records (Conduit's
+// InspectConnector and InspectProcessorIn|Out). Every run's connectors
+// and processors are wrapped to copy what passes them to the inspectors
+// of their point; with none, a wrapper costs one atomic load per call.
+type inspectTaps struct {
+	active atomic.Int32
+	mu     sync.Mutex
+	subs   map[api.InspectPoint]map[*tapSub]struct{}
+}
+
+type tapSub struct{ ch chan record.Record }
+
+// subscribe returns a channel of the records passing at, closed once ctx
+// is done.
+func (t *inspectTaps) subscribe(ctx context.Context, at api.InspectPoint) <-chan record.Record {
+	sub := &tapSub{ch: make(chan record.Record, inspectBuffer)}
+	t.mu.Lock()
+	if t.subs == nil {
+		t.subs = map[api.InspectPoint]map[*tapSub]struct{}{}
+	}
+	if t.subs[at] == nil {
+		t.subs[at] = map[*tapSub]struct{}{}
+	}
+	t.subs[at][sub] = struct{}{}
+	t.active.Add(1)
+	t.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.subs[at], sub)
+		if len(t.subs[at]) == 0 {
+			delete(t.subs, at)
+		}
+		t.active.Add(-1)
+		close(sub.ch) // under mu: no emit sends to it any more
+	})
+	return sub.ch
+}
+
+// emit copies recs to the inspectors of at, dropping what one has no room
+// for.
+func (t *inspectTaps) emit(at api.InspectPoint, recs []record.Record) {
+	if t.active.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for sub := range t.subs[at] {
+		for i := range recs {
+			select {
+			case sub.ch <- recs[i].Clone():
+			default:
+			}
+		}
+	}
+}
+
+// tapRun wraps the connectors and processors of a run's engine
+// configuration so that inspectors see their records.
+func (m *managedPipeline) tapRun(cfg *pipeline.Config) {
+	t := &m.taps
+	tapSource := func(s *pipeline.Source) {
+		if s.Connector != nil {
+			ts := tappedSource{Source: s.Connector, t: t, at: api.InspectPoint{Connector: s.ID}}
+			if _, ok := s.Connector.(sourceMetadataStamper); ok {
+				s.Connector = tappedStampingSource{ts}
+			} else {
+				s.Connector = ts
+			}
+		}
+		tapProcessors(t, s.Processors)
+	}
+	tapSource(&cfg.Source)
+	for i := range cfg.Sources {
+		tapSource(&cfg.Sources[i])
+	}
+	for i := range cfg.Destinations {
+		d := &cfg.Destinations[i]
+		td := tappedDestination{Destination: d.Connector, t: t, at: api.InspectPoint{Connector: d.ID}}
+		if pr, ok := d.Connector.(connector.PositionReporter); ok {
+			sr, _ := d.Connector.(connector.SourceReporter)
+			d.Connector = tappedReportingDestination{tappedDestination: td, reporter: pr, sources: sr}
+		} else {
+			d.Connector = td
+		}
+		tapProcessors(t, d.Processors)
+	}
+	tapProcessors(t, cfg.Processors)
+}
+
+// sourceMetadataStamper is pkg/pipeline's optional ability of a source
+// that sets its records' source metadata itself; a tapped source keeps it.
+type sourceMetadataStamper interface{ StampsSourceMetadata() }
+
+// tappedStampingSource is a tapped source that keeps the
+// sourceMetadataStamper ability of the source it wraps.
+type tappedStampingSource struct{ tappedSource }
+
+// StampsSourceMetadata implements sourceMetadataStamper.
+func (tappedStampingSource) StampsSourceMetadata() {}
+
+func tapProcessors(t *inspectTaps, procs []pipeline.Processor) {
+	for i := range procs {
+		p := &procs[i]
+		p.Processor = tappedProcessor{Processor: p.Processor, t: t,
+			in:  api.InspectPoint{Connector: p.Connector, Processor: p.ID},
+			out: api.InspectPoint{Connector: p.Connector, Processor: p.ID, Out: true}}
+	}
+}
+
+// tappedSource shows inspectors what the source read.
+type tappedSource struct {
+	connector.Source
+	t  *inspectTaps
+	at api.InspectPoint
+}
+
+func (s tappedSource) Read(ctx context.Context, batch []record.Record) (int, error) {
+	n, err := s.Source.Read(ctx, batch)
+	if n > 0 {
+		s.t.emit(s.at, batch[:n])
+	}
+	return n, err
+}
+
+// tappedDestination shows inspectors what the destination is given.
+type tappedDestination struct {
+	connector.Destination
+	t  *inspectTaps
+	at api.InspectPoint
+}
+
+func (d tappedDestination) Write(ctx context.Context, batch []record.Record) (int, error) {
+	d.t.emit(d.at, batch)
+	return d.Destination.Write(ctx, batch)
+}
+
+// tappedReportingDestination keeps the destination's PositionReporter and
+// SourceReporter, which the engine looks for: without them a restart
+// could not tell what the destination already holds.
+type tappedReportingDestination struct {
+	tappedDestination
+	reporter connector.PositionReporter
+	sources  connector.SourceReporter // nil: the destination cannot tell
+}
+
+func (d tappedReportingDestination) LastPosition(ctx context.Context) (record.Position, bool, error) {
+	return d.reporter.LastPosition(ctx)
+}
+
+// LastSource answers "" - cannot tell - for a destination without the
+// ability, as the engine takes a destination that lacks it.
+func (d tappedReportingDestination) LastSource(ctx context.Context) (string, error) {
+	if d.sources == nil {
+		return "", nil
+	}
+	return d.sources.LastSource(ctx)
+}
+
+// tappedProcessor shows inspectors what a processor is given and what it
+// keeps.
+type tappedProcessor struct {
+	processor.Processor
+	t       *inspectTaps
+	in, out api.InspectPoint
+}
+
+func (p tappedProcessor) Process(ctx context.Context, rec *record.Record) error {
+	if p.t.active.Load() == 0 {
+		return p.Processor.Process(ctx, rec)
+	}
+	p.t.emit(p.in, []record.Record{*rec})
+	err := p.Processor.Process(ctx, rec)
+	if err == nil {
+		p.t.emit(p.out, []record.Record{*rec})
+	}
+	return err
+}
+
+// logGRPCAddress says where api.grpc.address listens, when it is set.
+func logGRPCAddress(log *zap.Logger, s *api.Server) {
+	if a := s.GRPCAddr(); a != "" {
+		log.Info("API listening for Conduit's clients (api.grpc.address)", zap.String("address", a))
+	}
+}
