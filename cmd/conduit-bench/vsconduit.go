@@ -651,8 +651,13 @@ func measureCDC(s *started, out, url string, span, every time.Duration, base int
 		}
 	}
 	base += 1000
-	// The inserter runs beside the tailer, which polls the file every
-	// millisecond: a line is timed to within that.
+	// The inserter runs beside the tailer, which reads the file whenever
+	// the directory reports a write.
+	changed, unwatch, err := watchDir(out)
+	if err != nil {
+		return vsRun{}, err
+	}
+	defer unwatch()
 	insertErr := make(chan error, 1)
 	go func() {
 		next := time.Now()
@@ -686,7 +691,10 @@ func measureCDC(s *started, out, url string, span, every time.Duration, base int
 		} else if !slices.ContainsFunc(seen, time.Time.IsZero) || time.Since(lastSeen) > 10*time.Second {
 			break
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	var lat []time.Duration
 	for i := range total {
