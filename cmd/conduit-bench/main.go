@@ -109,7 +109,7 @@ func main() {
 		// from conduit.yml's defaults (the environment's GOGC/GOMEMLIMIT
 		// win, as they do there).
 		def := config.Default()
-		applied, err := gctuning.Apply(gctuning.Settings{GCPercent: def.Runtime.GCPercent, MemoryLimit: def.Runtime.MemoryLimit}, zap.NewNop())
+		applied, err := gctuning.Apply(gctuning.Settings{GCPercent: def.Runtime.GCPercent, MemoryLimit: def.Runtime.MemoryLimit, Headroom: def.Runtime.GCHeadroom}, zap.NewNop())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)

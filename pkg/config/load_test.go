@@ -132,6 +132,7 @@ func TestDefault(t *testing.T) {
 		{"cluster.instance-id", c.Cluster.InstanceID, ""},
 		{"cluster.lease-ttl", c.Cluster.LeaseTTL, 15 * time.Second},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
+		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "256MiB"},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
 	}
@@ -142,8 +143,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 45 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 45; add the new key here", len(Keys()))
+	if len(Keys()) != 46 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 46; add the new key here", len(Keys()))
 	}
 }
 
