@@ -189,7 +189,7 @@ func vsConduitParent(cfg vsConfig) error {
 
 	fmt.Printf("\nside by side with Conduit %s (%s): the same pipeline file, each product's defaults, Badger state,\n", conduitVersion, cfg.conduit)
 	fmt.Printf("a fresh process and directory each run, %d rounds, the two products alternating within a round\n", cfg.rounds)
-	type figures struct{ rate, rss, p50, p99 [2][]float64 }
+	type figures struct{ rate, rss, cpu, p50, p99 [2][]float64 }
 	var js, snap, cdc figures
 	if want("snapshot") {
 		if err := createSnapshotTable(pg, cfg.rows); err != nil {
@@ -215,7 +215,7 @@ func vsConduitParent(cfg vsConfig) error {
 				if err != nil {
 					return fmt.Errorf("json pipeline, round %d, %s: %w", round+1, prod.name, err)
 				}
-				js.rate[p], js.rss[p] = append(js.rate[p], r.rate), append(js.rss[p], r.rssMiB)
+				js.rate[p], js.rss[p], js.cpu[p] = append(js.rate[p], r.rate), append(js.rss[p], r.rssMiB), append(js.cpu[p], r.cpu.Seconds())
 				fmt.Printf("round %d json     %-15s %9.0f records/s  peak RSS %6.1f MiB  CPU %5.2fs\n", round+1, prod.name, r.rate, r.rssMiB, r.cpu.Seconds())
 			}
 			if want("snapshot") {
@@ -223,7 +223,7 @@ func vsConduitParent(cfg vsConfig) error {
 				if err != nil {
 					return fmt.Errorf("snapshot pipeline, round %d, %s: %w", round+1, prod.name, err)
 				}
-				snap.rate[p], snap.rss[p] = append(snap.rate[p], r.rate), append(snap.rss[p], r.rssMiB)
+				snap.rate[p], snap.rss[p], snap.cpu[p] = append(snap.rate[p], r.rate), append(snap.rss[p], r.rssMiB), append(snap.cpu[p], r.cpu.Seconds())
 				fmt.Printf("round %d snapshot %-15s %9.0f rows/s     peak RSS %6.1f MiB  CPU %5.2fs\n", round+1, prod.name, r.rate, r.rssMiB, r.cpu.Seconds())
 			}
 			if want("cdc") {
@@ -239,10 +239,10 @@ func vsConduitParent(cfg vsConfig) error {
 	fmt.Println()
 	for p, prod := range products {
 		if want("json") {
-			fmt.Printf("median json     %-15s %9.0f records/s (spread %.0f-%.0f), peak RSS %.1f MiB\n", prod.name, median(js.rate[p]), slices.Min(js.rate[p]), slices.Max(js.rate[p]), median(js.rss[p]))
+			fmt.Printf("median json     %-15s %9.0f records/s (spread %.0f-%.0f), CPU %.2fs, peak RSS %.1f MiB\n", prod.name, median(js.rate[p]), slices.Min(js.rate[p]), slices.Max(js.rate[p]), median(js.cpu[p]), median(js.rss[p]))
 		}
 		if want("snapshot") {
-			fmt.Printf("median snapshot %-15s %9.0f rows/s (spread %.0f-%.0f), peak RSS %.1f MiB (spread %.1f-%.1f)\n", prod.name, median(snap.rate[p]), slices.Min(snap.rate[p]), slices.Max(snap.rate[p]), median(snap.rss[p]), slices.Min(snap.rss[p]), slices.Max(snap.rss[p]))
+			fmt.Printf("median snapshot %-15s %9.0f rows/s (spread %.0f-%.0f), CPU %.2fs, peak RSS %.1f MiB (spread %.1f-%.1f)\n", prod.name, median(snap.rate[p]), slices.Min(snap.rate[p]), slices.Max(snap.rate[p]), median(snap.cpu[p]), median(snap.rss[p]), slices.Min(snap.rss[p]), slices.Max(snap.rss[p]))
 		}
 		if want("cdc") {
 			fmt.Printf("median cdc      %-15s p50 %.2f ms (spread %.2f-%.2f), p99 %.2f ms (spread %.2f-%.2f)\n", prod.name, median(cdc.p50[p]), slices.Min(cdc.p50[p]), slices.Max(cdc.p50[p]), median(cdc.p99[p]), slices.Min(cdc.p99[p]), slices.Max(cdc.p99[p]))
@@ -250,9 +250,12 @@ func vsConduitParent(cfg vsConfig) error {
 	}
 	if want("json") {
 		fmt.Printf("ratio json records/s conduit / Conduit:  %.2f (target >= 5); per round %s\n", median(js.rate[0])/median(js.rate[1]), roundRatios(js.rate[0], js.rate[1]))
+		// The process's CPU for the same records moves least with what
+		// else the machine does.
+		fmt.Printf("ratio json CPU Conduit / conduit:        %.2f (the same records); per round %s\n", median(js.cpu[1])/median(js.cpu[0]), roundRatios(js.cpu[1], js.cpu[0]))
 	}
 	if want("snapshot") {
-		fmt.Printf("ratio snapshot rows/s conduit / Conduit: %.2f; per round %s\n", median(snap.rate[0])/median(snap.rate[1]), roundRatios(snap.rate[0], snap.rate[1]))
+		fmt.Printf("ratio snapshot rows/s conduit / Conduit: %.2f; per round %s; CPU Conduit / conduit %.2f\n", median(snap.rate[0])/median(snap.rate[1]), roundRatios(snap.rate[0], snap.rate[1]), median(snap.cpu[1])/median(snap.cpu[0]))
 		fmt.Printf("ratio snapshot peak RSS conduit / Conduit: %.2f (target <= 1); per round %s\n", median(snap.rss[0])/median(snap.rss[1]), roundRatios(snap.rss[0], snap.rss[1]))
 	}
 	if want("cdc") {
