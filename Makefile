@@ -6,6 +6,8 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 BENCH_RUNS    ?= 5
 BENCH_RECORDS ?= 3000000
+# Rounds of the side-by-side comparison with Conduit (0 skips it).
+BENCH_VS_CONDUIT ?= 3
 
 .PHONY: run build test lint generate bench screenshots clean
 
@@ -36,12 +38,13 @@ lint:
 generate:
 	$(TOOL) buf generate --template proto/buf.gen.yaml
 
-## bench: Go benchmarks of the hot path and the audit log, then throughput and the fault storm end to end
+## bench: Go benchmarks of the hot path and the audit log, then throughput, side by side with Conduit, and the fault storm end to end
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./pkg/record/ ./pkg/connector/ ./pkg/pipeline/
 	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=1 ./auditlog/
 	@echo "audit log targets: AppendDurable64 measured, no target (a state and its event stay in one commit; the fault storm figures must not get worse); ListLast100 p99-ms <= 5; WatchFanout100 p99 <= 10 ms"
-	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS)
+	@echo "side by side with Conduit (builds Conduit v0.14.0 once into the user's cache): targets json records/s ratio >= 5; snapshot peak RSS ratio <= 1; cdc p50 ratio <= 1 and our p99 < 20 ms"
+	$(GO) run ./cmd/conduit-bench -runs $(BENCH_RUNS) -records $(BENCH_RECORDS) -vs-conduit $(BENCH_VS_CONDUIT)
 
 ## screenshots: the web console's screenshots in docs/images, taken by its browser test
 screenshots:

@@ -93,6 +93,15 @@ func main() {
 	binaryRounds := flag.Int("binary-dedup", 5, "rounds of the dedup comparison as a user sees it: the real binary (built by the bench) runs a generator -> file pipeline with dedup on, then off, each round (0 skips it)")
 	binaryRecords := flag.Int64("binary-dedup-records", 2_000_000, "records per run of the binary dedup comparison")
 	binaryPath := flag.String("binary-dedup-bin", "", "conduit binary for the binary dedup comparison (default: built from this checkout), e.g. one built at another commit")
+	vsRounds := flag.Int("vs-conduit", 3, "rounds of the side-by-side comparison with Conduit "+conduitVersion+" (built from its module, cached): json processors, a PostgreSQL snapshot and PostgreSQL CDC, each product in its own process (0 skips it)")
+	vsRecords := flag.Int64("vs-conduit-records", 500_000, "records of the json pipeline of the comparison with Conduit")
+	vsRows := flag.Int64("vs-conduit-rows", 500_000, "rows of the table the comparison with Conduit snapshots")
+	vsCDCFor := flag.Duration("vs-conduit-cdc-for", 30*time.Second, "how long the CDC comparison with Conduit inserts rows")
+	vsCDCEvery := flag.Duration("vs-conduit-cdc-every", 50*time.Millisecond, "one row per this in the CDC comparison with Conduit")
+	vsConduitBin := flag.String("vs-conduit-bin", "", "Conduit's binary for the comparison (default: built from its module once, kept in the user's cache directory)")
+	vsOursBin := flag.String("vs-conduit-ours", "", "our binary for the comparison with Conduit (default: built from this checkout)")
+	vsPostgresURL := flag.String("vs-conduit-postgres-url", "", "PostgreSQL server with wal_level=logical for the comparison with Conduit, which creates a database there and drops it (default: a private server the bench starts with initdb and pg_ctl)")
+	vsPipelines := flag.String("vs-conduit-pipelines", "", "comma-separated pipelines of the comparison with Conduit: json, snapshot, cdc (default: all)")
 	only := flag.String("scenarios", "", "comma-separated throughput scenarios to run (default: all; builtin always runs, ratios need it)")
 	flag.Parse()
 
@@ -101,7 +110,7 @@ func main() {
 		// from conduit.yml's defaults (the environment's GOGC/GOMEMLIMIT
 		// win, as they do there).
 		def := config.Default()
-		applied, err := gctuning.Apply(gctuning.Settings{GCPercent: def.Runtime.GCPercent, MemoryLimit: def.Runtime.MemoryLimit}, zap.NewNop())
+		applied, err := gctuning.Apply(gctuning.Settings{GCPercent: def.Runtime.GCPercent, MemoryLimit: def.Runtime.MemoryLimit, Headroom: def.Runtime.GCHeadroom}, zap.NewNop())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
@@ -157,6 +166,21 @@ func main() {
 	}
 	if *binaryRounds > 0 && *binaryRecords > 0 {
 		if err := binaryDedupParent(*binaryRounds, *binaryRecords, *binaryPath); err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *vsRounds > 0 {
+		vsOnly, err := parseVsPipelines(*vsPipelines)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
+			os.Exit(2)
+		}
+		err = vsConduitParent(vsConfig{
+			rounds: *vsRounds, records: *vsRecords, rows: *vsRows, cdcFor: *vsCDCFor, cdcEvery: *vsCDCEvery,
+			ours: *vsOursBin, conduit: *vsConduitBin, postgresURL: *vsPostgresURL, only: vsOnly,
+		})
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "conduit-bench:", err)
 			os.Exit(1)
 		}

@@ -54,9 +54,12 @@ func runCommand(cmd *cobra.Command, _ []string) error {
 	if cfg.ConfigPath != "" {
 		log.Info("configuration loaded", zap.String("config.path", cfg.ConfigPath))
 	}
-	if _, err := gctuning.Apply(gctuning.Settings{GCPercent: cfg.Runtime.GCPercent, MemoryLimit: cfg.Runtime.MemoryLimit}, log); err != nil {
+	collector, err := gctuning.Apply(gctuning.Settings{GCPercent: cfg.Runtime.GCPercent, MemoryLimit: cfg.Runtime.MemoryLimit,
+		Headroom: cfg.Runtime.GCHeadroom}, log)
+	if err != nil {
 		return err
 	}
+	defer collector.Stop()
 
 	ctx, stop := context.WithCancel(cmd.Context())
 	defer stop()

@@ -521,3 +521,73 @@ func TestDeletedEvent(t *testing.T) {
 		t.Fatalf("created again after a deletion: %q, want created", got)
 	}
 }
+
+// bulkSource is a connector of Conduit's SDK that sends size records a
+// message, as Conduit's PostgreSQL source sends a snapshot's fetch, and
+// tells calls of every ReadN.
+type bulkSource struct {
+	sdk.UnimplementedSource
+	cfg   countingSourceConfig
+	size  int
+	next  int
+	calls chan int
+}
+
+func (s *bulkSource) Config() sdk.SourceConfig                     { return &s.cfg }
+func (s *bulkSource) Open(context.Context, opencdc.Position) error { return nil }
+func (s *bulkSource) Teardown(context.Context) error               { return nil }
+
+func (s *bulkSource) ReadN(ctx context.Context, _ int) ([]opencdc.Record, error) {
+	recs := make([]opencdc.Record, s.size)
+	for i := range recs {
+		s.next++
+		recs[i] = opencdc.Record{Position: opencdc.Position(strconv.Itoa(s.next)), Operation: opencdc.OperationSnapshot,
+			Payload: opencdc.Change{After: opencdc.RawData("x")}}
+	}
+	select {
+	case s.calls <- s.next:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return recs, nil
+}
+
+// A plugin that sends large messages runs ahead of the engine by about
+// one message, not by as many messages as the receiver may hold: a
+// snapshot must not sit in memory while the engine writes it out.
+func TestSourceReadsAheadByRecordsNotMessages(t *testing.T) {
+	impl := &bulkSource{size: 2 * receiveAheadRecords, calls: make(chan int, 64)}
+	plug := InProcessSDKSource(impl, pconnector.PluginConfig{ConnectorID: "p:src"}, countingParams)
+	src := NewSource(plug, Options{PipelineID: "p", ConnectorID: "src", Plugin: "builtin:bulk",
+		Settings: map[string]string{"limit": "1"}, Params: countingParams})
+	ctx := context.Background()
+	if err := src.Open(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = src.Teardown(ctx) }()
+	// The first message waits for Read; the plugin prepares the second
+	// and holds it while it sends.
+	for want := 1; want <= 2; want++ {
+		select {
+		case <-impl.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the plugin read %d messages, want 2 before the engine reads", want-1)
+		}
+	}
+	select {
+	case n := <-impl.calls:
+		t.Fatalf("the plugin read a third message (up to record %d) before the engine read anything", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Reading the first message lets the receiver take the second and
+	// the plugin read a third.
+	got := readRecords(t, src, impl.size)
+	if string(got[0].Position) != "1" || string(got[len(got)-1].Position) != strconv.Itoa(impl.size) {
+		t.Fatalf("read positions %s..%s, want 1..%d", got[0].Position, got[len(got)-1].Position, impl.size)
+	}
+	select {
+	case <-impl.calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plugin did not read its third message once the engine read the first")
+	}
+}

@@ -50,11 +50,11 @@ type pipe[Up, Down any] struct {
 	receiving     chan struct{} // closed when the plugin first receives
 }
 
-func newPipe[Up, Down any]() *pipe[Up, Down] {
+// newPipe returns a pipe holding upAhead messages from the plugin and one
+// to it.
+func newPipe[Up, Down any](upAhead int) *pipe[Up, Down] {
 	return &pipe[Up, Down]{
-		// One message of read-ahead each way: the plugin prepares the next
-		// batch while the engine works on the last one.
-		up:        make(chan Up, 1),
+		up:        make(chan Up, upAhead),
 		down:      make(chan Down, 1),
 		ended:     make(chan struct{}),
 		closed:    make(chan struct{}),
@@ -266,7 +266,12 @@ func (s sourceServer) Send(m pconnector.SourceRunResponse) error  { return s.plu
 func (s sourceServer) Recv() (pconnector.SourceRunRequest, error) { return s.pluginRecv() }
 
 func (s *inProcessSource) NewStream() pconnector.SourceRunStream {
-	return sourcePipe{newPipe[pconnector.SourceRunResponse, pconnector.SourceRunRequest]()}
+	// No message waits in the pipe: the plugin still prepares its next
+	// one while the engine works on the last (it holds it while it
+	// sends), and a source whose messages are large (a snapshot's fetch of
+	// 50,000 rows) keeps one fewer of them in memory. The Source's
+	// receiver is what reads ahead, by records.
+	return sourcePipe{newPipe[pconnector.SourceRunResponse, pconnector.SourceRunRequest](0)}
 }
 
 // Run starts the plugin's run. The goroutines it starts are owned by the
@@ -331,7 +336,9 @@ func (s destinationServer) Recv() (pconnector.DestinationRunRequest, error) {
 }
 
 func (d *inProcessDestination) NewStream() pconnector.DestinationRunStream {
-	return destinationPipe{newPipe[pconnector.DestinationRunResponse, pconnector.DestinationRunRequest]()}
+	// One ack of read-ahead: the plugin goes on writing while the host
+	// takes the last acks.
+	return destinationPipe{newPipe[pconnector.DestinationRunResponse, pconnector.DestinationRunRequest](1)}
 }
 
 // Run is InProcessSource's Run for the destination.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/conduitio/conduit-commons/config"
 	"github.com/conduitio/conduit-commons/opencdc"
@@ -31,6 +32,12 @@ type Source struct {
 	stop      chan struct{} // closed by Teardown: the receiver stops
 	recvDone  chan struct{} // closed when the receiver returned
 
+	// ahead counts the records the receiver passed on that Read has not
+	// converted yet; taken wakes the receiver when Read brought it under
+	// receiveAheadRecords.
+	ahead atomic.Int64
+	taken chan struct{}
+
 	pending []opencdc.Record // received, not yet handed to the engine
 	runErr  error            // the run's end, once Read saw it
 	torn    bool
@@ -39,6 +46,15 @@ type Source struct {
 // receiveAhead is how many messages the receiver holds for Read: enough
 // for an engine batch of a plugin that sends one record a message.
 const receiveAhead = 256
+
+// receiveAheadRecords bounds the records received and not yet read, so
+// that a plugin sending large messages cannot run ahead of the engine by
+// many of them: Conduit's PostgreSQL source sends its snapshot in
+// messages of a whole fetch (50,000 rows by default), and 256 of those
+// would hold a large table in memory at once. The receiver stops taking
+// messages while this many records wait; what the plugin prepares
+// meanwhile waits in the plugin.
+const receiveAheadRecords = 4096
 
 type sourceMessage struct {
 	records []opencdc.Record
@@ -88,6 +104,7 @@ func (s *Source) Open(ctx context.Context, pos record.Position) error {
 	}
 	s.stream, s.runCancel = stream.Client(), cancel
 	s.received = make(chan sourceMessage, receiveAhead)
+	s.taken = make(chan struct{}, 1)
 	s.stop = make(chan struct{})
 	s.recvDone = make(chan struct{})
 	go s.receive()
@@ -115,6 +132,21 @@ func (s *Source) receive() {
 		select {
 		case s.received <- sourceMessage{records: resp.Records}:
 		case <-s.stop:
+			continue
+		}
+		s.ahead.Add(int64(len(resp.Records)))
+		s.waitRead()
+	}
+}
+
+// waitRead waits until Read brought the records waiting under
+// receiveAheadRecords, or Teardown began.
+func (s *Source) waitRead() {
+	for s.ahead.Load() >= receiveAheadRecords {
+		select {
+		case <-s.taken:
+		case <-s.stop:
+			return
 		}
 	}
 }
@@ -166,9 +198,19 @@ func (s *Source) take(ctx context.Context, batch []record.Record) (int, error) {
 		}
 		record.FromOpenCDC(&s.pending[i], &batch[i])
 	}
-	// The slice is the plugin's message: its elements are not cleared,
-	// as the SDK still reads the last one's position after sending it.
+	// The slice is the plugin's message: the SDK still reads its last
+	// record's position after sending it, so that one is kept; the others
+	// are cleared, so that the records the engine is done with can be
+	// collected before the whole message is read (a snapshot's fetch is
+	// 50,000 rows).
+	clear(s.pending[:min(n, len(s.pending)-1)])
 	s.pending = s.pending[n:]
+	if s.ahead.Add(-int64(n)) < receiveAheadRecords {
+		select {
+		case s.taken <- struct{}{}:
+		default: // the receiver has a wake-up waiting already
+		}
+	}
 	return n, nil
 }
 

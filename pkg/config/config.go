@@ -142,6 +142,8 @@ type Config struct {
 	Runtime struct {
 		// GCPercent is the Go collector's GOGC (see pkg/gctuning).
 		GCPercent int
+		// GCHeadroom is off or a size (see gctuning.Percent).
+		GCHeadroom string
 		// MemoryLimit is auto, off or a size (see gctuning.ParseMemoryLimit).
 		MemoryLimit string
 	}

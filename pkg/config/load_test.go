@@ -139,6 +139,7 @@ func TestDefault(t *testing.T) {
 		{"schema-registry.confluent.auth.basic.password", c.SchemaRegistry.Confluent.Auth.Basic.Password, ""},
 		{"schema-registry.confluent.auth.bearer.token", c.SchemaRegistry.Confluent.Auth.Bearer.Token, ""},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
+		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "256MiB"},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
 	}
@@ -149,8 +150,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 52 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 52; add the new key here", len(Keys()))
+	if len(Keys()) != 53 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 53; add the new key here", len(Keys()))
 	}
 }
 

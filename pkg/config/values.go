@@ -263,6 +263,11 @@ func oneOf(allowed ...string) func(string) error {
 	}
 }
 
+func gcHeadroom(s string) error {
+	_, err := gctuning.ParseHeadroom(s)
+	return err
+}
+
 func memoryLimit(s string) error {
 	_, err := gctuning.ParseMemoryLimit(s)
 	return err

@@ -1,5 +1,6 @@
 // Package gctuning applies conduit.yml's Go garbage-collector settings
-// (runtime.gc-percent and runtime.memory-limit) to the process.
+// (runtime.gc-percent, runtime.gc-headroom and runtime.memory-limit) to
+// the process.
 //
 // Why conduit tunes the collector at all: thousands of pipelines that fail
 // and restart together allocate in a burst (new connectors, batches, audit
@@ -12,6 +13,11 @@
 // misses the restarts. Collecting less often trades memory for that; the
 // memory limit keeps the trade bounded, because the collector works harder,
 // whatever the percentage, as the heap approaches it.
+//
+// The percentage is meant for heaps of a few hundred MB at most: a large
+// live heap grows by runtime.gc-headroom instead (see Percent), so that a
+// source holding large reads in flight does not take five times their
+// size.
 //
 // The GOGC and GOMEMLIMIT environment variables win over the file: operators
 // who set them expect them to hold.
@@ -53,6 +59,10 @@ type Settings struct {
 	// MemoryLimit is runtime.memory-limit: LimitAuto, LimitOff or a size
 	// such as 1.5GiB or 800MiB.
 	MemoryLimit string
+	// Headroom is runtime.gc-headroom: HeadroomOff or a size, the most
+	// the heap grows by between collections when GCPercent would let it
+	// grow by more (see Percent). Empty is off.
+	Headroom string
 }
 
 // ParseMemoryLimit checks a runtime.memory-limit value. It returns the limit
@@ -83,11 +93,23 @@ type Applied struct {
 	// MemoryLimit is 0 for none.
 	MemoryLimit       int64
 	MemoryLimitSource string
+	// Headroom is 0 when the percentage is not adjusted to the live heap
+	// (off, or GOGC set in the environment).
+	Headroom uint64
+
+	stop func()
 }
 
 func (a Applied) String() string {
-	return fmt.Sprintf("gc-percent %d (%s), memory limit %s (%s)",
-		a.GCPercent, a.GCPercentSource, limitText(a.MemoryLimit), a.MemoryLimitSource)
+	return fmt.Sprintf("gc-percent %d (%s), headroom %s, memory limit %s (%s)",
+		a.GCPercent, a.GCPercentSource, headroomText(a.Headroom), limitText(a.MemoryLimit), a.MemoryLimitSource)
+}
+
+// Stop ends the adjustment of the percentage to the live heap, if any.
+func (a Applied) Stop() {
+	if a.stop != nil {
+		a.stop()
+	}
 }
 
 // Apply sets the process's collector from s unless the environment already
@@ -99,6 +121,7 @@ func Apply(s Settings, log *zap.Logger) (Applied, error) {
 		setGCPercent:   debug.SetGCPercent,
 		setMemoryLimit: debug.SetMemoryLimit,
 		cgroupLimit:    func() (int64, bool) { return cgroupMemoryLimit("/") },
+		liveHeap:       liveHeap,
 	}, log)
 }
 
@@ -109,6 +132,7 @@ type host struct {
 	setGCPercent   func(int) int
 	setMemoryLimit func(int64) int64
 	cgroupLimit    func() (int64, bool)
+	liveHeap       func() uint64
 }
 
 func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
@@ -118,6 +142,12 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 	limit, err := ParseMemoryLimit(s.MemoryLimit)
 	if err != nil {
 		return Applied{}, fmt.Errorf("runtime.memory-limit %w", err)
+	}
+	headroom := uint64(0)
+	if s.Headroom != "" {
+		if headroom, err = ParseHeadroom(s.Headroom); err != nil {
+			return Applied{}, fmt.Errorf("runtime.gc-headroom %w", err)
+		}
 	}
 	var a Applied
 	if v, ok := h.lookupEnv("GOGC"); ok && v != "" {
@@ -129,6 +159,12 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 	} else {
 		h.setGCPercent(s.GCPercent)
 		a.GCPercent, a.GCPercentSource = s.GCPercent, "runtime.gc-percent"
+		if headroom > 0 && s.GCPercent > 100 {
+			// An operator's GOGC holds as it is; the file's percentage
+			// gives way to the headroom on a large heap.
+			a.Headroom = headroom
+			a.stop = startTuner(s.GCPercent, headroom, h.setGCPercent, h.liveHeap)
+		}
 	}
 
 	if v, ok := h.lookupEnv("GOMEMLIMIT"); ok && v != "" {
@@ -159,6 +195,7 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 		}
 	}
 	log.Info("go garbage collector configured", zap.Int("gc_percent", a.GCPercent), zap.String("gc_percent_from", a.GCPercentSource),
+		zap.String("gc_headroom", headroomText(a.Headroom)),
 		zap.String("memory_limit", limitText(a.MemoryLimit)), zap.String("memory_limit_from", a.MemoryLimitSource))
 	return a, nil
 }
@@ -243,4 +280,11 @@ func readLimit(path string) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+func headroomText(n uint64) string {
+	if n == 0 {
+		return HeadroomOff
+	}
+	return humanize.IBytes(n)
 }

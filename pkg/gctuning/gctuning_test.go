@@ -74,6 +74,7 @@ func (f *fakeHost) host() host {
 			return old
 		},
 		cgroupLimit: func() (int64, bool) { return f.cgroup, f.cgroup > 0 },
+		liveHeap:    func() uint64 { return 1 << 20 },
 	}
 }
 
@@ -100,7 +101,7 @@ func TestApplySetsTheConfiguredValues(t *testing.T) {
 	if f.gcPercent != 150 || f.limit != 2<<30 || a.MemoryLimit != 2<<30 {
 		t.Errorf("process gc %d limit %d, applied %+v; want 150 and 2GiB", f.gcPercent, f.limit, a)
 	}
-	if got := a.String(); got != "gc-percent 150 (runtime.gc-percent), memory limit 2.0 GiB (runtime.memory-limit)" {
+	if got := a.String(); got != "gc-percent 150 (runtime.gc-percent), headroom off, memory limit 2.0 GiB (runtime.memory-limit)" {
 		t.Errorf("String() = %q", got)
 	}
 }

@@ -48,36 +48,75 @@ func Start(tb testing.TB) *Cluster {
 // replication).
 func StartWith(tb testing.TB, conf string) *Cluster {
 	tb.Helper()
-	bin, err := serverBin()
+	c, remove, err := create(conf)
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
-	c := &Cluster{tb: tb, bin: bin}
+	c.tb = tb
+	tb.Cleanup(remove)
+	c.Start()
+	tb.Cleanup(func() { _ = c.command("pg_ctl", "-D", c.dir, "-m", "immediate", "-w", "stop").Run() })
+	return c
+}
+
+// Launch starts a cluster for a program that is not a test (a benchmark):
+// conf is as for StartWith. Only URL and Port of the returned Cluster may
+// be used; stop stops the server and removes its directory.
+func Launch(conf string) (c *Cluster, stop func(), err error) {
+	c, remove, err := create(conf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if out, err := c.command("pg_ctl", "-D", c.dir, "-l", c.logFile, "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(c.logFile)
+		remove()
+		return nil, nil, fmt.Errorf("pgtest: starting the server: %v\n%s\n%s", err, out, log)
+	}
+	return c, func() {
+		_ = c.command("pg_ctl", "-D", c.dir, "-m", "fast", "-w", "stop").Run()
+		remove()
+	}, nil
+}
+
+// create makes the data directory and configuration of a cluster that is
+// not started yet; remove deletes them.
+func create(conf string) (c *Cluster, remove func(), err error) {
+	bin, err := serverBin()
+	if err != nil {
+		return nil, nil, err
+	}
+	c = &Cluster{bin: bin}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			tb.Fatalf("pgtest: running as root needs a postgres user to run the server as: %v", err)
+			return nil, nil, fmt.Errorf("running as root needs a postgres user to run the server as: %w", err)
 		}
 		c.runAs = u
 	}
 	dir, err := os.MkdirTemp("", "conduit-pg-")
 	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
+		return nil, nil, err
 	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	remove = func() { _ = os.RemoveAll(dir) }
+	fail := func(err error) (*Cluster, func(), error) {
+		remove()
+		return nil, nil, err
+	}
 	if c.runAs != nil {
 		uid, _ := strconv.Atoi(c.runAs.Uid)
 		gid, _ := strconv.Atoi(c.runAs.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
-			tb.Fatalf("pgtest: %v", err)
+			return fail(err)
 		}
 	}
 	c.dir = filepath.Join(dir, "data")
 	c.logFile = filepath.Join(dir, "server.log")
 	if out, err := c.command("initdb", "-D", c.dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8").CombinedOutput(); err != nil {
-		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
-	c.port = freePort(tb)
+	if c.port, err = freePort(); err != nil {
+		return fail(err)
+	}
 	settings := fmt.Sprintf(`
 listen_addresses = '127.0.0.1'
 port = %d
@@ -98,11 +137,9 @@ full_page_writes = off
 		}
 	}
 	if err != nil {
-		tb.Fatalf("pgtest: writing postgresql.conf: %v", err)
+		return fail(fmt.Errorf("writing postgresql.conf: %w", err))
 	}
-	c.Start()
-	tb.Cleanup(func() { _ = c.command("pg_ctl", "-D", c.dir, "-m", "immediate", "-w", "stop").Run() })
-	return c
+	return c, remove, nil
 }
 
 // serverBin finds the directory of initdb and pg_ctl.
@@ -126,14 +163,14 @@ func (c *Cluster) command(name string, args ...string) *exec.Cmd {
 	return exec.Command("runuser", append([]string{"-u", c.runAs.Username, "--", path}, args...)...)
 }
 
-func freePort(tb testing.TB) int {
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
+		return 0, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	return port
+	return port, nil
 }
 
 // Start starts the server (again) and waits until it accepts connections.

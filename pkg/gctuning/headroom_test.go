@@ -1,0 +1,109 @@
+package gctuning
+
+import (
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name           string
+		live, headroom uint64
+		gcPercent      int
+		want           int
+	}{
+		{"a small heap grows by gc-percent", 40 * mib, 256 * mib, 400, 400},
+		{"growth capped at the headroom", 200 * mib, 256 * mib, 400, 128},
+		{"never below doubling", 1024 * mib, 256 * mib, 400, 100},
+		{"headroom off", 1024 * mib, 0, 400, 400},
+		{"a percentage at or below 100 is left alone", 1024 * mib, 256 * mib, 80, 80},
+		{"nothing live yet", 0, 256 * mib, 400, 400},
+		{"exactly at the headroom", 64 * mib, 256 * mib, 400, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Percent(tt.live, tt.headroom, tt.gcPercent); got != tt.want {
+				t.Errorf("Percent(%d MiB, %d MiB, %d) = %d, want %d", tt.live/mib, tt.headroom/mib, tt.gcPercent, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseHeadroom(t *testing.T) {
+	for in, want := range map[string]uint64{"off": 0, "256MiB": 256 << 20, "1GiB": 1 << 30} {
+		if got, err := ParseHeadroom(in); err != nil || got != want {
+			t.Errorf("ParseHeadroom(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for in, msg := range map[string]string{"256": "at least 16MiB", "lots": "off or a size", "": "off or a size"} {
+		if _, err := ParseHeadroom(in); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseHeadroom(%q) error %v, want one saying %q", in, err, msg)
+		}
+	}
+}
+
+// The tuner follows the live heap each collection finds: collections are
+// forced here, and the live heap is what the test says it is.
+func TestTunerFollowsTheLiveHeap(t *testing.T) {
+	var live atomic.Uint64
+	live.Store(50 << 20)
+	set := make(chan int, 16)
+	stop := startTuner(400, 256<<20, func(p int) int { set <- p; return 0 }, live.Load)
+	defer stop()
+	next := func(want int) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			runtime.GC()
+			select {
+			case got := <-set:
+				if got != want {
+					t.Fatalf("percentage set to %d, want %d", got, want)
+				}
+				return
+			case <-deadline:
+				t.Fatalf("no percentage set after collections, want %d", want)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	live.Store(200 << 20)
+	next(128)
+	live.Store(1 << 30)
+	next(100)
+	live.Store(10 << 20)
+	next(400)
+}
+
+func TestApplyStartsTheTunerUnlessGOGCIsSet(t *testing.T) {
+	f := newFakeHost()
+	a, err := apply(Settings{GCPercent: 400, MemoryLimit: LimitOff, Headroom: "256MiB"}, f.host(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Stop()
+	if a.Headroom != 256<<20 || !strings.Contains(a.String(), "headroom 256 MiB") {
+		t.Errorf("applied %+v (%s), want a headroom of 256 MiB", a, a)
+	}
+
+	f = newFakeHost()
+	f.env["GOGC"] = "300"
+	a, err = apply(Settings{GCPercent: 400, MemoryLimit: LimitOff, Headroom: "256MiB"}, f.host(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Stop()
+	if a.Headroom != 0 {
+		t.Errorf("applied %+v, want no headroom when GOGC is set", a)
+	}
+
+	if _, err := apply(Settings{GCPercent: 400, MemoryLimit: LimitOff, Headroom: "12"}, newFakeHost().host(), zap.NewNop()); err == nil || !strings.Contains(err.Error(), "runtime.gc-headroom") {
+		t.Errorf("a bad headroom: error %v, want one naming runtime.gc-headroom", err)
+	}
+}
