@@ -409,11 +409,15 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 func isAPIFile(file string) bool { return len(file) > 4 && file[:4] == "api:" }
 
 // ValidateFiles checks pipeline files as `conduit run` reads them, against
-// the connectors and processors cfg provides (built in, and connectors.path);
+// the connectors and processors cfg provides (built in, connectors.path and
+// processors.path);
 // it opens no store and starts nothing. It returns the ids of the valid
 // pipelines and every problem.
 func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []api.ConfigError) {
-	opts := Options{}.withDefaults(cfg)
+	opts, err := Options{}.withDefaults(context.Background(), cfg, zap.NewNop())
+	if err != nil {
+		return nil, []api.ConfigError{{Err: err}}
+	}
 	r := &Runtime{cfg: cfg, log: zap.NewNop(), connectors: opts.Connectors, processors: opts.Processors,
 		policies: lifecycle.NewPolicies()}
 	loaded, errs := config.ParsePipelines(files...)

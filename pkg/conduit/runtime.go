@@ -144,7 +144,10 @@ var ErrPipelineDegraded = errors.New("a pipeline is degraded and pipelines.exit-
 // run. Only a failure that stops everything, such as a store that cannot
 // be opened, is returned.
 func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (_ *Runtime, err error) {
-	opts = opts.withDefaults(cfg)
+	opts, err = opts.withDefaults(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	r := &Runtime{
 		cfg:        cfg,
 		log:        log,
@@ -198,8 +201,9 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	return r, nil
 }
 
-// withDefaults fills in what a test did not replace.
-func (o Options) withDefaults(cfg config.Config) Options {
+// withDefaults fills in what a test did not replace. The standalone
+// processors in processors.path are loaded (compiled) here, once.
+func (o Options) withDefaults(ctx context.Context, cfg config.Config, log *zap.Logger) (Options, error) {
 	if o.Connectors == nil {
 		o.Connectors = connector.NewRegistry(connector.Builtin()...).WithStandalone(
 			connector.NewStandaloneHost(connector.StandaloneConfig{
@@ -208,12 +212,25 @@ func (o Options) withDefaults(cfg config.Config) Options {
 			}))
 	}
 	if o.Processors == nil {
-		o.Processors = processor.NewRegistry(processor.Builtin()...)
+		var limit uint64
+		if cfg.Processors.MemoryLimit != "" {
+			n, err := config.WasmMemoryLimit(cfg.Processors.MemoryLimit)
+			if err != nil {
+				return o, fmt.Errorf("processors.memory-limit: %w", err)
+			}
+			limit = n
+		}
+		standalone, err := processor.NewStandalone(ctx, processor.StandaloneConfig{
+			Dir: cfg.Processors.Path, MemoryLimit: limit, Logger: log})
+		if err != nil {
+			return o, err
+		}
+		o.Processors = processor.NewRegistry(processor.Builtin()...).WithStandalone(standalone)
 	}
 	if o.Clock == nil {
 		o.Clock = lifecycle.RealClock{}
 	}
-	return o
+	return o, nil
 }
 
 // listen takes the API's port. Its handler needs the store, so it is set

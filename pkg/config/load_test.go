@@ -104,6 +104,8 @@ func TestDefault(t *testing.T) {
 		{"auditlog.max-age", c.AuditLog.MaxAge, 720 * time.Hour},
 		{"connectors.path", c.Connectors.Path, "./connectors"},
 		{"connectors.start-timeout", c.Connectors.StartTimeout, 10 * time.Second},
+		{"processors.path", c.Processors.Path, "./processors"},
+		{"processors.memory-limit", c.Processors.MemoryLimit, "1GiB"},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
@@ -142,8 +144,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 45 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 45; add the new key here", len(Keys()))
+	if len(Keys()) != 47 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 47; add the new key here", len(Keys()))
 	}
 }
 
