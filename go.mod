@@ -37,8 +37,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require github.com/stealthrocket/wazergo v0.19.1 // indirect
-
 require (
 	4d63.com/gocheckcompilerdirectives v1.3.0 // indirect
 	4d63.com/gochecknoglobals v0.2.2 // indirect

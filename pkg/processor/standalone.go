@@ -9,27 +9,26 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/conduitio/conduit-commons/config"
 	sdk "github.com/conduitio/conduit-processor-sdk"
-	"github.com/conduitio/conduit-processor-sdk/pprocutils"
-	"github.com/conduitio/conduit/pkg/foundation/log"
+	processorv1 "github.com/conduitio/conduit-processor-sdk/proto/processor/v1"
 	conduitplugin "github.com/conduitio/conduit/pkg/plugin"
-	"github.com/conduitio/conduit/pkg/plugin/processor/standalone"
 	"github.com/dustin/go-humanize"
-	"github.com/rs/zerolog"
-	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero"
 	"go.uber.org/zap"
 )
 
 // Standalone processors are WebAssembly modules built with Conduit's
 // processor SDK (GOOS=wasip1 GOARCH=wasm), found in processors.path and run
-// by Conduit's own standalone processor runtime (wazero), as under Conduit.
-// NewStandalone compiles every module in the directory once, at startup;
-// each processor of a pipeline run gets an instance of its own, created on
-// its first record and closed when the run ends.
+// with wazero, as under Conduit (see standalone_runtime.go for the
+// protocol). NewStandalone compiles every module in the directory once, at
+// startup, keeping the compiled code in a cache on disk so that the next
+// start does not compile again; each processor of a pipeline run gets an
+// instance of its own, made on its first record and closed when the run
+// ends.
 
 // DefaultStandaloneMemoryLimit is the linear memory an instance of a
 // standalone processor may use unless StandaloneConfig says otherwise
@@ -39,26 +38,45 @@ const DefaultStandaloneMemoryLimit = 1 << 30
 // maxWasmMemory is what a 32-bit WebAssembly module can address.
 const maxWasmMemory = 4 << 30
 
-// standaloneLoadTimeout bounds the load of one module at startup: its
-// compilation and its answer to the question for its specification.
-const standaloneLoadTimeout = time.Minute
+// standaloneSpecTimeout bounds a module's answer to the question for its
+// specification, at startup.
+const standaloneSpecTimeout = 10 * time.Second
 
-// standaloneCloseTimeout bounds the teardown of one instance.
+// standaloneCloseTimeout bounds the teardown of one instance; a module
+// that does not exit by then is stopped.
 const standaloneCloseTimeout = 5 * time.Second
 
-// StandaloneConfig says where the standalone processors are and what an
-// instance may use.
+// StandaloneConfig says where the standalone processors are and how they
+// run.
 type StandaloneConfig struct {
 	// Dir is processors.path. A directory that does not exist has no
 	// processors.
 	Dir string
 	// MemoryLimit is the most linear memory, in bytes, one instance may
 	// use; 0 means DefaultStandaloneMemoryLimit. A module that needs more
-	// runs out of memory, which ends its run (see Process).
+	// runs out of memory, which ends its run (see EndRun).
 	MemoryLimit uint64
+	// CacheDir keeps compiled modules between starts; "" means
+	// DefaultStandaloneCacheDir, "-" no cache.
+	CacheDir string
+	// Interpreter runs the modules in wazero's interpreter instead of
+	// compiling them to machine code: loading is many times faster,
+	// running many times slower. For tests.
+	Interpreter bool
 	// Logger receives what was found, the files that could not be loaded
 	// and what the modules log. Nil: nothing is logged.
 	Logger *zap.Logger
+}
+
+// DefaultStandaloneCacheDir is where compiled modules are kept unless
+// StandaloneConfig says otherwise: conduit/wasm in the user's cache
+// directory ($XDG_CACHE_HOME or ~/.cache on Linux); "" when there is none.
+func DefaultStandaloneCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "conduit", "wasm")
 }
 
 // Standalone holds the standalone processors found in a directory. It is
@@ -67,7 +85,7 @@ type StandaloneConfig struct {
 type Standalone struct {
 	cfg StandaloneConfig
 	log *zap.Logger
-	reg *standalone.Registry
+	rt  *wasmRuntime
 	// byName holds the processors by specification name.
 	byName map[string][]standaloneEntry
 	// byFile maps a module's file name without .wasm to its
@@ -76,20 +94,15 @@ type Standalone struct {
 	// failed names the files that could not be loaded and why, for the
 	// error of a reference that finds nothing.
 	failed []string
-
-	// muted drops the runtime's log lines while it is made.
-	muted atomic.Bool
 	// instances counts the instances made, for their unique names.
 	instances atomic.Uint64
-	// outputs holds, by instance id, what each running instance printed
-	// last, for the error that says why it stopped.
-	outputs sync.Map // string -> *moduleOutput
 }
 
 // standaloneEntry is one module found.
 type standaloneEntry struct {
-	path string
-	spec sdk.Specification
+	path     string
+	spec     sdk.Specification
+	compiled wazero.CompiledModule
 }
 
 // NewStandalone loads every file in cfg.Dir as a standalone processor:
@@ -122,25 +135,14 @@ func NewStandalone(ctx context.Context, cfg StandaloneConfig) (*Standalone, erro
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		if s.reg == nil {
+		if s.rt == nil {
 			// Made only when there is something to load: the runtime
 			// lives as long as the process.
-			quietSDKLogs()
-			// Conduit's runtime logs through zerolog: its lines reach
-			// conduit's log through moduleLog, which also keeps each
-			// instance's last output.
-			zl := zerolog.New(&moduleLog{s: s}).Level(zerolog.InfoLevel)
-			// Conduit's registry only takes Register calls once it has
-			// read a directory, and says so in its log: it is given one it
-			// cannot read, and its log is muted meanwhile. Files are
-			// loaded by load, which says which failed and why.
-			s.muted.Store(true)
-			reg, err := standalone.NewRegistry(log.New(zl), os.DevNull, noSchemas{})
-			s.muted.Store(false)
+			rt, err := newWasmRuntime(ctx, cfg.Interpreter, s.cache())
 			if err != nil {
 				return nil, fmt.Errorf("standalone processors: %w", err)
 			}
-			s.reg = reg
+			s.rt = rt
 		}
 		s.load(ctx, filepath.Join(cfg.Dir, e.Name()))
 	}
@@ -155,74 +157,123 @@ func NewStandalone(ctx context.Context, cfg StandaloneConfig) (*Standalone, erro
 	return s, nil
 }
 
-// load compiles the module at path and registers it; a failure is logged
-// and remembered.
+// cache returns the compilation cache, nil when there is none or it
+// cannot be used (compiling each time is slower, not wrong).
+func (s *Standalone) cache() wazero.CompilationCache {
+	dir := s.cfg.CacheDir
+	switch dir {
+	case "-":
+		return nil
+	case "":
+		dir = DefaultStandaloneCacheDir()
+		if dir == "" {
+			return nil
+		}
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		s.log.Warn("standalone processors: no compilation cache; modules are compiled at every start", zap.String("dir", dir), zap.Error(err))
+		return nil
+	}
+	return c
+}
+
+// load compiles the module at path and asks it for its specification; a
+// failure is logged and remembered.
 func (s *Standalone) load(ctx context.Context, path string) {
 	fail := func(err error) {
 		s.log.Warn("not a standalone processor; skipped", zap.String("file", path), zap.Error(err))
 		s.failed = append(s.failed, fmt.Sprintf("%s (%v)", filepath.Base(path), err))
 	}
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		if err == nil {
-			err = errors.New("not a regular file")
-		}
-		fail(err)
-		return
-	}
-	// Conduit's registry names the instance it asks for the
-	// specification so; files are loaded one after the other.
-	const id = "init-processor"
-	out := s.watch(id, s.log)
-	defer s.outputs.Delete(id)
-	lctx, cancel := context.WithTimeout(ctx, standaloneLoadTimeout)
-	defer cancel()
-	start := time.Now()
-	full, err := s.reg.Register(s.instanceContext(lctx, out), path)
+	fi, err := os.Stat(path)
 	if err != nil {
-		if msg := out.summary(); msg != "" {
-			err = fmt.Errorf("%w: %s", err, msg)
-		}
 		fail(err)
 		return
 	}
-	name := full.PluginName()
-	var spec sdk.Specification
-	for fn, sp := range s.reg.List() {
-		if fn == full {
-			spec = sp
+	if !fi.Mode().IsRegular() {
+		fail(errors.New("not a regular file"))
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fail(err)
+		return
+	}
+	start := time.Now()
+	compiled, err := s.rt.rt.CompileModule(ctx, b)
+	if err != nil {
+		fail(fmt.Errorf("not a WebAssembly module: %w", err))
+		return
+	}
+	spec, err := s.specify(compiled, path)
+	if err != nil {
+		_ = compiled.Close(ctx)
+		fail(err)
+		return
+	}
+	if spec.Name == "" {
+		_ = compiled.Close(ctx)
+		fail(errors.New("its specification has no name"))
+		return
+	}
+	for _, other := range s.byName[spec.Name] {
+		if other.spec.Version == spec.Version {
+			_ = compiled.Close(ctx)
+			fail(fmt.Errorf("%s@%s is also %s; keep one", spec.Name, spec.Version, filepath.Base(other.path)))
+			return
 		}
 	}
-	s.byName[name] = append(s.byName[name], standaloneEntry{path: path, spec: spec})
+	name := spec.Name
+	s.byName[name] = append(s.byName[name], standaloneEntry{path: path, spec: spec, compiled: compiled})
 	base := strings.TrimSuffix(filepath.Base(path), ".wasm")
 	if _, ok := s.byFile[base]; !ok {
 		s.byFile[base] = name
 	}
 	s.log.Info("standalone processor found", zap.String("file", path), zap.String("name", name),
-		zap.String("version", spec.Version), zap.Duration("compiled_in", time.Since(start)))
+		zap.String("version", spec.Version), zap.Duration("loaded_in", time.Since(start)))
+}
+
+// specify runs the module and asks it for its specification.
+func (s *Standalone) specify(compiled wazero.CompiledModule, path string) (sdk.Specification, error) {
+	out := newModuleOutput(s.log.With(zap.String("file", path)))
+	inst, err := s.rt.start(compiled, s.newID("specify"), s.cfg.MemoryLimit, out)
+	if err != nil {
+		return sdk.Specification{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), standaloneSpecTimeout)
+	defer cancel()
+	resp, err := inst.call(ctx, &processorv1.CommandRequest{Request: &processorv1.CommandRequest_Specify{Specify: &processorv1.Specify_Request{}}})
+	if err != nil {
+		inst.kill()
+		out.flush()
+		switch {
+		case errors.Is(err, errModuleStopped):
+			return sdk.Specification{}, fmt.Errorf("it stopped when asked for its specification (is it built with Conduit's processor SDK?): %s",
+				stopReason(inst, out, s.cfg.MemoryLimit))
+		case ctx.Err() != nil:
+			return sdk.Specification{}, fmt.Errorf("it did not answer with its specification within %s", standaloneSpecTimeout)
+		}
+		return sdk.Specification{}, fmt.Errorf("specification: %w", err)
+	}
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), standaloneCloseTimeout)
+	defer cancelClose()
+	inst.close(closeCtx)
+	sp := resp.GetSpecify()
+	if sp == nil {
+		return sdk.Specification{}, fmt.Errorf("it answered the question for its specification with %T", resp.Response)
+	}
+	params := make(config.Parameters, len(sp.Parameters))
+	if err := params.FromProto(sp.Parameters); err != nil {
+		return sdk.Specification{}, fmt.Errorf("its specification's parameters: %w", err)
+	}
+	return sdk.Specification{Name: sp.Name, Summary: sp.Summary, Description: sp.Description,
+		Version: sp.Version, Author: sp.Author, Parameters: params}, nil
 }
 
 // newID returns a name for a new instance, unique in the runtime (wazero
 // refuses two modules of one name).
 func (s *Standalone) newID(base string) string {
 	return fmt.Sprintf("%s#%d", base, s.instances.Add(1))
-}
-
-// watch starts keeping what instance id prints; its lines go to lg.
-func (s *Standalone) watch(id string, lg *zap.Logger) *moduleOutput {
-	o := &moduleOutput{log: lg}
-	s.outputs.Store(id, o)
-	return o
-}
-
-// instanceContext is the context an instance is made with: it carries the
-// allocator that bounds the instance's memory, and is never cancelled
-// (the instance outlives the call that makes it).
-func (s *Standalone) instanceContext(ctx context.Context, out *moduleOutput) context.Context {
-	limit := s.cfg.MemoryLimit
-	return experimental.WithMemoryAllocator(context.WithoutCancel(ctx), experimental.MemoryAllocatorFunc(
-		func(capacity, _ uint64) experimental.LinearMemory {
-			return &boundedMemory{buf: make([]byte, 0, min(capacity, limit)), limit: limit, hit: &out.outOfMemory}
-		}))
 }
 
 // has reports whether a standalone processor has the name, as its
@@ -320,19 +371,6 @@ func (s *Standalone) newProcessor(e standaloneEntry, cfg Config) (*wasmProcessor
 	}
 	return &wasmProcessor{s: s, entry: e, name: "standalone:" + e.spec.Name + "@" + e.spec.Version,
 		base: base, settings: settings, log: lg}, nil
-}
-
-// noSchemas is the schema service of the modules: there is no schema
-// registry here, and the modules' schema middleware is off (see
-// newProcessor), so only a module that asks by itself gets here.
-type noSchemas struct{}
-
-func (noSchemas) CreateSchema(context.Context, pprocutils.CreateSchemaRequest) (pprocutils.CreateSchemaResponse, error) {
-	return pprocutils.CreateSchemaResponse{}, pprocutils.NewError(pprocutils.ErrorCodeInternal, "this runtime has no schema registry")
-}
-
-func (noSchemas) GetSchema(context.Context, pprocutils.GetSchemaRequest) (pprocutils.GetSchemaResponse, error) {
-	return pprocutils.GetSchemaResponse{}, pprocutils.ErrSubjectNotFound
 }
 
 // boundedMemory is the linear memory of an instance, which refuses to grow

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,13 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/conduitio/conduit-commons/config"
 	"github.com/conduitio/conduit-commons/opencdc"
-	sdk "github.com/conduitio/conduit-processor-sdk"
+	opencdcv1 "github.com/conduitio/conduit-commons/proto/opencdc/v1"
 	"github.com/conduitio/conduit-processor-sdk/pprocutils"
-	conduitplugin "github.com/conduitio/conduit/pkg/plugin"
+	processorv1 "github.com/conduitio/conduit-processor-sdk/proto/processor/v1"
 	"github.com/tetratelabs/wazero/sys"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -26,7 +26,7 @@ import (
 // wasmProcessor is one processor of a pipeline run that runs a standalone
 // (WASM) processor. Its instance of the module is made on the first record
 // and closed by Close, or when the module stops by itself: a module that
-// traps, panics, exits or runs out of memory ends the run (see EndsRun),
+// traps, panics, exits or runs out of memory ends the run (see EndRun),
 // and the next run - or the next record, when a dead-letter rule took the
 // failed one - gets a fresh instance.
 type wasmProcessor struct {
@@ -40,14 +40,10 @@ type wasmProcessor struct {
 	log      *zap.Logger
 
 	inst *wasmInstance
-	in   [1]opencdc.Record
-}
-
-// wasmInstance is a running instance of a module.
-type wasmInstance struct {
-	id   string
-	proc sdk.Processor
 	out  *moduleOutput
+	// req and protoRec are reused from record to record.
+	req      processorv1.CommandRequest
+	protoRec opencdcv1.Record
 }
 
 // Process sends rec to the module and takes its result back. The module's
@@ -60,110 +56,125 @@ func (p *wasmProcessor) Process(ctx context.Context, rec *record.Record) error {
 			return err
 		}
 	}
-	p.in[0] = record.ToOpenCDC(rec)
-	out := p.inst.proc.Process(ctx, p.in[:])
-	p.in[0] = opencdc.Record{}
-	if len(out) != 1 {
-		return fmt.Errorf("%s returned %d results for one record", p.name, len(out))
-	}
-	switch r := out[0].(type) {
-	case sdk.SingleRecord:
-		record.FromOpenCDC((*opencdc.Record)(&r), rec)
-		return nil
-	case sdk.FilterRecord:
-		return ErrFiltered
-	case sdk.ErrorRecord:
-		return p.recordError(ctx, r.Error)
-	case sdk.MultiRecord:
-		return fmt.Errorf("%s turned the record into %d records, which this runtime does not support yet", p.name, len(r))
-	default:
-		return fmt.Errorf("%s returned an unknown result %T", p.name, out[0])
-	}
-}
-
-// recordError turns what the module (or Conduit's runtime around it) said
-// about a record into the error Process returns.
-func (p *wasmProcessor) recordError(ctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		return fmt.Errorf("%s rejected the record without an error", p.name)
-	case errors.Is(err, conduitplugin.ErrPluginNotRunning):
-		return p.stopped()
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		// The record is still inside the module, whose answer would come
-		// when nobody waits for it: the instance cannot be used again.
-		p.closeInstance(ctx)
+	p.protoRec.Reset()
+	if err := record.ToOpenCDC(rec).ToProto(&p.protoRec); err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	var perr *pprocutils.Error
-	if errors.As(err, &perr) && perr.ErrCode >= 100 && perr.ErrCode <= 599 {
-		return cerrors.WithCode(errors.New(perr.Message), int(perr.ErrCode))
-	}
-	return err
-}
-
-// open makes an instance and configures and opens it. Its failures end the
-// run: the module could not start, or refused its settings.
-func (p *wasmProcessor) open(ctx context.Context) error {
-	id := p.s.newID(p.base)
-	out := p.s.watch(id, p.log)
-	proc, err := p.s.reg.NewProcessor(p.s.instanceContext(ctx, out), fullName(p.entry), id)
+	p.req.Request = &processorv1.CommandRequest_Process{Process: &processorv1.Process_Request{Records: []*opencdcv1.Record{&p.protoRec}}}
+	resp, err := p.inst.call(ctx, &p.req)
+	p.req.Request = nil
 	if err != nil {
-		p.s.outputs.Delete(id)
-		return EndRun(fmt.Errorf("%s: start %s: %w", p.name, p.entry.path, err))
+		return p.callError(ctx, "process", err)
 	}
-	p.inst = &wasmInstance{id: id, proc: proc, out: out}
-	if err := proc.Configure(ctx, p.settings); err != nil {
-		return p.failOpen(ctx, "configure", err)
+	pr := resp.GetProcess()
+	if pr == nil {
+		p.closeInstance(ctx)
+		return EndRun(fmt.Errorf("%s answered a record with %T", p.name, resp.Response))
 	}
-	if err := proc.Open(ctx); err != nil {
-		return p.failOpen(ctx, "open", err)
+	if len(pr.Records) != 1 {
+		return fmt.Errorf("%s returned %d results for one record", p.name, len(pr.Records))
 	}
-	return nil
+	switch r := pr.Records[0].Record.(type) {
+	case *processorv1.Process_ProcessedRecord_SingleRecord:
+		var out opencdc.Record
+		if err := out.FromProto(r.SingleRecord); err != nil {
+			return fmt.Errorf("%s returned a record that cannot be read: %w", p.name, err)
+		}
+		record.FromOpenCDC(&out, rec)
+		return nil
+	case *processorv1.Process_ProcessedRecord_FilterRecord:
+		return ErrFiltered
+	case *processorv1.Process_ProcessedRecord_ErrorRecord:
+		e := r.ErrorRecord.GetError()
+		if e == nil {
+			return fmt.Errorf("%s rejected the record without an error", p.name)
+		}
+		if e.Code >= 100 && e.Code <= 599 {
+			return cerrors.WithCode(errors.New(e.Message), int(e.Code))
+		}
+		return errors.New(e.Message)
+	case *processorv1.Process_ProcessedRecord_MultiRecord:
+		return fmt.Errorf("%s turned the record into %d records, which this runtime does not support yet",
+			p.name, len(r.MultiRecord.GetRecords()))
+	default:
+		return fmt.Errorf("%s returned an unknown result %T", p.name, pr.Records[0].Record)
+	}
 }
 
-func (p *wasmProcessor) failOpen(ctx context.Context, op string, err error) error {
-	if errors.Is(err, conduitplugin.ErrPluginNotRunning) {
+// callError is the error of a command the module did not answer.
+func (p *wasmProcessor) callError(ctx context.Context, op string, err error) error {
+	switch {
+	case errors.Is(err, errModuleStopped):
 		return p.stopped()
+	case ctx.Err() != nil:
+		// The command may still be inside the module: the instance
+		// cannot be used again.
+		p.killInstance()
+		return fmt.Errorf("%s: %s: %w", p.name, op, err)
+	}
+	var perr *pprocutils.Error
+	if errors.As(err, &perr) && op == "process" {
+		// The SDK answers with an error when it fails before the
+		// processor runs (a record it cannot read).
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	p.closeInstance(ctx)
 	return EndRun(fmt.Errorf("%s: %s: %w", p.name, op, err))
 }
 
+// open makes an instance and configures and opens it. Its failures end the
+// run: the module could not start, or refused its settings.
+func (p *wasmProcessor) open(ctx context.Context) error {
+	p.out = newModuleOutput(p.log)
+	inst, err := p.s.rt.start(p.entry.compiled, p.s.newID(p.base), p.s.cfg.MemoryLimit, p.out)
+	if err != nil {
+		return EndRun(fmt.Errorf("%s: start %s: %w", p.name, p.entry.path, err))
+	}
+	p.inst = inst
+	if _, err := inst.call(ctx, &processorv1.CommandRequest{Request: &processorv1.CommandRequest_Configure{
+		Configure: &processorv1.Configure_Request{Parameters: p.settings}}}); err != nil {
+		return p.callError(ctx, "configure", err)
+	}
+	if _, err := inst.call(ctx, &processorv1.CommandRequest{Request: &processorv1.CommandRequest_Open{
+		Open: &processorv1.Open_Request{}}}); err != nil {
+		return p.callError(ctx, "open", err)
+	}
+	return nil
+}
+
 // stopped is the error of a module that stopped by itself: it says why,
 // from the runtime's error and what the module printed last.
 func (p *wasmProcessor) stopped() error {
-	inst := p.inst
+	inst, out := p.inst, p.out
 	p.inst = nil
-	ctx, cancel := context.WithTimeout(context.Background(), standaloneCloseTimeout)
-	defer cancel()
-	runErr := inst.proc.Teardown(ctx)
-	p.s.outputs.Delete(inst.id)
-	inst.out.flush()
+	inst.kill()
+	out.flush()
 	return EndRun(fmt.Errorf("%s (%s) stopped: %s", p.name, filepath.Base(p.entry.path),
-		stopReason(runErr, inst.out, p.s.cfg.MemoryLimit)))
+		stopReason(inst, out, p.s.cfg.MemoryLimit)))
 }
 
 // stopReason says why a module stopped, in one line.
-func stopReason(runErr error, out *moduleOutput, limit uint64) string {
+func stopReason(inst *wasmInstance, out *moduleOutput, limit uint64) string {
 	var parts []string
-	if out.outOfMemory.Load() {
+	if inst.outOfMemory.Load() {
 		parts = append(parts, "ran out of memory (processors.memory-limit is "+limitText(limit)+")")
 	}
 	if s := out.summary(); s != "" {
 		parts = append(parts, s)
 	}
 	var exit *sys.ExitError
-	switch {
-	case errors.As(runErr, &exit) && exit.ExitCode() != 0:
+	switch err := inst.exitErr; {
+	case errors.As(err, &exit):
 		parts = append(parts, fmt.Sprintf("the module exited with status %d", exit.ExitCode()))
-	case runErr != nil && strings.Contains(runErr.Error(), "wasm error:"):
-		msg := runErr.Error()
-		msg = msg[strings.Index(msg, "wasm error:"):]
+	case err != nil:
+		msg := err.Error()
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
 			msg = msg[:i]
 		}
-		parts = append(parts, "WebAssembly trap: "+strings.TrimSpace(strings.TrimPrefix(msg, "wasm error:")))
+		if strings.HasPrefix(msg, "wasm error: ") {
+			msg = "WebAssembly trap: " + strings.TrimPrefix(msg, "wasm error: ")
+		}
+		parts = append(parts, msg)
 	}
 	if len(parts) == 0 {
 		return "the module ended without saying why"
@@ -181,191 +192,163 @@ func (p *wasmProcessor) Close(ctx context.Context) error {
 	p.inst = nil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), standaloneCloseTimeout)
 	defer cancel()
-	err := inst.proc.Teardown(ctx)
-	inst.out.flush()
-	p.s.outputs.Delete(inst.id)
-	if err != nil && !errors.Is(err, conduitplugin.ErrPluginNotRunning) {
-		return fmt.Errorf("%s: teardown: %w", p.name, err)
-	}
+	inst.close(ctx)
+	p.out.flush()
 	return nil
 }
 
-// closeInstance gives the instance up; its teardown error says nothing
-// the caller does not already report.
+// closeInstance gives the instance up gracefully.
 func (p *wasmProcessor) closeInstance(ctx context.Context) { _ = p.Close(ctx) }
 
-// moduleLog receives the lines of Conduit's standalone runtime (zerolog
-// JSON): what the modules print and log, and the runtime's own messages.
-// A line of an instance goes to the instance's logger, and what a module
-// prints is also kept for the error that says why it stopped.
-type moduleLog struct{ s *Standalone }
-
-// runtimeComponent is the component of the runtime's own lines about an
-// instance; the lines of the module itself carry another.
-const runtimeComponent = "standalone.wasmProcessor"
-
-func (l *moduleLog) Write(p []byte) (int, error) {
-	if l.s.muted.Load() {
-		return len(p), nil
+// killInstance gives the instance up at once.
+func (p *wasmProcessor) killInstance() {
+	if p.inst != nil {
+		p.inst.kill()
+		p.inst = nil
+		p.out.flush()
 	}
-	var ev map[string]any
-	if err := json.Unmarshal(p, &ev); err != nil {
-		l.s.log.Info("standalone processor runtime: " + strings.TrimSpace(string(p)))
-		return len(p), nil
-	}
-	str := func(k string) string {
-		v, _ := ev[k].(string)
-		delete(ev, k)
-		return v
-	}
-	level, msg, id, component := str("level"), str("message"), str("processor_id"), str("component")
-	lg := l.s.log
-	var out *moduleOutput
-	if o, ok := l.s.outputs.Load(id); ok && id != "" {
-		out = o.(*moduleOutput)
-		lg = out.log
-	}
-	if component != runtimeComponent && id != "" {
-		if out != nil {
-			out.add(level, msg, ev)
-			return len(p), nil
-		}
-	} else if lvl := zapLevel(level); lvl < zapcore.WarnLevel {
-		// The runtime's own chatter (instances made and closed).
-		return len(p), nil
-	}
-	fields := make([]zap.Field, 0, len(ev))
-	for k, v := range ev {
-		fields = append(fields, zap.Any(k, v))
-	}
-	lg.Log(zapLevel(level), "standalone processor runtime: "+msg, fields...)
-	return len(p), nil
-}
-
-func zapLevel(s string) zapcore.Level {
-	switch s {
-	case "trace", "debug":
-		return zapcore.DebugLevel
-	case "warn":
-		return zapcore.WarnLevel
-	case "error", "fatal", "panic":
-		return zapcore.ErrorLevel
-	}
-	return zapcore.InfoLevel
 }
 
 // maxModuleTail is how much of what a module printed last is kept, and
 // maxModuleLine the longest line.
 const (
 	maxModuleTail = 4 << 10
-	maxModuleLine = 1 << 10
+	maxModuleLine = 4 << 10
 )
 
-// moduleOutput is what one instance printed and logged: its log lines go
-// to log, and the last of them are kept.
+// maxSummary bounds the module's line quoted in an error.
+const maxSummary = 300
+
+// moduleOutput is the standard output and error of one instance. Lines of
+// the SDK's logger (zerolog JSON) go to log at their level, other lines as
+// warnings; the last lines are kept for the error that says why the module
+// stopped. The module writes from its own goroutine; the instance's owner
+// reads.
 type moduleOutput struct {
 	log *zap.Logger
-	// outOfMemory: the instance asked for more memory than its limit.
-	outOfMemory atomic.Bool
 
 	mu sync.Mutex
-	// line holds what the module printed since its last newline (a Go
-	// module prints a panic in many small writes).
-	line strings.Builder
-	// tail holds the last lines it printed, up to maxModuleTail bytes.
+	// line holds what was written since the last newline.
+	line []byte
+	// tail holds the last lines, up to maxModuleTail bytes.
 	tail []string
 	size int
-	// cause is the first line of a Go panic or fatal error it printed:
-	// the stack trace that follows may be longer than the tail.
+	// cause is the first line of a Go panic or fatal error printed: the
+	// stack trace that follows may be longer than the tail.
 	cause string
-	// lastError is the last message it logged at error level (the SDK
-	// logs a recovered panic so).
+	// lastError is the last message logged at error level (the SDK logs a
+	// panic it recovered so).
 	lastError string
 }
 
-// add takes a line of the module: a log event of its SDK (level set), or
-// bytes it printed (no level).
-func (o *moduleOutput) add(level, msg string, fields map[string]any) {
+func newModuleOutput(log *zap.Logger) *moduleOutput { return &moduleOutput{log: log} }
+
+func (o *moduleOutput) Write(b []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if level == "" {
-		// What the module wrote to stdout or stderr, one write per call,
-		// without the newline a write ended with: a Go module writes a
-		// panic's newline on its own, which arrives empty. Text is joined
-		// until then, or until the line is long.
-		if msg == "" {
-			o.endLine()
-			return
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			o.line = append(o.line, b...)
+			if len(o.line) >= maxModuleLine {
+				o.endLine()
+			}
+			break
 		}
-		o.line.WriteString(msg)
-		if o.line.Len() >= maxModuleLine {
-			o.endLine()
-		}
+		o.line = append(o.line, b[:i]...)
+		o.endLine()
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+// endLine takes the line written so far.
+func (o *moduleOutput) endLine() {
+	ln := string(o.line)
+	o.line = o.line[:0]
+	if strings.TrimSpace(ln) == "" {
 		return
 	}
-	if zapLevel(level) >= zapcore.ErrorLevel {
-		o.lastError = msg
+	if o.logged(ln) {
+		return
 	}
-	zf := make([]zap.Field, 0, len(fields))
-	for k, v := range fields {
-		zf = append(zf, zap.Any(k, v))
-	}
-	o.log.Log(zapLevel(level), msg, zf...)
-}
-
-// endLine logs and keeps the line printed so far.
-func (o *moduleOutput) endLine() {
-	text := o.line.String()
-	o.line.Reset()
-	for _, ln := range strings.Split(text, "\n") {
-		if strings.TrimSpace(ln) == "" {
-			continue
-		}
-		o.log.Warn("standalone processor printed: " + ln)
-		if o.cause == "" {
-			for _, mark := range []string{"panic: ", "fatal error: "} {
-				if i := strings.Index(ln, mark); i >= 0 {
-					o.cause = truncate(ln[i:], maxSummary)
-				}
+	o.log.Warn("standalone processor printed: " + ln)
+	if o.cause == "" {
+		for _, mark := range []string{"panic: ", "fatal error: "} {
+			if i := strings.Index(ln, mark); i >= 0 {
+				o.cause = truncate(ln[i:], maxSummary)
 			}
 		}
-		o.tail = append(o.tail, ln)
-		o.size += len(ln)
-		for o.size > maxModuleTail && len(o.tail) > 1 {
-			o.size -= len(o.tail[0])
-			o.tail = o.tail[1:]
-		}
+	}
+	o.tail = append(o.tail, ln)
+	o.size += len(ln)
+	for o.size > maxModuleTail && len(o.tail) > 1 {
+		o.size -= len(o.tail[0])
+		o.tail = o.tail[1:]
 	}
 }
 
-// flush logs and keeps what is left of an unfinished line.
+// logged takes a line of the SDK's logger, reporting whether it was one.
+func (o *moduleOutput) logged(ln string) bool {
+	if !strings.HasPrefix(ln, "{") {
+		return false
+	}
+	var ev map[string]any
+	if json.Unmarshal([]byte(ln), &ev) != nil {
+		return false
+	}
+	level, _ := ev["level"].(string)
+	msg, _ := ev["message"].(string)
+	delete(ev, "level")
+	delete(ev, "message")
+	delete(ev, "time")
+	lvl := zapcore.InfoLevel
+	switch level {
+	case "trace", "debug":
+		lvl = zapcore.DebugLevel
+	case "warn":
+		lvl = zapcore.WarnLevel
+	case "error", "fatal", "panic":
+		lvl = zapcore.ErrorLevel
+		o.lastError = msg
+		if e, ok := ev["error"].(string); ok && e != "" {
+			o.lastError += ": " + e
+		}
+	}
+	fields := make([]zap.Field, 0, len(ev))
+	for k, v := range ev {
+		fields = append(fields, zap.Any(k, v))
+	}
+	o.log.Log(lvl, "standalone processor: "+msg, fields...)
+	return true
+}
+
+// flush takes what is left of an unfinished line.
 func (o *moduleOutput) flush() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.line.Len() > 0 {
+	if len(o.line) > 0 {
 		o.endLine()
 	}
 }
 
 // summary is the line of the module's last output that says why it
-// stopped: a Go panic or fatal error, else the last error it logged.
+// stopped: a Go panic or fatal error, else the last error it logged, else
+// its last line.
 func (o *moduleOutput) summary() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.cause != "" {
+	switch {
+	case o.cause != "":
 		return o.cause
-	}
-	if o.lastError != "" {
-		return o.lastError
-	}
-	if len(o.tail) > 0 {
+	case o.lastError != "":
+		return truncate(o.lastError, maxSummary)
+	case len(o.tail) > 0:
 		return truncate(o.tail[len(o.tail)-1], maxSummary)
 	}
 	return ""
 }
-
-// maxSummary bounds the module's line quoted in an error.
-const maxSummary = 300
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -374,5 +357,5 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// Compile-time checks of what the engine finds by type assertion.
+// Compile-time check of what the engine finds by type assertion.
 var _ Closer = (*wasmProcessor)(nil)

@@ -11,6 +11,7 @@
 //	exit     exits the module with status 3
 //	trap     reads outside its linear memory (a WebAssembly trap)
 //	oom      allocates until it runs out of memory
+//	loop     never returns
 package main
 
 import (
@@ -70,8 +71,11 @@ func (p *upper) Process(_ context.Context, records []opencdc.Record) []sdk.Proce
 	return out
 }
 
-// hoard keeps what oom allocates reachable.
-var hoard [][]byte
+// hoard keeps what oom allocates reachable; spin is what loop writes.
+var (
+	hoard [][]byte
+	spin  int
+)
 
 func (p *upper) one(rec opencdc.Record) sdk.ProcessedRecord {
 	data, ok := rec.Payload.After.(opencdc.StructuredData)
@@ -94,6 +98,10 @@ func (p *upper) one(rec opencdc.Record) sdk.ProcessedRecord {
 		// Far beyond any memory the module has: the runtime traps.
 		p := (*uint64)(unsafe.Pointer(uintptr(0xfffffff0)))
 		return sdk.SingleRecord(opencdc.Record{Key: opencdc.RawData(fmt.Sprint(*p))})
+	case "loop":
+		for n := 0; ; n++ {
+			spin = n
+		}
 	case "oom":
 		for {
 			hoard = append(hoard, make([]byte, 16<<20))
