@@ -59,10 +59,6 @@ type StandaloneConfig struct {
 	// CacheDir keeps compiled modules between starts; "" means
 	// DefaultStandaloneCacheDir, "-" no cache.
 	CacheDir string
-	// Interpreter runs the modules in wazero's interpreter instead of
-	// compiling them to machine code: loading is many times faster,
-	// running many times slower. For tests.
-	Interpreter bool
 	// Logger receives what was found, the files that could not be loaded
 	// and what the modules log. Nil: nothing is logged.
 	Logger *zap.Logger
@@ -138,7 +134,7 @@ func NewStandalone(ctx context.Context, cfg StandaloneConfig) (*Standalone, erro
 		if s.rt == nil {
 			// Made only when there is something to load: the runtime
 			// lives as long as the process.
-			rt, err := newWasmRuntime(ctx, cfg.Interpreter, s.cache())
+			rt, err := newWasmRuntime(ctx, s.cache())
 			if err != nil {
 				return nil, fmt.Errorf("standalone processors: %w", err)
 			}

@@ -51,13 +51,12 @@ type wasmRuntime struct {
 // newWasmRuntime makes the runtime, with WASI and the host functions of
 // Conduit's protocol. Compiled code is kept in cache when it is not nil,
 // so that the next start of conduit loads a module without compiling it.
-func newWasmRuntime(ctx context.Context, interpreter bool, cache wazero.CompilationCache) (*wasmRuntime, error) {
-	rc := wazero.NewRuntimeConfig()
-	if interpreter {
-		rc = wazero.NewRuntimeConfigInterpreter()
-	}
+//
+// testdata/wasmcompile compiles with the same configuration: keep them
+// together.
+func newWasmRuntime(ctx context.Context, cache wazero.CompilationCache) (*wasmRuntime, error) {
 	// A cancelled instance stops even inside an endless loop.
-	rc = rc.WithCloseOnContextDone(true)
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
 	if cache != nil {
 		rc = rc.WithCompilationCache(cache)
 	}

@@ -21,10 +21,11 @@ import (
 )
 
 // The standalone processor of these tests is testdata/wasmproc, built with
-// Conduit's processor SDK for wasip1 once per test run, and loaded once, in
-// wazero's interpreter: compiling a Go module to machine code takes tens of
-// seconds, several minutes under the race detector. bin/conduit's tests
-// (cmd/conduit) run it compiled.
+// Conduit's processor SDK for wasip1 once per test run. Compiling it to
+// machine code takes tens of seconds, minutes in a test built with -race:
+// testdata/wasmcompile, built without -race, compiles it into a cache that
+// outlives the run, as conduit's own cache does, and the tests load it
+// from there.
 
 // testMemoryLimit keeps the out-of-memory test small and fast.
 const testMemoryLimit = 128 << 20
@@ -78,10 +79,16 @@ func testStandalone(t *testing.T) (*Standalone, *observer.ObservedLogs) {
 			wasmTest.err = err
 			return
 		}
+		cache := filepath.Join(os.TempDir(), "conduit-wasm-test-cache")
+		cmd := exec.Command("go", "run", "./testdata/wasmcompile", cache, filepath.Join(wasmTest.dir, "upper.wasm"))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			wasmTest.err = fmt.Errorf("go run ./testdata/wasmcompile: %v\n%s", err, b)
+			return
+		}
 		core, logs := observer.New(zapcore.DebugLevel)
 		wasmTest.logs = logs
 		wasmTest.standalone, wasmTest.err = NewStandalone(context.Background(), StandaloneConfig{
-			Dir: wasmTest.dir, MemoryLimit: testMemoryLimit, CacheDir: "-", Interpreter: true, Logger: zap.New(core)})
+			Dir: wasmTest.dir, MemoryLimit: testMemoryLimit, CacheDir: cache, Logger: zap.New(core)})
 	})
 	if wasmTest.err != nil {
 		t.Fatal(wasmTest.err)
