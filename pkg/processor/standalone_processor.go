@@ -62,10 +62,12 @@ func (p *wasmProcessor) Process(ctx context.Context, rec *record.Record) error {
 	}
 	p.req.Request = &processorv1.CommandRequest_Process{Process: &processorv1.Process_Request{Records: []*opencdcv1.Record{&p.protoRec}}}
 	resp, err := p.inst.call(ctx, &p.req)
-	p.req.Request = nil
 	if err != nil {
+		// callError stops the instance unless it answered: only then may
+		// the request be used again (the module reads it while it runs).
 		return p.callError(ctx, "process", err)
 	}
+	p.release()
 	pr := resp.GetProcess()
 	if pr == nil {
 		p.closeInstance(ctx)
@@ -101,6 +103,13 @@ func (p *wasmProcessor) Process(ctx context.Context, rec *record.Record) error {
 	}
 }
 
+// release drops what the request holds of the engine's record (the
+// conversion shares its maps and bytes), once the module has answered.
+func (p *wasmProcessor) release() {
+	p.req.Request = nil
+	p.protoRec.Reset()
+}
+
 // callError is the error of a command the module did not answer.
 func (p *wasmProcessor) callError(ctx context.Context, op string, err error) error {
 	switch {
@@ -114,6 +123,7 @@ func (p *wasmProcessor) callError(ctx context.Context, op string, err error) err
 	}
 	var perr *pprocutils.Error
 	if errors.As(err, &perr) && op == "process" {
+		p.release()
 		// The SDK answers with an error when it fails before the
 		// processor runs (a record it cannot read).
 		return fmt.Errorf("%s: %w", p.name, err)
