@@ -504,6 +504,18 @@ func TestLoadFileErrors(t *testing.T) {
 			want: []string{"expected a duration", "got the bool true"},
 		},
 		{
+			name:    "processors memory limit without a unit",
+			content: "processors:\n  memory-limit: 512\n",
+			line:    2, key: "processors.memory-limit",
+			want: []string{"must be at least 1MiB", "write the unit"},
+		},
+		{
+			name:    "processors memory limit beyond WebAssembly's",
+			content: "processors:\n  memory-limit: 8GiB\n",
+			line:    2, key: "processors.memory-limit",
+			want: []string{"must be at most 4GiB"},
+		},
+		{
 			name:    "negative delay",
 			content: "pipelines:\n  error-recovery:\n    min-delay: -1s\n",
 			line:    3, key: "pipelines.error-recovery.min-delay",
