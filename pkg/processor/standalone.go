@@ -242,6 +242,7 @@ func (s *Standalone) specify(compiled wazero.CompiledModule, path string) (sdk.S
 	if err != nil {
 		inst.kill()
 		out.flush()
+		out.trace()
 		switch {
 		case errors.Is(err, errModuleStopped):
 			return sdk.Specification{}, fmt.Errorf("it stopped when asked for its specification (is it built with Conduit's processor SDK?): %s",

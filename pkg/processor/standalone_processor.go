@@ -159,6 +159,7 @@ func (p *wasmProcessor) stopped() error {
 	p.inst = nil
 	inst.kill()
 	out.flush()
+	out.trace()
 	return EndRun(fmt.Errorf("%s (%s) stopped: %s", p.name, filepath.Base(p.entry.path),
 		stopReason(inst, out, p.s.cfg.MemoryLimit)))
 }
@@ -243,9 +244,12 @@ type moduleOutput struct {
 	// tail holds the last lines, up to maxModuleTail bytes.
 	tail []string
 	size int
-	// cause is the first line of a Go panic or fatal error printed: the
-	// stack trace that follows may be longer than the tail.
-	cause string
+	// cause is the first line of a Go panic or fatal error printed; stack
+	// holds the beginning of the stack trace that follows, and
+	// stackDropped counts the lines of it left out.
+	cause        string
+	stack        strings.Builder
+	stackDropped int
 	// lastError is the last message logged at error level (the SDK logs a
 	// panic it recovered so).
 	lastError string
@@ -283,12 +287,22 @@ func (o *moduleOutput) endLine() {
 	if o.logged(ln) {
 		return
 	}
+	if o.cause != "" {
+		// After a panic's first line comes its stack trace, a line per
+		// frame: its beginning is logged as one entry when the module
+		// has stopped (trace).
+		if o.stack.Len() < maxModuleTail {
+			o.stack.WriteString(ln)
+			o.stack.WriteByte('\n')
+		} else {
+			o.stackDropped++
+		}
+		return
+	}
 	o.log.Warn("standalone processor printed: " + ln)
-	if o.cause == "" {
-		for _, mark := range []string{"panic: ", "fatal error: "} {
-			if i := strings.Index(ln, mark); i >= 0 {
-				o.cause = truncate(ln[i:], maxSummary)
-			}
+	for _, mark := range []string{"panic: ", "fatal error: "} {
+		if i := strings.Index(ln, mark); i >= 0 {
+			o.cause = truncate(ln[i:], maxSummary)
 		}
 	}
 	o.tail = append(o.tail, ln)
@@ -297,6 +311,19 @@ func (o *moduleOutput) endLine() {
 		o.size -= len(o.tail[0])
 		o.tail = o.tail[1:]
 	}
+}
+
+// trace logs, as one entry, the beginning of the stack trace the module
+// printed after a panic or fatal error.
+func (o *moduleOutput) trace() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stack.Len() == 0 {
+		return
+	}
+	o.log.Warn("standalone processor stack trace", zap.String("cause", o.cause),
+		zap.String("trace", o.stack.String()), zap.Int("lines_left_out", o.stackDropped))
+	o.stack.Reset()
 }
 
 // logged takes a line of the SDK's logger, reporting whether it was one.

@@ -233,6 +233,7 @@ func TestStandaloneErrorsAreClassified(t *testing.T) {
 
 func TestStandaloneModuleThatStopsEndsTheRun(t *testing.T) {
 	p := newUpper(t, "test.upper", nil)
+	_, logs := testStandalone(t)
 	tests := []struct {
 		value string
 		want  []string
@@ -251,6 +252,17 @@ func TestStandaloneModuleThatStopsEndsTheRun(t *testing.T) {
 			wantErr(t, err, tt.want...)
 			if c := cerrors.ClassifyProcessor(err); c.Class != cerrors.ClassFatal {
 				t.Errorf("classified %+v, want fatal", c)
+			}
+			if tt.value == "oom" {
+				// The Go runtime's stack trace is one log entry, not one
+				// per line.
+				traces := logs.FilterMessage("standalone processor stack trace").All()
+				if len(traces) == 0 || !strings.Contains(traces[len(traces)-1].ContextMap()["trace"].(string), "runtime.throw") {
+					t.Errorf("no stack trace logged: %v", traces)
+				}
+				for _, e := range logs.FilterMessageSnippet("standalone processor printed: runtime.").All() {
+					t.Errorf("a line of the stack trace logged on its own: %s", e.Message)
+				}
 			}
 			// A fresh instance takes the next record.
 			rec := upperRecord("4", "dave")
