@@ -18,7 +18,9 @@ type Processor interface {
 	//   - any other error: the record is rejected. Unless the error is
 	//     classified transient (a cerrors code), the record is nacked and
 	//     goes to the dead-letter queue; a transient error restarts the
-	//     pipeline and the record is processed again.
+	//     pipeline and the record is processed again;
+	//   - an error wrapped by EndRun: the processor cannot go on, and the
+	//     run ends with the error, whatever its class.
 	//
 	// It must not keep rec, or the maps and slices in it, after it returns:
 	// the engine reuses them for later records.

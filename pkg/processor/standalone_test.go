@@ -58,7 +58,7 @@ func buildWasmProcessor(out string) error {
 
 // testStandalone returns the standalone processors of the test run: the
 // test processor (upper.wasm) and a file that is not a module (bad.wasm).
-func testStandalone(t *testing.T) (*Standalone, *observer.ObservedLogs) {
+func testStandalone(t testing.TB) (*Standalone, *observer.ObservedLogs) {
 	t.Helper()
 	wasmTest.once.Do(func() {
 		tmp, err := os.MkdirTemp("", "conduit-wasm-test-")
