@@ -17,7 +17,6 @@ import (
 	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
-	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
@@ -412,15 +411,18 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 func isAPIFile(file string) bool { return len(file) > 4 && file[:4] == "api:" }
 
 // ValidateFiles checks pipeline files as `conduit run` reads them, against
-// the connectors and processors cfg provides (built in, and connectors.path);
+// the connectors and processors cfg provides (built in, connectors.path and
+// processors.path);
 // it opens no store and starts nothing. It returns the ids of the valid
 // pipelines and every problem.
 func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []api.ConfigError) {
-	opts := Options{}.withDefaults(cfg)
+	opts, err := Options{}.withDefaults(context.Background(), cfg, zap.NewNop())
+	if err != nil {
+		return nil, []api.ConfigError{{Err: err}}
+	}
 	// Building a processor does no I/O, so the avro ones are checked
 	// against a registry of their own that nothing is registered in.
-	opts.Processors = processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{
-		SchemaRegistry: schemaregistry.NewBuiltin(store.NewInMemory())})...)
+	opts.Processors = defaultProcessors(schemaregistry.NewBuiltin(store.NewInMemory()), opts.standaloneProcessors)
 	r := &Runtime{cfg: cfg, log: zap.NewNop(), connectors: opts.Connectors, processors: opts.Processors,
 		policies: lifecycle.NewPolicies(), assembler: assembly.New(assembly.Options{Connectors: opts.Connectors, Processors: opts.Processors,
 			Protected: assembly.ProtectedPaths(cfg)})}

@@ -46,6 +46,9 @@ type Runtime struct {
 	writer     *store.Batcher
 	connectors *connector.Registry
 	processors *processor.Registry
+	// standalone are the processors of processors.path, which the default
+	// processor registry serves.
+	standalone *processor.Standalone
 	positions  *pipeline.PositionStore
 	// assembler builds the pipelines' runs from their configurations;
 	// kept holds what validation built for the first runs (keptBuilds).
@@ -127,6 +130,17 @@ type Options struct {
 	Observer lifecycle.Observer
 	// DescriptorsLeft defaults to fdlimit.Left.
 	DescriptorsLeft func() (int, error)
+
+	// standaloneProcessors are the processors of processors.path, loaded
+	// by withDefaults when Processors was not given.
+	standaloneProcessors *processor.Standalone
+}
+
+// defaultProcessors is the processor registry a runtime has unless a test
+// gives it one: the built-in processors, the avro ones with reg, and the
+// standalone ones.
+func defaultProcessors(reg schemaregistry.Registry, standalone *processor.Standalone) *processor.Registry {
+	return processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg})...).WithStandalone(standalone)
 }
 
 // A run takes runDescriptors from the descriptor budget until its
@@ -150,12 +164,16 @@ var ErrPipelineDegraded = errors.New("a pipeline is degraded and pipelines.exit-
 // run. Only a failure that stops everything, such as a store that cannot
 // be opened, is returned.
 func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) (_ *Runtime, err error) {
-	opts = opts.withDefaults(cfg)
+	opts, err = opts.withDefaults(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	r := &Runtime{
 		cfg:        cfg,
 		log:        log,
 		connectors: opts.Connectors,
 		processors: opts.Processors,
+		standalone: opts.standaloneProcessors,
 		clock:      opts.Clock,
 		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
 		managed:    lifecycle.NewManagedRules(),
@@ -204,8 +222,9 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	return r, nil
 }
 
-// withDefaults fills in what a test did not replace.
-func (o Options) withDefaults(cfg config.Config) Options {
+// withDefaults fills in what a test did not replace. The standalone
+// processors in processors.path are loaded (compiled) here, once.
+func (o Options) withDefaults(ctx context.Context, cfg config.Config, log *zap.Logger) (Options, error) {
 	if o.Connectors == nil {
 		o.Connectors = connector.NewRegistry(connector.Builtin()...).WithStandalone(
 			connector.NewStandaloneHost(connector.StandaloneConfig{
@@ -213,10 +232,28 @@ func (o Options) withDefaults(cfg config.Config) Options {
 				StartTimeout: cfg.Connectors.StartTimeout,
 			}))
 	}
+	if o.Processors == nil {
+		var limit uint64
+		if cfg.Processors.MemoryLimit != "" {
+			n, err := config.WasmMemoryLimit(cfg.Processors.MemoryLimit)
+			if err != nil {
+				return o, fmt.Errorf("processors.memory-limit: %w", err)
+			}
+			limit = n
+		}
+		standalone, err := processor.NewStandalone(ctx, processor.StandaloneConfig{
+			Dir: cfg.Processors.Path, MemoryLimit: limit, Logger: log})
+		if err != nil {
+			return o, err
+		}
+		// The registry is made once the store is open (defaultProcessors):
+		// the avro processors' schema registry may be kept there.
+		o.standaloneProcessors = standalone
+	}
 	if o.Clock == nil {
 		o.Clock = lifecycle.RealClock{}
 	}
-	return o
+	return o, nil
 }
 
 // listen takes the API's port. Its handler needs the store, so it is set
@@ -312,7 +349,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.processors = processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg})...)
+		r.processors = defaultProcessors(reg, r.standalone)
 	}
 	opts := assembly.Options{Connectors: r.connectors, Processors: r.processors, Positions: r.positions,
 		DB: db, Writer: r.writer, Protected: assembly.ProtectedPaths(r.cfg), Logger: r.log}

@@ -87,6 +87,13 @@ type Config struct {
 		// connector to its answer to the handshake.
 		StartTimeout time.Duration
 	}
+	Processors struct {
+		// Path is the directory with standalone (WASM) processors.
+		Path string
+		// MemoryLimit is the most linear memory one instance of a
+		// standalone processor may use, a size such as 1GiB.
+		MemoryLimit string
+	}
 	Pipelines struct {
 		// Path is the directory (searched recursively) or single file that
 		// holds the pipeline configuration files.

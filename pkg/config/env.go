@@ -30,8 +30,8 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 // otherEnvVars are the CONDUIT_ variables that are not configuration keys
 // but that conduit reads: the runtime sets them for the standalone
 // connectors it starts (pkg/sdk reads the first two, Conduit's connector
-// SDK the others), and a conduit started by a connector's tests may
-// inherit them.
+// SDK the others) and in the environment of standalone processors' modules,
+// and a conduit started by a connector's tests may inherit them.
 var otherEnvVars = []string{
 	"CONDUIT_PLUGIN_SOCKET",
 	"CONDUIT_PLUGIN_PROTOCOL",
@@ -41,6 +41,10 @@ var otherEnvVars = []string{
 	"CONDUIT_CONNECTOR_MAX_RECEIVE_RECORD_SIZE",
 	"CONDUIT_CONNECTOR_TOKEN",
 	"CONDUIT_CONNECTOR_UTILITIES_GRPC_TARGET",
+	// Those of a standalone processor's module (Conduit's processor SDK;
+	// its CONDUIT_LOG_LEVEL is log.level's name too).
+	"CONDUIT_MAGIC_COOKIE",
+	"CONDUIT_PROCESSOR_ID",
 }
 
 // otherEnvPrefixes start variables that conduit's own tests read, such as

@@ -105,6 +105,8 @@ func TestDefault(t *testing.T) {
 		{"auditlog.max-age", c.AuditLog.MaxAge, 720 * time.Hour},
 		{"connectors.path", c.Connectors.Path, "./connectors"},
 		{"connectors.start-timeout", c.Connectors.StartTimeout, 10 * time.Second},
+		{"processors.path", c.Processors.Path, "./processors"},
+		{"processors.memory-limit", c.Processors.MemoryLimit, "1GiB"},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
@@ -150,8 +152,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 53 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 53; add the new key here", len(Keys()))
+	if len(Keys()) != 55 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 55; add the new key here", len(Keys()))
 	}
 }
 
@@ -532,6 +534,18 @@ func TestLoadFileErrors(t *testing.T) {
 			content: "pipelines:\n  error-recovery:\n    max-duration: true\n",
 			line:    3, key: "pipelines.error-recovery.max-duration",
 			want: []string{"expected a duration", "got the bool true"},
+		},
+		{
+			name:    "processors memory limit without a unit",
+			content: "processors:\n  memory-limit: 512\n",
+			line:    2, key: "processors.memory-limit",
+			want: []string{"must be at least 1MiB", "write the unit"},
+		},
+		{
+			name:    "processors memory limit beyond WebAssembly's",
+			content: "processors:\n  memory-limit: 8GiB\n",
+			line:    2, key: "processors.memory-limit",
+			want: []string{"must be at most 4GiB"},
 		},
 		{
 			name:    "negative delay",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
 
 	"github.com/conduitry/conduit/pkg/gctuning"
@@ -281,6 +282,26 @@ func optional(check func(string) error) func(string) error {
 		}
 		return check(s)
 	}
+}
+
+// WasmMemoryLimit parses processors.memory-limit: a size in bytes, 1MiB
+// to 4GiB (what a 32-bit WebAssembly module can address).
+func WasmMemoryLimit(s string) (uint64, error) {
+	n, err := humanize.ParseBytes(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("must be a size such as 1GiB or 256MiB, got %q", s)
+	case n < 1<<20:
+		return 0, fmt.Errorf("must be at least 1MiB, got %q; write the unit, e.g. 256MiB", s)
+	case n > 4<<30:
+		return 0, fmt.Errorf("must be at most 4GiB (what a WebAssembly module can address), got %q", s)
+	}
+	return n, nil
+}
+
+func wasmMemoryLimit(s string) error {
+	_, err := WasmMemoryLimit(s)
+	return err
 }
 
 func notEmpty(s string) error {

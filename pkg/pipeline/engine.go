@@ -545,6 +545,19 @@ func (e *Engine) teardown(ctx context.Context) error {
 			errs = append(errs, &StageError{Kind: KindDLQ, ID: DLQID, Op: "teardown", Err: err})
 		}
 	}
+	closeProcs := func(procs []Processor) {
+		for _, p := range procs {
+			if c, ok := p.Processor.(processor.Closer); ok {
+				if err := c.Close(ctx); err != nil {
+					errs = append(errs, &StageError{Kind: KindProcessor, ID: p.ID, Op: "teardown", Err: err})
+				}
+			}
+		}
+	}
+	closeProcs(e.cfg.Processors)
+	for _, d := range e.cfg.Destinations {
+		closeProcs(d.Processors)
+	}
 	return errors.Join(errs...)
 }
 

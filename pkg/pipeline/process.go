@@ -59,7 +59,8 @@ func (e *Engine) process(ctx context.Context, in <-chan *batch, inflight chan<- 
 // transient error a dead-letter rule claims. Another transient error comes
 // back as err and ends the run, so that the record is processed again after
 // the restart (see cerrors.ClassifyProcessor); it names the record, for
-// quarantine.
+// quarantine. So does an error that ends the run whatever its class
+// (processor.EndRun: the processor cannot go on).
 func (e *Engine) processRecord(ctx context.Context, procs []Processor, rec *record.Record) (kept bool, n *nack, err error) {
 	if q, ok := e.cfg.Quarantine[string(rec.Position)]; ok {
 		return false, &nack{kind: q.Kind, id: q.ID, err: q.Err, rule: QuarantineRule}, nil
@@ -82,7 +83,7 @@ func (e *Engine) runProcessors(ctx context.Context, procs []Processor, rec *reco
 		if rule, ok := e.deadLetter(perr, KindProcessor, p.ID); ok {
 			return false, &nack{kind: KindProcessor, id: p.ID, err: perr, rule: rule}, nil
 		}
-		if cerrors.ClassifyProcessor(perr).Class == cerrors.ClassTransient {
+		if processor.EndsRun(perr) || cerrors.ClassifyProcessor(perr).Class == cerrors.ClassTransient {
 			return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: cerrors.ForRecord(rec.Position, perr)}
 		}
 		return false, &nack{kind: KindProcessor, id: p.ID, err: perr}, nil

@@ -56,6 +56,14 @@ func (c *conditional) Process(ctx context.Context, rec *record.Record) error {
 	return c.next.Process(ctx, rec)
 }
 
+// Close closes the wrapped processor when it holds something (Closer).
+func (c *conditional) Close(ctx context.Context) error {
+	if cl, ok := c.next.(Closer); ok {
+		return cl.Close(ctx)
+	}
+	return nil
+}
+
 // parseBool is strconv.ParseBool on the trimmed output, without turning the
 // buffer into a string first (the switch on string(b) does not allocate).
 func parseBool(b []byte) (bool, error) {

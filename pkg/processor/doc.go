@@ -52,7 +52,10 @@
 // A processor's `plugin` has Conduit's form [builtin:]name[@version]:
 // field.set, builtin:field.set and builtin:field.set@v0.1.0 are the same
 // processor (the version is accepted and ignored). Standalone (WASM)
-// processors are not supported yet.
+// processors built with Conduit's processor SDK are found in
+// processors.path (see Standalone and docs/connectors.md):
+// standalone:<name>[@version], or <name> unprefixed, which is the
+// standalone processor of that name when there is one, as in Conduit.
 //
 // # Settings
 //

@@ -18,7 +18,9 @@ type Processor interface {
 	//   - any other error: the record is rejected. Unless the error is
 	//     classified transient (a cerrors code), the record is nacked and
 	//     goes to the dead-letter queue; a transient error restarts the
-	//     pipeline and the record is processed again.
+	//     pipeline and the record is processed again;
+	//   - an error wrapped by EndRun: the processor cannot go on, and the
+	//     run ends with the error, whatever its class.
 	//
 	// It must not keep rec, or the maps and slices in it, after it returns:
 	// the engine reuses them for later records.
@@ -43,3 +45,32 @@ type Config struct {
 	// (validation, tests); the built-in processors do not log.
 	Logger *zap.Logger
 }
+
+// Closer is implemented by processors that hold something for the length
+// of a run, such as the instance of a standalone processor's module. The
+// engine calls Close once when the run ends, after the last Process.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
+// EndRun marks err, returned by Process, as ending the run rather than
+// rejecting the record: the processor cannot go on (its module trapped or
+// ran out of memory). The engine ends the run with it, naming the record,
+// and the supervisor classifies it as any processor error (fatal without a
+// code). A dead-letter rule that matches it still sends the record to the
+// dead-letter queue instead, and the run goes on: the processor must then
+// be able to take the next record (a standalone processor makes a fresh
+// instance).
+func EndRun(err error) error { return &runEnding{err: err} }
+
+// EndsRun reports whether err, returned by Process, ends the run (see
+// EndRun).
+func EndsRun(err error) bool {
+	var re *runEnding
+	return errors.As(err, &re)
+}
+
+type runEnding struct{ err error }
+
+func (e *runEnding) Error() string { return e.err.Error() }
+func (e *runEnding) Unwrap() error { return e.err }

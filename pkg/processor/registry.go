@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/conduitry/conduit/pkg/plugin"
@@ -40,6 +41,9 @@ func BuiltinWith(opts ConduitOptions) []Plugin {
 // builds are not: build one per goroutine).
 type Registry struct {
 	set *plugin.Set[Plugin]
+	// standalone resolves standalone:<name> references; nil: they are an
+	// error.
+	standalone *Standalone
 }
 
 // NewRegistry returns a registry of the given plugins, usually Builtin().
@@ -56,11 +60,36 @@ func NewRegistry(plugins ...Plugin) *Registry {
 		}, plugins...)}
 }
 
+// WithStandalone returns a registry with r's plugins that also resolves
+// standalone:<name> references, to the standalone processors s found.
+// Without it, standalone references are an error.
+func (r *Registry) WithStandalone(s *Standalone) *Registry {
+	return &Registry{set: r.set, standalone: s}
+}
+
 // Lookup resolves a plugin reference of the form
 // [builtin:|standalone:]name[@version] (see plugin.ParseRef), e.g.
 // field.set, builtin:field.set or builtin:field.set@v0.1.0. Errors wrap
 // ErrUnknownPlugin.
-func (r *Registry) Lookup(ref string) (Plugin, error) { return r.set.Lookup(ref) }
+//
+// A reference without a prefix resolves as Conduit resolves it: to the
+// standalone processor of the name when processors.path has one, else to
+// the built-in one. A standalone processor is named by its
+// specification's name (or its file's, without .wasm); the version
+// chooses among several of the name, the highest when absent or latest.
+func (r *Registry) Lookup(ref string) (Plugin, error) {
+	if r.standalone != nil {
+		if parsed, err := plugin.ParseRef(ref); err == nil && (parsed.Type == plugin.TypeStandalone ||
+			parsed.Unprefixed && r.standalone.has(parsed.Name)) {
+			e, err := r.standalone.find(parsed.Name, parsed.Version)
+			if err != nil {
+				return Plugin{}, fmt.Errorf("%w %q: %w", ErrUnknownPlugin, ref, err)
+			}
+			return r.standalone.plugin(e), nil
+		}
+	}
+	return r.set.Lookup(ref)
+}
 
 // New builds a processor from a plugin reference (see Lookup) and its
 // config. It fails when the plugin is unknown (ErrUnknownPlugin), a setting
