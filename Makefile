@@ -20,9 +20,10 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/conduit ./cmd/conduit
 	$(GO) build -o connectors/flaky ./examples/connectors/flaky
 
-## test: all tests with the race detector
+## test: all tests with the race detector (a fresh machine's first run also
+## builds Conduit's CLI and compiles the test WASM processor, minutes each, then cached)
 test:
-	$(GO) test -race -count=1 -p 4 -parallel 4 ./...
+	$(GO) test -race -count=1 -p 4 -parallel 4 -timeout 30m ./...
 
 ## lint: gofmt check, go vet, staticcheck, buf lint, and a check that pkg/api/gen matches proto/
 lint:
