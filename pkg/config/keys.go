@@ -171,7 +171,7 @@ func buildKeyTable() []key {
 		newKey("runtime.gc-percent", 400,
 			"Go garbage collector target (GOGC): heap growth between collections, in percent of the live heap. The GOGC environment variable wins.",
 			func(c *Config) *int { return &c.Runtime.GCPercent }, positiveInt),
-		newKey("runtime.gc-headroom", "256MiB",
+		newKey("runtime.gc-headroom", "off",
 			"Most the Go heap grows by between collections when gc-percent would let it grow by more: off, or a size such as 256MiB. Ignored when the GOGC environment variable is set.",
 			func(c *Config) *string { return &c.Runtime.GCHeadroom }, gcHeadroom),
 		newKey("runtime.memory-limit", gctuning.LimitAuto,
