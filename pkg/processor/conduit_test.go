@@ -49,10 +49,14 @@ func TestConduitSettingErrors(t *testing.T) {
 			wantSetting: "url", wantErr: []string{"required parameter is not provided"}},
 		{name: "avro without a schema registry", plugin: "avro.decode", settings: map[string]string{"field": ".Key"},
 			wantErr: []string{"avro.decode needs a schema registry", "this runtime has none"}},
-		{name: "split refused", plugin: "builtin:split", settings: map[string]string{"field": ".Payload.After.users"},
-			wantErr: []string{"split turns one record into several, which this runtime does not support yet"}},
-		{name: "clone refused", plugin: "clone", settings: map[string]string{"times": "2"},
-			wantErr: []string{"clone turns one record into several"}},
+		{name: "split without field", plugin: "builtin:split", settings: map[string]string{},
+			wantSetting: "field", wantErr: []string{"required parameter is not provided"}},
+		{name: "split outside key and payload", plugin: "split", settings: map[string]string{"field": ".Metadata.list"},
+			wantSetting: "field", wantErr: []string{"regex"}},
+		{name: "clone with another processor's setting", plugin: "clone", settings: map[string]string{"count": "1", "times": "2"},
+			wantSetting: "times", wantErr: []string{`setting "times": unknown setting`}},
+		{name: "clone count not positive", plugin: "clone", settings: map[string]string{"count": "0"},
+			wantSetting: "count", wantErr: []string{"greater than 0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
