@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"slices"
+	"sort"
 
 	"go.uber.org/zap"
 
@@ -99,6 +100,13 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: cause}
 			nacks = nacks[:slices.IndexFunc(nacks, func(x nack) bool { return x.index == cut })]
 		}
+		if b.ackEnds != nil && limit < len(b.records) {
+			// Records derived from one read are acknowledged together: what
+			// the run got through of them is done again after the restart,
+			// rejected records included.
+			_, limit = b.ackable(limit)
+			nacks = nacks[:sort.Search(len(nacks), func(k int) bool { return nacks[k].index >= limit })]
+		}
 		if failure != nil || len(nacks) > 0 {
 			// What can fail from here on must not take the batches before
 			// it down with it: they are acknowledged first.
@@ -172,14 +180,21 @@ type ackGroup struct {
 	batches   []*batch
 	positions []record.Position
 	deletes   [][]byte
-	nacked    int
+	// records counts the records the positions cover (more than positions
+	// when processors derived several from one), nacked those of them
+	// sent to the dead-letter queue.
+	records int
+	nacked  int
 }
 
 // add puts the first limit records of b in the group, nacked of them sent
-// to the dead-letter queue.
+// to the dead-letter queue; limit covers every record derived from the
+// records read it acknowledges.
 func (g *ackGroup) add(b *batch, limit, nacked int) {
 	g.batches = append(g.batches, b)
-	g.positions = append(g.positions, b.positions[:limit]...)
+	read, _ := b.ackable(limit)
+	g.positions = append(g.positions, b.readPositions()[:read]...)
+	g.records += limit
 	g.nacked += nacked
 	if limit == len(b.records) {
 		// Only a batch acknowledged in full frees its dedup entries:
@@ -204,10 +219,10 @@ func (g *ackGroup) flush(ctx context.Context) error {
 			return &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "ack", Err: err}
 		}
 		e.stats.RecordsAcked.Add(int64(n))
-		e.stats.RecordsWritten.Add(int64(n - g.nacked))
+		e.stats.RecordsWritten.Add(int64(g.records - g.nacked))
 		g.p.offer(g.positions[n-1], g.deletes) // copies the keys it keeps
-		if e.cfg.OnAck != nil && n > g.nacked {
-			e.cfg.OnAck(n - g.nacked)
+		if e.cfg.OnAck != nil && g.records > g.nacked {
+			e.cfg.OnAck(g.records - g.nacked)
 		}
 	}
 	for _, b := range g.batches {
@@ -220,7 +235,7 @@ func (g *ackGroup) flush(ctx context.Context) error {
 	g.positions = g.positions[:0]
 	clear(g.deletes)
 	g.deletes = g.deletes[:0]
-	g.nacked = 0
+	g.records, g.nacked = 0, 0
 	return nil
 }
 

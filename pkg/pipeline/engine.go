@@ -194,13 +194,18 @@ type Config struct {
 	// or when opening them failed (the run is ending then).
 	OnOpen func()
 	// OnAck, if set, is called by the acker after every source
-	// acknowledgement with the number of records acknowledged. The
+	// acknowledgement with the number of records acknowledged that were
+	// not sent to the dead-letter queue (each record derived from one
+	// read counted, see Stats). The
 	// supervisor uses it to learn that a record made it end to end. It must
 	// not block.
 	OnAck func(records int)
 }
 
-// Stats are counters of one run, safe to read while it runs.
+// Stats are counters of one run, safe to read while it runs. RecordsRead
+// and RecordsAcked count the records the source produced; the others count
+// records after processing, where a record a processor turned into several
+// (split, clone) counts as each of them.
 type Stats struct {
 	RecordsRead  atomic.Int64
 	RecordsAcked atomic.Int64
@@ -232,6 +237,9 @@ type Engine struct {
 	log   *zap.Logger
 	stats Stats
 	nodes nodeIDs
+	// splits: a processor may turn one record into several (see
+	// batch.acks).
+	splits bool
 
 	// stopCtx is cancelled by Stop; the run turns that into "stop reading"
 	// with context.AfterFunc, so no goroutine waits for it.
@@ -253,6 +261,13 @@ func New(cfg Config) (*Engine, error) {
 	for i, d := range cfg.Destinations {
 		if d.Connector == nil {
 			return nil, fmt.Errorf("pipeline %s: destination %d (%s) is nil", cfg.PipelineID, i, d.ID)
+		}
+	}
+	for _, d := range cfg.Destinations {
+		for _, p := range d.Processors {
+			if _, ok := p.Processor.(processor.Splitter); ok {
+				return nil, fmt.Errorf("pipeline %s: processor %s of destination %s may turn one record into several, which only the pipeline's processors and its sources' may do", cfg.PipelineID, p.ID, d.ID)
+			}
 		}
 	}
 	if cfg.DLQ.WindowSize < 0 || cfg.DLQ.WindowNackThreshold < 0 {
@@ -278,9 +293,13 @@ func New(cfg Config) (*Engine, error) {
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	return &Engine{
-		cfg:     cfg,
-		log:     cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
-		nodes:   newNodeIDs(cfg),
+		cfg:   cfg,
+		log:   cfg.Logger.With(zap.String("pipeline_id", cfg.PipelineID)),
+		nodes: newNodeIDs(cfg),
+		splits: slices.ContainsFunc(cfg.Processors, func(p Processor) bool {
+			_, ok := p.Processor.(processor.Splitter)
+			return ok
+		}),
 		stopCtx: stopCtx,
 		stop:    stop,
 	}, nil
