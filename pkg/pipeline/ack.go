@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sort"
@@ -128,10 +129,10 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				return err
 			}
 			e.stats.RecordsNacked.Add(int64(len(nacks)))
-			e.reportDeadLettered(b.records, nacks)
+			e.reportDeadLettered(b, nacks)
 		}
 		if failure == nil {
-			group.add(b, limit, len(nacks))
+			group.add(b, limit, nackedRecords(nacks))
 			if len(group.batches) >= group.max {
 				if err := group.flush(ctx); err != nil {
 					return err
@@ -142,7 +143,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 		// The group is empty here (flushed above): what this batch got
 		// through is acknowledged on its own before the run ends.
 		if limit > 0 {
-			group.add(b, limit, len(nacks))
+			group.add(b, limit, nackedRecords(nacks))
 			if err := group.flush(ctx); err != nil {
 				return err
 			}
@@ -240,7 +241,9 @@ func (g *ackGroup) flush(ctx context.Context) error {
 }
 
 // mergedNacks returns the batch's nacks in read order, one per record
-// (a record refused by several destinations goes to the queue once).
+// (a record refused by several destinations goes to the queue once; the
+// records a destination's processors derived from one are each a record
+// of their own).
 func (b *batch) mergedNacks() []nack {
 	if len(b.destNacks) == 0 || allEmpty(b.destNacks) {
 		return b.nacks
@@ -257,7 +260,7 @@ func (b *batch) mergedNacks() []nack {
 		for pos > 0 && out[pos-1].index > n.index {
 			pos--
 		}
-		if pos > 0 && out[pos-1].index == n.index {
+		if b.nackedBefore(out[:pos], &n) {
 			continue
 		}
 		out = append(out, nack{})
@@ -265,6 +268,38 @@ func (b *batch) mergedNacks() []nack {
 		out[pos] = n
 	}
 	return out
+}
+
+// nackedBefore reports whether the record n is about is nacked in out
+// (sorted by index) already.
+func (b *batch) nackedBefore(out []nack, n *nack) bool {
+	for k := len(out) - 1; k >= 0 && out[k].index == n.index; k-- {
+		if bytes.Equal(b.nackedPosition(&out[k]), b.nackedPosition(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// nackedPosition is the position of the record n is about.
+func (b *batch) nackedPosition(n *nack) record.Position {
+	if n.rec != nil {
+		return n.rec.Position
+	}
+	return b.records[n.index].Position
+}
+
+// nackedRecords is how many of the batch's records nacks (sorted by index)
+// are about: several nacks of one record (of records a destination's
+// processors derived from it) count as one.
+func nackedRecords(nacks []nack) int {
+	n := 0
+	for k := range nacks {
+		if k == 0 || nacks[k].index != nacks[k-1].index {
+			n++
+		}
+	}
+	return n
 }
 
 func allEmpty(lists [][]nack) bool {

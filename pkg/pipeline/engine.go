@@ -204,8 +204,10 @@ type Config struct {
 
 // Stats are counters of one run, safe to read while it runs. RecordsRead
 // and RecordsAcked count the records the source produced; the others count
-// records after processing, where a record a processor turned into several
-// (split, clone) counts as each of them.
+// records after the pipeline's processors, where a record they turned into
+// several (split, clone) counts as each of them (the records a
+// destination's own processors derive count as the one they came from,
+// but in RecordsNacked, which counts dead-letter records).
 type Stats struct {
 	RecordsRead  atomic.Int64
 	RecordsAcked atomic.Int64
@@ -261,13 +263,6 @@ func New(cfg Config) (*Engine, error) {
 	for i, d := range cfg.Destinations {
 		if d.Connector == nil {
 			return nil, fmt.Errorf("pipeline %s: destination %d (%s) is nil", cfg.PipelineID, i, d.ID)
-		}
-	}
-	for _, d := range cfg.Destinations {
-		for _, p := range d.Processors {
-			if _, ok := p.Processor.(processor.Splitter); ok {
-				return nil, fmt.Errorf("pipeline %s: processor %s of destination %s may turn one record into several, which only the pipeline's processors and its sources' may do", cfg.PipelineID, p.ID, d.ID)
-			}
 		}
 	}
 	if cfg.DLQ.WindowSize < 0 || cfg.DLQ.WindowNackThreshold < 0 {

@@ -130,10 +130,16 @@ func (e *Engine) processRecord(ctx context.Context, rec *record.Record, s *split
 		// A derived position must never equal one a source produced:
 		// dedup, the dead-letter queue and the file destination tell
 		// records apart by position.
-		return false, nil, false, &StageError{Kind: KindSource, ID: e.cfg.Source.ID, Op: "read", Err: cerrors.Fatal(fmt.Errorf(
-			"the source produced a record whose position begins with the bytes that mark the position of a record a processor derived from another (%q), which this pipeline's processors (split, clone) cannot tell apart", record.DerivedMark))}
+		return false, nil, false, derivedLookalike(e.cfg.Source.ID)
 	}
 	return e.runSplitting(ctx, e.cfg.Processors, rec, s)
+}
+
+// derivedLookalike is the error that ends a run whose source produced a
+// position that begins as a derived one.
+func derivedLookalike(sourceID string) error {
+	return &StageError{Kind: KindSource, ID: sourceID, Op: "read", Err: cerrors.Fatal(fmt.Errorf(
+		"the source produced a record whose position begins with the bytes that mark the position of a record a processor derived from another (%q), which this pipeline's processors (split, clone) cannot tell apart", record.DerivedMark))}
 }
 
 // quarantined returns the nack of a record quarantined by position, or nil.

@@ -240,8 +240,11 @@ func TestSplitOfDerivedRecordsNests(t *testing.T) {
 // remembers what it wrote after each write, and for one that reports what
 // it holds (the file destination), which records intents instead.
 func TestSplitDedupWritesOnlyTheRestAfterARestart(t *testing.T) {
-	for _, reports := range []bool{false, true} {
-		t.Run(fmt.Sprintf("reports %v", reports), func(t *testing.T) {
+	for _, c := range []struct {
+		reports, inDestination bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		reports := c.reports
+		t.Run(fmt.Sprintf("reports %v, split by the destination's processors %v", c.reports, c.inDestination), func(t *testing.T) {
 			db := store.NewInMemory()
 			w := store.NewBatcher(db, nil)
 			t.Cleanup(w.Close)
@@ -258,10 +261,15 @@ func TestSplitDedupWritesOnlyTheRestAfterARestart(t *testing.T) {
 			}
 			run := func(limit int) (*harness, *seqSource) {
 				src := &seqSource{limit: limit, perRead: 7}
+				procs := []Processor{{ID: "split", Processor: splitInto(3)}}
+				d := Destination{ID: "dst", Connector: dst}
+				if c.inDestination {
+					d.Processors, procs = procs, nil
+				}
 				return startEngine(t, Config{
 					Source:       Source{ID: "src", Connector: src},
-					Destinations: []Destination{{ID: "dst", Connector: dst}},
-					Processors:   []Processor{{ID: "split", Processor: splitInto(3)}},
+					Destinations: []Destination{d},
+					Processors:   procs,
 					Positions:    positions,
 					Dedup:        dd,
 					BatchSize:    10,
@@ -275,7 +283,7 @@ func TestSplitDedupWritesOnlyTheRestAfterARestart(t *testing.T) {
 				t.Fatalf("run 1 wrote %v", got)
 			}
 			h, src := run(20)
-			h.waitAcked(3 * 16) // 5 to 20
+			waitFor(t, func() bool { return len(src.ackedPositions()) == 16 }) // 5 to 20
 			h.engine.Stop()
 			if err := h.wait(); err != nil {
 				t.Fatal(err)
@@ -487,15 +495,53 @@ func (oddSplitter) ProcessMulti(ctx context.Context, rec *record.Record, out []r
 	return splitInto(2).ProcessMulti(ctx, rec, out)
 }
 
-func TestSplitterOnADestinationIsRefused(t *testing.T) {
-	_, err := New(Config{
-		PipelineID:   "p",
-		Source:       Source{ID: "src", Connector: &seqSource{}},
-		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}, Processors: []Processor{{ID: "cl", Processor: splitInto(2)}}}},
-		Positions:    &memPositions{},
+// A destination's own processors may split too: that destination writes
+// the derived records, the other one the record as it was; a derived
+// record its processors reject goes to the dead-letter queue alone; the
+// record is acknowledged once both are done with it.
+func TestSplitInADestinationsProcessors(t *testing.T) {
+	src := &seqSource{limit: 20, perRead: 6}
+	split, plain := &positionLog{}, &positionLog{}
+	dlq := &dlqDestination{}
+	h := startEngine(t, Config{
+		Source: Source{ID: "src", Connector: src},
+		Destinations: []Destination{
+			{ID: "split", Connector: split, Processors: []Processor{
+				{ID: "clone", Processor: splitInto(3), Connector: "split"},
+				{ID: "check", Processor: byPayload("-1", func() error { return errors.New("middle one is bad") }), Connector: "split"},
+			}},
+			{ID: "plain", Connector: plain},
+		},
+		DLQ:       DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		Positions: &memPositions{},
+		BatchSize: 8,
 	})
-	if err == nil || !strings.Contains(err.Error(), "processor cl of destination dst") {
-		t.Fatalf("got %v, want an error naming the processor and the destination", err)
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := split.written(), splitPayloads(1, 20, 3, func(j int) bool { return j != 1 }); !slices.Equal(got, want) {
+		t.Fatalf("splitting destination got %v, want every x-0 and x-2", got)
+	}
+	if got := split.readable()[:2]; !slices.Equal(got, []string{"1#0", "1#2"}) {
+		t.Fatalf("positions %v, want 1#0 1#2", got)
+	}
+	if got := plain.written(); !slices.Equal(got, seqStrings(1, 20)) {
+		t.Fatalf("other destination got %v, want 1..20 as read", got)
+	}
+	var dead []string
+	for _, p := range dlq.positions() {
+		dead = append(dead, record.Readable(record.Position(p)))
+	}
+	if len(dead) != 20 || dead[0] != "1#1" || dead[19] != "20#1" {
+		t.Fatalf("DLQ got %v, want x#1 of every record, alone", dead)
+	}
+	if md := dlq.recs[0].Metadata; md[MetadataDLQNackNodeID] != "p1:split:check" {
+		t.Fatalf("DLQ metadata %v", md)
+	}
+	if got := src.ackedPositions(); !slices.Equal(got, seqStrings(1, 20)) {
+		t.Fatalf("acked %v, want 1..20", got)
 	}
 }
 
