@@ -577,3 +577,33 @@ func (s withPosition) Read(ctx context.Context, batch []record.Record) (int, err
 	}
 	return n, err
 }
+
+// A derived record that failed run after run is quarantined by its own
+// position: it goes to the dead-letter queue as it is made, its siblings
+// are written.
+func TestDerivedRecordIsQuarantinedAlone(t *testing.T) {
+	src := &seqSource{limit: 4, perRead: 4}
+	dst := &positionLog{}
+	dlq := &dlqDestination{}
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		Processors:   []Processor{{ID: "split", Processor: splitInto(3)}},
+		Quarantine: map[string]QuarantinedRecord{
+			string(record.DerivedPosition(record.Position("2"), 1)): {Kind: KindProcessor, ID: "enrich", Err: errors.New("keeps failing")},
+		},
+		DLQ:       DeadLetterQueue{Connector: dlq, WindowSize: 0},
+		Positions: &memPositions{},
+	})
+	waitFor(t, func() bool { return len(src.ackedPositions()) == 4 })
+	h.engine.Stop()
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dst.written(), slices.DeleteFunc(splitPayloads(1, 4, 3, nil), func(p string) bool { return p == "2-1" }); !slices.Equal(got, want) {
+		t.Fatalf("destination got %v, want all but 2-1", got)
+	}
+	if len(dlq.recs) != 1 || record.Readable(record.Position(dlq.positions()[0])) != "2#1" || dlq.recs[0].Metadata[MetadataDLQRule] != QuarantineRule {
+		t.Fatalf("DLQ got %v, want 2#1 quarantined", dlq.positions())
+	}
+}

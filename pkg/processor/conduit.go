@@ -280,7 +280,7 @@ func (p *conduitProcessor) processDetached(ctx context.Context, rec *record.Reco
 func (p *conduitProcessor) result(out []sdk.ProcessedRecord, rec *record.Record) error {
 	several, err := p.results(out, rec, nil)
 	if err == nil && len(several) > 0 {
-		return fmt.Errorf("%s turned the record into %d records, which only a processor of the pipeline or of its sources may do (not one of a destination)", p.name, len(several))
+		return fmt.Errorf("%s turned the record into %d records where one was expected (it is run as a processor that returns one record)", p.name, len(several))
 	}
 	return err
 }
