@@ -27,9 +27,13 @@ func (s splitInto) Process(context.Context, *record.Record) error {
 }
 
 func (s splitInto) ProcessMulti(_ context.Context, rec *record.Record, out []record.Record) ([]record.Record, error) {
+	var payload []byte
+	if rec.Payload.After != nil {
+		payload = rec.Payload.After.Bytes()
+	}
 	for j := range int(s) {
 		r := rec.Clone()
-		r.Payload.After = record.RawData(fmt.Sprintf("%s-%d", rec.Payload.After.Bytes(), j))
+		r.Payload.After = record.RawData(fmt.Sprintf("%s-%d", payload, j))
 		out = append(out, r)
 	}
 	return out, nil
