@@ -611,3 +611,41 @@ func TestDerivedRecordIsQuarantinedAlone(t *testing.T) {
 		t.Fatalf("DLQ got %v, want 2#1 quarantined", dlq.positions())
 	}
 }
+
+// The dead-letter queue's window counts each record a destination's
+// processors derived: two of them rejected within the window overflow it,
+// though they come from one record, which is then neither queued nor
+// acknowledged.
+func TestDLQWindowCountsDerivedRecords(t *testing.T) {
+	src := &seqSource{limit: 10, perRead: 10}
+	dlq := &dlqDestination{}
+	bad := errors.New("bad")
+	h := startEngine(t, Config{
+		Source: Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: &positionLog{}, Processors: []Processor{
+			{ID: "clone", Processor: splitInto(3), Connector: "dst"},
+			{ID: "check", Processor: procFunc(func(r *record.Record) error {
+				if p := string(r.Payload.After.Bytes()); p == "4-0" || p == "4-2" {
+					return bad
+				}
+				return nil
+			}), Connector: "dst"},
+		}}},
+		DLQ:       DeadLetterQueue{Connector: dlq, WindowSize: 3, WindowNackThreshold: 1},
+		Positions: &memPositions{},
+	})
+	err := h.wait()
+	var window *DLQWindowError
+	if !errors.As(err, &window) {
+		t.Fatalf("run ended with %v, want the window's overflow", err)
+	}
+	if window.Nacks != 2 {
+		t.Fatalf("window counted %d nacks, want 4#0 and 4#2", window.Nacks)
+	}
+	if got := dlq.positions(); len(got) != 0 {
+		t.Fatalf("DLQ got %d records, want none (4's two nacks overflowed the window)", len(got))
+	}
+	if got := src.ackedPositions(); !slices.Equal(got, seqStrings(1, 3)) {
+		t.Fatalf("acked %v, want 1..3", got)
+	}
+}
