@@ -179,8 +179,9 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 // batch in flight waits for it, and the source cannot read.
 //
 // The group holds the batches of every source; what it acknowledges is
-// kept per source (positions[i], deletes[i] and nacked[i] are sources[i]'s),
-// and each source gets one Ack per flush.
+// kept per source (positions[i], deletes[i], records[i] and nacked[i] are
+// sources[i]'s: the positions it read, not those of records derived from
+// them), and each source gets one Ack per flush.
 type ackGroup struct {
 	e          *Engine
 	free       *batchPool
