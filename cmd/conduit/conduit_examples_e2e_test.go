@@ -115,12 +115,3 @@ func payloadAfter(t *testing.T, rec map[string]any) string {
 	}
 	return string(raw)
 }
-
-func structuredAfter(t *testing.T, rec map[string]any) map[string]any {
-	t.Helper()
-	after, ok := rec["payload"].(map[string]any)["after"].(map[string]any)
-	if !ok {
-		t.Fatalf("payload.after of %v is not structured", rec)
-	}
-	return after
-}

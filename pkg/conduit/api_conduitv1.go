@@ -199,9 +199,14 @@ func (tappedStampingSource) StampsSourceMetadata() {}
 func tapProcessors(t *inspectTaps, procs []pipeline.Processor) {
 	for i := range procs {
 		p := &procs[i]
-		p.Processor = tappedProcessor{Processor: p.Processor, t: t,
+		tp := tappedProcessor{Processor: p.Processor, t: t,
 			in:  api.InspectPoint{Connector: p.Connector, Processor: p.ID},
 			out: api.InspectPoint{Connector: p.Connector, Processor: p.ID, Out: true}}
+		if sp, ok := p.Processor.(processor.Splitter); ok {
+			p.Processor = tappedSplitter{tappedProcessor: tp, splitter: sp}
+		} else {
+			p.Processor = tp
+		}
 	}
 }
 
@@ -260,6 +265,41 @@ type tappedProcessor struct {
 	processor.Processor
 	t       *inspectTaps
 	in, out api.InspectPoint
+}
+
+// Close closes the processor it wraps when that one has anything to close
+// (processor.Closer): the engine closes its processors when a run ends.
+func (p tappedProcessor) Close(ctx context.Context) error {
+	if c, ok := p.Processor.(processor.Closer); ok {
+		return c.Close(ctx)
+	}
+	return nil
+}
+
+// tappedSplitter is a tapped processor that keeps the Splitter ability of
+// the one it wraps (only those: the engine takes a slower path for a chain
+// with a Splitter in it).
+type tappedSplitter struct {
+	tappedProcessor
+	splitter processor.Splitter
+}
+
+// ProcessMulti shows inspectors the record given and each record made.
+func (p tappedSplitter) ProcessMulti(ctx context.Context, rec *record.Record, out []record.Record) ([]record.Record, error) {
+	if p.t.active.Load() == 0 {
+		return p.splitter.ProcessMulti(ctx, rec, out)
+	}
+	p.t.emit(p.in, []record.Record{*rec})
+	before := len(out)
+	out, err := p.splitter.ProcessMulti(ctx, rec, out)
+	switch {
+	case err != nil:
+	case len(out) > before:
+		p.t.emit(p.out, out[before:])
+	default:
+		p.t.emit(p.out, []record.Record{*rec})
+	}
+	return out, err
 }
 
 func (p tappedProcessor) Process(ctx context.Context, rec *record.Record) error {

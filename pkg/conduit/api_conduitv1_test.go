@@ -15,6 +15,7 @@ import (
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -267,6 +268,29 @@ func TestTapsKeepTheEnginesOptionalAbilities(t *testing.T) {
 		name string
 		has  func(any) bool
 	}{
+		{"Splitter", func(v any) bool { _, ok := v.(processor.Splitter); return ok }},
+		{"Closer", func(v any) bool { _, ok := v.(processor.Closer); return ok }},
+	} {
+		split, err := processor.NewRegistry(processor.Builtin()...).New("split", processor.Config{PipelineID: "p", ProcessorID: "s",
+			Settings: map[string]string{"field": ".Payload.After.items"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A processor with something to close, as a standalone one.
+		var proc processor.Processor = closingSplitter{split.(processor.Splitter)}
+		if !c.has(proc) {
+			t.Fatalf("the processor itself lacks %s: the test no longer checks anything", c.name)
+		}
+		cfg := pipeline.Config{Processors: []pipeline.Processor{{ID: "s", Processor: proc}}}
+		(&managedPipeline{}).tapRun(&cfg)
+		if !c.has(cfg.Processors[0].Processor) {
+			t.Errorf("tapped processor lost %s", c.name)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		has  func(any) bool
+	}{
 		{"PositionReporter", func(v any) bool { _, ok := v.(connector.PositionReporter); return ok }},
 		{"SourceReporter", func(v any) bool { _, ok := v.(connector.SourceReporter); return ok }},
 	} {
@@ -280,3 +304,8 @@ func TestTapsKeepTheEnginesOptionalAbilities(t *testing.T) {
 		}
 	}
 }
+
+// closingSplitter is a Splitter with something to close.
+type closingSplitter struct{ processor.Splitter }
+
+func (closingSplitter) Close(context.Context) error { return nil }

@@ -13,6 +13,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/pipeline"
+	"github.com/conduitry/conduit/pkg/record"
 )
 
 // deadLetterEventInterval is how often, at most, a pipeline writes a
@@ -140,6 +141,10 @@ func (r *Runtime) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered)
 // printable, cut to maxPositionText.
 func positionText(p []byte) string {
 	s := string(p)
+	if record.IsDerived(p) {
+		// A record split off another: "42#1", its original's and its index.
+		s = record.Readable(p)
+	}
 	if !utf8.ValidString(s) {
 		s = fmt.Sprintf("%x", p)
 	}

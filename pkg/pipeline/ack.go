@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"slices"
+	"sort"
 
 	"go.uber.org/zap"
 
@@ -24,7 +26,8 @@ import (
 // committed), never for one still being written.
 func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, persisters []*persister, window *nackWindow) error {
 	group := ackGroup{e: e, free: free, persisters: persisters, max: max(1, cap(inflight)/2),
-		positions: make([][]record.Position, len(persisters)), deletes: make([][][]byte, len(persisters)), nacked: make([]int, len(persisters))}
+		positions: make([][]record.Position, len(persisters)), deletes: make([][][]byte, len(persisters)),
+		records: make([]int, len(persisters)), nacked: make([]int, len(persisters))}
 	var dlqBuf []record.Record
 	for {
 		b, ok, ready := tryReceive(inflight, len(group.batches) > 0)
@@ -103,6 +106,13 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 			limit, failure = cut, &StageError{Kind: n.kind, ID: n.id, Op: opOf(n.kind), Err: cause}
 			nacks = nacks[:slices.IndexFunc(nacks, func(x nack) bool { return x.index == cut })]
 		}
+		if b.ackEnds != nil && limit < len(b.records) {
+			// Records derived from one read are acknowledged together: what
+			// the run got through of them is done again after the restart,
+			// rejected records included.
+			_, limit = b.ackable(limit)
+			nacks = nacks[:sort.Search(len(nacks), func(k int) bool { return nacks[k].index >= limit })]
+		}
 		if failure != nil || len(nacks) > 0 {
 			// What can fail from here on must not take the batches before
 			// it down with it: they are acknowledged first.
@@ -124,10 +134,10 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 				return err
 			}
 			e.stats.RecordsNacked.Add(int64(len(nacks)))
-			e.reportDeadLettered(b.records, nacks)
+			e.reportDeadLettered(b, nacks)
 		}
 		if failure == nil {
-			group.add(b, limit, len(nacks))
+			group.add(b, limit, nackedRecords(nacks))
 			if len(group.batches) >= group.max {
 				if err := group.flush(ctx); err != nil {
 					return err
@@ -138,7 +148,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 		// The group is empty here (flushed above): what this batch got
 		// through is acknowledged on its own before the run ends.
 		if limit > 0 {
-			group.add(b, limit, len(nacks))
+			group.add(b, limit, nackedRecords(nacks))
 			if err := group.flush(ctx); err != nil {
 				return err
 			}
@@ -169,8 +179,9 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 // batch in flight waits for it, and the source cannot read.
 //
 // The group holds the batches of every source; what it acknowledges is
-// kept per source (positions[i], deletes[i] and nacked[i] are sources[i]'s),
-// and each source gets one Ack per flush.
+// kept per source (positions[i], deletes[i], records[i] and nacked[i] are
+// sources[i]'s: the positions it read, not those of records derived from
+// them), and each source gets one Ack per flush.
 type ackGroup struct {
 	e          *Engine
 	free       *batchPool
@@ -180,15 +191,22 @@ type ackGroup struct {
 	batches   []*batch
 	positions [][]record.Position
 	deletes   [][][]byte
-	nacked    []int
+	// records[i] counts the records positions[i] cover (more than
+	// positions when processors derived several from one), nacked[i]
+	// those of them sent to the dead-letter queue.
+	records []int
+	nacked  []int
 }
 
 // add puts the first limit records of b in the group, nacked of them sent
-// to the dead-letter queue.
+// to the dead-letter queue; limit covers every record derived from the
+// records read it acknowledges.
 func (g *ackGroup) add(b *batch, limit, nacked int) {
 	s := b.source
 	g.batches = append(g.batches, b)
-	g.positions[s] = append(g.positions[s], b.positions[:limit]...)
+	read, _ := b.ackable(limit)
+	g.positions[s] = append(g.positions[s], b.readPositions()[:read]...)
+	g.records[s] += limit
 	g.nacked[s] += nacked
 	if limit == len(b.records) {
 		// Only a batch acknowledged in full frees its dedup entries:
@@ -219,16 +237,16 @@ func (g *ackGroup) flush(ctx context.Context) error {
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "ack", Err: err}
 		}
 		e.stats.RecordsAcked.Add(int64(n))
-		e.stats.RecordsWritten.Add(int64(n - g.nacked[s]))
+		e.stats.RecordsWritten.Add(int64(g.records[s] - g.nacked[s]))
 		g.persisters[s].offer(positions[n-1], g.deletes[s]) // copies the keys it keeps
-		if e.cfg.OnAck != nil && n > g.nacked[s] {
-			e.cfg.OnAck(n - g.nacked[s])
+		if e.cfg.OnAck != nil && g.records[s] > g.nacked[s] {
+			e.cfg.OnAck(g.records[s] - g.nacked[s])
 		}
 		clear(positions) // they point into the batches' records
 		g.positions[s] = positions[:0]
 		clear(g.deletes[s])
 		g.deletes[s] = g.deletes[s][:0]
-		g.nacked[s] = 0
+		g.records[s], g.nacked[s] = 0, 0
 	}
 	for _, b := range g.batches {
 		b.reset()
@@ -240,7 +258,9 @@ func (g *ackGroup) flush(ctx context.Context) error {
 }
 
 // mergedNacks returns the batch's nacks in read order, one per record
-// (a record refused by several destinations goes to the queue once).
+// (a record refused by several destinations goes to the queue once; the
+// records a destination's processors derived from one are each a record
+// of their own).
 func (b *batch) mergedNacks() []nack {
 	if len(b.destNacks) == 0 || allEmpty(b.destNacks) {
 		return b.nacks
@@ -257,7 +277,7 @@ func (b *batch) mergedNacks() []nack {
 		for pos > 0 && out[pos-1].index > n.index {
 			pos--
 		}
-		if pos > 0 && out[pos-1].index == n.index {
+		if b.nackedBefore(out[:pos], &n) {
 			continue
 		}
 		out = append(out, nack{})
@@ -265,6 +285,38 @@ func (b *batch) mergedNacks() []nack {
 		out[pos] = n
 	}
 	return out
+}
+
+// nackedBefore reports whether the record n is about is nacked in out
+// (sorted by index) already.
+func (b *batch) nackedBefore(out []nack, n *nack) bool {
+	for k := len(out) - 1; k >= 0 && out[k].index == n.index; k-- {
+		if bytes.Equal(b.nackedPosition(&out[k]), b.nackedPosition(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// nackedPosition is the position of the record n is about.
+func (b *batch) nackedPosition(n *nack) record.Position {
+	if n.rec != nil {
+		return n.rec.Position
+	}
+	return b.records[n.index].Position
+}
+
+// nackedRecords is how many of the batch's records nacks (sorted by index)
+// are about: several nacks of one record (of records a destination's
+// processors derived from it) count as one.
+func nackedRecords(nacks []nack) int {
+	n := 0
+	for k := range nacks {
+		if k == 0 || nacks[k].index != nacks[k-1].index {
+			n++
+		}
+	}
+	return n
 }
 
 func allEmpty(lists [][]nack) bool {

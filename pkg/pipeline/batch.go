@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sort"
 	"sync/atomic"
 
 	"github.com/conduitry/conduit/pkg/record"
@@ -29,6 +30,22 @@ type batch struct {
 	outBuf []record.Record
 	outIdx []int // nil when out is records
 	idxBuf []int
+
+	// When a processor turned a record into several (split, clone),
+	// records are what the processors made of the records read: the
+	// records derived from one in its place, in order, each with a
+	// position of its own (record.DerivedPosition). acks are then the
+	// positions read, and acks[k] is acknowledged once the first
+	// ackEnds[k] records are done: a record read is acknowledged with the
+	// last record derived from it. Both are nil when every record stayed
+	// one, and records are the records read.
+	acks    []record.Position
+	ackEnds []int
+	// The buffers records, positions and ackEnds use when some were
+	// derived, kept for the next time.
+	itemBuf []record.Record
+	posBuf  []record.Position
+	endBuf  []int
 
 	// nacks are the records processors rejected, in read order.
 	nacks []nack
@@ -139,6 +156,80 @@ func (p *batchPool) grow(b *batch, n int) {
 
 func (p *batchPool) put(b *batch) { p.free <- b }
 
+// expand switches b to derived records (see batch.acks) when the processors
+// turned records[i] into several: the records before it stay one each, and
+// those of them that are kept go on to the destinations. compacted says
+// that outBuf already holds them.
+func (b *batch) expand(i int, compacted bool) {
+	b.itemBuf = append(b.itemBuf[:0], b.records[:i]...)
+	b.posBuf = append(b.posBuf[:0], b.positions[:i]...)
+	b.ackEnds = b.endBuf[:0]
+	for k := 1; k <= i; k++ {
+		b.ackEnds = append(b.ackEnds, k)
+	}
+	if !compacted {
+		b.outBuf = append(b.outBuf[:0], b.records[:i]...)
+		b.idxBuf = b.idxBuf[:0]
+		for k := range i {
+			b.idxBuf = append(b.idxBuf, k)
+		}
+	}
+}
+
+// addDerived appends one record of an expanded batch: kept, dropped (a
+// processor filtered it) or rejected (n). It reports whether the record
+// was filtered.
+func (b *batch) addDerived(rec record.Record, kept bool, n *nack) (filtered bool) {
+	idx := len(b.itemBuf)
+	b.itemBuf = append(b.itemBuf, rec)
+	b.posBuf = append(b.posBuf, rec.Position)
+	switch {
+	case n != nil:
+		n.index = idx
+		b.nacks = append(b.nacks, *n)
+	case !kept:
+		return true
+	default:
+		b.outBuf = append(b.outBuf, rec)
+		b.idxBuf = append(b.idxBuf, idx)
+	}
+	return false
+}
+
+// endRead marks the end of the records derived from one record read.
+func (b *batch) endRead() { b.ackEnds = append(b.ackEnds, len(b.itemBuf)) }
+
+// finishExpand makes the derived records the batch's records.
+func (b *batch) finishExpand() {
+	b.acks, b.positions = b.positions, b.posBuf
+	b.records = b.itemBuf
+	b.out, b.outIdx = b.outBuf, b.idxBuf
+}
+
+// ackable returns how many records read are acknowledged when the first
+// limit records are done, and how many records those cover: limit, unless
+// it falls among the records derived from one read, which are then not
+// acknowledged (nor any of them counted) before the last of them is done.
+func (b *batch) ackable(limit int) (read, covered int) {
+	if b.ackEnds == nil {
+		return limit, limit
+	}
+	k := sort.Search(len(b.ackEnds), func(k int) bool { return b.ackEnds[k] > limit })
+	if k == 0 {
+		return 0, 0
+	}
+	return k, b.ackEnds[k-1]
+}
+
+// readPositions are the positions of the records read, which the source
+// is acknowledged with.
+func (b *batch) readPositions() []record.Position {
+	if b.acks != nil {
+		return b.acks
+	}
+	return b.positions
+}
+
 func (b *batch) fill(n int) {
 	b.records = b.buf[:n]
 	b.out = b.records
@@ -163,6 +254,14 @@ func (b *batch) recordIndex(outIndex int) int {
 // reset readies the batch for the pool. The records stay in buf on purpose:
 // a source may reuse their maps and buffers for the next read.
 func (b *batch) reset() {
+	if b.acks != nil {
+		// Derived records own their maps: they are dropped, not reused.
+		clear(b.itemBuf)
+		b.itemBuf = b.itemBuf[:0]
+		clear(b.posBuf)
+		b.posBuf, b.positions, b.acks = b.positions[:0], b.acks, nil
+		b.endBuf, b.ackEnds = b.ackEnds[:0], nil
+	}
 	b.records, b.out, b.outIdx = nil, nil, nil
 	clear(b.outBuf)
 	b.outBuf = b.outBuf[:0]

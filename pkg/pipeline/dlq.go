@@ -103,23 +103,24 @@ type DeadLettered struct {
 
 // reportDeadLettered tells Config.OnDeadLettered about the nacks of a batch
 // that a rule took (sorted by index), one call per rule.
-func (e *Engine) reportDeadLettered(recs []record.Record, nacks []nack) {
+func (e *Engine) reportDeadLettered(b *batch, nacks []nack) {
 	if e.cfg.OnDeadLettered == nil {
 		return
 	}
 	var reports []DeadLettered
-	for _, n := range nacks {
+	for k := range nacks {
+		n := &nacks[k]
 		if n.rule == "" {
 			continue
 		}
 		i := slices.IndexFunc(reports, func(d DeadLettered) bool { return d.Rule == n.rule })
 		if i < 0 {
-			reports = append(reports, DeadLettered{Rule: n.rule, First: recs[n.index].Position})
+			reports = append(reports, DeadLettered{Rule: n.rule, First: b.nackedPosition(n)})
 			i = len(reports) - 1
 		}
 		d := &reports[i]
 		d.Count++
-		d.Kind, d.ComponentID, d.Last, d.Err = n.kind, n.id, recs[n.index].Position, n.err
+		d.Kind, d.ComponentID, d.Last, d.Err = n.kind, n.id, b.nackedPosition(n), n.err
 	}
 	for _, d := range reports {
 		e.cfg.OnDeadLettered(d)
@@ -164,18 +165,24 @@ func newNackWindow(size, threshold int) *nackWindow {
 }
 
 // walk adds records[0:limit] in read order, nacks being the nacked ones
-// (sorted by index). At the first overflow it stops and returns the index
-// of that record and its nack; otherwise it returns limit and nil.
+// (sorted by index; a record a destination's processors split may have
+// several, each counted as a record). At the first overflow it stops and
+// returns the index of that record and its nack; otherwise it returns
+// limit and nil.
 func (w *nackWindow) walk(limit int, nacks []nack) (int, *nack) {
 	next := 0
 	for i := range limit {
-		var n *nack
-		if next < len(nacks) && nacks[next].index == i {
-			n = &nacks[next]
+		nacked := false
+		for next < len(nacks) && nacks[next].index == i {
+			n := &nacks[next]
 			next++
+			nacked = true
+			if w.add(true) {
+				return i, n
+			}
 		}
-		if w.add(n != nil) {
-			return i, n
+		if !nacked && w.add(false) {
+			return i, nil
 		}
 	}
 	return limit, nil

@@ -27,6 +27,16 @@
 //     handles batches first-in first-out and the acker walks the inflight
 //     queue in the order the readers produced it.
 //   - A batch is acknowledged only after every destination wrote it.
+//   - A processor may turn one record into several (split, clone; a
+//     processor.Splitter), be it a source's own, the pipeline's or a
+//     destination's. Each derived record gets a position of its own,
+//     its original's and its index (record.DerivedPosition), which dedup,
+//     the dead-letter queue and destinations see as any position of its
+//     source; it goes through the processors after the split alone (one
+//     rejected goes to the dead-letter queue alone, one filtered is
+//     dropped alone). The original is acknowledged to its source, with
+//     that source's own position, when the last record derived from it is
+//     done, still in that source's read order.
 //   - The position the source resumes from is persisted only after the
 //     source acknowledgement returned. It is handed to the store's one
 //     writer (store.Batcher) without waiting: while a commit is under way,

@@ -218,13 +218,20 @@ type Config struct {
 	// or when opening them failed (the run is ending then).
 	OnOpen func()
 	// OnAck, if set, is called by the acker after every source
-	// acknowledgement with the number of records acknowledged. The
+	// acknowledgement with the number of records acknowledged that were
+	// not sent to the dead-letter queue (each record derived from one
+	// read counted, see Stats). The
 	// supervisor uses it to learn that a record made it end to end. It must
 	// not block.
 	OnAck func(records int)
 }
 
-// Stats are counters of one run, safe to read while it runs.
+// Stats are counters of one run, safe to read while it runs. RecordsRead
+// and RecordsAcked count the records the sources produced; the others count
+// records after the processors of their source and the pipeline's, where a
+// record they turned into several (split, clone) counts as each of them
+// (the records a destination's own processors derive count as the one
+// they came from, but in RecordsNacked, which counts dead-letter records).
 type Stats struct {
 	RecordsRead  atomic.Int64
 	RecordsAcked atomic.Int64
@@ -261,6 +268,9 @@ type Engine struct {
 	// pipeline's).
 	sources []Source
 	chains  [][]Processor
+	// splits[i]: a processor of chains[i] may turn one record into
+	// several (see batch.acks).
+	splits []bool
 
 	// stopCtx is cancelled by Stop; the run turns that into "stop reading"
 	// with context.AfterFunc, so no goroutine waits for it.
@@ -298,6 +308,13 @@ func New(cfg Config) (*Engine, error) {
 		}
 		chains[i] = append(slices.Clip(s.Processors), cfg.Processors...)
 	}
+	splits := make([]bool, len(chains))
+	for i, procs := range chains {
+		splits[i] = slices.ContainsFunc(procs, func(p Processor) bool {
+			_, ok := p.Processor.(processor.Splitter)
+			return ok
+		})
+	}
 	if len(cfg.Destinations) == 0 {
 		return nil, fmt.Errorf("pipeline %s: no destination", cfg.PipelineID)
 	}
@@ -334,6 +351,7 @@ func New(cfg Config) (*Engine, error) {
 		nodes:   newNodeIDs(cfg, sources),
 		sources: sources,
 		chains:  chains,
+		splits:  splits,
 		stopCtx: stopCtx,
 		stop:    stop,
 	}, nil
@@ -553,6 +571,9 @@ func (e *Engine) teardown(ctx context.Context) error {
 				}
 			}
 		}
+	}
+	for _, src := range e.sources {
+		closeProcs(src.Processors)
 	}
 	closeProcs(e.cfg.Processors)
 	for _, d := range e.cfg.Destinations {

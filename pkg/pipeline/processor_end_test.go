@@ -37,8 +37,9 @@ func TestProcessorErrorThatEndsTheRun(t *testing.T) {
 		return nil
 	}}
 	onDest := &closingProc{procFunc: func(*record.Record) error { return nil }}
+	onSource := &closingProc{procFunc: func(*record.Record) error { return nil }}
 	h := startEngine(t, Config{
-		Source:       Source{ID: "src", Connector: src},
+		Source:       Source{ID: "src", Connector: src, Processors: []Processor{{ID: "s", Processor: onSource}}},
 		Destinations: []Destination{{ID: "dst", Connector: &memDestination{}, Processors: []Processor{{ID: "d", Processor: onDest}}}},
 		Processors:   []Processor{{ID: "wasm", Processor: trapped}},
 		DLQ:          DeadLetterQueue{Connector: dlq, WindowSize: 100, WindowNackThreshold: 50},
@@ -62,7 +63,8 @@ func TestProcessorErrorThatEndsTheRun(t *testing.T) {
 	if got := src.ackedPositions(); slices.Contains(got, "15") {
 		t.Error("the record the processor could not take was acknowledged")
 	}
-	if trapped.closed.Load() != 1 || onDest.closed.Load() != 1 {
-		t.Errorf("processors closed %d and %d times, want once each", trapped.closed.Load(), onDest.closed.Load())
+	if trapped.closed.Load() != 1 || onDest.closed.Load() != 1 || onSource.closed.Load() != 1 {
+		t.Errorf("processors closed %d, %d and %d times (pipeline's, destination's, source's), want once each",
+			trapped.closed.Load(), onDest.closed.Load(), onSource.closed.Load())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -311,31 +312,76 @@ func (s *skipBuffer) filter(b *batch, destIdx int, dd DedupDestination, source s
 
 // destinationBuffer holds the copies a destination's own processors work
 // on, so other destinations of the same batch see the records unchanged.
+// A processor of the destination may turn a record into several (see
+// runSplitting): they are all written for that record, which is done when
+// the last of them is.
 type destinationBuffer struct {
-	recs []record.Record
-	idx  []int
+	recs  []record.Record
+	idx   []int
+	split splitState
 }
 
 func (o *destinationBuffer) prepare(ctx context.Context, e *Engine, b *batch, d Destination, destIdx int) ([]record.Record, error) {
 	o.recs, o.idx = o.recs[:0], o.idx[:0]
+	splits := destinationSplits(d)
 	for j := range b.out {
 		rec := b.out[j].Clone()
 		i := b.recordIndex(j)
-		kept, n, err := e.runProcessors(ctx, d.Processors, &rec)
+		if !splits {
+			kept, n, err := e.runProcessors(ctx, d.Processors, &rec)
+			if err != nil {
+				return nil, err
+			}
+			o.add(b, destIdx, i, rec, kept, n)
+			continue
+		}
+		if !e.splits[b.source] && record.IsDerived(rec.Position) {
+			// As processRecord: the process stage checks when the
+			// processors of the batch's source (its own or the
+			// pipeline's) split too.
+			return nil, derivedLookalike(e.sources[b.source].ID)
+		}
+		o.split.out = o.split.out[:0]
+		kept, n, split, err := e.runSplitting(ctx, d.Processors, &rec, &o.split)
 		if err != nil {
 			return nil, err
 		}
-		if n != nil {
-			n.index = i
-			n.rec = &rec
-			b.destNacks[destIdx] = append(b.destNacks[destIdx], *n)
+		if !split {
+			o.add(b, destIdx, i, rec, kept, n)
+			continue
 		}
-		if kept {
-			o.recs = append(o.recs, rec)
-			o.idx = append(o.idx, i)
+		for k := range o.split.out {
+			x := &o.split.out[k]
+			o.add(b, destIdx, i, x.rec, x.kept, x.nack)
 		}
+		clear(o.split.out)
 	}
 	return o.recs, nil
+}
+
+// add takes what the destination's processors made of the record at index
+// i of the batch: rec to write, or a nack.
+func (o *destinationBuffer) add(b *batch, destIdx, i int, rec record.Record, kept bool, n *nack) {
+	if n != nil {
+		n.index = i
+		n.rec = &rec
+		b.destNacks[destIdx] = append(b.destNacks[destIdx], *n)
+	}
+	if kept {
+		o.recs = append(o.recs, rec)
+		o.idx = append(o.idx, i)
+	}
+}
+
+// destinationSplits reports whether a processor of d may turn a record
+// into several.
+func destinationSplits(d Destination) bool {
+	for _, p := range d.Processors {
+		if _, ok := p.Processor.(processor.Splitter); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *destinationBuffer) recordIndex(total int) func(int) int {

@@ -34,7 +34,28 @@ func withCondition(p Processor, condition string) (Processor, error) {
 			return p, nil
 		}
 	}
-	return &conditional{cond: t, next: p}, nil
+	c := &conditional{cond: t, next: p}
+	if s, ok := p.(Splitter); ok {
+		return &conditionalSplitter{conditional: c, split: s}, nil
+	}
+	return c, nil
+}
+
+// conditionalSplitter is conditional around a Splitter, and a Splitter
+// itself, so that the engine still finds the ability.
+type conditionalSplitter struct {
+	*conditional
+	split Splitter
+}
+
+// ProcessMulti runs the wrapped processor when the condition is true, as
+// Process does; a record the condition skips stays one record.
+func (c *conditionalSplitter) ProcessMulti(ctx context.Context, rec *record.Record, out []record.Record) ([]record.Record, error) {
+	ok, err := c.holds(rec)
+	if err != nil || !ok {
+		return out, err
+	}
+	return c.split.ProcessMulti(ctx, rec, out)
 }
 
 // Process runs the wrapped processor when the condition is true. A condition
@@ -42,18 +63,24 @@ func withCondition(p Processor, condition string) (Processor, error) {
 // record (as in Conduit): silently skipping it, or processing it, could both
 // be wrong.
 func (c *conditional) Process(ctx context.Context, rec *record.Record) error {
+	ok, err := c.holds(rec)
+	if err != nil || !ok {
+		return err
+	}
+	return c.next.Process(ctx, rec)
+}
+
+// holds renders the condition for rec.
+func (c *conditional) holds(rec *record.Record) (bool, error) {
 	b, err := c.cond.renderBytes(rec)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ok, err := parseBool(b)
 	if err != nil {
-		return fmt.Errorf("condition: %w", err)
+		return false, fmt.Errorf("condition: %w", err)
 	}
-	if !ok {
-		return nil
-	}
-	return c.next.Process(ctx, rec)
+	return ok, nil
 }
 
 // Close closes the wrapped processor when it holds something (Closer).

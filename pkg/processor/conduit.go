@@ -13,6 +13,7 @@ import (
 	sdk "github.com/conduitio/conduit-processor-sdk"
 	"github.com/conduitio/conduit-processor-sdk/pprocutils"
 	"github.com/conduitio/conduit/pkg/foundation/log"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/avro"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/base64"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/custom"
@@ -41,10 +42,9 @@ type ConduitOptions struct {
 
 // conduitConstructors are Conduit's built-in processors that this runtime
 // runs with Conduit's own code, by name. error, field.exclude, field.set
-// and filter are this package's own; split and clone turn one record into
-// several, which the engine does not support yet. Of the AI processors only
-// ollama is here: it talks to the server its url setting names, where
-// openai.* and cohere.* only talk to their vendors' services.
+// and filter are this package's own. Of the AI processors only ollama is
+// here: it talks to the server its url setting names, where openai.* and
+// cohere.* only talk to their vendors' services.
 var conduitConstructors = []struct {
 	name        string
 	newProc     func(log.CtxLogger) sdk.Processor
@@ -52,27 +52,31 @@ var conduitConstructors = []struct {
 	// runsUserCode marks a processor that runs the user's code, which may
 	// never return and does not watch the context (see processDetached).
 	runsUserCode bool
+	// splits marks a processor that turns one record into several: it is
+	// adapted to Splitter.
+	splits bool
 }{
-	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true, false},
-	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true, false},
-	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false, false},
-	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false, false},
-	{"custom.javascript", func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) }, false, true},
-	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false, false},
-	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false, false},
-	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false, false},
-	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false, false},
-	{"ollama", ollama.NewOllamaProcessor, false, false},
-	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false, false},
-	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false, false},
-	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false, false},
-	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false, false},
+	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true, false, false},
+	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true, false, false},
+	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false, false, false},
+	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false, false, false},
+	{"clone", func(l log.CtxLogger) sdk.Processor { return impl.NewCloneProcessor(l) }, false, false, true},
+	{"custom.javascript", func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) }, false, true, false},
+	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false, false, false},
+	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false, false, false},
+	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false, false, false},
+	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false, false, false},
+	{"ollama", ollama.NewOllamaProcessor, false, false, false},
+	{"split", func(l log.CtxLogger) sdk.Processor { return impl.NewSplitProcessor(l) }, false, false, true},
+	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false, false, false},
+	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false, false, false},
+	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false, false, false},
+	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false, false, false},
 }
 
 // Conduit returns Conduit's built-in processors that run here with
-// Conduit's own code (see conduitConstructors), adapted to Processor, and
-// clone and split, which are refused with an error that says why (rather
-// than as unknown).
+// Conduit's own code (see conduitConstructors), adapted to Processor (and
+// to Splitter for clone and split).
 func Conduit(opts ConduitOptions) []Plugin {
 	out := make([]Plugin, 0, len(conduitConstructors))
 	for _, c := range conduitConstructors {
@@ -91,12 +95,10 @@ func Conduit(opts ConduitOptions) []Plugin {
 					proc.log = zap.NewNop()
 				}
 			}
+			if c.splits {
+				return &conduitSplitter{proc}, nil
+			}
 			return proc, nil
-		}})
-	}
-	for _, name := range []string{"clone", "split"} {
-		out = append(out, Plugin{Name: name, New: func(Config) (Processor, error) {
-			return nil, fmt.Errorf("%s turns one record into several, which this runtime does not support yet", name)
 		}})
 	}
 	return out
@@ -273,25 +275,66 @@ func (p *conduitProcessor) processDetached(ctx context.Context, rec *record.Reco
 	}
 }
 
-// result takes back what the processor made of rec.
+// result takes back what the processor made of rec, which must be one
+// record (or none).
 func (p *conduitProcessor) result(out []sdk.ProcessedRecord, rec *record.Record) error {
+	several, err := p.results(out, rec, nil)
+	if err == nil && len(several) > 0 {
+		return fmt.Errorf("%s turned the record into %d records where one was expected (it is run as a processor that returns one record)", p.name, len(several))
+	}
+	return err
+}
+
+// results takes back what the processor made of rec: one record in rec, or
+// several appended to several. A MultiRecord is what Conduit's engine makes
+// of it: none is a filtered record, one replaces rec, more are several.
+func (p *conduitProcessor) results(out []sdk.ProcessedRecord, rec *record.Record, several []record.Record) ([]record.Record, error) {
 	if len(out) != 1 {
-		return fmt.Errorf("%s returned %d results for one record", p.name, len(out))
+		return several, fmt.Errorf("%s returned %d results for one record", p.name, len(out))
 	}
 	switch r := out[0].(type) {
 	case sdk.SingleRecord:
 		record.FromOpenCDC((*opencdc.Record)(&r), rec)
-		return nil
+		return several, nil
 	case sdk.FilterRecord:
-		return ErrFiltered
+		return several, ErrFiltered
 	case sdk.ErrorRecord:
 		if r.Error == nil {
-			return fmt.Errorf("%s rejected the record without an error", p.name)
+			return several, fmt.Errorf("%s rejected the record without an error", p.name)
 		}
-		return r.Error
+		return several, r.Error
 	case sdk.MultiRecord:
-		return fmt.Errorf("%s turned the record into %d records, which this runtime does not support yet", p.name, len(r))
+		switch len(r) {
+		case 0:
+			return several, ErrFiltered
+		case 1:
+			record.FromOpenCDC(&r[0], rec)
+			return several, nil
+		}
+		for i := range r {
+			several = append(several, record.Record{})
+			record.FromOpenCDC(&r[i], &several[len(several)-1])
+		}
+		return several, nil
 	default:
-		return fmt.Errorf("%s returned an unknown result %T", p.name, out[0])
+		return several, fmt.Errorf("%s returned an unknown result %T", p.name, out[0])
 	}
+}
+
+// conduitSplitter is a Conduit processor that turns one record into
+// several (clone, split), adapted to Splitter.
+type conduitSplitter struct{ *conduitProcessor }
+
+// ProcessMulti runs the processor on rec, as Splitter says. Conduit's clone
+// and split copy the record for each result, so the records appended share
+// nothing with rec.
+func (p *conduitSplitter) ProcessMulti(ctx context.Context, rec *record.Record, out []record.Record) (several []record.Record, err error) {
+	p.in[0] = record.ToOpenCDC(rec)
+	defer func() {
+		p.in[0] = opencdc.Record{}
+		if v := recover(); v != nil {
+			several, err = out, fmt.Errorf("%s panicked: %v", p.name, v)
+		}
+	}()
+	return p.results(p.proc.Process(ctx, p.in[:]), rec, out)
 }

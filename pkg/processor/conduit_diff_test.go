@@ -156,3 +156,132 @@ func TestOwnProcessorsMatchConduit(t *testing.T) {
 		}
 	}
 }
+
+// TestSplittersMatchConduit runs split and clone through the registry
+// (the adapter, as the engine calls it) and Conduit's own processors side
+// by side on the same records, and checks that they make the same records
+// in the same order, drop the same ones and reject the same ones. An array
+// of one element makes one record and an empty one none, as Conduit's
+// engine makes of a MultiRecord of one or none.
+func TestSplittersMatchConduit(t *testing.T) {
+	quietSDKLogs()
+	conduits := map[string]func() sdk.Processor{
+		"split": func() sdk.Processor { return impl.NewSplitProcessor(log.Nop()) },
+		"clone": func() sdk.Processor { return impl.NewCloneProcessor(log.Nop()) },
+	}
+	configs := []struct {
+		plugin   string
+		settings map[string]string
+	}{
+		{"split", map[string]string{"field": ".Payload.After.users"}},
+		{"split", map[string]string{"field": ".Payload.After.tags"}},
+		{"split", map[string]string{"field": ".Payload.After.one"}},
+		{"split", map[string]string{"field": ".Payload.After.none"}},
+		{"split", map[string]string{"field": ".Payload.After.name"}},
+		{"split", map[string]string{"field": ".Payload.After.missing"}},
+		{"split", map[string]string{"field": ".Key.ids"}},
+		{"split", map[string]string{"field": ".Payload.Before.users"}},
+		{"clone", map[string]string{"count": "1"}},
+		{"clone", map[string]string{"count": "3"}},
+	}
+	records := map[string]func() record.Record{
+		"arrays": func() record.Record {
+			return record.Record{
+				Position:  record.Position("p7"),
+				Operation: record.OperationUpdate,
+				Metadata:  record.Metadata{"table": "orders"},
+				Key:       record.StructuredData{"ids": []any{1, 2}},
+				Payload: record.Change{
+					Before: record.StructuredData{"users": []any{"x"}},
+					After: record.StructuredData{
+						"name":  "bob",
+						"users": []any{map[string]any{"name": "ann", "age": 30}, map[string]any{"name": "cy", "age": 4}, map[string]any{"name": "di"}},
+						"tags":  []string{"a", "b"},
+						"one":   []any{"only"},
+						"none":  []any{},
+					},
+				},
+			}
+		},
+		"no metadata, raw key": func() record.Record {
+			return record.Record{Position: record.Position("p8"), Operation: record.OperationCreate, Key: record.RawData("k"),
+				Payload: record.Change{After: record.StructuredData{"users": []any{1, 2, 3}, "tags": []any{}, "name": "x"}}}
+		},
+		"raw payload": func() record.Record {
+			return record.Record{Position: record.Position("p9"), Operation: record.OperationCreate,
+				Payload: record.Change{After: record.RawData(`{"users":[1,2]}`)}}
+		},
+	}
+	ctx := context.Background()
+	ser := func(r opencdc.Record) string {
+		b, err := opencdc.JSONSerializer{}.Serialize(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, c := range configs {
+		for rname, mk := range records {
+			t.Run(fmt.Sprintf("%s %v/%s", c.plugin, c.settings, rname), func(t *testing.T) {
+				proc, err := NewRegistry(Builtin()...).New(c.plugin, Config{Settings: c.settings})
+				if err != nil {
+					t.Fatalf("ours: %v", err)
+				}
+				ours := proc.(Splitter)
+				theirs := conduits[c.plugin]()
+				if err := theirs.Configure(ctx, c.settings); err != nil {
+					t.Fatalf("Conduit's: %v", err)
+				}
+
+				rec := mk()
+				several, oerr := ours.ProcessMulti(ctx, &rec, nil)
+				got := theirs.Process(ctx, []opencdc.Record{record.ToOpenCDC(ptr(mk()))})[0]
+
+				var want []opencdc.Record
+				switch g := got.(type) {
+				case sdk.ErrorRecord:
+					if oerr == nil || oerr.Error() != g.Error.Error() {
+						t.Fatalf("Conduit's rejects the record (%v), ours: %v", g.Error, oerr)
+					}
+					return
+				case sdk.MultiRecord:
+					want = g
+				default:
+					t.Fatalf("Conduit's returned %T", got)
+				}
+				switch {
+				case len(want) == 0:
+					if !errors.Is(oerr, ErrFiltered) || len(several) != 0 {
+						t.Fatalf("Conduit's makes no record, ours: %d records, %v", len(several), oerr)
+					}
+					return
+				case oerr != nil:
+					t.Fatalf("ours: %v, Conduit's made %d records", oerr, len(want))
+				case len(want) == 1:
+					if len(several) != 0 {
+						t.Fatalf("Conduit's makes one record, ours %d", len(several))
+					}
+					several = []record.Record{rec}
+				}
+				if len(several) != len(want) {
+					t.Fatalf("ours made %d records, Conduit's %d", len(several), len(want))
+				}
+				for i := range want {
+					if o, w := ser(record.ToOpenCDC(&several[i])), ser(want[i]); o != w {
+						t.Errorf("record %d differs from Conduit's\n ours: %s\nConduit: %s", i, o, w)
+					}
+				}
+				// Ours shares nothing with the record it was given: the
+				// engine reuses that one's maps.
+				if len(several) > 1 && len(rec.Metadata) > 0 {
+					rec.Metadata["changed"] = "after"
+					for i := range several {
+						if several[i].Metadata["changed"] != "" {
+							t.Fatalf("record %d shares its metadata with the original", i)
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -49,10 +49,14 @@ func TestConduitSettingErrors(t *testing.T) {
 			wantSetting: "url", wantErr: []string{"required parameter is not provided"}},
 		{name: "avro without a schema registry", plugin: "avro.decode", settings: map[string]string{"field": ".Key"},
 			wantErr: []string{"avro.decode needs a schema registry", "none was given"}},
-		{name: "split refused", plugin: "builtin:split", settings: map[string]string{"field": ".Payload.After.users"},
-			wantErr: []string{"split turns one record into several, which this runtime does not support yet"}},
-		{name: "clone refused", plugin: "clone", settings: map[string]string{"times": "2"},
-			wantErr: []string{"clone turns one record into several"}},
+		{name: "split without field", plugin: "builtin:split", settings: map[string]string{},
+			wantSetting: "field", wantErr: []string{"required parameter is not provided"}},
+		{name: "split outside key and payload", plugin: "split", settings: map[string]string{"field": ".Metadata.list"},
+			wantSetting: "field", wantErr: []string{"regex"}},
+		{name: "clone with another processor's setting", plugin: "clone", settings: map[string]string{"count": "1", "times": "2"},
+			wantSetting: "times", wantErr: []string{`setting "times": unknown setting`}},
+		{name: "clone count not positive", plugin: "clone", settings: map[string]string{"count": "0"},
+			wantSetting: "count", wantErr: []string{"greater than 0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +180,7 @@ func (multiProcessor) Process(_ context.Context, recs []opencdc.Record) []sdk.Pr
 func TestConduitMultiRecordIsAnError(t *testing.T) {
 	p := &conduitProcessor{name: "doubler", proc: multiProcessor{}}
 	rec := testRecord()
-	wantErr(t, p.Process(context.Background(), &rec), "doubler turned the record into 2 records", "not support")
+	wantErr(t, p.Process(context.Background(), &rec), "doubler turned the record into 2 records where one was expected")
 }
 
 // panicProcessor is a Conduit processor that panics on every record.
@@ -243,4 +247,46 @@ func TestConduitUserCodeIsGivenUpOnCancel(t *testing.T) {
 	if cp, ok := js.(*conduitProcessor); !ok || !cp.detach {
 		t.Errorf("custom.javascript is not run detached: %#v", js)
 	}
+}
+
+// TestSplitterCondition checks split behind a `condition`: it is still a
+// Splitter, splits the records the condition holds for and leaves the
+// others one record, unchanged; called as a plain Processor (the way
+// nothing in the engine calls it) it refuses to lose records.
+func TestSplitterCondition(t *testing.T) {
+	reg := NewRegistry(Builtin()...)
+	proc, err := reg.New("split", Config{
+		Settings:  map[string]string{"field": ".Payload.After.tags"},
+		Condition: `{{ eq .Metadata.table "users" }}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := proc.(Splitter)
+	if !ok {
+		t.Fatalf("split with a condition is a %T, no Splitter", proc)
+	}
+	mk := func(table string) record.Record {
+		return record.Record{Position: record.Position("p"), Operation: record.OperationCreate, Metadata: record.Metadata{"table": table},
+			Payload: record.Change{After: record.StructuredData{"tags": []any{"a", "b"}}}}
+	}
+	ctx := context.Background()
+	users := mk("users")
+	got, err := s.ProcessMulti(ctx, &users, nil)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("users record: %d records, %v; want 2", len(got), err)
+	}
+	if got[1].Payload.After.(record.StructuredData)["tags"] != "b" || got[1].Metadata["split.index"] != "1" {
+		t.Fatalf("second record %+v", got[1])
+	}
+	orders := mk("orders")
+	want := orders.Clone()
+	got, err = s.ProcessMulti(ctx, &orders, nil)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("orders record: %d records, %v; want it left as one", len(got), err)
+	}
+	sameRecord(t, &orders, &want)
+
+	users = mk("users")
+	wantErr(t, proc.Process(ctx, &users), "split turned the record into 2 records")
 }

@@ -5,8 +5,10 @@
 // Conduit's names and settings. Conduit's other built-in processors
 // (json.decode, field.rename, custom.javascript, ...) run with Conduit's own
 // code through an adapter (Conduit, in conduit.go); docs/connectors.md lists
-// them and what differs from Conduit. It does not run processors: the
-// engine (pkg/pipeline) does, and decides what happens to rejected records.
+// them and what differs from Conduit. Conduit's clone and split turn one
+// record into several: they are Splitters. It does not run processors: the
+// engine (pkg/pipeline) does, and decides what happens to rejected records
+// and to the records derived from one.
 //
 // This page is also the user reference for this package's own processors.
 //

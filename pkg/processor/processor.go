@@ -27,6 +27,22 @@ type Processor interface {
 	Process(ctx context.Context, rec *record.Record) error
 }
 
+// Splitter is the optional ability of a processor to turn one record into
+// several (Conduit's split and clone). The engine finds it by type
+// assertion and calls ProcessMulti instead of Process; a Splitter's
+// Process fails on a record that becomes several.
+type Splitter interface {
+	Processor
+	// ProcessMulti runs the processor on rec. When the result is one
+	// record, rec is changed in place and out is returned as it was given;
+	// when it is several, they are appended to out and returned (rec is
+	// left as it was, and they share no maps or bytes with it: the engine
+	// reuses rec's). No record at all is ErrFiltered; other errors are as
+	// Process's. The records appended keep rec's position: the engine
+	// gives each its own (record.DerivedPosition).
+	ProcessMulti(ctx context.Context, rec *record.Record, out []record.Record) ([]record.Record, error)
+}
+
 // ErrFiltered is what a processor returns to drop a record.
 var ErrFiltered = errors.New("record filtered out")
 

@@ -51,55 +51,84 @@ type wasmProcessor struct {
 // code of 100-599 (pprocutils.NewError(503, ...) in the module) classifies
 // it by the code table.
 func (p *wasmProcessor) Process(ctx context.Context, rec *record.Record) error {
+	_, err := p.ProcessMulti(ctx, rec, nil)
+	return err
+}
+
+// ProcessMulti is Process for a module that may turn one record into
+// several (sdk.MultiRecord), which the engine then positions, acknowledges
+// and deduplicates one by one as it does split's (Splitter).
+func (p *wasmProcessor) ProcessMulti(ctx context.Context, rec *record.Record, out []record.Record) ([]record.Record, error) {
 	if p.inst == nil {
 		if err := p.open(ctx); err != nil {
-			return err
+			return out, err
 		}
 	}
 	p.protoRec.Reset()
 	if err := record.ToOpenCDC(rec).ToProto(&p.protoRec); err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		return out, fmt.Errorf("%s: %w", p.name, err)
 	}
 	p.req.Request = &processorv1.CommandRequest_Process{Process: &processorv1.Process_Request{Records: []*opencdcv1.Record{&p.protoRec}}}
 	resp, err := p.inst.call(ctx, &p.req)
 	if err != nil {
 		// callError stops the instance unless it answered: only then may
 		// the request be used again (the module reads it while it runs).
-		return p.callError(ctx, "process", err)
+		return out, p.callError(ctx, "process", err)
 	}
 	p.release()
 	pr := resp.GetProcess()
 	if pr == nil {
 		p.closeInstance(ctx)
-		return EndRun(fmt.Errorf("%s answered a record with %T", p.name, resp.Response))
+		return out, EndRun(fmt.Errorf("%s answered a record with %T", p.name, resp.Response))
 	}
 	if len(pr.Records) != 1 {
-		return fmt.Errorf("%s returned %d results for one record", p.name, len(pr.Records))
+		return out, fmt.Errorf("%s returned %d results for one record", p.name, len(pr.Records))
 	}
 	switch r := pr.Records[0].Record.(type) {
 	case *processorv1.Process_ProcessedRecord_SingleRecord:
-		var out opencdc.Record
-		if err := out.FromProto(r.SingleRecord); err != nil {
-			return fmt.Errorf("%s returned a record that cannot be read: %w", p.name, err)
+		var got opencdc.Record
+		if err := got.FromProto(r.SingleRecord); err != nil {
+			return out, fmt.Errorf("%s returned a record that cannot be read: %w", p.name, err)
 		}
-		record.FromOpenCDC(&out, rec)
-		return nil
+		record.FromOpenCDC(&got, rec)
+		return out, nil
 	case *processorv1.Process_ProcessedRecord_FilterRecord:
-		return ErrFiltered
+		return out, ErrFiltered
 	case *processorv1.Process_ProcessedRecord_ErrorRecord:
 		e := r.ErrorRecord.GetError()
 		if e == nil {
-			return fmt.Errorf("%s rejected the record without an error", p.name)
+			return out, fmt.Errorf("%s rejected the record without an error", p.name)
 		}
 		if e.Code >= 100 && e.Code <= 599 {
-			return cerrors.WithCode(errors.New(e.Message), int(e.Code))
+			return out, cerrors.WithCode(errors.New(e.Message), int(e.Code))
 		}
-		return errors.New(e.Message)
+		return out, errors.New(e.Message)
 	case *processorv1.Process_ProcessedRecord_MultiRecord:
-		return fmt.Errorf("%s turned the record into %d records, which this runtime does not support yet",
-			p.name, len(r.MultiRecord.GetRecords()))
+		recs := r.MultiRecord.GetRecords()
+		switch len(recs) {
+		case 0:
+			return out, ErrFiltered
+		case 1:
+			var got opencdc.Record
+			if err := got.FromProto(recs[0]); err != nil {
+				return out, fmt.Errorf("%s returned a record that cannot be read: %w", p.name, err)
+			}
+			record.FromOpenCDC(&got, rec)
+			return out, nil
+		}
+		for i, pr := range recs {
+			var got opencdc.Record
+			if err := got.FromProto(pr); err != nil {
+				return out, fmt.Errorf("%s returned a record (%d of %d) that cannot be read: %w", p.name, i+1, len(recs), err)
+			}
+			var derived record.Record
+			record.FromOpenCDC(&got, &derived)
+			derived.Position = append(record.Position(nil), rec.Position...)
+			out = append(out, derived)
+		}
+		return out, nil
 	default:
-		return fmt.Errorf("%s returned an unknown result %T", p.name, pr.Records[0].Record)
+		return out, fmt.Errorf("%s returned an unknown result %T", p.name, pr.Records[0].Record)
 	}
 }
 

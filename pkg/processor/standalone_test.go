@@ -298,7 +298,9 @@ func TestStandaloneCloseReleasesTheInstance(t *testing.T) {
 	if err := p.Process(context.Background(), upperRecord("1", "eve")); err != nil {
 		t.Fatal(err)
 	}
-	inst := p.(*conditional).next.(*wasmProcessor).inst
+	// A standalone processor may split, so its condition is a
+	// conditionalSplitter.
+	inst := p.(*conditionalSplitter).conditional.next.(*wasmProcessor).inst
 	c, ok := p.(Closer)
 	if !ok {
 		t.Fatalf("%T with a condition is not a Closer", p)
@@ -318,4 +320,41 @@ func TestStandaloneCloseReleasesTheInstance(t *testing.T) {
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A module that turns one record into several (sdk.MultiRecord) is a
+// Splitter: the records come back in order, with the original's position
+// (the engine derives each one's own), sharing nothing with it.
+func TestStandaloneMultiRecord(t *testing.T) {
+	p := newUpper(t, "standalone:test.upper", map[string]string{"prefix": "x-"})
+	sp, ok := p.(Splitter)
+	if !ok {
+		t.Fatalf("%T is not a Splitter", p)
+	}
+	rec := upperRecord("7", "twice")
+	got, err := sp.ProcessMulti(context.Background(), rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d records, want 2", len(got))
+	}
+	for i, r := range got {
+		if string(r.Position) != string(rec.Position) {
+			t.Errorf("record %d: position %q, want the original's %q", i, r.Position, rec.Position)
+		}
+		want := fmt.Sprintf("x-TWICE-%d", i)
+		if after := r.Payload.After.(record.StructuredData); after["name"] != want {
+			t.Errorf("record %d: name %v, want %s", i, after["name"], want)
+		}
+	}
+	if after := rec.Payload.After.(record.StructuredData); after["name"] != "twice" {
+		t.Errorf("the original changed: %v", after)
+	}
+	// Through Process (no Splitter-aware caller), one record stays one.
+	one := upperRecord("8", "bob")
+	if err := p.Process(context.Background(), one); err != nil {
+		t.Fatal(err)
+	}
+	sameRecord(t, one, upperRecord("8", "x-BOB"))
 }

@@ -90,6 +90,15 @@ func (p *upper) one(rec opencdc.Record) sdk.ProcessedRecord {
 		return sdk.ErrorRecord{Error: pprocutils.NewError(503, "backend unavailable")}
 	case "drop":
 		return sdk.FilterRecord{}
+	case "twice":
+		// Two records of one, each with its own copy of the payload.
+		var multi sdk.MultiRecord
+		for i := range 2 {
+			c := rec.Clone()
+			c.Payload.After.(opencdc.StructuredData)[p.field] = fmt.Sprintf("%sTWICE-%d", p.prefix, i)
+			multi = append(multi, c)
+		}
+		return multi
 	case "panic":
 		panic("boom on record " + string(rec.Key.Bytes()))
 	case "exit":
