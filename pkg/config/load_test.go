@@ -141,7 +141,7 @@ func TestDefault(t *testing.T) {
 		{"schema-registry.confluent.auth.basic.password", c.SchemaRegistry.Confluent.Auth.Basic.Password, ""},
 		{"schema-registry.confluent.auth.bearer.token", c.SchemaRegistry.Confluent.Auth.Bearer.Token, ""},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
-		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "off"},
+		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "auto"},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
 		{"ConfigPath", c.ConfigPath, ""},
 	}

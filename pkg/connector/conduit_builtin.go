@@ -82,21 +82,12 @@ func conduitOptions(cfg Config, ref string, params config.Parameters, sourceDefa
 	return o
 }
 
-// postgresPlugin is Conduit's PostgreSQL connector, with two defaults of
-// its own. Its source attaches an Avro schema to the records of logical
-// replication unless told not to; the runtime keeps records structured,
-// and the schema fails on a row whose before image has NULLs, so it is off
-// unless the file turns it on. Its snapshot reads 10,000 rows per fetch
-// where Conduit's default is 50,000: the connector holds about three
-// fetches at once, and a fifth of that is the difference between a
-// snapshot that peaks below Conduit's memory and one that peaks at twice
-// it, for the same rows per second (a fetch of 10,000 rows still takes far
-// longer to process than to ask for).
+// postgresPlugin is Conduit's PostgreSQL connector. Its source attaches an
+// Avro schema to the records of logical replication unless told not to;
+// the runtime keeps records structured, and the schema fails on a row
+// whose before image has NULLs, so it is off unless the file turns it on.
 func postgresPlugin() Plugin {
-	return conduitBuiltin("postgres", postgres.Connector, map[string]string{
-		"logrepl.withAvroSchema": "false",
-		"snapshot.fetchSize":     "10000",
-	})
+	return conduitBuiltin("postgres", postgres.Connector, map[string]string{"logrepl.withAvroSchema": "false"})
 }
 
 // kafkaPlugin is Conduit's Kafka connector, with Conduit's defaults: its

@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -94,15 +95,17 @@ type Applied struct {
 	MemoryLimit       int64
 	MemoryLimitSource string
 	// Headroom is 0 when the percentage is not adjusted to the live heap
-	// (off, or GOGC set in the environment).
-	Headroom uint64
+	// (off, or GOGC set in the environment); with HeadroomAuto it is the
+	// least the headroom is, and HeadroomAuto is true.
+	Headroom     uint64
+	HeadroomAuto bool
 
 	stop func()
 }
 
 func (a Applied) String() string {
 	return fmt.Sprintf("gc-percent %d (%s), headroom %s, memory limit %s (%s)",
-		a.GCPercent, a.GCPercentSource, headroomText(a.Headroom), limitText(a.MemoryLimit), a.MemoryLimitSource)
+		a.GCPercent, a.GCPercentSource, a.headroomText(), limitText(a.MemoryLimit), a.MemoryLimitSource)
 }
 
 // Stop ends the adjustment of the percentage to the live heap, if any.
@@ -122,6 +125,7 @@ func Apply(s Settings, log *zap.Logger) (Applied, error) {
 		setMemoryLimit: debug.SetMemoryLimit,
 		cgroupLimit:    func() (int64, bool) { return cgroupMemoryLimit("/") },
 		liveHeap:       liveHeap,
+		goroutines:     runtime.NumGoroutine,
 	}, log)
 }
 
@@ -133,6 +137,7 @@ type host struct {
 	setMemoryLimit func(int64) int64
 	cgroupLimit    func() (int64, bool)
 	liveHeap       func() uint64
+	goroutines     func() int
 }
 
 func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
@@ -163,7 +168,12 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 			// An operator's GOGC holds as it is; the file's percentage
 			// gives way to the headroom on a large heap.
 			a.Headroom = headroom
-			a.stop = startTuner(s.GCPercent, headroom, h.setGCPercent, h.liveHeap)
+			fixed := func() uint64 { return headroom }
+			if s.Headroom == HeadroomAuto {
+				a.HeadroomAuto = true
+				fixed = func() uint64 { return autoHeadroom(h.goroutines()) }
+			}
+			a.stop = startTuner(s.GCPercent, fixed, h.setGCPercent, h.liveHeap)
 		}
 	}
 
@@ -195,7 +205,7 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 		}
 	}
 	log.Info("go garbage collector configured", zap.Int("gc_percent", a.GCPercent), zap.String("gc_percent_from", a.GCPercentSource),
-		zap.String("gc_headroom", headroomText(a.Headroom)),
+		zap.String("gc_headroom", a.headroomText()),
 		zap.String("memory_limit", limitText(a.MemoryLimit)), zap.String("memory_limit_from", a.MemoryLimitSource))
 	return a, nil
 }
@@ -282,9 +292,12 @@ func readLimit(path string) (int64, bool) {
 	return n, true
 }
 
-func headroomText(n uint64) string {
-	if n == 0 {
+func (a Applied) headroomText() string {
+	switch {
+	case a.Headroom == 0:
 		return HeadroomOff
+	case a.HeadroomAuto:
+		return "auto (at least " + humanize.IBytes(a.Headroom) + ", 24 KiB per goroutine)"
 	}
-	return humanize.IBytes(n)
+	return humanize.IBytes(a.Headroom)
 }

@@ -50,6 +50,8 @@ type fakeHost struct {
 	percentSet []int
 	limitSet   []int64
 	cgroup     int64
+	goroutines int
+	live       uint64
 }
 
 func newFakeHost() *fakeHost {
@@ -74,7 +76,13 @@ func (f *fakeHost) host() host {
 			return old
 		},
 		cgroupLimit: func() (int64, bool) { return f.cgroup, f.cgroup > 0 },
-		liveHeap:    func() uint64 { return 1 << 20 },
+		liveHeap: func() uint64 {
+			if f.live == 0 {
+				return 1 << 20
+			}
+			return f.live
+		},
+		goroutines: func() int { return f.goroutines },
 	}
 }
 

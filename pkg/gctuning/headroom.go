@@ -23,6 +23,25 @@ import (
 // whatever its size.
 const HeadroomOff = "off"
 
+// HeadroomAuto scales the headroom with the work the process holds: at
+// least autoHeadroomMin, and autoHeadroomPerGoroutine for each goroutine
+// (a pipeline runs about five). Ten thousand pipelines then keep
+// gc-percent - a fault storm restarts them all at once, and a collection
+// then makes every restarting goroutine help mark - while a few pipelines
+// that keep large reads in flight grow their heap by autoHeadroomMin, not
+// by five times what they hold.
+const HeadroomAuto = "auto"
+
+const (
+	autoHeadroomMin          = 256 << 20
+	autoHeadroomPerGoroutine = 24 << 10
+)
+
+// autoHeadroom is HeadroomAuto's headroom for goroutines goroutines.
+func autoHeadroom(goroutines int) uint64 {
+	return max(autoHeadroomMin, uint64(goroutines)*autoHeadroomPerGoroutine)
+}
+
 // minHeadroom rejects a headroom typed in the wrong unit.
 const minHeadroom = 16 << 20
 
@@ -32,9 +51,12 @@ func ParseHeadroom(s string) (uint64, error) {
 	if s == HeadroomOff {
 		return 0, nil
 	}
+	if s == HeadroomAuto {
+		return autoHeadroomMin, nil
+	}
 	n, err := humanize.ParseBytes(s)
 	if err != nil {
-		return 0, fmt.Errorf("must be %s or a size such as 256MiB, got %q", HeadroomOff, s)
+		return 0, fmt.Errorf("must be %s, %s or a size such as 256MiB, got %q", HeadroomAuto, HeadroomOff, s)
 	}
 	if n < minHeadroom {
 		return 0, fmt.Errorf("must be at least 16MiB, got %q (%s); write the unit, e.g. 256MiB", s, humanize.IBytes(n))
@@ -61,7 +83,7 @@ func Percent(live, headroom uint64, gcPercent int) int {
 // stop.
 type tuner struct {
 	gcPercent int
-	headroom  uint64
+	headroom  func() uint64
 	set       func(int) int
 	live      func() uint64
 	current   int // only the finalizer goroutine (and start, before it) touch it
@@ -74,7 +96,7 @@ type sentinel struct{ _ [32]byte }
 
 // startTuner applies the percentage for the heap live now and keeps it
 // up to date after each collection; the function it returns stops that.
-func startTuner(gcPercent int, headroom uint64, set func(int) int, live func() uint64) func() {
+func startTuner(gcPercent int, headroom func() uint64, set func(int) int, live func() uint64) func() {
 	t := &tuner{gcPercent: gcPercent, headroom: headroom, set: set, live: live, current: gcPercent}
 	t.adjust()
 	t.arm()
@@ -92,7 +114,7 @@ func (t *tuner) arm() {
 }
 
 func (t *tuner) adjust() {
-	if p := Percent(t.live(), t.headroom, t.gcPercent); p != t.current {
+	if p := Percent(t.live(), t.headroom(), t.gcPercent); p != t.current {
 		t.set(p)
 		t.current = p
 	}

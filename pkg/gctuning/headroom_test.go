@@ -36,12 +36,12 @@ func TestPercent(t *testing.T) {
 }
 
 func TestParseHeadroom(t *testing.T) {
-	for in, want := range map[string]uint64{"off": 0, "256MiB": 256 << 20, "1GiB": 1 << 30} {
+	for in, want := range map[string]uint64{"off": 0, "auto": 256 << 20, "256MiB": 256 << 20, "1GiB": 1 << 30} {
 		if got, err := ParseHeadroom(in); err != nil || got != want {
 			t.Errorf("ParseHeadroom(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for in, msg := range map[string]string{"256": "at least 16MiB", "lots": "off or a size", "": "off or a size"} {
+	for in, msg := range map[string]string{"256": "at least 16MiB", "lots": "auto, off or a size", "": "auto, off or a size"} {
 		if _, err := ParseHeadroom(in); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ParseHeadroom(%q) error %v, want one saying %q", in, err, msg)
 		}
@@ -54,7 +54,7 @@ func TestTunerFollowsTheLiveHeap(t *testing.T) {
 	var live atomic.Uint64
 	live.Store(50 << 20)
 	set := make(chan int, 16)
-	stop := startTuner(400, 256<<20, func(p int) int { set <- p; return 0 }, live.Load)
+	stop := startTuner(400, func() uint64 { return 256 << 20 }, func(p int) int { set <- p; return 0 }, live.Load)
 	defer stop()
 	next := func(want int) {
 		t.Helper()
@@ -105,5 +105,38 @@ func TestApplyStartsTheTunerUnlessGOGCIsSet(t *testing.T) {
 
 	if _, err := apply(Settings{GCPercent: 400, MemoryLimit: LimitOff, Headroom: "12"}, newFakeHost().host(), zap.NewNop()); err == nil || !strings.Contains(err.Error(), "runtime.gc-headroom") {
 		t.Errorf("a bad headroom: error %v, want one naming runtime.gc-headroom", err)
+	}
+}
+
+// auto keeps gc-percent for a process that holds many goroutines (ten
+// thousand pipelines in a fault storm) and caps the growth of one that
+// holds few with a large heap (a snapshot's reads in flight).
+func TestAutoHeadroomFollowsTheGoroutines(t *testing.T) {
+	cases := []struct {
+		name       string
+		goroutines int
+		live       uint64
+		want       int
+	}{
+		{name: "a snapshot: few goroutines, 250 MB live", goroutines: 60, live: 250 << 20, want: 102},
+		{name: "a fleet: 50,000 goroutines, 250 MB live", goroutines: 50_000, live: 250 << 20, want: 400},
+		{name: "a small process keeps gc-percent", goroutines: 60, live: 20 << 20, want: 400},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeHost()
+			f.goroutines, f.live = c.goroutines, c.live
+			a, err := apply(Settings{GCPercent: 400, MemoryLimit: LimitOff, Headroom: HeadroomAuto}, f.host(), zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Stop()
+			if !a.HeadroomAuto || !strings.Contains(a.String(), "auto") {
+				t.Errorf("applied %+v (%s), want the auto headroom", a, a)
+			}
+			if f.gcPercent != c.want {
+				t.Errorf("percentage %d, want %d", f.gcPercent, c.want)
+			}
+		})
 	}
 }
