@@ -32,6 +32,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
@@ -126,6 +127,7 @@ func Apply(s Settings, log *zap.Logger) (Applied, error) {
 		cgroupLimit:    func() (int64, bool) { return cgroupMemoryLimit("/") },
 		liveHeap:       liveHeap,
 		goroutines:     runtime.NumGoroutine,
+		now:            time.Now,
 	}, log)
 }
 
@@ -138,6 +140,7 @@ type host struct {
 	cgroupLimit    func() (int64, bool)
 	liveHeap       func() uint64
 	goroutines     func() int
+	now            func() time.Time
 }
 
 func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
@@ -171,7 +174,8 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 			fixed := func() uint64 { return headroom }
 			if s.Headroom == HeadroomAuto {
 				a.HeadroomAuto = true
-				fixed = func() uint64 { return autoHeadroom(h.goroutines()) }
+				// Only the finalizer goroutine calls it (and apply, before).
+				fixed = (&goroutinePeak{count: h.goroutines, now: h.now}).headroom
 			}
 			a.stop = startTuner(s.GCPercent, fixed, h.setGCPercent, h.liveHeap)
 		}

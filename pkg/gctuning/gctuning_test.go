@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -83,6 +84,7 @@ func (f *fakeHost) host() host {
 			return f.live
 		},
 		goroutines: func() int { return f.goroutines },
+		now:        func() time.Time { return time.Unix(0, 0) },
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -25,17 +26,36 @@ const HeadroomOff = "off"
 
 // HeadroomAuto scales the headroom with the work the process holds: at
 // least autoHeadroomMin, and autoHeadroomPerGoroutine for each goroutine
-// (a pipeline runs about five). Ten thousand pipelines then keep
-// gc-percent - a fault storm restarts them all at once, and a collection
-// then makes every restarting goroutine help mark - while a few pipelines
-// that keep large reads in flight grow their heap by autoHeadroomMin, not
-// by five times what they hold.
+// it ran at most in the last autoHeadroomMemory (a pipeline runs about
+// five). Ten thousand pipelines then keep gc-percent - a fault storm
+// restarts them all at once, and a collection then makes every restarting
+// goroutine help mark; the runs are down meanwhile, hence the memory -
+// while a few pipelines that keep large reads in flight grow their heap
+// by autoHeadroomMin, not by five times what they hold.
 const HeadroomAuto = "auto"
 
 const (
 	autoHeadroomMin          = 256 << 20
 	autoHeadroomPerGoroutine = 24 << 10
+	autoHeadroomMemory       = 5 * time.Minute
 )
+
+// goroutinePeak is the most goroutines seen in about the last
+// autoHeadroomMemory.
+type goroutinePeak struct {
+	count func() int
+	now   func() time.Time
+	peak  int
+	at    time.Time
+}
+
+func (g *goroutinePeak) headroom() uint64 {
+	n, now := g.count(), g.now()
+	if n >= g.peak || now.Sub(g.at) > autoHeadroomMemory {
+		g.peak, g.at = n, now
+	}
+	return autoHeadroom(g.peak)
+}
 
 // autoHeadroom is HeadroomAuto's headroom for goroutines goroutines.
 func autoHeadroom(goroutines int) uint64 {

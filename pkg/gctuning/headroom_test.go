@@ -140,3 +140,26 @@ func TestAutoHeadroomFollowsTheGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// The headroom follows the most goroutines of the last minutes: in a fault
+// storm the runs are down, and their pipelines are about to restart.
+func TestAutoHeadroomRemembersThePeak(t *testing.T) {
+	n, now := 50_000, time.Unix(0, 0)
+	g := &goroutinePeak{count: func() int { return n }, now: func() time.Time { return now }}
+	if got := g.headroom(); got != 50_000*autoHeadroomPerGoroutine {
+		t.Fatalf("headroom %d at 50,000 goroutines", got)
+	}
+	n, now = 20_000, now.Add(time.Minute)
+	if got := g.headroom(); got != 50_000*autoHeadroomPerGoroutine {
+		t.Errorf("headroom %d a minute after the peak, want the peak's", got)
+	}
+	now = now.Add(autoHeadroomMemory)
+	if got := g.headroom(); got != 20_000*autoHeadroomPerGoroutine {
+		t.Errorf("headroom %d long after the peak, want today's", got)
+	}
+	n = 10
+	now = now.Add(autoHeadroomMemory + time.Second)
+	if got := g.headroom(); got != autoHeadroomMin {
+		t.Errorf("headroom %d with 10 goroutines, want the least, %d", got, autoHeadroomMin)
+	}
+}
