@@ -172,7 +172,7 @@ func buildKeyTable() []key {
 			"Go garbage collector target (GOGC): heap growth between collections, in percent of the live heap. The GOGC environment variable wins.",
 			func(c *Config) *int { return &c.Runtime.GCPercent }, positiveInt),
 		newKey("runtime.gc-headroom", "auto",
-			"Most the Go heap grows by between collections when gc-percent would let it grow by more: auto (256MiB, more with more goroutines), off, or a size such as 256MiB. Ignored when the GOGC environment variable is set.",
+			"Most the Go heap grows by between collections when gc-percent would let it grow by more: auto (48KiB per goroutine, at least 128MiB), off, or a size such as 256MiB. Ignored when the GOGC environment variable is set.",
 			func(c *Config) *string { return &c.Runtime.GCHeadroom }, gcHeadroom),
 		newKey("runtime.memory-limit", gctuning.LimitAuto,
 			"Soft memory limit of the Go heap (GOMEMLIMIT): auto (90% of the container's cgroup limit, none without one), off, or a size such as 2GiB. The GOMEMLIMIT environment variable wins.",

@@ -171,13 +171,14 @@ func apply(s Settings, h host, log *zap.Logger) (Applied, error) {
 			// An operator's GOGC holds as it is; the file's percentage
 			// gives way to the headroom on a large heap.
 			a.Headroom = headroom
-			fixed := func() uint64 { return headroom }
+			fixed, floor := func() uint64 { return headroom }, 100
 			if s.Headroom == HeadroomAuto {
+				floor = autoFloor
 				a.HeadroomAuto = true
 				// Only the finalizer goroutine calls it (and apply, before).
 				fixed = (&goroutinePeak{count: h.goroutines, now: h.now}).headroom
 			}
-			a.stop = startTuner(s.GCPercent, fixed, h.setGCPercent, h.liveHeap)
+			a.stop = startTuner(s.GCPercent, floor, fixed, h.setGCPercent, h.liveHeap)
 		}
 	}
 
@@ -301,7 +302,7 @@ func (a Applied) headroomText() string {
 	case a.Headroom == 0:
 		return HeadroomOff
 	case a.HeadroomAuto:
-		return "auto (at least " + humanize.IBytes(a.Headroom) + ", 24 KiB per goroutine)"
+		return "auto (at least " + humanize.IBytes(a.Headroom) + ", 48 KiB per goroutine)"
 	}
 	return humanize.IBytes(a.Headroom)
 }

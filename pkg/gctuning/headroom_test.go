@@ -36,7 +36,7 @@ func TestPercent(t *testing.T) {
 }
 
 func TestParseHeadroom(t *testing.T) {
-	for in, want := range map[string]uint64{"off": 0, "auto": 256 << 20, "256MiB": 256 << 20, "1GiB": 1 << 30} {
+	for in, want := range map[string]uint64{"off": 0, "auto": 128 << 20, "256MiB": 256 << 20, "1GiB": 1 << 30} {
 		if got, err := ParseHeadroom(in); err != nil || got != want {
 			t.Errorf("ParseHeadroom(%q) = %d, %v; want %d", in, got, err, want)
 		}
@@ -54,7 +54,7 @@ func TestTunerFollowsTheLiveHeap(t *testing.T) {
 	var live atomic.Uint64
 	live.Store(50 << 20)
 	set := make(chan int, 16)
-	stop := startTuner(400, func() uint64 { return 256 << 20 }, func(p int) int { set <- p; return 0 }, live.Load)
+	stop := startTuner(400, 100, func() uint64 { return 256 << 20 }, func(p int) int { set <- p; return 0 }, live.Load)
 	defer stop()
 	next := func(want int) {
 		t.Helper()
@@ -118,7 +118,8 @@ func TestAutoHeadroomFollowsTheGoroutines(t *testing.T) {
 		live       uint64
 		want       int
 	}{
-		{name: "a snapshot: few goroutines, 250 MB live", goroutines: 60, live: 250 << 20, want: 102},
+		{name: "a snapshot: few goroutines, 250 MB live", goroutines: 60, live: 250 << 20, want: 51},
+		{name: "a snapshot: few goroutines, 500 MB live", goroutines: 60, live: 500 << 20, want: 50},
 		{name: "a fleet: 50,000 goroutines, 250 MB live", goroutines: 50_000, live: 250 << 20, want: 400},
 		{name: "a small process keeps gc-percent", goroutines: 60, live: 20 << 20, want: 400},
 	}
