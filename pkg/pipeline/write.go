@@ -24,7 +24,10 @@ import (
 //   - any other destination remembers a batch after writing it, and waits
 //     for that before writing the next one.
 func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, ahead int, in <-chan *batch, out chan<- *batch) error {
-	slots := make([]prepareBuffers, ahead+1)
+	// A slot's buffers are made on its first use: a quiet pipeline (ten
+	// thousand of them restarting in a fault storm) uses one or two of its
+	// ahead+1, and each holds a destination's split and skip buffers.
+	slots := make([]*prepareBuffers, ahead+1)
 	slot := 0
 	var written []record.Position
 	reported := false
@@ -41,7 +44,10 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		}
 	}()
 	prepare := func(b *batch) preparedBatch {
-		p := e.prepare(ctx, d, idx, dd, reports, b, &slots[slot])
+		if slots[slot] == nil {
+			slots[slot] = new(prepareBuffers)
+		}
+		p := e.prepare(ctx, d, idx, dd, reports, b, slots[slot])
 		slot = (slot + 1) % len(slots)
 		if dd != nil && !reported && dd.Pending() == 0 && dd.Hits() > 0 && e.cfg.OnDedupSkipped != nil {
 			e.cfg.OnDedupSkipped(d.ID, dd.Hits())
@@ -55,7 +61,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 	}
 	// queue holds the batches prepared (and their intents submitted) but
 	// not yet written, oldest first.
-	queue := make([]preparedBatch, 0, ahead+1)
+	queue := make([]preparedBatch, 0, 2) // grows to ahead+1 on a busy pipeline
 	for {
 		if len(queue) == 0 {
 			b, ok := receive(ctx, in)
