@@ -248,6 +248,14 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 	}
 	stormCPU := cpuSeconds() - cpuBefore
 	if profile != "" {
+		// What stays live once every pipeline is back: compare it with the
+		// heap profile taken before the storm.
+		if f, err := os.Create(profile + ".heap-after"); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	if profile != "" {
 		if f, err := os.Create(profile + ".allocs"); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(f, 0)
 			f.Close()
