@@ -53,7 +53,7 @@ func TestConduitInitConfigLoads(t *testing.T) {
 		"pipelines.exit-on-degraded": cfg.Pipelines.ExitOnDegraded,
 		"min-delay":                  cfg.Pipelines.ErrorRecovery.MinDelay, "max-delay": cfg.Pipelines.ErrorRecovery.MaxDelay,
 		"backoff-factor": cfg.Pipelines.ErrorRecovery.BackoffFactor, "max-retries": cfg.Pipelines.ErrorRecovery.MaxRetries,
-		"max-retries-window": cfg.Pipelines.ErrorRecovery.MaxRetriesWindow,
+		"max-retries-window":   cfg.Pipelines.ErrorRecovery.MaxRetriesWindow,
 		"schema-registry.type": cfg.SchemaRegistry.Type, "auth.type": cfg.SchemaRegistry.Confluent.Auth.Type,
 	}
 	want := map[string]any{
