@@ -248,8 +248,8 @@ func TestUnknownKeysConduitYamlWarnsConduitYmlRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Conduit's key in conduit.yml: %v", err)
 	}
-	if text := warningsText(warnings); !strings.Contains(text, "preview.pipeline-arch-v2") {
-		t.Errorf("warnings %q lack preview.pipeline-arch-v2", text)
+	if text, want := warningsText(warnings), path+": ignored 1 Conduit setting(s) this product does not have: preview.pipeline-arch-v2"; text != want {
+		t.Errorf("warnings %q, want %q", text, want)
 	}
 	path = writeFile(t, dir, "conduit.yml", content)
 	_, _, err = Load(LoadOptions{WorkDir: dir})
