@@ -20,7 +20,8 @@ func newRunCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "run",
 		Short: "Run the pipelines in pipelines.path until interrupted",
-		Long: `Run loads conduit.yml and the pipeline files and runs the pipelines.
+		Long: `Run loads conduit.yml (or Conduit's conduit.yaml) and the pipeline files and
+runs the pipelines. Conduit's run flags are accepted too (docs/operations.md).
 
 The first SIGINT or SIGTERM (Ctrl-C) stops them gracefully: sources stop
 reading, in-flight records are written and acknowledged, positions are saved.

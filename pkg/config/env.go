@@ -62,6 +62,9 @@ func knownEnvVars() []string {
 	for _, k := range keyTable {
 		names = append(names, EnvVar(k.name))
 	}
+	for from := range keyAliases {
+		names = append(names, EnvVar(from))
+	}
 	names = append(names, otherEnvVars...)
 	sort.Strings(names)
 	return names
@@ -89,8 +92,16 @@ func unknownEnv(environ []string) []Warning {
 	// Suggestions are configuration keys only: nobody means to set a
 	// plugin's variable on the runtime.
 	keys := slices.DeleteFunc(slices.Clone(known), func(n string) bool { return slices.Contains(otherEnvVars, n) })
+	conduitOnly := make(map[string]string, len(conduitOnlyKeys))
+	for k := range conduitOnlyKeys {
+		conduitOnly[EnvVar(k)] = k
+	}
 	out := make([]Warning, 0, len(names))
 	for _, name := range names {
+		if k, ok := conduitOnly[name]; ok {
+			out = append(out, Warning{Source: "env " + name, Message: "Conduit's " + k + ", a setting this product does not have; ignored"})
+			continue
+		}
 		msg := "unknown conduit environment variable, ignored"
 		if s := suggestEnv(name, keys); s != "" {
 			msg += fmt.Sprintf("; did you mean %s?", s)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -57,6 +58,7 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			f.NoOptDefVal = "true" // --api.enabled alone means true
 		}
 	}
+	registerConduitFlags(fs)
 }
 
 // textValue is a pflag.Value that stores the raw text.
@@ -107,8 +109,13 @@ func (o origin) keyError(key string, err error) *KeyError {
 }
 
 type loader struct {
-	cfg     Config
-	origins map[string]origin
+	cfg      Config
+	origins  map[string]origin
+	warnings []Warning
+	// conduitFile: the file is Conduit's conduit.yaml, whose unknown keys
+	// are collected in ignored instead of refused.
+	conduitFile bool
+	ignored     []string
 }
 
 // Load builds the configuration: defaults, then the file, then environment
@@ -126,7 +133,8 @@ func Load(opts LoadOptions) (Config, []Warning, error) {
 	if opts.Environ != nil {
 		warnings = unknownEnv(opts.Environ())
 	}
-	cfg, err := load(opts)
+	cfg, loadWarnings, err := load(opts)
+	warnings = append(warnings, loadWarnings...)
 	if err == nil {
 		warnings = append(warnings, floorWarnings(cfg)...)
 	}
@@ -149,42 +157,118 @@ func floorWarnings(cfg Config) []Warning {
 	return out
 }
 
-func load(opts LoadOptions) (Config, error) {
+func load(opts LoadOptions) (Config, []Warning, error) {
 	l := &loader{cfg: Default(), origins: make(map[string]origin, len(keyTable))}
+	cfg, err := l.load(opts)
+	return cfg, l.warnings, err
+}
 
+func (l *loader) load(opts LoadOptions) (Config, error) {
 	path, err := findConfigFile(opts)
 	if err != nil {
 		return Config{}, err
 	}
 	if path != "" {
+		l.conduitFile = isConduitFile(path)
 		if err := l.loadFile(path); err != nil {
 			return Config{}, err
 		}
+		if len(l.ignored) > 0 {
+			l.warnings = append(l.warnings, ignoredWarning(path, l.ignored))
+		}
 		l.cfg.ConfigPath = path
+		l.warnShadowedFile(opts, path)
 	}
+	// Conduit's name of a key first, so ours wins when both are set.
+	aliases := make([]string, 0, len(keyAliases))
+	for from := range keyAliases {
+		aliases = append(aliases, from)
+	}
+	sort.Strings(aliases)
 	if opts.LookupEnv != nil {
-		for _, k := range keyTable {
-			name := EnvVar(k.name)
+		apply := func(name string, k *key) error {
 			if s, ok := opts.LookupEnv(name); ok && s != "" {
-				if err := l.applyText(&k, s, origin{rank: rankEnv, source: "env " + name}); err != nil {
-					return Config{}, err
-				}
+				return l.applyText(k, s, origin{rank: rankEnv, source: "env " + name})
+			}
+			return nil
+		}
+		for _, from := range aliases {
+			if err := apply(EnvVar(from), keyIndex[keyAliases[from]]); err != nil {
+				return Config{}, err
+			}
+		}
+		for _, k := range keyTable {
+			if err := apply(EnvVar(k.name), &k); err != nil {
+				return Config{}, err
 			}
 		}
 	}
 	if opts.Flags != nil {
-		for _, k := range keyTable {
-			if f := opts.Flags.Lookup(k.name); f != nil && f.Changed {
-				if err := l.applyText(&k, f.Value.String(), origin{rank: rankFlag, source: "flag --" + k.name}); err != nil {
-					return Config{}, err
-				}
+		apply := func(name string, k *key) error {
+			if f := opts.Flags.Lookup(name); f != nil && f.Changed {
+				return l.applyText(k, f.Value.String(), origin{rank: rankFlag, source: "flag --" + name})
+			}
+			return nil
+		}
+		for _, from := range aliases {
+			if err := apply(from, keyIndex[keyAliases[from]]); err != nil {
+				return Config{}, err
 			}
 		}
+		for _, k := range keyTable {
+			if err := apply(k.name, &k); err != nil {
+				return Config{}, err
+			}
+		}
+		var ignored []string
+		for name := range conduitOnlyKeys {
+			if f := opts.Flags.Lookup(name); f != nil && f.Changed {
+				ignored = append(ignored, "--"+name)
+			}
+		}
+		if len(ignored) > 0 {
+			l.warnings = append(l.warnings, ignoredWarning("flags", ignored))
+		}
 	}
+	l.loopbackForConduitFile(apiAddressKey, func(c *Config) *string { return &c.API.HTTP.Address })
+	l.loopbackForConduitFile("api.grpc.address", func(c *Config) *string { return &c.API.GRPC.Address })
 	if err := l.crossCheck(); err != nil {
 		return Config{}, err
 	}
 	return l.cfg, nil
+}
+
+// warnShadowedFile says that a conduit.yaml beside the conduit.yml that was
+// read is not: conduit.yml, this product's own file, takes precedence.
+func (l *loader) warnShadowedFile(opts LoadOptions, read string) {
+	if filepath.Base(read) != defaultConfigFiles[0] || filepath.Dir(read) != filepath.Dir(filepath.Join(opts.WorkDir, defaultConfigFiles[0])) {
+		return
+	}
+	other := filepath.Join(filepath.Dir(read), ConduitConfigFile)
+	if _, err := os.Stat(other); err == nil {
+		l.warnings = append(l.warnings, Warning{Source: other, Message: "not read: " + read + " beside it takes precedence (merge the two, or name one with --config.path)"})
+	}
+}
+
+// loopbackForConduitFile keeps Conduit's default API addresses (":8080",
+// ":8084": every interface) from refusing a Conduit workspace: read from a
+// conduit.yaml with no api.auth.token, they listen on 127.0.0.1 instead,
+// with a warning. Anywhere else, and with a token, the address is used as
+// written (and refused without a token, see checkAPIAuth).
+func (l *loader) loopbackForConduitFile(name string, field func(*Config) *string) {
+	o := l.origins[name]
+	addr := field(&l.cfg)
+	if o.rank != rankFile || !isConduitFile(o.source) || l.cfg.API.Auth.Token != "" {
+		return
+	}
+	port, ok := allInterfacesHost(*addr)
+	if !ok {
+		return
+	}
+	loopback := net.JoinHostPort("127.0.0.1", port)
+	l.warnings = append(l.warnings, Warning{Source: o.String(), Message: fmt.Sprintf(
+		"%s %s would listen on every interface, and api.auth.token is empty: listening on %s instead (set api.auth.token to listen on every interface)", name, *addr, loopback)})
+	*addr = loopback
 }
 
 // findConfigFile returns the file to read: --config.path, else
@@ -276,6 +360,22 @@ func (l *loader) walk(path string, m *yaml.Node, prefix string, seen map[string]
 		if prefix != "" {
 			full = prefix + "." + full
 		}
+		full = canonicalKey(full)
+		if full == ConfigPathFlag && conduitScalar(p.value) {
+			// Conduit's init writes the file's own path into it; the file
+			// is already chosen when this is read.
+			continue
+		}
+		if _, ok := conduitOnlyKeys[full]; ok && conduitScalar(p.value) {
+			l.ignored = append(l.ignored, full)
+			continue
+		}
+		if (conduitSections[full] || full == "config") && p.value.Kind == yaml.MappingNode {
+			if err := l.walk(path, p.value, full, seen); err != nil {
+				return err
+			}
+			continue
+		}
 		if full == globalRulesKey {
 			if first, dup := seen[full]; dup {
 				return &KeyError{Source: path, Line: p.key.Line, Key: full, Err: fmt.Errorf("set twice (first at line %d)", first)}
@@ -316,6 +416,12 @@ func (l *loader) walk(path string, m *yaml.Node, prefix string, seen map[string]
 			}
 			continue
 		}
+		if l.conduitFile {
+			// Conduit ignores keys it does not know; its file may carry
+			// keys of a newer Conduit, or of this product's plans.
+			l.ignored = append(l.ignored, full)
+			continue
+		}
 		return &KeyError{Source: path, Line: p.key.Line, Key: full, Err: unknownNameError("key", full, knownNames())}
 	}
 	return nil
@@ -330,6 +436,13 @@ func (l *loader) applyText(k *key, s string, o origin) error {
 }
 
 func (l *loader) apply(k *key, v any, o origin) error {
+	switch {
+	case k.name == "log.level" && v == LogLevelTrace:
+		l.warnings = append(l.warnings, Warning{Source: o.String(), Message: "log.level trace is Conduit's; conduit's most verbose level is debug, used instead"})
+		v = "debug"
+	case k.name == "db.type" && v == DBTypeSQLite:
+		return o.keyError(k.name, errors.New("sqlite is Conduit's SQLite store, which this product does not have (its state would not be found there either); use badger (the default, a directory at db.badger.path) or postgres"))
+	}
 	if k.check != nil {
 		if err := k.check(v); err != nil {
 			return o.keyError(k.name, err)
