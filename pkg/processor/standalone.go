@@ -166,6 +166,10 @@ func (s *Standalone) cache() wazero.CompilationCache {
 			return nil
 		}
 	}
+	if err := privateCacheDir(dir); err != nil {
+		s.log.Warn("standalone processors: the compilation cache is not private to conduit's user, so it is not used; modules are compiled at every start", zap.String("dir", dir), zap.Error(err))
+		return nil
+	}
 	c, err := wazero.NewCompilationCacheWithDir(dir)
 	if err != nil {
 		s.log.Warn("standalone processors: no compilation cache; modules are compiled at every start", zap.String("dir", dir), zap.Error(err))
