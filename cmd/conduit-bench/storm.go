@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -178,7 +179,8 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 
 // measureStorm runs one storm of n pipelines with rules global recovery
 // rules that the storm's error does not match; profile, when set,
-// receives a CPU profile of the storm phase.
+// receives a CPU profile of the storm phase (and profile+".trace" an
+// execution trace of it).
 func measureStorm(n, rules int, profile string) (stormResult, error) {
 	dir, err := os.MkdirTemp("", "conduit-storm-")
 	if err != nil {
@@ -231,6 +233,17 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 			return stormResult{}, err
 		}
 		defer pprof.StopCPUProfile()
+		// An execution trace too: `go tool trace -pprof=sync` on it shows
+		// where restarting runs wait.
+		tf, err := os.Create(profile + ".trace")
+		if err != nil {
+			return stormResult{}, err
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return stormResult{}, err
+		}
+		defer trace.Stop()
 	}
 	goroutines := runtime.NumGoroutine()
 	var before syscall.Rusage
