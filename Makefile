@@ -11,7 +11,7 @@ BENCH_VS_CONDUIT ?= 3
 
 .PHONY: run build test lint generate bench screenshots clean
 
-## run: build and run conduit with ./conduit.yml and the example pipelines (Badger state in ./conduit.db)
+## run: build and run conduit with ./conduit.yml and the pipelines in ./pipelines (example, and blip which fails and heals; Badger state in ./conduit.db)
 run: build
 	./bin/conduit run
 
@@ -53,4 +53,4 @@ screenshots:
 	CONDUIT_TEST_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -run TestConsoleShowsRecoveryAndStops ./cmd/conduit/
 
 clean:
-	rm -rf bin connectors conduit.db example.out
+	rm -rf bin connectors conduit.db example.out blip.out

@@ -462,6 +462,46 @@ func TestExamplePipelineMatchesInit(t *testing.T) {
 	}
 }
 
+// TestRepositoryPipelinesFailAndHeal runs what `make run` runs - the
+// repository's conduit.yml and pipelines/ - and sees what the README
+// promises a first run shows: the example writing records and blip failing
+// three times, recovering and writing on. Only the backoff is shortened.
+func TestRepositoryPipelinesFailAndHeal(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	files, err := filepath.Glob(filepath.Join("..", "..", "pipelines", "*.yml"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("the repository's pipelines: %v %v", files, err)
+	}
+	for _, f := range append(files, filepath.Join("..", "..", "conduit.yml")) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := filepath.Base(f)
+		if filepath.Base(filepath.Dir(f)) == "pipelines" {
+			rel = filepath.Join("pipelines", rel)
+		}
+		w.write(rel, string(raw))
+	}
+	p := w.start("run", "--log.format", "json", "--pipelines.error-recovery.min-delay", "100ms")
+
+	for n := 1; n <= 3; n++ {
+		e := waitForEvent(t, p, "blip", "recovering", n)
+		if e.Code != 503 || e.Class != "transient" {
+			t.Fatalf("blip: recovering #%d %+v, want code 503, class transient", n, e)
+		}
+	}
+	waitForEvent(t, p, "blip", "recovered", 1)
+	waitForRecords(t, p, filepath.Join(w.dir, "blip.out"), 60)
+	waitForRecords(t, p, filepath.Join(w.dir, "example.out"), 3)
+	for _, e := range events(t, p, "blip") {
+		if e.Event == "degraded" {
+			t.Fatalf("blip degraded: %+v", e)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command(conduitBinary(t), "version").CombinedOutput()
