@@ -23,13 +23,34 @@ type ManagedRules struct {
 type managedSet struct {
 	rules    []config.Rule // in the order they are tried
 	mu       sync.Mutex
-	compiled map[string][]Rule
+	compiled map[string]compiledManaged
 }
+
+// compiledManaged is a set compiled over one policy: the rules that apply,
+// and the ones that do not, with why.
+type compiledManaged struct {
+	rules   []Rule
+	clashes []RuleClash
+}
+
+// RuleClash is a managed rule that does not apply to the pipelines of a
+// policy because its keys clash with that policy's (a min-delay above the
+// pipeline's max-delay, say). It is reported when the rule is loaded and
+// when such a pipeline is provisioned; the rule is then left out for those
+// pipelines, never silently.
+type RuleClash struct {
+	Rule string
+	Err  error
+}
+
+// String is the compile error, which names the rule and where it is
+// defined.
+func (c RuleClash) String() string { return c.Err.Error() }
 
 // NewManagedRules returns an empty set.
 func NewManagedRules() *ManagedRules {
 	m := &ManagedRules{}
-	m.current.Store(&managedSet{compiled: map[string][]Rule{}})
+	m.current.Store(&managedSet{compiled: map[string]compiledManaged{}})
 	return m
 }
 
@@ -37,37 +58,59 @@ func NewManagedRules() *ManagedRules {
 func (m *ManagedRules) Set(rules []config.Rule) {
 	sorted := slices.Clone(rules)
 	config.SortRules(sorted)
-	m.current.Store(&managedSet{rules: sorted, compiled: map[string][]Rule{}})
+	m.current.Store(&managedSet{rules: sorted, compiled: map[string]compiledManaged{}})
 }
 
 // forPolicy returns the rules compiled over base (whose key is baseKey),
-// compiling them on first use. A rule whose keys clash with base (a
-// min-delay above the pipeline's max-delay) does not apply to the
-// pipelines with that policy; Check tells about it when the rule is
-// loaded.
+// compiling them on first use. A rule whose keys clash with base does not
+// apply to the pipelines with that policy; Clashes says which and why.
 func (m *ManagedRules) forPolicy(base config.ErrorRecovery, baseKey string) []Rule {
+	return m.compiledFor(base, baseKey).rules
+}
+
+func (m *ManagedRules) compiledFor(base config.ErrorRecovery, baseKey string) compiledManaged {
 	if m == nil {
-		return nil
+		return compiledManaged{}
 	}
 	set := m.current.Load()
 	if len(set.rules) == 0 {
-		return nil
+		return compiledManaged{}
 	}
 	set.mu.Lock()
 	defer set.mu.Unlock()
-	if rules, ok := set.compiled[baseKey]; ok {
-		return rules
+	if c, ok := set.compiled[baseKey]; ok {
+		return c
 	}
-	rules := make([]Rule, 0, len(set.rules))
-	for _, r := range set.rules {
+	c := compileManaged(base, set.rules)
+	set.compiled[baseKey] = c
+	return c
+}
+
+// compileManaged compiles each of rules over base on its own, so that one
+// that clashes leaves the others applying.
+func compileManaged(base config.ErrorRecovery, rules []config.Rule) compiledManaged {
+	c := compiledManaged{rules: make([]Rule, 0, len(rules))}
+	for _, r := range rules {
 		compiled, err := compileRules(base, []config.Rule{r})
 		if err != nil {
+			c.clashes = append(c.clashes, RuleClash{Rule: r.Name, Err: err})
 			continue
 		}
-		rules = append(rules, compiled...)
+		c.rules = append(c.rules, compiled...)
 	}
-	set.compiled[baseKey] = rules
-	return rules
+	return c
+}
+
+// ManagedClashes returns the managed rules that do not apply to a pipeline
+// with policy p, with why; nil when all apply.
+func (p *Policy) ManagedClashes() []RuleClash {
+	return slices.Clone(p.managed.compiledFor(p.base, p.baseKey).clashes)
+}
+
+// RuleClashes returns which of rules, loaded as managed rules, would not
+// apply to a pipeline with policy p, and why.
+func (p *Policy) RuleClashes(rules []config.Rule) []RuleClash {
+	return compileManaged(p.base, rules).clashes
 }
 
 // CheckRules compiles rules over the policy c, as every pipeline with that

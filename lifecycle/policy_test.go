@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -588,6 +589,53 @@ func TestManagedRulesApplyAtOnce(t *testing.T) {
 	managed.Set(nil)
 	if got := match(p, 503); got != "global-503" {
 		t.Errorf("after clearing: %q", got)
+	}
+}
+
+// A managed rule that cannot apply over a pipeline's policy is left out for
+// that pipeline only, and said so: ManagedClashes names it with why, for the
+// runtime to report; the other rules still apply.
+func TestManagedRuleThatClashesIsReportedNotDropped(t *testing.T) {
+	scheduled := config.Default().Pipelines.ErrorRecovery
+	scheduled.Schedule = []time.Duration{time.Minute}
+	plain := config.Default().Pipelines.ErrorRecovery
+	managed := NewManagedRules()
+	ps := NewPolicies().WithManaged(managed)
+	withSchedule, err := ps.From(scheduled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := ps.From(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []config.Rule{
+		// strategy schedule needs a schedule, which only one policy has.
+		{Name: "on-schedule", Priority: 20, Action: config.ActionRetry, File: "rules.yml", Line: 1,
+			Match:  config.RuleMatch{Codes: []config.CodeRange{{From: 503, To: 503}}},
+			Policy: config.ErrorRecoveryOverride{Strategy: ptr(config.StrategySchedule)}},
+		{Name: "any-5xx", Action: config.ActionRetry, Match: config.RuleMatch{Codes: []config.CodeRange{{From: 500, To: 599}}}},
+	}
+	if clashes := without.RuleClashes(rules); len(clashes) != 1 || clashes[0].Rule != "on-schedule" ||
+		!strings.Contains(clashes[0].String(), "rules.yml:1") || !strings.Contains(clashes[0].String(), "schedule") {
+		t.Fatalf("RuleClashes before loading: %v", clashes)
+	}
+	if clashes := withSchedule.RuleClashes(rules); len(clashes) != 0 {
+		t.Fatalf("RuleClashes over a policy with a schedule: %v", clashes)
+	}
+	managed.Set(rules)
+	if clashes := without.ManagedClashes(); len(clashes) != 1 || clashes[0].Rule != "on-schedule" {
+		t.Fatalf("ManagedClashes: %v", clashes)
+	}
+	if clashes := withSchedule.ManagedClashes(); len(clashes) != 0 {
+		t.Fatalf("ManagedClashes over a policy with a schedule: %v", clashes)
+	}
+	f := Fault{Pipeline: "x", Class: cerrors.ClassTransient, Code: 503}
+	if r := withSchedule.Match(f); r == nil || r.Name != "on-schedule" {
+		t.Errorf("with a schedule: %v, want on-schedule", r)
+	}
+	if r := without.Match(f); r == nil || r.Name != "any-5xx" {
+		t.Errorf("without a schedule: %v, want the next rule, any-5xx", r)
 	}
 }
 

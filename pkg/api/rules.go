@@ -29,6 +29,9 @@ type RuleInfo struct {
 // LoadResult says what a load changed.
 type LoadResult struct {
 	Loaded, Replaced, Removed []string
+	// Warnings are what the caller should know about the rules loaded:
+	// the pipelines a rule does not apply to, and why.
+	Warnings []string
 }
 
 // Rules are the recovery rules: the runtime's.
@@ -146,7 +149,7 @@ func (s *RuleService) LoadRecoveryRules(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, rulesError(ctx, err)
 	}
-	out := &conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed}
+	out := &conduitv1.LoadRecoveryRulesResponse{Loaded: res.Loaded, Replaced: res.Replaced, Removed: res.Removed, Warnings: res.Warnings}
 	loaded := make(map[string]bool, len(res.Loaded))
 	for _, name := range res.Loaded {
 		loaded[name] = true

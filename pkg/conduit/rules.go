@@ -183,6 +183,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 	r.rulesMu.Lock()
 	defer r.rulesMu.Unlock()
 	var res api.LoadResult
+	res.Warnings = r.clashWarnings(loaded)
 	next := make([]api.RuleInfo, 0, len(r.managedInfo)+len(loaded))
 	var ops []store.Op
 	for _, old := range r.managedInfo {
@@ -214,7 +215,53 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 	r.changed(ctx, cluster.RulesChannel)
 	r.log.Info("managed recovery rules loaded", zap.Strings("loaded", res.Loaded), zap.Strings("replaced", res.Replaced),
 		zap.Strings("removed", res.Removed), zap.Int("managed", len(next)))
+	for _, w := range res.Warnings {
+		r.log.Warn("managed recovery rule: " + w)
+	}
 	return res, nil
+}
+
+// clashWarnings says, for each of the rules loaded, which pipelines of this
+// process it does not apply to because their policy clashes with its keys
+// (a min-delay above a pipeline's max-delay, say): such a rule is left out
+// for those pipelines, and the operator who loads it is told.
+func (r *Runtime) clashWarnings(loaded []api.RuleInfo) []string {
+	rules := make([]config.Rule, len(loaded))
+	for i, ri := range loaded {
+		rules[i] = ri.Rule
+	}
+	r.mu.RLock()
+	pipelines := slices.Clone(r.pipelines)
+	r.mu.RUnlock()
+	type clash struct {
+		why       string
+		pipelines []string
+	}
+	var order []string
+	byRule := map[string]*clash{}
+	for _, m := range pipelines {
+		for _, c := range m.policy.RuleClashes(rules) {
+			k, ok := byRule[c.Rule]
+			if !ok {
+				k = &clash{why: c.String()}
+				byRule[c.Rule] = k
+				order = append(order, c.Rule)
+			}
+			k.pipelines = append(k.pipelines, m.cfg.ID)
+		}
+	}
+	const named = 5
+	warnings := make([]string, 0, len(order))
+	for _, name := range order {
+		k := byRule[name]
+		slices.Sort(k.pipelines)
+		ids := strings.Join(k.pipelines[:min(named, len(k.pipelines))], ", ")
+		if more := len(k.pipelines) - named; more > 0 {
+			ids += fmt.Sprintf(" and %d more", more)
+		}
+		warnings = append(warnings, fmt.Sprintf("%s - over the error-recovery of pipeline(s) %s, so it does not apply to them", k.why, ids))
+	}
+	return warnings
 }
 
 // Delete implements api.Rules.

@@ -558,6 +558,10 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	if err != nil {
 		return nil, err
 	}
+	for _, c := range policy.ManagedClashes() {
+		r.log.Warn("a managed recovery rule does not apply to this pipeline, whose error-recovery clashes with it: "+c.String(),
+			zap.String("pipeline_id", p.ID), zap.String("rule", c.Rule))
+	}
 	hash, err := reconciler.Fingerprint(p)
 	if err != nil {
 		return nil, err
