@@ -180,10 +180,10 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 		rule.File = managedFileName(p.file)
 		loaded = append(loaded, api.RuleInfo{Rule: rule, Managed: true, YAML: p.YAML, LoadedAt: now})
 	}
+	// Before rulesMu: clashWarnings takes the pipelines' lock.
+	res := api.LoadResult{Warnings: r.clashWarnings(loaded)}
 	r.rulesMu.Lock()
 	defer r.rulesMu.Unlock()
-	var res api.LoadResult
-	res.Warnings = r.clashWarnings(loaded)
 	next := make([]api.RuleInfo, 0, len(r.managedInfo)+len(loaded))
 	var ops []store.Op
 	for _, old := range r.managedInfo {
