@@ -126,6 +126,30 @@ func ClassifyProcessor(err error) Classification {
 	return ClassifyOr(err, ClassFatal)
 }
 
+// ComponentKind is the kind of pipeline component an error came from, as
+// errors, events and the API name it.
+type ComponentKind string
+
+// Component kinds.
+const (
+	ComponentSource          ComponentKind = "source"
+	ComponentDestination     ComponentKind = "destination"
+	ComponentProcessor       ComponentKind = "processor"
+	ComponentDeadLetterQueue ComponentKind = "dead-letter-queue"
+)
+
+// ClassifyComponent classifies an error that a component of kind returned:
+// a processor's with ClassifyProcessor, any other's with Classify. Every
+// place that classifies a component's error - the engine, the supervisor,
+// the dead-letter decision, the dead-lettered event - goes through here, so
+// they cannot disagree.
+func ClassifyComponent(kind ComponentKind, err error) Classification {
+	if kind == ComponentProcessor {
+		return ClassifyProcessor(err)
+	}
+	return Classify(err)
+}
+
 // maxWireCandidates bounds how many '{' positions parseWire tries when the
 // JSON object sits at the end of a longer text; each try is linear, so the
 // whole is linear too. Objects nested deeper than this are not found in the

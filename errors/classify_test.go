@@ -873,3 +873,28 @@ func TestForRecordSurvivesWrappingAndTheWire(t *testing.T) {
 		t.Error("ForRecord(pos, nil) is not nil")
 	}
 }
+
+// A component's error is classified by its kind: an uncoded processor error
+// is fatal (running it again gives the same error), an uncoded connector
+// error transient; a code decides for every kind.
+func TestClassifyComponent(t *testing.T) {
+	plain := errors.New("boom")
+	coded := cerrors.WithCode(errors.New("slow down"), 429)
+	tests := []struct {
+		kind cerrors.ComponentKind
+		err  error
+		want cerrors.Class
+	}{
+		{cerrors.ComponentProcessor, plain, cerrors.ClassFatal},
+		{cerrors.ComponentSource, plain, cerrors.ClassTransient},
+		{cerrors.ComponentDestination, plain, cerrors.ClassTransient},
+		{"", plain, cerrors.ClassTransient},
+		{cerrors.ComponentProcessor, coded, cerrors.ClassTransient},
+		{cerrors.ComponentSource, coded, cerrors.ClassTransient},
+	}
+	for _, tt := range tests {
+		if got := cerrors.ClassifyComponent(tt.kind, tt.err).Class; got != tt.want {
+			t.Errorf("%q %v: %s, want %s", tt.kind, tt.err, got, tt.want)
+		}
+	}
+}

@@ -720,12 +720,7 @@ func describeError(err error, now time.Time) ErrorInfo {
 		info.ComponentKind, info.Component = comp.Component()
 		cause = comp.Unwrap()
 	}
-	var c cerrors.Classification
-	if info.ComponentKind == "processor" {
-		c = cerrors.ClassifyProcessor(cause)
-	} else {
-		c = cerrors.Classify(cause)
-	}
+	c := cerrors.ClassifyComponent(cerrors.ComponentKind(info.ComponentKind), cause)
 	info.Code = c.Code
 	info.Class = c.Class.String()
 	info.Source = c.Source.String()

@@ -112,10 +112,7 @@ func (r *Runtime) flushDeadLettered(m *managedPipeline) {
 // writeDeadLettered writes one dead-lettered event and its log line. It
 // changes no status; it carries the one the pipeline is in.
 func (r *Runtime) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered) {
-	c := cerrors.Classify(d.Err)
-	if d.Kind == pipeline.KindProcessor {
-		c = cerrors.ClassifyProcessor(d.Err)
-	}
+	c := d.Kind.Classify(d.Err)
 	by := "rule " + strconv.Quote(d.Rule)
 	if d.Rule == pipeline.QuarantineRule {
 		by = "quarantine (the record failed the same way on quarantine-after runs in a row)"

@@ -773,12 +773,7 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 // names its record: the first recovery rule that matches it decides, and
 // only a dead-letter rule takes the record off the pipeline's hands.
 func (m *managedPipeline) deadLetter(err error, kind pipeline.Kind, id string) (string, bool) {
-	var c cerrors.Classification
-	if kind == pipeline.KindProcessor {
-		c = cerrors.ClassifyProcessor(err)
-	} else {
-		c = cerrors.Classify(err)
-	}
+	c := kind.Classify(err)
 	rule := m.policy.Match(lifecycle.Fault{Pipeline: m.cfg.ID, Class: c.Class, Code: c.Code, Message: c.Message,
 		Component: id, Plugin: m.pluginOf(id), NamesRecord: true})
 	if rule == nil || rule.Action != config.ActionDeadLetter {

@@ -1,6 +1,10 @@
 package pipeline
 
-import "fmt"
+import (
+	"fmt"
+
+	cerrors "github.com/conduitry/conduit/errors"
+)
 
 // Kind says what part of a pipeline a stage runs.
 type Kind int
@@ -17,18 +21,32 @@ const (
 const DLQID = "dead-letter-queue"
 
 func (k Kind) String() string {
+	if c := k.Component(); c != "" {
+		return string(c)
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Component is the kind as errors, events and the API name it.
+func (k Kind) Component() cerrors.ComponentKind {
 	switch k {
 	case KindSource:
-		return "source"
+		return cerrors.ComponentSource
 	case KindDestination:
-		return "destination"
+		return cerrors.ComponentDestination
 	case KindProcessor:
-		return "processor"
+		return cerrors.ComponentProcessor
 	case KindDLQ:
-		return "dead-letter-queue"
+		return cerrors.ComponentDeadLetterQueue
 	default:
-		return fmt.Sprintf("Kind(%d)", int(k))
+		return ""
 	}
+}
+
+// Classify classifies an error a component of this kind returned
+// (cerrors.ClassifyComponent).
+func (k Kind) Classify(err error) cerrors.Classification {
+	return cerrors.ClassifyComponent(k.Component(), err)
 }
 
 // StageError is how a run ends when a connector or processor fails: it names

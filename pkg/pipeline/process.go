@@ -234,7 +234,7 @@ func (e *Engine) processorFailed(p Processor, rec *record.Record, perr error) (k
 	if rule, ok := e.deadLetter(perr, KindProcessor, p.ID); ok {
 		return false, &nack{kind: KindProcessor, id: p.ID, err: perr, rule: rule}, nil
 	}
-	if processor.EndsRun(perr) || cerrors.ClassifyProcessor(perr).Class == cerrors.ClassTransient {
+	if processor.EndsRun(perr) || KindProcessor.Classify(perr).Class == cerrors.ClassTransient {
 		return false, nil, &StageError{Kind: KindProcessor, ID: p.ID, Op: "process", Err: cerrors.ForRecord(rec.Position, perr)}
 	}
 	return false, &nack{kind: KindProcessor, id: p.ID, err: perr}, nil
