@@ -65,7 +65,6 @@ func (s *Supervisor) onApplyRule(name, actor string) ApplyOutcome {
 	next := now.Add(delay)
 	from := s.mustTransition(eventRetry)
 	s.state.DegradedReason = ""
-	s.state.Probation = false
 	s.state.FailCount = 1
 	s.state.NextAttemptAt = next
 	info.Rule, info.Class, info.Source = r.Name, "transient", "rule"

@@ -5,13 +5,26 @@
 //
 //	          start                     transient error
 //	stopped ─────────> running ───────────────────────> recovering ──┐ backoff elapsed: restart,
-//	   ^    <───────── │   ^   <─────────────────────── │  │    ^    │ on probation; transient
-//	   │       stop    │   │   first record end to end  │  │    └────┘ error: wait longer
-//	   │               │   │   or probation passed      │  │
-//	   └───────────────┼───┼─────────── stop ───────────┘  │
-//	                   │   │ start                         │ fatal error, retries exhausted,
-//	     fatal error,  v   │                               │ max duration, force stop
-//	     force stop   degraded <───────────────────────────┘
+//	   ^    <───────── │   ^   <─────────────────────── │  │ ^  ^    │ on probation; transient
+//	   │       stop    │   │   first record end to end  │  │ │  └────┘ error: wait longer
+//	   │               │   │   or probation passed      │  │ │
+//	   └───────────────┼───┼─────────── stop ───────────┘  │ │ a recovery rule applied
+//	                   │   │ start                         │ │ to the degraded pipeline
+//	     fatal error,  v   │                               │ │ (recovery-rules apply)
+//	     force stop   degraded <───────────────────────────┘ │
+//	                     └───────────────────────────────────┘
+//	                 fatal error, retries exhausted, max duration, flapping, force stop
+//
+// Recovering has three phases, states of the machine like the statuses
+// (fsm.go): waiting for the scheduled restart, held by a dependency's open
+// breaker, and on probation once restarted.
+//
+//	running ──fault──> waiting ──restart──> probation ──record end to end──> running
+//	                   │    ^                   │       or probation over
+//	     breaker open: v    │ released          │ fault
+//	                   held ┘                   └──────> waiting
+//
+// Any of them goes to degraded or stopped as recovering does.
 //
 // A crash-looping pipeline stays recovering the whole time: it goes back to
 // running only when a record makes it end to end after a restart, or when

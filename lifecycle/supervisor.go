@@ -301,7 +301,6 @@ func (s *Supervisor) retire(why Retirement) {
 		} else {
 			s.state.StopReason = why.Reason
 			s.state.ResumeStatus = from
-			s.state.Probation = false
 			s.save()
 			if s.run == nil || s.run.stopping {
 				s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})

@@ -33,9 +33,10 @@ func (s *Supervisor) resume() {
 		return
 	}
 	from := s.state.Status
-	// A breaker does not outlive its process: a pipeline it held restarts
-	// like any other recovering one, and counts again if it fails.
-	s.state.HeldBy = ""
+	// The machine starts a recovering pipeline waiting: a breaker does not
+	// outlive its process (a pipeline it held restarts like any other
+	// recovering one, and counts again if it fails), nor does a probation.
+	s.syncPhase()
 	// A clean shutdown persists running and recovering pipelines as
 	// stopped for shutdown, so one persisted as running or recovering was
 	// cut off; for the others the process tells.
@@ -50,7 +51,6 @@ func (s *Supervisor) resume() {
 		default:
 			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
 		}
-		s.state.Status = s.m.current()
 		s.state.StopReason, s.state.ResumeStatus = "", 0
 	case from == StatusRunning || from == StatusRecovering:
 		how = cmp.Or(s.cfg.Takeover.how(""), how)
@@ -81,7 +81,6 @@ func (s *Supervisor) resume() {
 			s.log.Warn("persisted next attempt is later than the recovery policy allows (was the clock wrong?); capped",
 				zap.Time("persisted_next_attempt_at", s.state.NextAttemptAt), zap.Time("next_attempt_at", next))
 		}
-		s.state.Probation = false
 		s.state.NextAttemptAt = next
 		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRecovering, Actor: ActorSystem,
 			Attempt: s.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next, Error: s.state.LastError,
@@ -112,7 +111,6 @@ func (s *Supervisor) onStart(actor string) error {
 	s.state.Flaps, s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = 0, time.Time{}, 0
 	s.state.Poison = nil
 	s.state.NextAttemptAt = time.Time{}
-	s.state.Probation = false
 	s.state.DegradedReason = ""
 	s.emit(Event{Kind: auditlog.KindStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
 	s.save()
@@ -135,7 +133,6 @@ func (s *Supervisor) onStop(m stopMsg) {
 	s.takeOverRestart()
 	s.leaveBreaker()
 	s.state.NextAttemptAt = time.Time{}
-	s.state.Probation = false
 	s.endEpisode("stopped")
 	s.save()
 	if s.run == nil {
@@ -172,7 +169,6 @@ func (s *Supervisor) forceStop(reply chan error) {
 	s.leaveBreaker()
 	s.state.DegradedReason = ReasonForceStop
 	s.state.NextAttemptAt = time.Time{}
-	s.state.Probation = false
 	s.endEpisode("degraded (" + string(ReasonForceStop) + ")")
 	s.save()
 	s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
@@ -225,7 +221,6 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		// recover from.
 		from := s.mustTransition(eventStop)
 		s.stopWindow()
-		s.state.Probation = false
 		s.endEpisode("stopped")
 		s.save()
 		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
@@ -279,7 +274,6 @@ func (s *Supervisor) onFault(err error) {
 		from := s.mustTransition(eventDegrade)
 		s.state.DegradedReason = d.Reason
 		s.state.NextAttemptAt = time.Time{}
-		s.state.Probation = false
 		if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
 			s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info})
 			s.state.Episode.countRule(d.Rule)
@@ -300,10 +294,10 @@ func (s *Supervisor) onFault(err error) {
 	s.state.Episode.countRule(d.Rule)
 	s.state.FailCount = d.Attempt
 	s.state.NextAttemptAt = next
-	s.state.Probation = false
 	if dep := info.Dependency; dep != "" && s.cfg.Breakers != nil && !s.shuttingDown && s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
 		// The dependency's breaker is open: the canary retries it, this
 		// pipeline waits until it is back.
+		s.mustTransition(eventHold)
 		s.state.NextAttemptAt, s.state.HeldBy = time.Time{}, dep
 		s.emit(fault)
 		s.save()
@@ -312,7 +306,6 @@ func (s *Supervisor) onFault(err error) {
 			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(dep) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"})
 		return
 	}
-	s.state.HeldBy = ""
 	if !s.shuttingDown {
 		// Scheduled from the decision, not from when the state is on disk:
 		// in a fault storm the saves queue up, and the schedule must not
@@ -353,13 +346,14 @@ func (s *Supervisor) releaser() func(after time.Duration) {
 // onRelease restarts a pipeline its dependency's breaker held, after a
 // delay.
 func (s *Supervisor) onRelease(after time.Duration) {
-	if s.state.HeldBy == "" || s.m.current() != StatusRecovering || s.pending != nil || s.run != nil || s.shuttingDown {
+	if s.m.phase() != phaseHeld || s.pending != nil || s.run != nil || s.shuttingDown {
 		return
 	}
 	dep := s.state.HeldBy
 	now := s.cfg.Clock.Now()
 	at := now.Add(after)
-	s.state.HeldBy, s.state.NextAttemptAt = "", at
+	s.mustTransition(eventRelease)
+	s.state.NextAttemptAt = at
 	s.scheduleRestart(at)
 	s.save()
 	s.emit(Event{Kind: auditlog.KindRecovering, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
@@ -371,7 +365,6 @@ func (s *Supervisor) onRelease(after time.Duration) {
 // leaveBreaker tells the breaker of the dependency the pipeline last
 // failed on that it no longer waits for nor retries it.
 func (s *Supervisor) leaveBreaker() {
-	s.state.HeldBy = ""
 	if s.cfg.Breakers == nil || s.state.LastError == nil || s.state.LastError.Dependency == "" {
 		return
 	}
@@ -502,7 +495,6 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 		return
 	}
 	s.state.NextAttemptAt = time.Time{}
-	s.state.Probation = true
 	// A restart is not persisted: the persisted state (recovering, next
 	// attempt time now past) already makes a process that crashes from
 	// here on restart the pipeline at once, which is what it would do with
@@ -525,7 +517,7 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 // run's connectors have been open for all of it - a run still connecting
 // has proved nothing - and the timer is set again for what is left.
 func (s *Supervisor) onProbation() {
-	if s.run == nil || !s.state.Probation {
+	if s.run == nil || s.m.phase() != phaseProbation {
 		return
 	}
 	left := s.cfg.Policy.probation()
@@ -541,7 +533,7 @@ func (s *Supervisor) onProbation() {
 
 // onWindow acts on the healthy window's timer.
 func (s *Supervisor) onWindow() {
-	if s.run != nil && (s.state.Probation || s.provingHealthy()) {
+	if s.run != nil && (s.m.phase() == phaseProbation || s.provingHealthy()) {
 		s.recovered(RecoveredByWindow)
 	}
 }
@@ -564,7 +556,6 @@ func (s *Supervisor) probationPassed() {
 		s.bug(eventRecovered, err)
 		return
 	}
-	s.state.Probation = false
 	if le := s.state.LastError; le != nil && le.Dependency != "" && s.cfg.Breakers != nil {
 		// Connected and up: the dependency is back, for the pipelines its
 		// breaker holds too.
@@ -580,7 +571,7 @@ func (s *Supervisor) probationPassed() {
 
 func (s *Supervisor) recovered(reason RecoveredReason) {
 	from := s.m.current()
-	if s.state.Probation {
+	if s.m.phase() == phaseProbation {
 		var err error
 		if from, err = s.transition(eventRecovered); err != nil {
 			return
@@ -602,7 +593,6 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = s.cfg.Clock.Now(), attempts
 	// Records go through again: whatever it failed on is behind it.
 	s.state.Poison = nil
-	s.state.Probation = false
 	s.endEpisode("recovered (" + string(reason) + ")")
 	s.save()
 	message := "pipeline recovered: running again, fail count reset"
@@ -637,11 +627,25 @@ func (s *Supervisor) stopProbation() {
 }
 
 // transition fires ev on the state machine, the single source of the
-// status: State.Status is copied from it and never set by hand.
+// status and of the sub-state of recovering: State.Status, Probation and
+// HeldBy are copied from it and never set by hand (HeldBy names the
+// dependency while held).
 func (s *Supervisor) transition(ev event) (from Status, err error) {
 	from, err = s.m.fire(ev)
-	s.state.Status = s.m.current()
+	s.syncPhase()
 	return from, err
+}
+
+// syncPhase copies what the machine's phase says into the state that is
+// persisted and shown: the status, whether the pipeline is on probation,
+// and no dependency holding it outside the held phase.
+func (s *Supervisor) syncPhase() {
+	p := s.m.phase()
+	s.state.Status = p.status()
+	s.state.Probation = p == phaseProbation
+	if p != phaseHeld {
+		s.state.HeldBy = ""
+	}
 }
 
 // mustTransition is transition for an event the supervisor's own logic
