@@ -31,7 +31,8 @@ needs no running conduit.`,
 	}
 	cmd.AddCommand(newPipelinesListCommand(), newPipelinesDescribeCommand(),
 		newPipelinesStartCommand(), newPipelinesStopCommand(), newPipelinesEventsCommand(),
-		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand(), newPipelinesSummaryCommand())
+		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand(), newPipelinesSummaryCommand(),
+		newPipelinesInitCommand())
 	return cmd
 }
 
