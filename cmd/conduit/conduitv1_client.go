@@ -28,19 +28,14 @@ type v1Client struct {
 }
 
 // newV1Client builds the client from the configuration (flag > env >
-// conduit.yml > default), like the pipelines commands: api.grpc.address
-// when it is set (Conduit's CLI's --api.grpc.address), else
-// api.http.address, where the same API is served.
+// conduit.yml > default), at the address the pipelines commands use
+// (apiAddressOf).
 func newV1Client(cmd *cobra.Command) (*v1Client, error) {
 	cfg, _, err := config.Load(config.LoadOptions{Flags: cmd.Flags(), LookupEnv: os.LookupEnv})
 	if err != nil {
 		return nil, err
 	}
-	address := cfg.API.HTTP.Address
-	if cfg.API.GRPC.Address != "" {
-		address = cfg.API.GRPC.Address
-	}
-	return dialV1(address, cfg.API.Auth.Token), nil
+	return dialV1(apiAddressOf(cfg), cfg.API.Auth.Token), nil
 }
 
 // dialV1 returns a gRPC client of the API at address over cleartext

@@ -22,10 +22,11 @@ func newPipelinesCommand() *cobra.Command {
 		Aliases: []string{"pipeline"},
 		Short:   "Show, start, stop, apply and delete the pipelines of a running conduit",
 		Long: `The pipelines commands talk to the API of a running "conduit run" at
-api.http.address (default 127.0.0.1:8080), sending api.auth.token if set.
-Both come from --api.http.address / --api.auth.token, CONDUIT_API_HTTP_ADDRESS /
-CONDUIT_API_AUTH_TOKEN or conduit.yml, like for "conduit run". "validate"
-needs no running conduit.`,
+api.http.address (default 127.0.0.1:8080), or at api.grpc.address when it is
+set (Conduit's --api.grpc.address), sending api.auth.token if set. Each comes
+from its flag (--api.http.address, --api.grpc.address, --api.auth.token), its
+CONDUIT_ variable or conduit.yml, like for "conduit run". "validate" and
+"init" need no running conduit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
