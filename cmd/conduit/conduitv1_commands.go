@@ -396,8 +396,8 @@ func pluginNameFilter(name string) string {
 }
 
 // findPlugin picks the plugin a user named: by its full name, else by the
-// name without "@version" and, for a built-in, without "builtin:" - when
-// that names exactly one.
+// name without "@version" and without its type ("builtin:",
+// "standalone:") - when that names exactly one.
 func findPlugin[P any](plugins []P, nameOf func(P) string, kind, name string) (P, error) {
 	var zero P
 	for _, p := range plugins {
@@ -410,7 +410,8 @@ func findPlugin[P any](plugins []P, nameOf func(P) string, kind, name string) (P
 	for _, p := range plugins {
 		full := nameOf(p)
 		short, _, _ := strings.Cut(full, "@")
-		if short == name || strings.TrimPrefix(short, "builtin:") == name {
+		_, bare, typed := strings.Cut(short, ":")
+		if short == name || typed && bare == name {
 			matches = append(matches, p)
 			names = append(names, full)
 		}

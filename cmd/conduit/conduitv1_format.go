@@ -113,12 +113,14 @@ func table(w io.Writer, header []string, rows [][]string) error {
 	return tw.Flush()
 }
 
-// cellText is s on one line, "-" when empty.
+// cellText is s on one line, "-" when empty, with the characters a
+// terminal acts on escaped here rather than by humanOutput, so that the
+// columns are aligned on what is shown.
 func cellText(s string) string {
 	if s = oneLine(s); s == "" {
 		return "-"
 	}
-	return s
+	return string(escapeControls([]byte(s)))
 }
 
 // connectorType is Conduit's name of a connector's type.
