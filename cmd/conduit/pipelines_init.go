@@ -21,8 +21,8 @@ import (
 // Conduit's `pipelines init`: a pipeline file from a template. Without
 // --source and --destination it is Conduit's runnable demo (a generator
 // that makes a record a second, logged by the log destination); with them,
-// every parameter of the two built-in connectors is written at its
-// default and explained, for the user to fill in.
+// every parameter of the built-in connectors named is written and
+// explained, for the user to fill in.
 
 // Conduit's defaults of `pipelines init`.
 const (
@@ -32,10 +32,12 @@ const (
 )
 
 // initConnector is a connector of the template: its plugin as the user
-// names it in a pipeline file, and the settings written for it.
+// names it in a pipeline file, the parameters written for it, and those
+// set (live, at their default) whatever the parameter says.
 type initConnector struct {
 	plugin string
 	params commonsconfig.Parameters
+	set    map[string]bool
 }
 
 func newPipelinesInitCommand() *cobra.Command {
@@ -53,9 +55,9 @@ CONDUIT_ variable or conduit.yml; default ./pipelines).
 Without --source and --destination it is a runnable demo, demo-pipeline: a
 generator making one record a second, written to the log. With either, the
 pipeline (default name <source>-to-<destination>) has every parameter of the
-connectors named at its default, each explained in a comment (Required or
-Optional); fill in the required ones before "conduit run". A connector left
-out is the demo's.
+connectors named, each explained in a comment (Required or Optional): the
+required ones empty, to fill in before "conduit run", the optional ones
+commented out at their default. A connector left out is the demo's.
 
 An existing file is left alone unless --force is given.`,
 		Example: `  conduit pipelines init
@@ -160,12 +162,16 @@ func initConnectorSpec(reg *connector.Registry, name string, source bool) (initC
 // initDemoSource is Conduit's demo source: structured records with an
 // airline and a departure time, one a second.
 func initDemoSource(spec initConnector) initConnector {
-	return initConnector{plugin: spec.plugin, params: commonsconfig.Parameters{
+	demo := initConnector{plugin: spec.plugin, set: map[string]bool{}, params: commonsconfig.Parameters{
 		"format.type":                       {Description: spec.params["format.type"].Description, Type: commonsconfig.ParameterTypeString, Default: "structured"},
 		"format.options.scheduledDeparture": {Description: "Generate field 'scheduledDeparture' of type 'time'", Type: commonsconfig.ParameterTypeString, Default: "time"},
 		"format.options.airline":            {Description: "Generate field 'airline' of type string", Type: commonsconfig.ParameterTypeString, Default: "string"},
 		"rate":                              {Description: spec.params["rate"].Description, Type: commonsconfig.ParameterTypeFloat, Default: "1"},
 	}}
+	for n := range demo.params {
+		demo.set[n] = true
+	}
+	return demo
 }
 
 // renderInitPipeline returns the pipeline file that init writes.
@@ -187,11 +193,12 @@ func renderInitPipeline(reg *connector.Registry, name, source, destination strin
 		// format.options.* is a pattern, not a setting, and a structured
 		// generator needs at least one field: the demo's fields make the
 		// file run as written.
+		demo := initDemoSource(src)
 		params := maps.Clone(src.params)
-		maps.Copy(params, commonsconfig.Parameters{
-			"format.options.scheduledDeparture": initDemoSource(src).params["format.options.scheduledDeparture"],
-			"format.options.airline":            initDemoSource(src).params["format.options.airline"],
-		})
+		src.set = map[string]bool{}
+		for _, n := range []string{"format.options.scheduledDeparture", "format.options.airline"} {
+			params[n], src.set[n] = demo.params[n], true
+		}
 		src.params = params
 	}
 	if destination == "" {
@@ -218,7 +225,7 @@ func renderInitPipeline(reg *connector.Registry, name, source, destination strin
 		fmt.Fprintf(&b, "      - id: %s\n", yamlQuoted(c.plugin+"-"+c.kind))
 		fmt.Fprintf(&b, "        type: %s\n", c.kind)
 		fmt.Fprintf(&b, "        plugin: %s\n", yamlQuoted(c.plugin))
-		writeInitSettings(&b, c.params)
+		writeInitSettings(&b, c.initConnector)
 	}
 	return []byte(b.String()), nil
 }
@@ -227,7 +234,15 @@ func renderInitPipeline(reg *connector.Registry, name, source, destination strin
 // does: each parameter's description, type and whether it is required as
 // comments, then the parameter at its default. A parameter named by a
 // pattern (format.options.*) is not a setting and is left out.
-func writeInitSettings(b *strings.Builder, params commonsconfig.Parameters) {
+//
+// Unlike Conduit's, an optional parameter is written commented out (with
+// its default, which applies without it): some only apply beside others
+// (the chaos connector's fail.partial to a destination, sync with a path)
+// and are refused elsewhere, and an empty value is not always the same as
+// none (an empty format.options.path names a payload field). So the file
+// runs as soon as the required values are filled in.
+func writeInitSettings(b *strings.Builder, c initConnector) {
+	params := c.params
 	var names []string
 	for n := range params {
 		if !strings.Contains(n, "*") {
@@ -251,12 +266,8 @@ func writeInitSettings(b *strings.Builder, params commonsconfig.Parameters) {
 			required = "Required"
 		}
 		fmt.Fprintf(b, "%s# %s\n", indent, required)
-		// An optional parameter without a default is written commented
-		// out: an empty value is not always the same as none (an empty
-		// format.options.path names a payload field), and the file should
-		// run as soon as the required values are filled in.
 		comment := ""
-		if required == "Optional" && p.Default == "" {
+		if required == "Optional" && !c.set[n] {
 			comment = "# "
 		}
 		fmt.Fprintf(b, "%s%s%s: %s\n", indent, comment, yamlKey(n), yamlQuoted(p.Default))
