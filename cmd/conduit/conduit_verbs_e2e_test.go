@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -429,6 +430,12 @@ func TestPipelinesInitDemoRuns(t *testing.T) {
 	}
 	if res := w.verbs(t, cliEnv(), "pipelines", "init"); res.code == 0 || !strings.Contains(res.stderr, "already exists") {
 		t.Errorf("pipelines init again: exit %d, stderr %q; want a refusal to overwrite", res.code, res.stderr)
+	}
+	// Conduit's flags: a name, the connectors, and where to write.
+	w.mustVerbs(t, cliEnv(), "pipelines", "init", "mine", "--source", "generator", "--destination", "file", "--pipelines.path", "elsewhere")
+	if data, err := os.ReadFile(filepath.Join(w.dir, "elsewhere", "mine.yaml")); err != nil ||
+		!strings.Contains(string(data), "plugin: 'generator'") || !strings.Contains(string(data), "plugin: 'file'") {
+		t.Errorf("pipelines init mine --pipelines.path elsewhere: %v\n%s", err, data)
 	}
 	p := w.start("run")
 	eventually(t, pollInterval, func() bool {

@@ -115,9 +115,6 @@ func (c *v1Client) explain(err error, about v1Subject) error {
 	case connect.CodeUnimplemented:
 		return fmt.Errorf("%s does not serve Conduit's API v1 (%s); check --api.grpc.address / --api.http.address", c.address, ce.Message())
 	case connect.CodeUnavailable:
-		if unreachable(ce.Unwrap()) {
-			return c.explain(ce.Unwrap(), about)
-		}
 		return fmt.Errorf("the conduit API at %s is unavailable: %s", c.address, ce.Message())
 	case connect.CodeCanceled:
 		return errors.New("interrupted")

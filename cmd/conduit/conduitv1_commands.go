@@ -195,7 +195,7 @@ func newProcessorsDescribeCommand() *cobra.Command {
 func newConnectorPluginsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "connector-plugins",
-		Aliases: []string{"connector-plugin", "connectorplugins", "connectorplugin"},
+		Aliases: []string{"connector-plugin", "connectorsplugins", "connectorplugins", "connectorplugin"},
 		Short:   "List and describe the connector plugins a running conduit offers (Conduit's verbs)",
 		Long:    v1CommandLong,
 		Args:    cobra.NoArgs,
@@ -292,7 +292,7 @@ or builtin: prefix (builtin:file, file) when that names one plugin.`,
 func newProcessorPluginsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "processor-plugins",
-		Aliases: []string{"processor-plugin", "processorplugins", "processorplugin"},
+		Aliases: []string{"processor-plugin", "processorsplugins", "processorplugins", "processorplugin"},
 		Short:   "List and describe the processor plugins a running conduit offers (Conduit's verbs)",
 		Long:    v1CommandLong,
 		Args:    cobra.NoArgs,
