@@ -17,8 +17,9 @@ import (
 
 // v1Client calls Conduit's API v1 (package api.v1 of Conduit's proto) that
 // conduit serves beside its own, for the commands that carry Conduit's CLI
-// verbs over. It speaks gRPC, as Conduit's CLI does, so it reaches
-// api.grpc.address as well as the API port.
+// verbs over. It speaks gRPC over cleartext HTTP/2, as Conduit's CLI
+// does: conduit serves api.v1 with a gRPC server, which takes nothing
+// else (not the Connect protocol the pipelines commands speak).
 type v1Client struct {
 	http     *http.Client
 	base     string
