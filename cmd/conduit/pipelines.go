@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
+	apiv1 "github.com/conduitio/conduit/proto/api/v1"
 	"github.com/spf13/cobra"
 
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
@@ -20,16 +22,18 @@ func newPipelinesCommand() *cobra.Command {
 		Aliases: []string{"pipeline"},
 		Short:   "Show, start, stop, apply and delete the pipelines of a running conduit",
 		Long: `The pipelines commands talk to the API of a running "conduit run" at
-api.http.address (default 127.0.0.1:8080), sending api.auth.token if set.
-Both come from --api.http.address / --api.auth.token, CONDUIT_API_HTTP_ADDRESS /
-CONDUIT_API_AUTH_TOKEN or conduit.yml, like for "conduit run". "validate"
-needs no running conduit.`,
+api.http.address (default 127.0.0.1:8080), or at api.grpc.address when it is
+set (Conduit's --api.grpc.address), sending api.auth.token if set. Each comes
+from its flag (--api.http.address, --api.grpc.address, --api.auth.token), its
+CONDUIT_ variable or conduit.yml, like for "conduit run". "validate" and
+"init" need no running conduit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newPipelinesListCommand(), newPipelinesDescribeCommand(),
 		newPipelinesStartCommand(), newPipelinesStopCommand(), newPipelinesEventsCommand(),
-		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand(), newPipelinesSummaryCommand())
+		newPipelinesApplyCommand(), newPipelinesValidateCommand(), newPipelinesDeleteCommand(), newPipelinesSummaryCommand(),
+		newPipelinesInitCommand())
 	return cmd
 }
 
@@ -37,17 +41,30 @@ func newPipelinesListCommand() *cobra.Command {
 	var (
 		statuses []string
 		output   string
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the pipelines with their status, fail count, next attempt and last error",
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the pipelines with their status, fail count, next attempt and last error",
+		Long: `List shows the pipelines with their status, fail count, next attempt and
+last error. "ls" is Conduit's name of it; --json prints what Conduit's
+"pipelines ls --json" prints (its API v1's pipelines, statuses as
+STATUS_RUNNING), -o json this product's fuller shape.`,
 		Example: `  conduit pipelines list
   conduit pipelines list --status degraded,recovering
-  conduit pipelines list -o json | jq -r '.pipelines[] | select(.status == "PIPELINE_STATUS_DEGRADED") | .id'`,
+  conduit pipelines list -o json | jq -r '.pipelines[] | select(.status == "PIPELINE_STATUS_DEGRADED") | .id'
+  conduit pipelines ls --json | jq -r '.pipelines[] | .id + " " + .state.status'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
+			}
+			if asJSON {
+				if len(statuses) > 0 || output != outputText {
+					return errors.New("--json prints Conduit's shape of every pipeline: it does not go with --status or --output")
+				}
+				return listPipelinesV1(cmd)
 			}
 			req := &conduitv1.ListPipelinesRequest{}
 			for _, s := range statuses {
@@ -73,7 +90,24 @@ func newPipelinesListCommand() *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only pipelines in these statuses: running, recovering, degraded, stopped, invalid (repeat or separate with commas)")
 	addOutputFlag(cmd, &output)
+	addJSONFlag(cmd, &asJSON)
 	return cmd
+}
+
+// listPipelinesV1 prints the pipelines as Conduit's `pipelines ls --json`
+// does, from Conduit's API v1, sorted by id.
+func listPipelinesV1(cmd *cobra.Command) error {
+	client, err := newV1Client(cmd)
+	if err != nil {
+		return err
+	}
+	resp, err := callV1[apiv1.ListPipelinesRequest, apiv1.ListPipelinesResponse](cmd.Context(), client,
+		apiv1.PipelineService_ListPipelines_FullMethodName, &apiv1.ListPipelinesRequest{})
+	if err != nil {
+		return client.explain(err, v1Subject{})
+	}
+	slices.SortFunc(resp.Pipelines, func(a, b *apiv1.Pipeline) int { return strings.Compare(a.GetId(), b.GetId()) })
+	return writeV1JSON(cmd.OutOrStdout(), resp)
 }
 
 func newPipelinesDescribeCommand() *cobra.Command {

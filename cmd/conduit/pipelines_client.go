@@ -34,7 +34,7 @@ type apiClient struct {
 }
 
 // newAPIClient builds the client from the configuration (flag > env >
-// conduit.yml > default), like `conduit run` reads it.
+// conduit.yml > default), like `conduit run` reads it, at apiAddressOf.
 func newAPIClient(cmd *cobra.Command) (*apiClient, error) {
 	// Unknown CONDUIT_ variables are left to `conduit run` to warn about;
 	// the pipeline commands print only what was asked for.
@@ -42,7 +42,17 @@ func newAPIClient(cmd *cobra.Command) (*apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dialAPI(cfg.API.HTTP.Address, cfg.API.Auth.Token), nil
+	return dialAPI(apiAddressOf(cfg), cfg.API.Auth.Token), nil
+}
+
+// apiAddressOf is where the CLI finds the API: api.grpc.address when it
+// is set (Conduit's CLI's --api.grpc.address; it serves the same API),
+// else api.http.address.
+func apiAddressOf(cfg config.Config) string {
+	if cfg.API.GRPC.Address != "" {
+		return cfg.API.GRPC.Address
+	}
+	return cfg.API.HTTP.Address
 }
 
 // dialAPI returns a client of the API at address (host:port) that speaks

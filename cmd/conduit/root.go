@@ -25,6 +25,7 @@ and supervises them. With no command it runs "conduit run".`,
 	// --db.badger.path=x` (the default run) accepts them too.
 	config.RegisterFlags(root.PersistentFlags())
 	root.AddCommand(newRunCommand(), newInitCommand(), newVersionCommand(), newPipelinesCommand(), newRecoveryRulesCommand(),
-		newDependenciesCommand())
+		newDependenciesCommand(), newConnectorsCommand(), newProcessorsCommand(), newConnectorPluginsCommand(),
+		newProcessorPluginsCommand(), newInspectCommand(), newConfigCommand())
 	return root
 }

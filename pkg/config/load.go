@@ -129,16 +129,24 @@ type loader struct {
 // whether or not there is an error: a misspelled variable is often the
 // reason for the error.
 func Load(opts LoadOptions) (Config, []Warning, error) {
+	cfg, _, warnings, err := loadWithOrigins(opts)
+	return cfg, warnings, err
+}
+
+// loadWithOrigins is Load, also saying where each key's value came from
+// (a key that is not there has its default).
+func loadWithOrigins(opts LoadOptions) (Config, map[string]origin, []Warning, error) {
 	var warnings []Warning
 	if opts.Environ != nil {
 		warnings = unknownEnv(opts.Environ())
 	}
-	cfg, loadWarnings, err := load(opts)
-	warnings = append(warnings, loadWarnings...)
+	l := &loader{cfg: Default(), origins: make(map[string]origin, len(keyTable))}
+	cfg, err := l.load(opts)
+	warnings = append(warnings, l.warnings...)
 	if err == nil {
 		warnings = append(warnings, floorWarnings(cfg)...)
 	}
-	return cfg, warnings, err
+	return cfg, l.origins, warnings, err
 }
 
 // floorWarnings says which delays of the global policy and rules are below
@@ -155,12 +163,6 @@ func floorWarnings(cfg Config) []Warning {
 		}
 	}
 	return out
-}
-
-func load(opts LoadOptions) (Config, []Warning, error) {
-	l := &loader{cfg: Default(), origins: make(map[string]origin, len(keyTable))}
-	cfg, err := l.load(opts)
-	return cfg, l.warnings, err
 }
 
 func (l *loader) load(opts LoadOptions) (Config, error) {
