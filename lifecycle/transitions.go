@@ -238,21 +238,14 @@ func (s *Supervisor) onFault(err error) {
 		info.Dependency = s.cfg.DependencyOf(info.Component)
 	}
 	class, _ := cerrors.ParseClass(info.Class)
-	h := History{FailCount: s.state.FailCount, LastRecoveredAt: s.state.LastRecoveredAt,
-		LastEpisodeAttempts: s.state.LastEpisodeAttempts, Flaps: s.state.Flaps}
-	if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
-		h.EpisodeStart, h.RuleCounts = s.state.Episode.StartedAt, s.state.Episode.RuleCounts
-	}
 	var window deadLetterWindowError
-	d := Decide(s.cfg.Policy, h, Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
-		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}, now, s.cfg.Random())
-	if d.Rule != nil {
-		// The rule decided the class; what the code said is in the message.
-		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
-	}
+	f := Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
+		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
+	step := stepFault(&s.state, info, f, &s.cfg.Policy, now, s.cfg.Random())
+	d, info, quarantined, startsEpisode := step.decision, step.info, step.quarantined, step.episodeStart.IsZero()
 	s.state.LastError = &info
-	quarantined := s.trackPoison(info, d)
-	if h.EpisodeStart.IsZero() {
+	s.state.Poison = step.poison
+	if startsEpisode {
 		s.state.Flaps = d.Flaps
 	}
 	current := s.m.current()
@@ -287,7 +280,7 @@ func (s *Supervisor) onFault(err error) {
 
 	from := s.mustTransition(eventFault)
 	next := now.Add(d.Delay)
-	if h.EpisodeStart.IsZero() {
+	if startsEpisode {
 		s.state.Episode = &Episode{StartedAt: now}
 	}
 	s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy})
@@ -378,30 +371,61 @@ func (s *Supervisor) pluginOf(component string) string {
 	return s.cfg.PluginOf(component)
 }
 
-// trackPoison counts the runs in a row that failed on the same record the
-// same way, and quarantines it at the quarantine-after of the policy that
-// decided (the rule's, or the pipeline's). It reports whether the record
-// was quarantined by this failure.
-func (s *Supervisor) trackPoison(info ErrorInfo, d Decision) bool {
-	if info.Record == nil {
-		s.state.Poison = nil
-		return false
+// faultStep is what a fault does to a pipeline, decided from its state
+// without touching it: the decision, the error as it is recorded (a rule
+// that decided replaces its class), the record it keeps failing on, and
+// when the episode it belongs to began (zero: this fault starts one).
+type faultStep struct {
+	decision     Decision
+	info         ErrorInfo
+	poison       *PoisonRecord
+	quarantined  bool
+	episodeStart time.Time
+}
+
+// stepFault decides about a fault: the pure part of the supervisor's fault
+// path, which then applies the step - transitions, state, events, the
+// restart's schedule, the breaker - in the order that keeps a state and the
+// event that records it together. st is only read.
+func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, now time.Time, random float64) faultStep {
+	h := History{FailCount: st.FailCount, LastRecoveredAt: st.LastRecoveredAt,
+		LastEpisodeAttempts: st.LastEpisodeAttempts, Flaps: st.Flaps}
+	if st.Episode != nil && st.Episode.EndedAt.IsZero() {
+		h.EpisodeStart, h.RuleCounts = st.Episode.StartedAt, st.Episode.RuleCounts
 	}
-	if s.state.Poison.sameFailure(info) {
-		s.state.Poison.Runs++
-		s.state.Poison.Error = info
-	} else {
-		s.state.Poison = &PoisonRecord{Position: info.Record, Error: info, Runs: 1}
+	d := Decide(*p, h, f, now, random)
+	if d.Rule != nil {
+		// The rule decided the class; what the code said is in the message.
+		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
 	}
-	limit := s.cfg.Policy.QuarantineAfter
+	limit := p.QuarantineAfter
 	if d.Rule != nil {
 		limit = d.Rule.Policy.QuarantineAfter
 	}
-	if p := s.state.Poison; limit > 0 && p.Runs >= limit && !p.Quarantined {
-		p.Quarantined = true
-		return true
+	poison, quarantined := nextPoison(st.Poison, info, limit)
+	return faultStep{decision: d, info: info, poison: poison, quarantined: quarantined, episodeStart: h.EpisodeStart}
+}
+
+// nextPoison counts the runs in a row that failed on the same record the
+// same way, and quarantines it at limit (the quarantine-after of the policy
+// that decided: the rule's, or the pipeline's; 0 never). It returns the
+// new record, prev left as it was, and whether this failure quarantined it.
+func nextPoison(prev *PoisonRecord, info ErrorInfo, limit int) (*PoisonRecord, bool) {
+	if info.Record == nil {
+		return nil, false
 	}
-	return false
+	next := &PoisonRecord{Position: info.Record, Error: info, Runs: 1}
+	if prev.sameFailure(info) {
+		c := *prev
+		c.Runs++
+		c.Error = info
+		next = &c
+	}
+	if limit > 0 && next.Runs >= limit && !next.Quarantined {
+		next.Quarantined = true
+		return next, true
+	}
+	return next, false
 }
 
 // faultMessage says what was decided about a failed run, and by what.
