@@ -34,9 +34,10 @@
 // episode's backoff and counts against max-retries.
 //
 // Decide, then act, in separate places: Decide is a pure function of
-// (policy, history, error class, now, a random number) that says "restart
-// after this delay" or "degrade, for this reason"; the Supervisor goroutine
-// only waits and acts. One goroutine owns each pipeline's state; everything
+// (policy, a snapshot of the rules, history, error class, now, a random
+// number) that says "restart after this delay" or "degrade, for this
+// reason"; stepFault derives everything a fault changes from the state the
+// same way; the Supervisor goroutine only waits and acts. One goroutine owns each pipeline's state; everything
 // else sends it messages. Time comes from a Clock, so tests never sleep.
 //
 // Restarts are launched by a RestartScheduler that the supervisors of a

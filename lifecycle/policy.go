@@ -224,10 +224,22 @@ type Fault struct {
 	DeadLetterWindow bool
 }
 
+// RuleSet is the rules a decision tries, in order: the pipeline's own, the
+// managed ones (compiled over its policy), the global ones and the built-in
+// ones. It is a snapshot: managed rules loaded after it was taken are not
+// in it.
+type RuleSet [4][]Rule
+
+// RuleSet returns the rules a decision of p tries now, managed rules as
+// they are at this moment.
+func (p *Policy) RuleSet() RuleSet {
+	return RuleSet{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin}
+}
+
 // Match returns the first rule that matches f, or nil. Dead-letter rules
 // match only errors that name a record.
-func (p *Policy) Match(f Fault) *Rule {
-	for _, rules := range [4][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin} {
+func (rs *RuleSet) Match(f Fault) *Rule {
+	for _, rules := range rs {
 		for i := range rules {
 			if r := &rules[i]; r.matches(f) {
 				return r
@@ -235,6 +247,13 @@ func (p *Policy) Match(f Fault) *Rule {
 		}
 	}
 	return nil
+}
+
+// Match returns the first rule of p's rules now (RuleSet) that matches f,
+// or nil.
+func (p *Policy) Match(f Fault) *Rule {
+	rs := p.RuleSet()
+	return rs.Match(f)
 }
 
 func (r *Rule) matches(f Fault) bool {
@@ -334,10 +353,10 @@ type Decision struct {
 }
 
 // Decide is the restart policy as a pure function: given the policy, the
-// history of the episode, the fault that just ended a run, the time now
-// and a uniformly random number in [0,1) (for jitter and the random
-// strategy), it says whether to restart and after how long, or to degrade
-// and why.
+// rules to try (a snapshot: Policy.RuleSet), the history of the episode,
+// the fault that just ended a run, the time now and a uniformly random
+// number in [0,1) (for jitter and the random strategy), it says whether to
+// restart and after how long, or to degrade and why.
 //
 //   - the first rule that matches decides: retry treats the error as
 //     transient and restarts on the rule's schedule and limits, degrade
@@ -352,10 +371,10 @@ type Decision struct {
 //     fall after it, the pipeline degrades with "max duration" instead of
 //     waiting for an attempt it may not make;
 //   - otherwise it restarts after the delay of the attempt.
-func Decide(p Policy, h History, f Fault, now time.Time, random float64) Decision {
+func Decide(p Policy, rules RuleSet, h History, f Fault, now time.Time, random float64) Decision {
 	d := Decision{Attempt: h.FailCount + 1, Class: f.Class, Flaps: h.Flaps}
 	policy, retries := &p, d.Attempt
-	if r := p.Match(f); r != nil {
+	if r := rules.Match(f); r != nil {
 		d.Rule, d.RuleAttempt = r, h.RuleCounts[r.Name]+1
 		switch r.Action {
 		case config.ActionDegrade:
@@ -564,7 +583,7 @@ func (p *Policy) longestDelay(attempt int) time.Duration {
 // keeps its day.
 func CapResumeWait(p Policy, failCount int, savedNext, now time.Time) time.Time {
 	longest := p.longestDelay(failCount)
-	for _, rules := range [4][]Rule{p.Rules, p.managed.forPolicy(p.base, p.baseKey), p.GlobalRules, p.Builtin} {
+	for _, rules := range p.RuleSet() {
 		for i := range rules {
 			if r := &rules[i]; r.Action == config.ActionRetry {
 				longest = max(longest, r.Policy.longestDelay(failCount))

@@ -137,7 +137,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(tt.p, tt.h, tt.f, now, 0.5)
+			got := decide(tt.p, tt.h, tt.f, now, 0.5)
 			if got.Action != tt.want.Action || got.Attempt != tt.want.Attempt || got.Delay != tt.want.Delay || got.Reason != tt.want.Reason {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
@@ -209,7 +209,7 @@ func TestDecideWithRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(p, tt.h, tt.f, now, 0.5)
+			got := decide(p, tt.h, tt.f, now, 0.5)
 			rule := ""
 			if got.Rule != nil {
 				rule = got.Rule.Name
@@ -244,31 +244,31 @@ func TestDecideFlapping(t *testing.T) {
 	f := Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 503}
 
 	// Recovered 10 s ago after 3 attempts: the backoff continues at 4.
-	d := Decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 3}, f, now, 0.5)
+	d := decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 3}, f, now, 0.5)
 	if !d.Flapping || d.Flaps != 1 || d.Attempt != 4 || d.Delay != 8*time.Second || d.Action != ActionRestart {
 		t.Errorf("first flap: %+v", d)
 	}
-	d = Decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 4, Flaps: 1}, f, now, 0.5)
+	d = decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 4, Flaps: 1}, f, now, 0.5)
 	if d.Flaps != 2 || d.Action != ActionRestart {
 		t.Errorf("second flap: %+v", d)
 	}
-	d = Decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 5, Flaps: 2}, f, now, 0.5)
+	d = decide(p, History{LastRecoveredAt: now.Add(-10 * time.Second), LastEpisodeAttempts: 5, Flaps: 2}, f, now, 0.5)
 	if d.Action != ActionDegrade || d.Reason != ReasonFlapping || d.Flaps != 3 {
 		t.Errorf("third flap with max-flaps 2: %+v", d)
 	}
 	// Outside the window the episode starts over and the flaps reset.
-	d = Decide(p, History{LastRecoveredAt: now.Add(-2 * time.Minute), LastEpisodeAttempts: 5, Flaps: 2}, f, now, 0.5)
+	d = decide(p, History{LastRecoveredAt: now.Add(-2 * time.Minute), LastEpisodeAttempts: 5, Flaps: 2}, f, now, 0.5)
 	if d.Flapping || d.Flaps != 0 || d.Attempt != 1 || d.Delay != time.Second {
 		t.Errorf("failure after the flap window: %+v", d)
 	}
 	// A failure within an episode is not a flap.
-	d = Decide(p, History{FailCount: 2, EpisodeStart: now.Add(-time.Second), LastRecoveredAt: now.Add(-10 * time.Second), Flaps: 2}, f, now, 0.5)
+	d = decide(p, History{FailCount: 2, EpisodeStart: now.Add(-time.Second), LastRecoveredAt: now.Add(-10 * time.Second), Flaps: 2}, f, now, 0.5)
 	if d.Flapping || d.Action != ActionRestart || d.Attempt != 3 {
 		t.Errorf("failure inside an episode: %+v", d)
 	}
 	// max-flaps -1 never degrades.
 	never := mustPolicy(config.ErrorRecoveryOverride{FlapWindow: ptr(time.Minute)})
-	if d := Decide(never, History{LastRecoveredAt: now.Add(-time.Second), LastEpisodeAttempts: 9, Flaps: 1000}, f, now, 0.5); d.Action != ActionRestart || d.Delay != time.Minute {
+	if d := decide(never, History{LastRecoveredAt: now.Add(-time.Second), LastEpisodeAttempts: 9, Flaps: 1000}, f, now, 0.5); d.Action != ActionRestart || d.Delay != time.Minute {
 		t.Errorf("max-flaps -1: %+v", d)
 	}
 }
@@ -531,7 +531,7 @@ func TestPoliciesShareTheGlobalRules(t *testing.T) {
 	// The same decisions as an uncached policy.
 	plain, _ := PolicyFrom(resolve(config.ErrorRecoveryOverride{}))
 	f := Fault{Pipeline: "x", Class: cerrors.ClassTransient, Code: 429}
-	if got, want := Decide(a, History{}, f, time.Now(), 0.5), Decide(plain, History{}, f, time.Now(), 0.5); got.Rule.Name != want.Rule.Name || got.Delay != want.Delay {
+	if got, want := decide(a, History{}, f, time.Now(), 0.5), decide(plain, History{}, f, time.Now(), 0.5); got.Rule.Name != want.Rule.Name || got.Delay != want.Delay {
 		t.Errorf("cached %+v, uncached %+v", got, want)
 	}
 }
@@ -702,20 +702,20 @@ func TestBuiltinRulesComeLast(t *testing.T) {
 			}
 			return p
 		}
-		d := Decide(from(config.ErrorRecoveryOverride{}), History{}, walLevel, time.Now(), 0)
+		d := decide(from(config.ErrorRecoveryOverride{}), History{}, walLevel, time.Now(), 0)
 		if d.Action != ActionDegrade || d.Rule == nil || d.Rule.Name != "postgres-wal-level" || d.Reason != ReasonRule {
 			t.Fatalf("decision %+v, want degraded by the built-in rule postgres-wal-level", d)
 		}
 		// Another plugin's error of the same text is not PostgreSQL's.
 		other := walLevel
 		other.Plugin = "builtin:generator"
-		if d := Decide(from(config.ErrorRecoveryOverride{}), History{}, other, time.Now(), 0); d.Rule != nil || d.Action != ActionRestart {
+		if d := decide(from(config.ErrorRecoveryOverride{}), History{}, other, time.Now(), 0); d.Rule != nil || d.Action != ActionRestart {
 			t.Fatalf("decision %+v for another plugin, want a restart without a rule", d)
 		}
 		// A rule of the user's that matches decides first.
 		own := from(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "wait-for-dba", Action: config.ActionRetry,
 			Match: config.RuleMatch{Message: "(sqlstate 55000)"}}}})
-		if d := Decide(own, History{}, walLevel, time.Now(), 0); d.Rule == nil || d.Rule.Name != "wait-for-dba" || d.Action != ActionRestart {
+		if d := decide(own, History{}, walLevel, time.Now(), 0); d.Rule == nil || d.Rule.Name != "wait-for-dba" || d.Action != ActionRestart {
 			t.Fatalf("decision %+v, want a restart by the user's rule", d)
 		}
 	}

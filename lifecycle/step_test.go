@@ -97,10 +97,15 @@ func TestStepFault(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.state.Clone()
 			f := Fault{Pipeline: "p", Class: tt.class, Code: tt.info.Code, Message: tt.info.Message, Component: tt.info.Component}
-			tt.check(t, stepFault(&tt.state, tt.info, f, &tt.p, now, 0.5))
+			tt.check(t, stepFault(&tt.state, tt.info, f, &tt.p, tt.p.RuleSet(), now, 0.5))
 			if !reflect.DeepEqual(before, tt.state) {
 				t.Errorf("stepFault changed the state it was given:\nbefore %+v\nafter  %+v", before, tt.state)
 			}
 		})
 	}
+}
+
+// decide is Decide with the policy's rules as they are now.
+func decide(p Policy, h History, f Fault, now time.Time, random float64) Decision {
+	return Decide(p, p.RuleSet(), h, f, now, random)
 }

@@ -797,7 +797,7 @@ func TestZeroDelayRuleRestartsAfterTheFloor(t *testing.T) {
 	p := mustPolicy(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "hot", Action: config.ActionRetry,
 		Match:  config.RuleMatch{Codes: []config.CodeRange{{From: 100, To: 599}}},
 		Policy: config.ErrorRecoveryOverride{Strategy: &fixed, MinDelay: &zero}}}})
-	d := Decide(p, History{}, Fault{Pipeline: "p1", Class: cerrors.ClassTransient, Code: 503}, time.Now(), 0)
+	d := decide(p, History{}, Fault{Pipeline: "p1", Class: cerrors.ClassTransient, Code: 503}, time.Now(), 0)
 	if d.Rule == nil || d.Rule.Name != "hot" || d.Action != ActionRestart || d.Delay != config.RestartDelayFloor {
 		t.Fatalf("decision %+v, want a restart by rule hot after the floor %v", d, config.RestartDelayFloor)
 	}

@@ -241,7 +241,7 @@ func (s *Supervisor) onFault(err error) {
 	var window deadLetterWindowError
 	f := Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
 		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
-	step := stepFault(&s.state, info, f, &s.cfg.Policy, now, s.cfg.Random())
+	step := stepFault(&s.state, info, f, &s.cfg.Policy, s.cfg.Policy.RuleSet(), now, s.cfg.Random())
 	d, info, quarantined, startsEpisode := step.decision, step.info, step.quarantined, step.episodeStart.IsZero()
 	s.state.LastError = &info
 	s.state.Poison = step.poison
@@ -386,14 +386,15 @@ type faultStep struct {
 // stepFault decides about a fault: the pure part of the supervisor's fault
 // path, which then applies the step - transitions, state, events, the
 // restart's schedule, the breaker - in the order that keeps a state and the
-// event that records it together. st is only read.
-func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, now time.Time, random float64) faultStep {
+// event that records it together. st is only read; rules is the snapshot
+// of the rules the decision tries.
+func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, rules RuleSet, now time.Time, random float64) faultStep {
 	h := History{FailCount: st.FailCount, LastRecoveredAt: st.LastRecoveredAt,
 		LastEpisodeAttempts: st.LastEpisodeAttempts, Flaps: st.Flaps}
 	if st.Episode != nil && st.Episode.EndedAt.IsZero() {
 		h.EpisodeStart, h.RuleCounts = st.Episode.StartedAt, st.Episode.RuleCounts
 	}
-	d := Decide(*p, h, f, now, random)
+	d := Decide(*p, rules, h, f, now, random)
 	if d.Rule != nil {
 		// The rule decided the class; what the code said is in the message.
 		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
