@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/looplab/fsm"
+	"go.uber.org/zap"
 )
 
 // phase is a state of a pipeline's machine: a status, and for recovering
@@ -140,4 +141,44 @@ func (m *machine) fire(ev event) (from Status, err error) {
 	default:
 		return from, &TransitionError{Event: string(ev), From: from}
 	}
+}
+
+// transition fires ev on the state machine, the single source of the
+// status and of the sub-state of recovering: State.Status, Probation and
+// HeldBy are copied from it and never set by hand (HeldBy names the
+// dependency while held).
+func (s *Supervisor) transition(ev event) (from Status, err error) {
+	from, err = s.m.fire(ev)
+	s.syncPhase()
+	return from, err
+}
+
+// syncPhase copies what the machine's phase says into the state that is
+// persisted and shown: the status, whether the pipeline is on probation,
+// and no dependency holding it outside the held phase.
+func (s *Supervisor) syncPhase() {
+	p := s.m.phase()
+	s.state.Status = p.status()
+	s.state.Probation = p == phaseProbation
+	if p != phaseHeld {
+		s.state.HeldBy = ""
+	}
+}
+
+// mustTransition is transition for an event the supervisor's own logic
+// chose for the current status; a refusal is a bug.
+func (s *Supervisor) mustTransition(ev event) Status {
+	from, err := s.transition(ev)
+	if err != nil {
+		s.bug(ev, err)
+	}
+	return from
+}
+
+// bug reports a transition the state machine refused although the
+// supervisor chose it: the status stays what the machine says. It panics
+// in development loggers and is logged otherwise; tests fail on it.
+func (s *Supervisor) bug(ev event, err error) {
+	s.log.DPanic("bug: the state machine refused a transition the supervisor chose",
+		zap.String("event", string(ev)), zap.Stringer("status", s.m.current()), zap.Error(err))
 }
