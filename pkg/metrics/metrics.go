@@ -96,6 +96,11 @@ func New(records RecordSource) *Metrics {
 		Name: "conduit_recovery_decisions_total",
 		Help: "Faults by the recovery rule that decided them (none: the error's class decided) and the action: restart or degrade.",
 	}, []string{"rule", "action"})
+	// The decisions of the errors' classes are exported at zero before
+	// the first fault; a rule's appear when it first decides.
+	for _, a := range []lifecycle.Action{lifecycle.ActionRestart, lifecycle.ActionDegrade} {
+		m.decisions.WithLabelValues("none", a.String())
+	}
 	m.registry.MustRegister(m.decisions)
 	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conduit_records_dead_lettered_total",

@@ -106,14 +106,16 @@ func grepLines(text, s string) string {
 }
 
 // Failed store writes are counted by reason, each reason exported at zero
-// before its first failure; the audit log's figures are read on each
-// scrape.
+// before its first failure (as are the decisions of the errors' classes);
+// the audit log's figures are read on each scrape.
 func TestWriteFailuresAndAuditFigures(t *testing.T) {
 	m := New(nil)
 	held, failed := 0, uint64(0)
 	m.WatchAuditLog(func() AuditFigures { return AuditFigures{Held: held, Failed: failed} })
 	out := scrape(t, m)
 	for _, want := range []string{
+		`conduit_recovery_decisions_total{action="restart",rule="none"} 0`,
+		`conduit_recovery_decisions_total{action="degrade",rule="none"} 0`,
 		`conduit_store_write_failures_total{reason="error"} 0`,
 		`conduit_store_write_failures_total{reason="refused"} 0`,
 		`conduit_store_write_failures_total{reason="fenced"} 0`,
