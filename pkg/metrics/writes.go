@@ -18,7 +18,8 @@ const (
 	// WriteFenced: another instance of the cluster runs the pipeline now
 	// and writes its state; expected right after a pipeline moved.
 	WriteFenced WriteFailure = "fenced"
-	// WriteDisowned: another process took the store over; this one stops.
+	// WriteDisowned: another conduit process opened the same database
+	// since; this one's writes are refused and it stops.
 	WriteDisowned WriteFailure = "disowned"
 )
 
@@ -37,7 +38,7 @@ func newWriteCounters(reg *prometheus.Registry) writeCounters {
 	w := writeCounters{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "conduit_store_write_failures_total",
-			Help: "Writes (a pipeline's state with its audit event, source positions, dedup entries) the store did not commit, by reason: error (the store failed), refused (no space or file descriptors: held and retried), fenced (another instance of the cluster runs the pipeline now), disowned (another process took the store over).",
+			Help: "Writes (a pipeline's state with its audit event, source positions, dedup entries) the store did not commit, by reason: error (the store failed), refused (no space or file descriptors: held and retried), fenced (another instance of the cluster runs the pipeline now), disowned (another conduit process opened the same database since).",
 		}, []string{"reason"}),
 		byReason: make(map[WriteFailure]prometheus.Counter, len(writeFailures)),
 	}
