@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conduitry/conduit/pkg/monitoring"
 )
@@ -125,4 +128,45 @@ func scrapeNames(t *testing.T, address string) map[string]bool {
 		}
 	}
 	return names
+}
+
+// A recovery that a restart of conduit interrupts goes on: the time since
+// the pipeline began recovering, which ConduitPipelineRecoveringTooLong
+// watches, is the same after the restart as before it.
+func TestRecoveringSinceSurvivesARestartOfConduit(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, chaosPipeline("flaky", "fail.on: read\nfail.after: 5\nfail.count: 1000\nfail.code: 503", "",
+		"min-delay: 10m\nmax-delay: 10m"))
+	since := func(p *process) float64 {
+		address := apiAddress(t, p)
+		var line string
+		eventually(t, pollInterval, func() bool {
+			body := scrape(t, address)
+			if !strings.Contains(body, `conduit_pipeline_status{pipeline_id="flaky",status="recovering"} 1`) {
+				return false
+			}
+			line = grepLines(body, `conduit_pipeline_status_since_timestamp_seconds{pipeline_id="flaky"}`)
+			return line != ""
+		}, func() string { return "flaky is not recovering; output:\n" + p.stderr.String() })
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		return v
+	}
+	p := w.start("run")
+	before := since(p)
+	stopProcess(t, p)
+	p = w.start("run")
+	after := since(p)
+	// The episode's start and the event that began it read the clock a
+	// moment apart (microseconds); a restart that reset the time would
+	// show the time the restart took.
+	if math.Abs(after-before) > 0.001 {
+		t.Errorf("since moved with the restart of conduit: %f before, %f after", before, after)
+	}
+	if elapsed := float64(time.Now().UnixNano())/1e9 - before; elapsed < 0.02 {
+		t.Fatalf("only %fs since the recovery began: the restart cannot be told from none", elapsed)
+	}
+	stopProcess(t, p)
 }

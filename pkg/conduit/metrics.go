@@ -43,12 +43,14 @@ func (r *Runtime) declaredDependencies() []string {
 	return deps
 }
 
-// statusSince is when a pipeline entered the status of its persisted state
-// st: for a recovering one the start of its episode (the restarts within
-// it write the state too), otherwise the state's last write, which a
-// transition makes; now for a state never written.
+// statusSince is when a pipeline entered the status its supervisor starts
+// in (lifecycle.State.StartStatus) from its persisted state st: for a
+// recovering one the start of its episode - the restarts within it write
+// the state too, and a recovery that a restart of conduit interrupted goes
+// on - otherwise the state's last write, which a transition makes; now for
+// a state never written.
 func statusSince(st lifecycle.State, now time.Time) time.Time {
-	if st.Status == lifecycle.StatusRecovering && st.Episode != nil && st.Episode.EndedAt.IsZero() && !st.Episode.StartedAt.IsZero() {
+	if st.StartStatus() == lifecycle.StatusRecovering && st.Episode != nil && st.Episode.EndedAt.IsZero() && !st.Episode.StartedAt.IsZero() {
 		return st.Episode.StartedAt
 	}
 	if !st.UpdatedAt.IsZero() {

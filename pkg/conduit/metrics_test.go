@@ -20,6 +20,9 @@ func TestStatusSinceOfAPersistedState(t *testing.T) {
 	}{
 		{"recovering: the episode's start, not the last restart's write",
 			lifecycle.State{Status: lifecycle.StatusRecovering, UpdatedAt: updated, Episode: &lifecycle.Episode{StartedAt: began}}, began},
+		{"recovering when conduit shut down: the episode's start, which goes on",
+			lifecycle.State{Status: lifecycle.StatusStopped, StopReason: lifecycle.StopReasonShutdown, ResumeStatus: lifecycle.StatusRecovering,
+				UpdatedAt: updated, Episode: &lifecycle.Episode{StartedAt: began}}, began},
 		{"recovering without an episode: the last write",
 			lifecycle.State{Status: lifecycle.StatusRecovering, UpdatedAt: updated}, updated},
 		{"degraded after an episode that ended: the last write",

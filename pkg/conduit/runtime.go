@@ -610,7 +610,9 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	}
 	// Registered only for a pipeline that is provisioned; its supervisor
 	// reports to it once Run starts.
-	m.metrics = r.metrics.Pipeline(p.ID, initial.Status, statusSince(initial, r.clock.Now()))
+	// The status the supervisor starts in: a recovery that a restart of
+	// conduit interrupted goes on, and so does the time it has taken.
+	m.metrics = r.metrics.Pipeline(p.ID, initial.StartStatus(), statusSince(initial, r.clock.Now()))
 	r.metrics.DeadLetterRules(p.ID, deadLetterRules(policy))
 	m.status = initial.Status
 	if !from.persisted {
