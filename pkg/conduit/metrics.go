@@ -47,16 +47,17 @@ func (r *Runtime) declaredDependencies() []string {
 // in (lifecycle.State.StartStatus) from its persisted state st: for a
 // recovering one the start of its episode - the restarts within it write
 // the state too, and a recovery that a restart of conduit interrupted goes
-// on - otherwise the state's last write, which a transition makes; now for
-// a state never written.
+// on; for one that resumes running, now; otherwise the state's last write,
+// which a transition makes, and now for a state never written.
 func statusSince(st lifecycle.State, now time.Time) time.Time {
-	if st.StartStatus() == lifecycle.StatusRecovering && st.Episode != nil && st.Episode.EndedAt.IsZero() && !st.Episode.StartedAt.IsZero() {
+	start := st.StartStatus()
+	if start == lifecycle.StatusRecovering && st.Episode != nil && st.Episode.EndedAt.IsZero() && !st.Episode.StartedAt.IsZero() {
 		return st.Episode.StartedAt
 	}
-	if !st.UpdatedAt.IsZero() {
-		return st.UpdatedAt
+	if start != st.Status || st.UpdatedAt.IsZero() {
+		return now
 	}
-	return now
+	return st.UpdatedAt
 }
 
 // deadLetterRules are the names of the dead-letter rules of a pipeline's
