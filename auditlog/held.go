@@ -237,6 +237,9 @@ func (l *Log) writeHeldBatch(ctx context.Context) (done bool, _ error) {
 		if err == nil {
 			l.trimLater(w.p)
 		} else {
+			if !errors.Is(err, store.ErrFenced) {
+				l.failed.Add(1)
+			}
 			l.log.Error("could not write an audit event", zap.String("pipeline_id", w.event.PipelineID),
 				zap.String("event", string(w.event.Kind)), zap.Uint64("sequence", w.event.Sequence), zap.Error(err))
 		}
@@ -273,6 +276,7 @@ func (l *Log) closeHeld() {
 	for _, w := range lost {
 		l.settle(w.p, w.event, false)
 	}
+	l.failed.Add(uint64(len(lost)))
 	l.log.Error("audit events and the states they record were not written: the store refused writes until conduit stopped",
 		zap.Int("events", len(lost)), zap.String("first_pipeline_id", lost[0].event.PipelineID),
 		zap.Uint64("first_sequence", lost[0].event.Sequence))

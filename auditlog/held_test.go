@@ -85,6 +85,10 @@ func TestRecordedEventsWaitWhileTheStoreRefusesWrites(t *testing.T) {
 	if n := logs.FilterMessage("could not write an audit event").Len(); n != 0 {
 		t.Fatalf("%d events logged as lost while the store refused writes", n)
 	}
+	// Held is not failed: the metrics tell them apart.
+	if held, failed := l.WriteFigures(); held != 3 || failed != 0 {
+		t.Fatalf("WriteFigures = %d held, %d failed; want 3 and 0", held, failed)
+	}
 
 	// Space is back. A new event queues behind the held ones, and a retry
 	// writes them all, in order.
@@ -110,6 +114,9 @@ func TestRecordedEventsWaitWhileTheStoreRefusesWrites(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("every audit event held meanwhile is written").Len(); n != 1 {
 		t.Errorf("%d lines saying the held events were written, want 1", n)
+	}
+	if held, failed := l.WriteFigures(); held != 0 || failed != 0 {
+		t.Errorf("after the retry WriteFigures = %d held, %d failed; want 0 and 0", held, failed)
 	}
 }
 
@@ -154,5 +161,8 @@ func TestCloseCountsTheEventsItCouldNotWrite(t *testing.T) {
 	lost := logs.FilterMessageSnippet("were not written: the store refused writes until conduit stopped").All()
 	if len(lost) != 1 || lost[0].ContextMap()["events"] != int64(3) {
 		t.Fatalf("want one line counting 3 events not written, got %v", lost)
+	}
+	if held, failed := l.WriteFigures(); held != 0 || failed != 3 {
+		t.Fatalf("WriteFigures = %d held, %d failed; want 0 and 3", held, failed)
 	}
 }

@@ -94,6 +94,9 @@ type Log struct {
 	// writes (held.go); tickets orders them.
 	held    holdQueue
 	tickets atomic.Uint64
+	// failed counts the events that could not be written and are not in
+	// the log (WriteFigures).
+	failed atomic.Uint64
 	// after is the clock of the held writes' retries; tests replace it.
 	after func(time.Duration) <-chan time.Time
 
@@ -447,6 +450,11 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 			l.storedWhileHolding(ticket, ops)
 		}
 		l.settle(p, event, err == nil)
+		if err != nil && !errors.Is(err, store.ErrFenced) {
+			// Append's caller hears of it too; the metric counts every
+			// event the log lacks.
+			l.failed.Add(1)
+		}
 		switch {
 		case !recorded:
 		case errors.Is(err, store.ErrFenced):
@@ -466,6 +474,16 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 	}
 	p.last = e.Sequence
 	return p, pending, nil
+}
+
+// WriteFigures says how the log's writes fare, for the metrics: held is
+// how many recorded events wait in memory while the store refuses writes
+// (they are written once it takes writes again), failed how many events
+// since the Log opened could not be written at all and are not in the log.
+// An event of a pipeline another instance of the cluster runs now, which
+// that instance writes, is neither.
+func (l *Log) WriteFigures() (held int, failed uint64) {
+	return int(l.held.count.Load()), l.failed.Load()
 }
 
 // trimLater starts a retention pass for p on a goroutine of its own when p

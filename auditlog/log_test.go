@@ -318,6 +318,10 @@ func TestFailedWriteSkipsItsSequence(t *testing.T) {
 	if got := mustList(t, l, "p", Query{}); !equalSeqs(got, []uint64{1, 3}) {
 		t.Fatalf("List = %v, want [1 3]", seqs(got))
 	}
+	// The metrics hear of the event the log lacks.
+	if held, failed := l.WriteFigures(); held != 0 || failed != 1 {
+		t.Fatalf("WriteFigures = %d held, %d failed; want 0 and 1", held, failed)
+	}
 	for _, want := range []uint64{1, 3} {
 		if e := <-w.C; e.Sequence != want {
 			t.Fatalf("watch got %d, want %d", e.Sequence, want)

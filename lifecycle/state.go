@@ -330,6 +330,20 @@ type State struct {
 	HeldBy string `json:"heldBy,omitempty"`
 }
 
+// StartStatus is the status a supervisor created from st starts in: st's
+// own, except for a pipeline stopped only because the process shut down
+// (or it moved, or its configuration changed), which starts where it was
+// - running or recovering - and resume says so.
+func (st State) StartStatus() Status {
+	if !st.StopReason.resumable() {
+		return st.Status
+	}
+	if st.ResumeStatus == StatusRecovering {
+		return StatusRecovering
+	}
+	return StatusRunning
+}
+
 // PoisonRecord is a record runs of a pipeline keep failing on.
 type PoisonRecord struct {
 	Position []byte `json:"position"`

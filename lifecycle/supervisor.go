@@ -179,15 +179,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		cfg.Random = rand.Float64
 	}
 	initial.ConfigHash = cfg.ConfigHash
-	status := initial.Status
-	if initial.StopReason.resumable() {
-		// Stopped only because the process shut down: the machine starts
-		// where the pipeline was, and resume says so.
-		status = StatusRunning
-		if initial.ResumeStatus == StatusRecovering {
-			status = StatusRecovering
-		}
-	}
+	status := initial.StartStatus()
 	restarts := cfg.Restarts
 	if restarts == nil {
 		restarts = NewRestartScheduler(cfg.Clock)

@@ -192,7 +192,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	}
 	r.metrics = metrics.New(r.recordCounts)
 	if r.breakers != nil {
-		r.metrics.WatchBreakers(r.breakers.States)
+		r.metrics.WatchBreakers(r.breakers.States, r.declaredDependencies)
 	}
 	r.metrics.WatchRestarts(r.restarts.Span)
 	// One shutdown path: whatever the phases below opened, close releases.
@@ -281,6 +281,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 	}
 	r.db = db
 	writeFailed := func(writes int, err error) {
+		r.metrics.StoreWriteFailed(writeFailure(err), writes)
 		if errors.Is(err, store.ErrDisowned) {
 			select {
 			case r.disowned <- err:
@@ -337,6 +338,10 @@ func (r *Runtime) openState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.metrics.WatchAuditLog(func() metrics.AuditFigures {
+		held, failed := r.audit.WriteFigures()
+		return metrics.AuditFigures{Held: held, Failed: failed}
+	})
 	if err := r.loadManagedRules(ctx); err != nil {
 		return err
 	}
@@ -609,7 +614,10 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	}
 	// Registered only for a pipeline that is provisioned; its supervisor
 	// reports to it once Run starts.
-	m.metrics = r.metrics.Pipeline(p.ID, initial.Status)
+	// The status the supervisor starts in: a recovery that a restart of
+	// conduit interrupted goes on, and so does the time it has taken.
+	m.metrics = r.metrics.Pipeline(p.ID, initial.StartStatus(), statusSince(initial, r.clock.Now()))
+	r.metrics.DeadLetterRules(p.ID, deadLetterRules(policy))
 	m.status = initial.Status
 	if !from.persisted {
 		m.status = r.record(p.ID, from, hash, origin, actor)

@@ -1,6 +1,12 @@
 // Package metrics exposes the runtime's Prometheus metrics on /metrics:
-// pipeline status, restarts, faults, records read and written, dead-letter
-// nacks, filtered records, dedup hits and audit events by kind.
+// pipeline status and since when, restarts, faults, records read and
+// written, dead-letter nacks, filtered records, dedup hits, audit events by
+// kind, store and audit log writes that failed, breakers and the cluster.
+// The alerting rules and the dashboard in pkg/monitoring are built on them.
+//
+// Series an alert watches are exported before the event they count (at
+// zero, or for every dependency a connector names), so that a rule or a
+// dashboard panel never waits on a series that does not exist yet.
 //
 // It uses its own registry (no global state) and costs nothing on the record
 // hot path: record counts are read from the engines' own counters when
@@ -50,6 +56,8 @@ type Metrics struct {
 	// deadLettered counts the records dead-letter rules and quarantine
 	// sent to the dead-letter queue, by pipeline and rule.
 	deadLettered *prometheus.CounterVec
+	// writes counts the store's failed writes.
+	writes writeCounters
 
 	mu        sync.RWMutex
 	pipelines map[string]*Pipeline
@@ -61,8 +69,10 @@ type Metrics struct {
 // lock there made the supervisors queue behind each other. Prometheus
 // reads it when it scrapes.
 type Pipeline struct {
-	id       string
-	status   atomic.Int32
+	id     string
+	status atomic.Int32
+	// since is when the pipeline entered its status, in Unix nanoseconds.
+	since    atomic.Int64
 	restarts atomic.Uint64
 	// faults counts runs that ended with an error, by class.
 	transient, fatal atomic.Uint64
@@ -86,12 +96,18 @@ func New(records RecordSource) *Metrics {
 		Name: "conduit_recovery_decisions_total",
 		Help: "Faults by the recovery rule that decided them (none: the error's class decided) and the action: restart or degrade.",
 	}, []string{"rule", "action"})
+	// The decisions of the errors' classes are exported at zero before
+	// the first fault; a rule's appear when it first decides.
+	for _, a := range []lifecycle.Action{lifecycle.ActionRestart, lifecycle.ActionDegrade} {
+		m.decisions.WithLabelValues("none", a.String())
+	}
 	m.registry.MustRegister(m.decisions)
 	m.deadLettered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conduit_records_dead_lettered_total",
 		Help: "Records a recovery rule with action dead-letter (rule: its name) or quarantine (rule: quarantine) sent to the dead-letter queue instead of the destinations, by pipeline.",
 	}, []string{"pipeline_id", "rule"})
 	m.registry.MustRegister(m.deadLettered)
+	m.writes = newWriteCounters(m.registry)
 	for _, k := range auditlog.SupervisorKinds() {
 		m.eventCounters[k] = m.events.WithLabelValues(string(k))
 	}
@@ -112,15 +128,16 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // Pipeline returns the metrics of a pipeline, registering it with status
-// initial the first time (so that pipelines no event has touched yet,
-// such as stopped ones at startup, are exported too).
-func (m *Metrics) Pipeline(id string, initial lifecycle.Status) *Pipeline {
+// initial, entered at since, the first time (so that pipelines no event
+// has touched yet, such as stopped ones at startup, are exported too).
+func (m *Metrics) Pipeline(id string, initial lifecycle.Status, since time.Time) *Pipeline {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.pipelines[id]
 	if !ok {
 		p = &Pipeline{id: id}
 		p.status.Store(int32(initial))
+		p.since.Store(since.UnixNano())
 		m.pipelines[id] = p
 	}
 	return p
@@ -135,6 +152,16 @@ func (m *Metrics) ForgetPipeline(id string) {
 	defer m.mu.Unlock()
 	delete(m.pipelines, id)
 	m.deadLettered.DeletePartialMatch(prometheus.Labels{"pipeline_id": id})
+}
+
+// DeadLetterRules exports the records dead-lettered by each of rules (the
+// names of the dead-letter rules pipeline's policy has) at zero until one
+// takes a record, so that an alert on them has a series to watch from the
+// start.
+func (m *Metrics) DeadLetterRules(pipeline string, rules []string) {
+	for _, r := range rules {
+		m.deadLettered.WithLabelValues(pipeline, r)
+	}
 }
 
 // DeadLettered counts n records of pipeline that rule (a dead-letter rule,
@@ -170,8 +197,11 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 			}
 		}
 	}
-	if e.To != 0 {
-		p.status.Store(int32(e.To))
+	// A restart within recovering changes no status: since keeps the
+	// start of the episode, which is what an alert on a long recovery
+	// measures.
+	if e.To != 0 && lifecycle.Status(p.status.Swap(int32(e.To))) != e.To {
+		p.since.Store(e.At.UnixNano())
 	}
 }
 
@@ -216,8 +246,8 @@ func (m *Metrics) CountEvent(kind string) { m.events.WithLabelValues(kind).Inc()
 // pipelineCollector exports every registered pipeline's series at scrape
 // time, from the lock-free handles.
 type pipelineCollector struct {
-	m                        *Metrics
-	status, restarts, faults *prometheus.Desc
+	m                               *Metrics
+	status, since, restarts, faults *prometheus.Desc
 }
 
 func newPipelineCollector(m *Metrics) *pipelineCollector {
@@ -226,6 +256,9 @@ func newPipelineCollector(m *Metrics) *pipelineCollector {
 		status: prometheus.NewDesc("conduit_pipeline_status",
 			"1 for the status a pipeline is in (running, recovering, degraded, stopped), 0 for the others.",
 			[]string{"pipeline_id", "status"}, nil),
+		since: prometheus.NewDesc("conduit_pipeline_status_since_timestamp_seconds",
+			"When the pipeline entered its current status, in Unix seconds; restarts while recovering do not move it, so for a recovering pipeline it is when the recovery began.",
+			[]string{"pipeline_id"}, nil),
 		restarts: prometheus.NewDesc("conduit_pipeline_restarts_total",
 			"Restarts of a pipeline by the supervisor after a transient error.", []string{"pipeline_id"}, nil),
 		faults: prometheus.NewDesc("conduit_pipeline_faults_total",
@@ -235,6 +268,7 @@ func newPipelineCollector(m *Metrics) *pipelineCollector {
 
 func (c *pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.status
+	ch <- c.since
 	ch <- c.restarts
 	ch <- c.faults
 }
@@ -251,6 +285,7 @@ func (c *pipelineCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.status, prometheus.GaugeValue, v, p.id, st.String())
 		}
+		ch <- prometheus.MustNewConstMetric(c.since, prometheus.GaugeValue, float64(p.since.Load())/1e9, p.id)
 		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(p.restarts.Load()), p.id)
 		ch <- prometheus.MustNewConstMetric(c.faults, prometheus.CounterValue, float64(p.transient.Load()), p.id, cerrors.ClassTransient.String())
 		ch <- prometheus.MustNewConstMetric(c.faults, prometheus.CounterValue, float64(p.fatal.Load()), p.id, cerrors.ClassFatal.String())
@@ -294,9 +329,12 @@ func (r *records) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WatchBreakers exports the dependency breakers that states returns on
-// each scrape: whether each is open and how many pipelines it holds.
-func (m *Metrics) WatchBreakers(states func() []lifecycle.BreakerState) {
-	m.registry.MustRegister(&breakersCollector{states: states,
+// each scrape: whether each is open and how many pipelines it holds. The
+// dependencies declared returns (those the pipelines' connectors name) are
+// exported too, closed and holding none, while their breaker has seen no
+// failure: an alert on a breaker has its series before the first outage.
+func (m *Metrics) WatchBreakers(states func() []lifecycle.BreakerState, declared func() []string) {
+	m.registry.MustRegister(&breakersCollector{states: states, declared: declared,
 		open: prometheus.NewDesc("conduit_dependency_breaker_open",
 			"1 while the dependency's breaker is open (its pipelines wait while a canary retries it), 0 while it counts failures.", []string{"dependency"}, nil),
 		held: prometheus.NewDesc("conduit_dependency_breaker_held_pipelines",
@@ -306,6 +344,7 @@ func (m *Metrics) WatchBreakers(states func() []lifecycle.BreakerState) {
 
 type breakersCollector struct {
 	states     func() []lifecycle.BreakerState
+	declared   func() []string
 	open, held *prometheus.Desc
 }
 
@@ -315,12 +354,26 @@ func (c *breakersCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *breakersCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.states() {
+	states := c.states()
+	seen := make(map[string]bool, len(states))
+	for _, st := range states {
+		seen[st.Dependency] = true
 		open := 0.0
 		if st.Open {
 			open = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, open, st.Dependency)
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(len(st.Held)), st.Dependency)
+	}
+	if c.declared == nil {
+		return
+	}
+	for _, dep := range c.declared() {
+		if dep == "" || seen[dep] {
+			continue
+		}
+		seen[dep] = true
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, 0, dep)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, 0, dep)
 	}
 }
