@@ -315,6 +315,10 @@ type State struct {
 	// to; a changed configuration is provisioned afresh.
 	ConfigHash string    `json:"configHash,omitempty"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// CreatedAt is when conduit first provisioned the pipeline; it stays
+	// through configuration changes. Zero for a state an older version
+	// wrote.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 	// LastRecoveredAt is when the pipeline last recovered and
 	// LastEpisodeAttempts the fail count that episode ended with: a
 	// failure within flap-window continues its backoff. Flaps counts the

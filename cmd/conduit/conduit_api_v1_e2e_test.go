@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // These tests point Conduit's own clients at conduit: Conduit's CLI, built
@@ -169,6 +170,8 @@ type v1Pipeline struct {
 	State struct {
 		Status string `json:"status"`
 	} `json:"state"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
 }
 
 func v1Status(t *testing.T, base, id string) string {
@@ -265,6 +268,14 @@ func TestConduitsCLIAndHTTPAPIAgainstConduit(t *testing.T) {
 		t.Errorf("inspect-out: %v %q", err, line)
 	}
 
+	var created v1Pipeline
+	v1Get(t, base+"/v1/pipelines/seq", &created)
+	createdAt, errC := time.Parse(time.RFC3339Nano, created.CreatedAt)
+	updatedAt, errU := time.Parse(time.RFC3339Nano, created.UpdatedAt)
+	if errC != nil || errU != nil || updatedAt.Before(createdAt) {
+		t.Errorf("/v1/pipelines/seq: createdAt %q, updatedAt %q; want a creation time no later than the update", created.CreatedAt, created.UpdatedAt)
+	}
+
 	// Stop and start, then Conduit's CLI sees each.
 	for _, step := range []struct{ action, status, cli string }{
 		{"stop", "STATUS_STOPPED", "stopped"},
@@ -280,6 +291,13 @@ func TestConduitsCLIAndHTTPAPIAgainstConduit(t *testing.T) {
 		if ls := runUpstream(t, cli, grpcAddr, "pipelines", "ls"); !hasRow(ls.stdout, []string{"| seq ", "| " + step.cli + " "}) {
 			t.Errorf("after %s: %s", step.action, ls.stdout)
 		}
+	}
+
+	var after v1Pipeline
+	v1Get(t, base+"/v1/pipelines/seq", &after)
+	if after.CreatedAt != created.CreatedAt || after.UpdatedAt == created.UpdatedAt {
+		t.Errorf("after a stop and a start: createdAt %q (was %q), updatedAt %q (was %q); want the same creation, a later update",
+			after.CreatedAt, created.CreatedAt, after.UpdatedAt, created.UpdatedAt)
 	}
 
 	// A connector of a file's pipeline is changed in its file.

@@ -32,6 +32,7 @@ func (vp v1Pipeline) toProto() *apiv1.Pipeline {
 		Id:        vp.info.ID,
 		State:     &apiv1.Pipeline_State{Status: v1StatusOf[vp.state.Status]},
 		Config:    &apiv1.Pipeline_Config{Name: vp.info.Name, Description: vp.info.Description},
+		CreatedAt: timeToProto(vp.state.CreatedAt),
 		UpdatedAt: timeToProto(vp.state.UpdatedAt),
 	}
 	switch {
@@ -56,6 +57,7 @@ func (vp v1Pipeline) connectorToProto(c config.Connector) *apiv1.Connector {
 		Plugin:     c.Plugin,
 		PipelineId: vp.info.ID,
 		Config:     &apiv1.Connector_Config{Name: c.Name, Settings: maskedSettings(c.Settings)},
+		CreatedAt:  timeToProto(vp.state.CreatedAt),
 		UpdatedAt:  timeToProto(vp.state.UpdatedAt),
 	}
 	if c.Type == config.TypeSource {
@@ -78,6 +80,7 @@ func (vp v1Pipeline) processorToProto(p v1Processor) *apiv1.Processor {
 		Condition: p.proc.Condition,
 		Plugin:    p.proc.Plugin,
 		Parent:    parent,
+		CreatedAt: timeToProto(vp.state.CreatedAt),
 		UpdatedAt: timeToProto(vp.state.UpdatedAt),
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	commonsconfig "github.com/conduitio/conduit-commons/config"
 	"github.com/conduitio/conduit-connector-protocol/pconnector"
@@ -79,7 +80,7 @@ func v1TestPipelines() v1Fakes {
 		return configuredPipeline{fakePipeline: &fakePipeline{info: PipelineInfo{ID: id, Name: id, File: file, Line: 3}, st: st}, cfg: cfg}
 	}
 	return v1Fakes{
-		p("orders", lifecycle.State{Status: lifecycle.StatusRunning, UpdatedAt: testNow}, orders, "pipelines/orders.yml"),
+		p("orders", lifecycle.State{Status: lifecycle.StatusRunning, UpdatedAt: testNow, CreatedAt: testNow.Add(-time.Hour)}, orders, "pipelines/orders.yml"),
 		p("flaky", lifecycle.State{Status: lifecycle.StatusRecovering, LastError: &lifecycle.ErrorInfo{Message: "connection refused"}}, config.Pipeline{}, "api:flaky.yml"),
 		p("broken", lifecycle.State{Status: lifecycle.StatusDegraded, LastError: &lifecycle.ErrorInfo{Message: "column price does not exist"}}, config.Pipeline{}, "pipelines/broken.yml"),
 		p("idle", lifecycle.State{Status: lifecycle.StatusStopped}, config.Pipeline{}, "pipelines/idle.yml"),
@@ -205,8 +206,11 @@ func TestConduitV1ReadsOverGRPC(t *testing.T) {
 	}
 	orders := got["orders"]
 	if !slices.Equal(orders.GetConnectorIds(), []string{"orders:src", "orders:dst"}) || !slices.Equal(orders.GetProcessorIds(), []string{"orders:drop"}) ||
-		!orders.GetUpdatedAt().AsTime().Equal(testNow) {
+		!orders.GetUpdatedAt().AsTime().Equal(testNow) || !orders.GetCreatedAt().AsTime().Equal(testNow.Add(-time.Hour)) {
 		t.Errorf("orders: %v", orders)
+	}
+	if got["flaky"].GetCreatedAt() != nil {
+		t.Errorf("a state without a creation time (written by an older version): createdAt %v, want none", got["flaky"].GetCreatedAt())
 	}
 	byName, err := pipelines.ListPipelines(ctx, &apiv1.ListPipelinesRequest{Name: "or.*"})
 	if err != nil || len(byName.GetPipelines()) != 1 || byName.GetPipelines()[0].GetId() != "orders" {

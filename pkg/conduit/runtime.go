@@ -766,11 +766,12 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 			zap.String("pipeline_id", p.ID), zap.Error(err))
 		return fromFile, origin{}, nil
 	case !ok:
+		fromFile.CreatedAt = r.clock.Now().UTC()
 		return fromFile, origin{fresh: true}, nil
 	case st.ConfigHash != hash:
 		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
 			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
-		fromFile.LastError, fromFile.Episode = st.LastError, st.Episode
+		fromFile.LastError, fromFile.Episode, fromFile.CreatedAt = st.LastError, st.Episode, st.CreatedAt
 		return fromFile, origin{previous: st.Status.String()}, nil
 	default:
 		return st, origin{persisted: true}, nil
