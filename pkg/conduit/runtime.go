@@ -334,6 +334,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		MaxAge:               r.cfg.AuditLog.MaxAge,
 		Logger:               r.log.Named("auditlog"),
 		Owns:                 ownsEvents,
+		Now:                  r.clock.Now,
 	})
 	if err != nil {
 		return err
@@ -345,8 +346,10 @@ func (r *Runtime) openState(ctx context.Context) error {
 	if err := r.loadManagedRules(ctx); err != nil {
 		return err
 	}
-	r.positions = pipeline.NewPositionStore(db, r.writer, nil)
-	r.dedup = dedup.New(db, r.writer, dedup.Options{TTL: r.cfg.Dedup.TTL, Logger: r.log.Named("dedup")})
+	// One clock for everything the process writes down, so that a test's
+	// fake clock reaches the audit log, positions and dedup entries too.
+	r.positions = pipeline.NewPositionStore(db, r.writer, r.clock.Now)
+	r.dedup = dedup.New(db, r.writer, dedup.Options{TTL: r.cfg.Dedup.TTL, Logger: r.log.Named("dedup"), Now: r.clock.Now})
 	if r.processors == nil {
 		// The built-in processors, with a schema registry for the avro
 		// ones, which may be kept in the store just opened.

@@ -390,3 +390,35 @@ func TestRefusedStartReleasesWhatItOpened(t *testing.T) {
 		t.Fatalf("the refused start left its process marker (the next start would report a crash): %v", err)
 	}
 }
+
+// fixedClock is a lifecycle.Clock stopped at one time.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+func (c fixedClock) NewTimer(d time.Duration) lifecycle.Timer {
+	return lifecycle.RealClock{}.NewTimer(d)
+}
+
+// The runtime's clock is the clock of everything the process writes down:
+// an audit event appended without a time gets the runtime's now, not the
+// wall clock's.
+func TestOneClockReachesTheAuditLog(t *testing.T) {
+	cfg := config.Default()
+	cfg.API.Enabled = false
+	cfg.DB.Type = config.DBTypeInMemory
+	cfg.Pipelines.Path = t.TempDir()
+	then := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{Clock: fixedClock{then}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	e, err := rt.audit.Append(context.Background(), auditlog.Event{PipelineID: "p", Kind: auditlog.KindCreated,
+		StatusBefore: "stopped", StatusAfter: "stopped", Actor: "config", Message: "created"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Time.Equal(then) {
+		t.Errorf("event time %s, want the runtime's clock: %s", e.Time, then)
+	}
+}
