@@ -51,6 +51,14 @@ type stormResult struct {
 	// scheduled restart, median: how soon the faults were handled (the
 	// backoff, 1s, plus the time to take each failure in).
 	ScheduledSinceFaultP50Ms float64 `json:"scheduled_since_fault_p50_ms"`
+	// Phases of "back", each p50 and p99 over the pipelines: from the
+	// restart's launch to its source's open (building the run), to the
+	// first read, to the destination's write, and to the supervisor's
+	// recovered (acknowledgement, position, first-ack message).
+	PhaseOpenMs    [2]float64 `json:"phase_launch_to_open_ms"`
+	PhaseReadMs    [2]float64 `json:"phase_open_to_read_ms"`
+	PhaseWriteMs   [2]float64 `json:"phase_read_to_write_ms"`
+	PhaseRecoverMs [2]float64 `json:"phase_write_to_recovered_ms"`
 	// Goroutines, HeapInuseMiB and StackInuseMiB are taken when every
 	// pipeline is running, right before the storm.
 	Goroutines    int     `json:"goroutines"`
@@ -78,6 +86,21 @@ type stormPlugins struct {
 	// when all of them are.
 	waiting, want int
 	ready         chan struct{}
+	// When each restarted run got to a step on its way back: its source
+	// opened, read the record, and the destination wrote it. With the
+	// supervisor's events they break "back" into phases.
+	opened, read, written map[string]time.Time
+}
+
+// mark records when pipeline key's restarted run got to a step; the first
+// time counts.
+func (s *stormPlugins) mark(step map[string]time.Time, key string) {
+	now := time.Now()
+	s.mu.Lock()
+	if _, ok := step[key]; !ok && s.failed[key] {
+		step[key] = now
+	}
+	s.mu.Unlock()
 }
 
 func (s *stormPlugins) plugins() []connector.Plugin {
@@ -85,8 +108,8 @@ func (s *stormPlugins) plugins() []connector.Plugin {
 		{Name: "storm", NewSource: func(cfg connector.Config) (connector.Source, error) {
 			return &stormSource{plugins: s, key: cfg.PipelineID}, nil
 		}},
-		{Name: "discard", NewDestination: func(connector.Config) (connector.Destination, error) {
-			return discard{}, nil
+		{Name: "discard", NewDestination: func(cfg connector.Config) (connector.Destination, error) {
+			return discard{plugins: s, key: cfg.PipelineID}, nil
 		}},
 	}
 }
@@ -97,7 +120,10 @@ type stormSource struct {
 	sent    bool
 }
 
-func (s *stormSource) Open(context.Context, record.Position) error  { return nil }
+func (s *stormSource) Open(context.Context, record.Position) error {
+	s.plugins.mark(s.plugins.opened, s.key)
+	return nil
+}
 func (s *stormSource) Ack(context.Context, []record.Position) error { return nil }
 func (s *stormSource) Teardown(context.Context) error               { return nil }
 
@@ -124,6 +150,7 @@ func (s *stormSource) Read(ctx context.Context, batch []record.Record) (int, err
 	}
 	if !s.sent {
 		s.sent = true
+		p.mark(p.read, s.key)
 		batch[0] = record.Record{Position: record.Position("1"), Operation: record.OperationCreate,
 			Payload: record.Change{After: record.RawData("ok")}}
 		return 1, nil
@@ -132,11 +159,17 @@ func (s *stormSource) Read(ctx context.Context, batch []record.Record) (int, err
 	return 0, ctx.Err()
 }
 
-type discard struct{}
+type discard struct {
+	plugins *stormPlugins
+	key     string
+}
 
-func (discard) Open(context.Context) error                              { return nil }
-func (discard) Write(_ context.Context, b []record.Record) (int, error) { return len(b), nil }
-func (discard) Teardown(context.Context) error                          { return nil }
+func (discard) Open(context.Context) error { return nil }
+func (d discard) Write(_ context.Context, b []record.Record) (int, error) {
+	d.plugins.mark(d.plugins.written, d.key)
+	return len(b), nil
+}
+func (discard) Teardown(context.Context) error { return nil }
 
 // stormObserver collects restart lateness and the time back to running,
 // and counts recoveries.
@@ -144,6 +177,8 @@ type stormObserver struct {
 	mu        sync.Mutex
 	lateness  []time.Duration
 	scheduled map[string]time.Time // pipeline -> its restart's scheduled time
+	restarted map[string]time.Time // pipeline -> when its restart was launched
+	back2     map[string]time.Time // pipeline -> when it recovered
 	back      []time.Duration
 	backAt    []time.Time
 	recovered int
@@ -165,11 +200,13 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 	case auditlog.KindRestarted:
 		o.lateness = append(o.lateness, e.At.Sub(e.NextAttemptAt))
 		o.scheduled[e.PipelineID] = e.NextAttemptAt
+		o.restarted[e.PipelineID] = e.At
 	case auditlog.KindRecovered:
 		if at, ok := o.scheduled[e.PipelineID]; ok {
 			o.back = append(o.back, e.At.Sub(at))
 		}
 		o.backAt = append(o.backAt, e.At)
+		o.back2[e.PipelineID] = e.At
 		o.recovered++
 		if o.recovered == o.want {
 			o.allBack <- e.At
@@ -196,9 +233,10 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 	cfg.Pipelines.Path = filepath.Join(dir, "pipelines")
 	cfg.Pipelines.ErrorRecovery.Rules = nonMatchingRules(rules)
 
-	plugins := &stormPlugins{trigger: make(chan struct{}), failed: make(map[string]bool, n), want: n, ready: make(chan struct{})}
+	plugins := &stormPlugins{trigger: make(chan struct{}), failed: make(map[string]bool, n), want: n, ready: make(chan struct{}),
+		opened: make(map[string]time.Time, n), read: make(map[string]time.Time, n), written: make(map[string]time.Time, n)}
 	obs := &stormObserver{want: n, allBack: make(chan time.Time, 1), allFailed: make(chan struct{}),
-		scheduled: make(map[string]time.Time, n)}
+		scheduled: make(map[string]time.Time, n), restarted: make(map[string]time.Time, n), back2: make(map[string]time.Time, n)}
 	reg := connector.NewRegistry(append(connector.Builtin(), plugins.plugins()...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -297,6 +335,12 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 	for _, at := range obs.backAt {
 		since = append(since, at.Sub(start))
 	}
+	plugins.mu.Lock()
+	phaseOpen := phase(obs.restarted, plugins.opened)
+	phaseRead := phase(plugins.opened, plugins.read)
+	phaseWrite := phase(plugins.read, plugins.written)
+	phaseRecover := phase(plugins.written, obs.back2)
+	plugins.mu.Unlock()
 	obs.mu.Unlock()
 	slices.Sort(spread)
 	slices.Sort(since)
@@ -318,6 +362,10 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 		ScheduledSpreadP50Ms:     ms(percentile(spread, 0.50)),
 		SinceFaultP50Ms:          ms(percentile(since, 0.50)),
 		ScheduledSinceFaultP50Ms: ms(percentile(schedSince, 0.50)),
+		PhaseOpenMs:              phaseOpen,
+		PhaseReadMs:              phaseRead,
+		PhaseWriteMs:             phaseWrite,
+		PhaseRecoverMs:           phaseRecover,
 		Goroutines:               goroutines,
 		HeapInuseMiB:             float64(mem.HeapInuse) / (1 << 20),
 		StackInuseMiB:            float64(mem.StackInuse) / (1 << 20),
@@ -363,6 +411,19 @@ func writeStormPipelines(path string, n int) error {
 			"      - {id: dst, type: destination, plugin: builtin:discard}\n", i)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// phase returns the p50 and p99, in milliseconds, of the time from each
+// pipeline's from to its to.
+func phase(from, to map[string]time.Time) [2]float64 {
+	var d []time.Duration
+	for id, a := range from {
+		if b, ok := to[id]; ok {
+			d = append(d, b.Sub(a))
+		}
+	}
+	slices.Sort(d)
+	return [2]float64{ms(percentile(d, 0.50)), ms(percentile(d, 0.99))}
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
