@@ -197,13 +197,13 @@ func describeSchedule(p Policy) string {
 // rule's match.class compares with. classifiedBy is how the recorded class
 // was decided; a rule's decision hides the code's class, which the code
 // table gives back (an error without a code from a processor is fatal).
-func CodeClass(recorded string, classifiedBy string, code int, componentKind string) cerrors.Class {
+func CodeClass(recorded string, classifiedBy string, code int, componentKind cerrors.ComponentKind) cerrors.Class {
 	if classifiedBy != "rule" {
 		if c, err := cerrors.ParseClass(recorded); err == nil {
 			return c
 		}
 	}
-	if code == 0 && componentKind == "processor" {
+	if code == 0 && componentKind == cerrors.ComponentProcessor {
 		return cerrors.ClassFatal
 	}
 	return cerrors.ClassOf(code)

@@ -68,7 +68,7 @@ func TestCodeClass(t *testing.T) {
 	for _, tc := range []struct {
 		recorded, by string
 		code         int
-		kind         string
+		kind         cerrors.ComponentKind
 		want         cerrors.Class
 	}{
 		{"fatal", "typed", 422, "destination", cerrors.ClassFatal},

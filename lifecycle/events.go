@@ -106,7 +106,7 @@ func logEvent(log *zap.Logger, e Event) {
 			fields = append(fields, zap.String("rule", err.Rule))
 		}
 		if err.Component != "" {
-			fields = append(fields, zap.String("component", err.Component), zap.String("component_kind", err.ComponentKind))
+			fields = append(fields, zap.String("component", err.Component), zap.String("component_kind", string(err.ComponentKind)))
 		}
 	}
 	ce.Write(fields...)

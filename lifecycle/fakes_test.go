@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -138,9 +139,11 @@ type stageErr struct {
 	err      error
 }
 
-func (e *stageErr) Error() string                { return e.kind + " " + e.id + ": " + e.err.Error() }
-func (e *stageErr) Unwrap() error                { return e.err }
-func (e *stageErr) Component() (kind, id string) { return e.kind, e.id }
+func (e *stageErr) Error() string { return e.kind + " " + e.id + ": " + e.err.Error() }
+func (e *stageErr) Unwrap() error { return e.err }
+func (e *stageErr) Component() (kind cerrors.ComponentKind, id string) {
+	return cerrors.ComponentKind(e.kind), e.id
+}
 
 // harness runs one supervisor with fakes.
 type harness struct {

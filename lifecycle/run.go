@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
 )
 
 // Run is one run of a pipeline: fresh connectors, from open to teardown.
@@ -48,7 +50,7 @@ type RunFactory func(hooks RunHooks) (Run, error)
 // came from (pkg/pipeline's StageError implements it).
 type componentError interface {
 	error
-	Component() (kind, id string)
+	Component() (kind cerrors.ComponentKind, id string)
 	Unwrap() error
 }
 

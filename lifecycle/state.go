@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -61,8 +62,8 @@ type ErrorInfo struct {
 	Message string `json:"message"`
 	// Component is the connector or processor id, ComponentKind "source",
 	// "destination" or "processor"; empty when the error is the pipeline's.
-	Component     string `json:"component,omitempty"`
-	ComponentKind string `json:"componentKind,omitempty"`
+	Component     string                `json:"component,omitempty"`
+	ComponentKind cerrors.ComponentKind `json:"componentKind,omitempty"`
 	// Rule is the recovery rule that decided the error's class (Source
 	// rule), empty when none matched.
 	Rule string `json:"rule,omitempty"`

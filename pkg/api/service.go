@@ -495,7 +495,7 @@ func errorToProto(e *lifecycle.ErrorInfo) *conduitv1.PipelineError {
 	}
 	return &conduitv1.PipelineError{
 		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: e.Source, Message: e.Message,
-		Component: e.Component, ComponentKind: e.ComponentKind, Time: timeToProto(e.At), Rule: e.Rule,
+		Component: e.Component, ComponentKind: string(e.ComponentKind), Time: timeToProto(e.At), Rule: e.Rule,
 	}
 }
 

@@ -795,11 +795,11 @@ func (m *managedPipeline) deadLetter(err error, kind pipeline.Kind, id string) (
 }
 
 // componentKind maps the kind an error info names to the engine's.
-func componentKind(kind string) pipeline.Kind {
+func componentKind(kind cerrors.ComponentKind) pipeline.Kind {
 	switch kind {
-	case "source":
+	case cerrors.ComponentSource:
 		return pipeline.KindSource
-	case "destination":
+	case cerrors.ComponentDestination:
 		return pipeline.KindDestination
 	default:
 		return pipeline.KindProcessor
