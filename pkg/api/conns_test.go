@@ -31,6 +31,30 @@ func idleHealthConn(t *testing.T, addr string) net.Conn {
 	return c
 }
 
+// waitNoneBusy waits until the limiter sees no connection with a request
+// in flight.
+func waitNoneBusy(t *testing.T, l *connLimiter) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		busy := 0
+		for c := range l.conns {
+			if c.busy {
+				busy++
+			}
+		}
+		l.mu.Unlock()
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still have a request in flight", busy)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // answered makes a request on a new connection and returns its status.
 func answered(t *testing.T, url, method, path, body string) int {
 	t.Helper()
@@ -53,6 +77,10 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 	var idle []net.Conn
 	for range 6 { // twice the cap
 		idle = append(idle, idleHealthConn(t, ts.addr))
+		// The client has its answer before the server marks the
+		// connection idle; wait for that, so that the order in which
+		// they went idle is the order they were made in.
+		waitNoneBusy(t, ts.srv.ln.(*connLimiter))
 	}
 	if code := answered(t, ts.url, "GET", "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("/healthz with the cap held by idle connections: %d", code)

@@ -116,6 +116,7 @@ type testServer struct {
 	url, addr string
 	log       *auditlog.Log
 	pipelines fakePipelines
+	srv       *Server
 }
 
 // startServer serves the API on a real loopback port with h2c, as the
@@ -152,7 +153,7 @@ func startServerWith(t *testing.T, opts Options, sopts ServerOptions) *testServe
 		}
 		w.Close()
 	})
-	return &testServer{url: "http://" + srv.Addr(), addr: srv.Addr(), log: al, pipelines: ps}
+	return &testServer{url: "http://" + srv.Addr(), addr: srv.Addr(), log: al, pipelines: ps, srv: srv}
 }
 
 // h2cClient speaks cleartext HTTP/2, as gRPC needs.
