@@ -62,6 +62,9 @@ type Notifier struct {
 	seq   atomic.Uint64
 	nudge chan struct{}
 
+	// afterDeliver, set by tests before Run, runs after each delivery pass.
+	afterDeliver func()
+
 	mu sync.Mutex
 	// recovering are the pipelines recovering now, by id.
 	recovering map[string]*recoveringPipeline
@@ -295,6 +298,9 @@ func (n *Notifier) Run(ctx context.Context) {
 		now := n.clock.Now()
 		if !due.IsZero() && !now.Before(due) {
 			due = n.deliver(ctx, now)
+			if n.afterDeliver != nil {
+				n.afterDeliver()
+			}
 		}
 		recoveringAt := n.recoveringDue(now)
 		next := due
