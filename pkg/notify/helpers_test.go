@@ -30,7 +30,7 @@ type fakeTimer struct {
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
-func (t *fakeTimer) Stop() bool         { return true }
+func (t *fakeTimer) Stop() bool          { return true }
 
 func newFakeClock() *fakeClock {
 	return &fakeClock{now: time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)}
