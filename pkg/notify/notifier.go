@@ -253,6 +253,9 @@ func (n *Notifier) track(e auditlog.Event) {
 
 // Breaker notifies a dependency breaker opening or closing.
 func (n *Notifier) Breaker(c lifecycle.BreakerChange) {
+	if n == nil {
+		return
+	}
 	kind, sev := KindBreakerClosed, SeverityInfo
 	pipelines := c.Released
 	if c.Open {
@@ -293,6 +296,9 @@ func (n *Notifier) submit(ops []store.Op) {
 // Run delivers until ctx ends: first what the outbox holds from before
 // (a previous process), then each window's notifications.
 func (n *Notifier) Run(ctx context.Context) {
+	if n == nil {
+		return
+	}
 	due := n.clock.Now()
 	for {
 		now := n.clock.Now()
