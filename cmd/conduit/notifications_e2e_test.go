@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // notificationReceiver is a webhook on 127.0.0.1 that records what it
@@ -183,4 +185,49 @@ func failedDeliveryAfter(p *process, at time.Time) bool {
 		}
 	}
 	return false
+}
+
+// The console's notifications page lists the target without its URL, a
+// test notification sent from it reaches the webhook, and it reads at
+// 375 px.
+func TestConsoleShowsNotificationTargets(t *testing.T) {
+	rc := newNotificationReceiver(t)
+	rc.accept.Store(true)
+	t.Setenv("NOTIFY_CONSOLE_URL", rc.URL+"/secret-path")
+	w := newWorkspace(t, "")
+	w.write("conduit.yml", `log:
+  format: json
+notifications:
+  targets:
+    - name: team-hook
+      kind: webhook
+      url-env: NOTIFY_CONSOLE_URL
+      events: [degraded]
+`)
+	p := w.start("run")
+	address := apiAddress(t, p)
+	b := newBrowser(t)
+	row := `tr[data-target="team-hook"]`
+	b.do(t, "the notifications page", chromedp.Navigate("http://"+address+"/ui/#/notifications"),
+		chromedp.WaitVisible(chromedp.CSS(row)))
+	if text := b.text(t, row); !strings.Contains(text, "webhook") || !strings.Contains(text, "degraded") {
+		t.Errorf("the target's row says %q", text)
+	}
+	b.do(t, "send a test", chromedp.Click(chromedp.CSS(row+" button")),
+		chromedp.WaitVisible(chromedp.CSS("#notification-deliveries")))
+	if text := b.text(t, "#notification-test-result"); !strings.Contains(text, "team-hook took the test notification") {
+		t.Errorf("the test's result says %q", text)
+	}
+	rc.mu.Lock()
+	if len(rc.taken) != 1 {
+		t.Errorf("the webhook got %d messages, want the test", len(rc.taken))
+	}
+	rc.mu.Unlock()
+	if page := b.text(t, "main"); strings.Contains(page, "secret-path") || strings.Contains(page, rc.URL) {
+		t.Errorf("the page shows the target's URL:\n%s", page)
+	}
+	b.do(t, "narrow", chromedp.EmulateViewport(375, 800), chromedp.WaitVisible(chromedp.CSS(row)))
+	b.fits(t, "#notification-targets")
+	b.noErrors(t)
+	stopProcess(t, p)
 }
