@@ -332,6 +332,9 @@ func (r *Runtime) openState(ctx context.Context) error {
 	r.states = lifecycle.NewStateStore(db, r.writer)
 	r.notifier, err = notify.FromConfig(r.cfg, os.LookupEnv, notify.Options{DB: db, Writer: r.writer, Clock: r.clock,
 		Logger: r.log.Named("notify"), Record: r.recordNotification})
+	if err == nil {
+		err = r.notifier.Register(r.metrics.Registry())
+	}
 	if err != nil {
 		return err
 	}

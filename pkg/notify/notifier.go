@@ -59,8 +59,9 @@ type Notifier struct {
 	// trackRecovering: some target wants recovering-long.
 	trackRecovering bool
 
-	seq   atomic.Uint64
-	nudge chan struct{}
+	seq     atomic.Uint64
+	nudge   chan struct{}
+	metrics metrics
 
 	// afterDeliver, set by tests before Run, runs after each delivery pass.
 	afterDeliver func()
@@ -109,7 +110,7 @@ func New(opts Options) *Notifier {
 		opts.Logger = zap.NewNop()
 	}
 	n := &Notifier{opts: opts, clock: opts.Clock, log: opts.Logger, nudge: make(chan struct{}, 1),
-		recovering: map[string]*recoveringPipeline{}}
+		recovering: map[string]*recoveringPipeline{}, metrics: newMetrics()}
 	for _, rt := range opts.Targets {
 		t := &target{ResolvedTarget: rt, minSeverity: parseSeverity(rt.MinSeverity)}
 		if len(rt.Events) > 0 {
@@ -124,6 +125,13 @@ func New(opts Options) *Notifier {
 			n.trackRecovering = true
 		}
 		n.targets = append(n.targets, t)
+	}
+	if len(n.targets) > 0 {
+		names := make([]string, len(n.targets))
+		for i, t := range n.targets {
+			names[i] = t.Name + " (" + t.Kind + ")"
+		}
+		n.log.Info("notifications on", zap.Strings("targets", names))
 	}
 	return n
 }
@@ -438,6 +446,7 @@ func (n *Notifier) deliverTarget(ctx context.Context, t *target, entries []entry
 			t.retryAt = now.Add(delay)
 			n.log.Warn("notification not delivered; retrying later", zap.String("target", t.Name), zap.String("kind", string(g.kind)),
 				zap.Int("notifications", len(g.entries)), zap.Int("attempt", t.failures), zap.Duration("retry_in", delay), zap.Error(err))
+			n.metrics.failures.WithLabelValues(t.Name).Inc()
 			n.noteDelivery(t, g, now, err, false)
 			n.auditDelivery(t, g, err, delay)
 			return left
@@ -454,6 +463,7 @@ func (n *Notifier) deliverTarget(ctx context.Context, t *target, entries []entry
 		left -= len(g.entries)
 		n.log.Info("notification delivered", zap.String("target", t.Name), zap.String("kind", string(g.kind)),
 			zap.Int("notifications", len(g.entries)))
+		n.metrics.sent.WithLabelValues(t.Name, string(g.kind)).Add(float64(len(g.entries)))
 		n.noteDelivery(t, g, now, nil, false)
 		n.auditDelivery(t, g, nil, 0)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
@@ -182,6 +184,26 @@ func TestFailingTargetIsRetriedOnABackoff(t *testing.T) {
 	if d := e.n.Status().Deliveries; len(d) != 3 || d[0].Error != "" || d[1].Error == "" {
 		t.Errorf("recent deliveries = %+v", d)
 	}
+	reg := prometheus.NewRegistry()
+	if err := e.n.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{"conduit_notification_failures_total": 2, "conduit_notifications_sent_total": 1, "conduit_notifications_pending": 0}
+	for name, v := range want {
+		if g, ok := got[name]; !ok || g != v {
+			t.Errorf("%s = %v (exported: %v), want %v", name, g, ok, v)
+		}
+	}
 }
 
 func TestRetryAfterOf429IsHonoured(t *testing.T) {
@@ -259,16 +281,13 @@ func TestOutboxSurvivesANewNotifier(t *testing.T) {
 		defer close(done)
 		second.n.Run(ctx)
 	}()
-	// Run delivers what the outbox holds at once, without a new event.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rc.got()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // waiting for the goroutine's answer, not for a backoff
-	}
+	// Run delivers what the outbox holds at once, without a new event,
+	// and then empties it.
+	waitFor(t, func() bool { return second.outbox() == 0 })
 	cancel()
 	<-done
-	got := rc.webhooks(t)
-	if len(got) != 1 || got[0].Count != 2 || second.outbox() != 0 {
-		t.Fatalf("after the restart: %+v, outbox %d", got, second.outbox())
+	if got := rc.webhooks(t); len(got) != 1 || got[0].Count != 2 {
+		t.Fatalf("after the restart: %+v", got)
 	}
 }
 

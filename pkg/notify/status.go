@@ -57,6 +57,7 @@ func (n *Notifier) Status() Status {
 }
 
 func (n *Notifier) setPending(t *target, pending int) {
+	n.metrics.pending.WithLabelValues(t.Name).Set(float64(pending))
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t.status.Pending = pending
