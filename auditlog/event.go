@@ -84,7 +84,9 @@ type Event struct {
 	ErrorRule string
 
 	// Attempt, Delay and NextAttemptAt describe a scheduled restart
-	// (recovering) or the restart that happened (restarted).
+	// (recovering) or the restart that happened (restarted); Attempt and
+	// Delay of a notification-failed event, the failed attempt and the
+	// wait before the next.
 	Attempt       int
 	Delay         time.Duration
 	NextAttemptAt time.Time
