@@ -231,3 +231,25 @@ notifications:
 	b.noErrors(t)
 	stopProcess(t, p)
 }
+
+// A target whose variable is not set stops conduit before it runs
+// anything, naming the file, line, target and variable.
+func TestNotificationTargetWithoutItsSecretRefusesToStart(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	w.write("conduit.yml", `log:
+  format: json
+notifications:
+  targets:
+    - name: hook
+      kind: webhook
+      url-env: NOTIFY_E2E_UNSET_VARIABLE
+`)
+	p := w.start("run")
+	if code := p.wait(t); code == 0 {
+		t.Fatal("conduit ran without the target's URL")
+	}
+	if out := p.stderr.String(); !strings.Contains(out, "conduit.yml:5: notifications.targets[hook].url-env: environment variable NOTIFY_E2E_UNSET_VARIABLE is not set") {
+		t.Errorf("the error does not name the file, line, target and variable:\n%s", out)
+	}
+}
