@@ -84,11 +84,11 @@ func NewSecret(s string) Secret { return Secret{s} }
 // Reveal returns the text.
 func (s Secret) Reveal() string { return s.s }
 
-func (s Secret) String() string                 { return Masked }
-func (s Secret) GoString() string               { return Masked }
-func (s Secret) MarshalJSON() ([]byte, error)   { return []byte(`"` + Masked + `"`), nil }
-func (s Secret) MarshalYAML() (any, error)      { return Masked, nil }
-func (s Secret) MarshalText() ([]byte, error)   { return []byte(Masked), nil }
+func (s Secret) String() string                { return Masked }
+func (s Secret) GoString() string              { return Masked }
+func (s Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + Masked + `"`), nil }
+func (s Secret) MarshalYAML() (any, error)     { return Masked, nil }
+func (s Secret) MarshalText() ([]byte, error)  { return []byte(Masked), nil }
 func (s Secret) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(Masked)) }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -79,8 +79,8 @@ func classify(e auditlog.Event) (Kind, Severity, bool) {
 	return "", 0, false
 }
 
-// incident is the kind whose incident a kind resolves (PagerDuty), or ""
-// when it opens one.
+// resolves says whether the kind closes an incident (PagerDuty's resolve)
+// rather than opening one.
 func (k Kind) resolves() bool { return k == KindRecovered || k == KindBreakerClosed }
 
 // hint says what to do about a degraded pipeline, by why it degraded.

@@ -78,10 +78,6 @@ func entryKey(target string, at time.Time, subject string, n uint64) []byte {
 		store.KeyPart(subject), n)
 }
 
-func targetPrefix(target string) []byte {
-	return []byte(store.PrefixNotifyOutbox + store.KeyPart(target) + "/")
-}
-
 func encodeEntry(e entry) ([]byte, error) {
 	e.Version = entryVersion
 	return json.Marshal(e)
