@@ -159,7 +159,9 @@ notifications:
 		strings.Contains(list.stdout, rc.URL) {
 		t.Errorf("conduit notifications list: exit %d\n%s%s", list.code, list.stdout, list.stderr)
 	}
+	rc.mu.Lock()
 	before := len(rc.taken)
+	rc.mu.Unlock()
 	test := conduitCLI(t, w.dir, env, "notifications", "test", "hook")
 	if test.code != 0 || !strings.Contains(test.stdout, "target hook took the test notification") {
 		t.Errorf("conduit notifications test hook: exit %d\n%s%s", test.code, test.stdout, test.stderr)
@@ -227,6 +229,10 @@ notifications:
 		t.Errorf("the page shows the target's URL:\n%s", page)
 	}
 	b.do(t, "narrow", chromedp.EmulateViewport(375, 800), chromedp.WaitVisible(chromedp.CSS(row)))
+	wide, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+	if err != nil || wide {
+		t.Errorf("at 375 px the page is wider than the window (%v)", err)
+	}
 	b.fits(t, "#notification-targets")
 	b.noErrors(t)
 	stopProcess(t, p)
