@@ -828,7 +828,7 @@ func (m *managedPipeline) pluginOf(id string) string {
 	return ""
 }
 
-// breakerChanged logs a breaker opening or closing.
+// breakerChanged logs and notifies a breaker opening or closing.
 func (r *Runtime) breakerChanged(c lifecycle.BreakerChange) {
 	r.notifier.Breaker(c)
 	if c.Open {
