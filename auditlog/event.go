@@ -26,13 +26,18 @@ const (
 	KindDeleted      Kind = "deleted"       // the pipeline was deleted
 	KindDedupSkipped Kind = "dedup-skipped" // Count records already accepted by a destination were not written again
 	KindDeadLettered Kind = "dead-lettered" // Count records a dead-letter rule or quarantine (ErrorRule) sent to the dead-letter queue
+	// KindNotified: a notification about the pipeline was delivered to a
+	// target (pkg/notify); KindNotificationFailed: an attempt failed
+	// (ErrorMessage, Attempt, and Delay until the next).
+	KindNotified           Kind = "notified"
+	KindNotificationFailed Kind = "notification-failed"
 )
 
 // Kinds returns every kind above, in the order a pipeline's life meets them.
 func Kinds() []Kind {
 	return []Kind{KindCreated, KindProvisioned, KindStarting, KindRunning, KindResumed, KindFault,
 		KindRecovering, KindRestarted, KindRecovered, KindDegraded, KindStopping, KindStopped,
-		KindDeleted, KindDedupSkipped, KindDeadLettered}
+		KindDeleted, KindDedupSkipped, KindDeadLettered, KindNotified, KindNotificationFailed}
 }
 
 // SupervisorKinds returns the kinds the supervisor emits (metrics count
@@ -79,7 +84,9 @@ type Event struct {
 	ErrorRule string
 
 	// Attempt, Delay and NextAttemptAt describe a scheduled restart
-	// (recovering) or the restart that happened (restarted).
+	// (recovering) or the restart that happened (restarted); Attempt and
+	// Delay of a notification-failed event, the failed attempt and the
+	// wait before the next.
 	Attempt       int
 	Delay         time.Duration
 	NextAttemptAt time.Time

@@ -59,6 +59,12 @@ type Options struct {
 	// every pipeline. It is called from the retention goroutines, so it
 	// must be safe for concurrent use, and quick.
 	Owns func(pipelineID string) bool
+	// With returns writes to commit together with each event (the
+	// outbox entries of the notifications an event causes, pkg/notify),
+	// so that the event and what it causes are durable together. It is
+	// called once per event, numbered and timed, under the pipeline's
+	// lock: it must be quick and must not call the Log. nil adds nothing.
+	With func(Event) []store.Op
 }
 
 // Log is the audit log of every pipeline. Its methods are safe for
@@ -74,6 +80,7 @@ type Log struct {
 	now        func() time.Time
 	log        *zap.Logger
 	owns       func(pipelineID string) bool
+	with       func(Event) []store.Op
 
 	// life is cancelled by Close. It is the context of everything the Log
 	// does on its own (retention, watcher goroutines), so that Close can
@@ -195,6 +202,7 @@ func open(ctx context.Context, db store.Store, w *store.Batcher, opts Options) (
 		now:        opts.Now,
 		log:        opts.Logger,
 		owns:       opts.Owns,
+		with:       opts.With,
 		pipelines:  make(map[string]*pipelineLog),
 		every:      &watcherSet{watchers: make(map[*Watcher]struct{})},
 		held:       holdQueue{newer: make(map[string]uint64), room: make(chan struct{}), max: DefaultMaxHeld},
@@ -434,8 +442,12 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 		}
 		op.Value = v
 	}
-	ops := make([]store.Op, 0, 1+len(extra))
-	ops = append(append(ops, op), extra...)
+	var caused []store.Op
+	if l.with != nil {
+		caused = l.with(event)
+	}
+	ops := make([]store.Op, 0, 1+len(extra)+len(caused))
+	ops = append(append(append(ops, op), extra...), caused...)
 	ticket := l.tickets.Add(1)
 	if recorded && l.queueIfHolding(heldWrite{p: p, event: event, ops: ops, ticket: ticket}) {
 		p.last = e.Sequence

@@ -29,6 +29,7 @@ const tokenHelp = "--api.auth.token, CONDUIT_API_AUTH_TOKEN or api.auth.token in
 type apiClient struct {
 	conduitv1connect.PipelineServiceClient
 	rules    conduitv1connect.RecoveryRuleServiceClient
+	notes    conduitv1connect.NotificationServiceClient
 	address  string
 	hasToken bool
 }
@@ -73,6 +74,7 @@ func dialAPI(address, token string) *apiClient {
 	return &apiClient{
 		PipelineServiceClient: conduitv1connect.NewPipelineServiceClient(httpClient, "http://"+address, opts...),
 		rules:                 conduitv1connect.NewRecoveryRuleServiceClient(httpClient, "http://"+address, opts...),
+		notes:                 conduitv1connect.NewNotificationServiceClient(httpClient, "http://"+address, opts...),
 		address:               address,
 		hasToken:              token != "",
 	}

@@ -26,6 +26,6 @@ and supervises them. With no command it runs "conduit run".`,
 	config.RegisterFlags(root.PersistentFlags())
 	root.AddCommand(newRunCommand(), newInitCommand(), newVersionCommand(), newPipelinesCommand(), newRecoveryRulesCommand(),
 		newDependenciesCommand(), newConnectorsCommand(), newProcessorsCommand(), newConnectorPluginsCommand(),
-		newProcessorPluginsCommand(), newInspectCommand(), newConfigCommand())
+		newProcessorPluginsCommand(), newInspectCommand(), newConfigCommand(), newNotificationsCommand())
 	return root
 }

@@ -50,6 +50,8 @@ type Options struct {
 	Health Health
 	// Rules serves RecoveryRuleService; nil leaves it out.
 	Rules Rules
+	// Notifications serves NotificationService; nil leaves it out.
+	Notifications Notifications
 	// ConduitV1 serves Conduit's API v1 beside this one (its gRPC
 	// services, its /v1/ HTTP routes, /info and /openapi); nil leaves it
 	// out. The same token, user and loopback rules and the same watcher
@@ -103,6 +105,10 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 	if opts.Rules != nil {
 		mux.Handle(conduitv1connect.NewRecoveryRuleServiceHandler(NewRuleService(opts.Rules), limits...))
 		services = append(services, conduitv1connect.RecoveryRuleServiceName)
+	}
+	if opts.Notifications != nil {
+		mux.Handle(conduitv1connect.NewNotificationServiceHandler(NewNotificationService(opts.Notifications), limits...))
+		services = append(services, conduitv1connect.NotificationServiceName)
 	}
 	healthNames, reflected := services, append(services, grpchealth.HealthV1ServiceName)
 	if opts.ConduitV1 != nil {

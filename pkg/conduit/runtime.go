@@ -30,6 +30,7 @@ import (
 	"github.com/conduitry/conduit/pkg/console"
 	"github.com/conduitry/conduit/pkg/fdlimit"
 	"github.com/conduitry/conduit/pkg/metrics"
+	"github.com/conduitry/conduit/pkg/notify"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -73,6 +74,7 @@ type Runtime struct {
 	rulesMu     sync.Mutex
 	managedInfo []api.RuleInfo
 	audit       *auditlog.Log
+	notifier    *notify.Notifier // nil: no notifications.targets
 	dedup       *dedup.Store
 	metrics     *metrics.Metrics
 	server      *api.Server
@@ -329,7 +331,16 @@ func (r *Runtime) openState(ctx context.Context) error {
 		}
 	}
 	r.states = lifecycle.NewStateStore(db, r.writer)
+	r.notifier, err = notify.FromConfig(r.cfg, os.LookupEnv, notify.Options{DB: db, Writer: r.writer, Clock: r.clock,
+		Logger: r.log.Named("notify"), Record: r.recordNotification})
+	if err == nil {
+		err = r.notifier.Register(r.metrics.Registry())
+	}
+	if err != nil {
+		return err
+	}
 	r.audit, err = auditlog.Open(ctx, db, r.writer, auditlog.Options{
+		With:                 r.notifier.Hook(),
 		MaxEventsPerPipeline: r.cfg.AuditLog.MaxEventsPerPipeline,
 		MaxAge:               r.cfg.AuditLog.MaxAge,
 		Logger:               r.log.Named("auditlog"),
@@ -446,7 +457,7 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
+		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Notifications: r.notifications(), Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
 		ConduitV1: runtimeConduitV1{r}}))
 }
 
@@ -829,8 +840,9 @@ func (m *managedPipeline) pluginOf(id string) string {
 	return ""
 }
 
-// breakerChanged logs a breaker opening or closing.
+// breakerChanged logs and notifies a breaker opening or closing.
 func (r *Runtime) breakerChanged(c lifecycle.BreakerChange) {
+	r.notifier.Breaker(c)
 	if c.Open {
 		r.log.Warn("dependency breaker open: pipelines failing on it wait while the canary retries it",
 			zap.String("dependency", c.Dependency), zap.String("canary", c.Canary), zap.Strings("failed", c.Failed))
@@ -1015,6 +1027,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	// The reconciler and the watcher are in the supervisors' group: a
 	// pipeline they start while the process shuts down is waited for.
 	r.supervisors.Go(func() { r.reconcileLoop(supCtx) })
+	r.supervisors.Go(func() { r.notifier.Run(supCtx) })
 	r.watchFiles(supCtx)
 	var fatal <-chan error
 	if f := r.fleet; f != nil {

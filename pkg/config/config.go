@@ -128,6 +128,21 @@ type Config struct {
 		// LeaseTTL is how long a pipeline's lease lasts without renewal.
 		LeaseTTL time.Duration
 	}
+	// Notifications send chosen audit events to webhooks, Slack and
+	// PagerDuty (pkg/notify, DESIGN 14).
+	Notifications struct {
+		// Targets are where they go (file only).
+		Targets []NotificationTarget
+		// GroupWindow gathers one kind's notifications to one target
+		// into one message.
+		GroupWindow time.Duration
+		// MaxListed is how many pipelines a grouped message names.
+		MaxListed int
+		// RecoveringAfter is when a recovering pipeline is notified.
+		RecoveringAfter time.Duration
+		// RetryMaxDelay caps the backoff of a failing target.
+		RetryMaxDelay time.Duration
+	}
 	SchemaRegistry struct {
 		// Type is SchemaRegistryBuiltin or SchemaRegistryConfluent.
 		Type      string

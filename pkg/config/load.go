@@ -390,6 +390,18 @@ func (l *loader) walk(path string, m *yaml.Node, prefix string, seen map[string]
 			l.cfg.Pipelines.ErrorRecovery.Rules = rules
 			continue
 		}
+		if full == notificationTargetsKey {
+			if first, dup := seen[full]; dup {
+				return &KeyError{Source: path, Line: p.key.Line, Key: full, Err: fmt.Errorf("set twice (first at line %d)", first)}
+			}
+			seen[full] = p.key.Line
+			targets, fe := parseNotificationTargets(p.value, path)
+			if fe != nil {
+				return &KeyError{Source: path, Line: fe.line, Key: fe.field, Err: fe.err}
+			}
+			l.cfg.Notifications.Targets = targets
+			continue
+		}
 		if k, ok := keyIndex[full]; ok {
 			if first, dup := seen[full]; dup {
 				return &KeyError{Source: path, Line: p.key.Line, Key: full, Err: fmt.Errorf("set twice (first at line %d)", first)}
@@ -465,6 +477,10 @@ func (l *loader) crossCheck() error {
 	}
 	if l.cfg.Cluster.Enabled && l.cfg.DB.Type != DBTypePostgres {
 		return l.origins["cluster.enabled"].keyError("cluster.enabled", fmt.Errorf("needs db.type postgres (the instances share their state there), db.type is %s", l.cfg.DB.Type))
+	}
+	if t := l.cfg.Notifications.Targets; len(t) > 0 && l.cfg.Cluster.Enabled {
+		// Each instance would deliver the whole shared outbox.
+		return &KeyError{Source: t[0].File, Line: t[0].Line, Key: notificationTargetsKey, Err: errors.New("not supported with cluster.enabled yet; send notifications from Prometheus alerts (docs/operations.md) instead")}
 	}
 	er := l.cfg.Pipelines.ErrorRecovery
 	if er.MinDelay > er.MaxDelay {

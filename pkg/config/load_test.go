@@ -140,6 +140,10 @@ func TestDefault(t *testing.T) {
 		{"schema-registry.confluent.auth.basic.username", c.SchemaRegistry.Confluent.Auth.Basic.Username, ""},
 		{"schema-registry.confluent.auth.basic.password", c.SchemaRegistry.Confluent.Auth.Basic.Password, ""},
 		{"schema-registry.confluent.auth.bearer.token", c.SchemaRegistry.Confluent.Auth.Bearer.Token, ""},
+		{"notifications.group-window", c.Notifications.GroupWindow, 10 * time.Second},
+		{"notifications.max-listed", c.Notifications.MaxListed, 20},
+		{"notifications.recovering-after", c.Notifications.RecoveringAfter, 15 * time.Minute},
+		{"notifications.retry-max-delay", c.Notifications.RetryMaxDelay, 5 * time.Minute},
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
 		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "auto"},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
@@ -152,8 +156,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 55 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 55; add the new key here", len(Keys()))
+	if len(Keys()) != 59 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 59; add the new key here", len(Keys()))
 	}
 }
 

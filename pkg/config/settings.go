@@ -67,5 +67,17 @@ func Settings(opts LoadOptions) ([]Setting, Config, []Warning, error) {
 			Source: fmt.Sprintf("%s:%d", cmp.Or(first.File, cfg.ConfigPath), first.Line),
 		})
 	}
+	if targets := cfg.Notifications.Targets; len(targets) > 0 {
+		// Names and kinds only: the URLs and keys are in the environment.
+		names := make([]string, len(targets))
+		for i, t := range targets {
+			names[i] = t.Name + " (" + t.Kind + ")"
+		}
+		out = append(out, Setting{
+			Key:    notificationTargetsKey,
+			Value:  "[" + strings.Join(names, ", ") + "]",
+			Source: fmt.Sprintf("%s:%d", cmp.Or(targets[0].File, cfg.ConfigPath), targets[0].Line),
+		})
+	}
 	return out, cfg, warnings, nil
 }

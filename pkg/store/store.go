@@ -182,6 +182,9 @@ const (
 	// pkg/schemaregistry for the keys under it): the Avro schemas Conduit's
 	// avro processors register and look up by id.
 	PrefixSchema = "conduit/schema/"
+	// PrefixNotifyOutbox + "<target>/<time>/<subject>/<n>" holds a
+	// notification not yet delivered to its target (pkg/notify).
+	PrefixNotifyOutbox = "conduit/notify-outbox/"
 )
 
 // KeyPart escapes an id (a pipeline's, a connector's) for use as one

@@ -5,6 +5,7 @@
 
 const PIPELINES = "conduit.v1.PipelineService";
 const RULES = "conduit.v1.RecoveryRuleService";
+const NOTIFICATIONS = "conduit.v1.NotificationService";
 const TOKEN_KEY = "conduit-api-token";
 const REFRESH_MS = 2000;
 
@@ -871,6 +872,73 @@ function dependenciesPage() {
   return () => { left = true; clearTimeout(timer); document.removeEventListener("visibilitychange", onVisibility); };
 }
 
+// notificationsPage shows the notification targets (never their URLs or
+// keys: the API has none), what waits for each, and the recent
+// deliveries; a button sends a target a test notification.
+function notificationsPage() {
+  document.title = "Notifications - conduit";
+  let timer, left = false, reading = false;
+  const body = el("div", { class: "table-wrap" }, loading());
+  const recent = el("div", { class: "table-wrap" });
+  const result = el("div", { id: "notification-test-result", "aria-live": "polite" });
+  main().replaceChildren(el("h1", { text: "Notifications" }),
+    el("p", { class: "muted", text: "Targets of notifications.targets in conduit.yml: what a pipeline's trouble is sent to. Their URLs and keys stay in conduit's environment." }),
+    body, result, el("h2", { text: "Recent deliveries" }), recent);
+  async function test(name) {
+    result.replaceChildren(el("p", { class: "muted", text: `sending a test to ${name}...` }));
+    try {
+      const r = await call(NOTIFICATIONS, "TestNotificationTarget", { name });
+      result.replaceChildren(r.ok ? el("p", { text: `${name} took the test notification.` }) :
+        el("p", { class: "error-text", role: "alert", text: `${name} did not take it: ${short(r.error, 600)}` }));
+    } catch (err) {
+      if (!failed(err)) result.replaceChildren(el("p", { class: "error-text", role: "alert", text: short(err.message, 600) }));
+    }
+    refresh();
+  }
+  async function refresh() {
+    if (reading) return;
+    clearTimeout(timer);
+    reading = true;
+    try {
+      const r = await call(NOTIFICATIONS, "ListNotificationTargets", {});
+      if (left) return;
+      const targets = r.targets || [], deliveries = r.deliveries || [];
+      body.replaceChildren(el("table", { id: "notification-targets", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Target" }),
+        el("th", { text: "Kind" }), el("th", { text: "Events" }), el("th", { text: "Pipelines" }), el("th", { text: "Waiting" }),
+        el("th", { text: "State" }), el("th", { text: "" }))),
+      el("tbody", {}, targets.map((t) => el("tr", { "data-target": t.name }, cell("Target", { class: "error-text", text: t.name }),
+        cell("Kind", { text: t.kind }), cell("Events", { class: "error-text", text: (t.events || []).join(", ") || "all" }),
+        cell("Pipelines", { class: "error-text", text: (t.pipelines || []).join(", ") || "all" }),
+        cell("Waiting", { class: "num", text: String(t.pending || 0) }),
+        cell("State", {}, Number(t.failures || 0) > 0 ?
+          el("span", { class: "error-text" }, el("span", { class: "status status-degraded", text: `failing, ${t.failures} in a row` }), " next ",
+            el("span", { "data-at": t.nextAttemptAt, text: when(t.nextAttemptAt) }), ": " + short(t.lastError || "")) :
+          el("span", { class: "status status-running", text: t.lastDeliveryAt ? `ok, last ${clock(t.lastDeliveryAt)}` : "ok" })),
+        cell("", {}, el("button", { type: "button", text: "Send test", onclick: () => test(t.name) })))))));
+      recent.replaceChildren(deliveries.length === 0 ? el("p", { class: "muted", text: "No deliveries since conduit started (the audit log keeps them: events of kind notified)." }) :
+        el("table", { id: "notification-deliveries", class: "stack" }, el("thead", {}, el("tr", {}, el("th", { text: "Time" }), el("th", { text: "Target" }),
+          el("th", { text: "Kind" }), el("th", { text: "Pipelines" }), el("th", { text: "Result" }))),
+        el("tbody", {}, deliveries.map((d) => el("tr", {}, cell("Time", { text: clock(d.time) }), cell("Target", { class: "error-text", text: d.target }),
+          cell("Kind", { text: d.kind + (d.test ? " (test)" : "") }), cell("Pipelines", { class: "num", text: String(d.pipelines || 0) }),
+          cell("Result", { class: d.error ? "error-text" : "", text: d.error ? "failed: " + short(d.error) : "delivered" }))))));
+    } catch (err) {
+      if (left || failed(err)) return;
+      body.replaceChildren(el("p", { text: err.code === "unimplemented" ?
+        "No notification targets are configured: add notifications.targets to conduit.yml (docs/operations.md, Notifications)." :
+        "could not list the notification targets: " + err.message }));
+      return;
+    } finally {
+      reading = false;
+    }
+    if (!left && !document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+  }
+  const onVisibility = () => { if (!document.hidden && !left) refresh(); };
+  document.addEventListener("visibilitychange", onVisibility);
+  const stopTicker = ticker(body);
+  refresh();
+  return () => { left = true; clearTimeout(timer); stopTicker(); document.removeEventListener("visibilitychange", onVisibility); };
+}
+
 // notFoundPage answers an address the console does not have.
 function notFoundPage(hash) {
   document.title = "Not found - conduit";
@@ -904,6 +972,7 @@ function route() {
   else if (m) leave = pipelinePage(id);
   else if (hash === "#/rules") leave = rulesPage();
   else if (hash === "#/dependencies") leave = dependenciesPage();
+  else if (hash === "#/notifications") leave = notificationsPage();
   else if (hash === "#/" || hash === "#") leave = listPage();
   else leave = notFoundPage(hash);
   syncForget();

@@ -1048,7 +1048,7 @@ type PipelineEvent struct {
 	PipelineId string                 `protobuf:"bytes,3,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
 	// created, provisioned, starting, running, resumed, fault, recovering,
 	// restarted, recovered, degraded, stopping, stopped, deleted,
-	// dedup-skipped or dead-lettered.
+	// dedup-skipped, dead-lettered, notified or notification-failed.
 	Kind         string         `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	StatusBefore PipelineStatus `protobuf:"varint,5,opt,name=status_before,json=statusBefore,proto3,enum=conduit.v1.PipelineStatus" json:"status_before,omitempty"`
 	StatusAfter  PipelineStatus `protobuf:"varint,6,opt,name=status_after,json=statusAfter,proto3,enum=conduit.v1.PipelineStatus" json:"status_after,omitempty"`
