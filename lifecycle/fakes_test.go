@@ -85,11 +85,26 @@ type fakeRun struct {
 	end     chan error
 	stopped chan struct{}
 	once    sync.Once
+	// running is closed when Run is called: the supervisor built the run
+	// and runs it (a run stopped before is discarded instead).
+	running     chan struct{}
+	runningOnce sync.Once
+}
+
+// waitRunning waits until the supervisor runs r.
+func (r *fakeRun) waitRunning(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.running:
+	case <-time.After(guard):
+		t.Fatal("the run was never run")
+	}
 }
 
 var errForced = errors.New("force-stopped")
 
 func (r *fakeRun) Run(ctx context.Context) error {
+	r.runningOnce.Do(func() { close(r.running) })
 	select {
 	case err := <-r.end:
 		return err
@@ -188,7 +203,7 @@ func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Confi
 			if h.factory != nil {
 				return h.factory(hooks)
 			}
-			r := &fakeRun{hooks: hooks, end: make(chan error, 1), stopped: make(chan struct{})}
+			r := &fakeRun{hooks: hooks, end: make(chan error, 1), stopped: make(chan struct{}), running: make(chan struct{})}
 			h.runs <- r
 			return r, nil
 		},

@@ -423,6 +423,9 @@ func TestShutdownIsNotAFault(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
 	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
+	// A run the shutdown finds still being built is discarded, not
+	// stopped: this test is about one that runs.
+	run.waitRunning(t)
 	h.cancel()
 	<-h.sup.Done()
 	select {
