@@ -347,6 +347,7 @@ func TestGracefulStopDrainsTheRun(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
 	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
+	run.waitRunning(t)
 	if err := h.sup.Stop(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -697,6 +698,7 @@ func TestRetireDrainsAndSaysWhy(t *testing.T) {
 	h := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
 	h.expect(auditlog.KindRunning)
 	run := h.nextRun()
+	run.waitRunning(t)
 	why := Retirement{Reason: StopReasonUpdated, Actor: ActorConfig, Stopping: "draining for the update", Stopped: "stopped for the update"}
 	if err := h.sup.Retire(context.Background(), why); err != nil {
 		t.Fatal(err)
