@@ -90,9 +90,15 @@ func (s *Supervisor) onFault(err error) {
 	}
 	s.emit(fault)
 	s.save()
+	reason := ""
+	if d.Flapping {
+		// Said in a field, not only in the message, for whoever acts on
+		// it (notifications).
+		reason = string(ReasonFlapping)
+	}
 	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
-		Message: recoveringMessage(d)})
+		Reason: reason, Message: recoveringMessage(d)})
 }
 
 func (s *Supervisor) pluginOf(component string) string {

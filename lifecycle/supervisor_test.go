@@ -92,6 +92,11 @@ func TestFlappingPipelineSlowsDownAndDegrades(t *testing.T) {
 		if rec.Delay != want || rec.Attempt != flap+1 {
 			t.Fatalf("episode %d: recovering attempt %d in %s, want attempt %d in %s", flap+1, rec.Attempt, rec.Delay, flap+1, want)
 		}
+		// The first episode is no flap; each later one starts within
+		// flap-window of a recovery, and its recovering event says so.
+		if wantReason := map[bool]string{false: "", true: string(ReasonFlapping)}[flap > 0]; rec.Reason != wantReason {
+			t.Fatalf("episode %d: recovering reason %q, want %q", flap+1, rec.Reason, wantReason)
+		}
 		h.advance(want)
 		h.expect(auditlog.KindRestarted)
 		run = h.nextRun()

@@ -1,8 +1,6 @@
 package notify
 
 import (
-	"strings"
-
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
@@ -55,10 +53,6 @@ func parseSeverity(s string) Severity {
 	return SeverityInfo
 }
 
-// flappingMarker is how the supervisor's recovering event says the
-// episode started within flap-window of the last recovery.
-const flappingMarker = "; flapping:"
-
 // classify says which notification an audit event is, if any.
 func classify(e auditlog.Event) (Kind, Severity, bool) {
 	switch e.Kind {
@@ -68,7 +62,9 @@ func classify(e auditlog.Event) (Kind, Severity, bool) {
 		}
 		return KindDegraded, SeverityCritical, true
 	case auditlog.KindRecovering:
-		if strings.Contains(e.Message, flappingMarker) {
+		// The supervisor's recovering event of an episode that started
+		// within flap-window of the last recovery.
+		if e.Reason == string(lifecycle.ReasonFlapping) {
 			return KindFlapping, SeverityWarning, true
 		}
 	case auditlog.KindDeadLettered:

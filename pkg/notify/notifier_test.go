@@ -392,6 +392,7 @@ func TestFlappingAndRecoveringLong(t *testing.T) {
 	e := newEnv(t, nil, Options{RecoveringAfter: 15 * time.Minute, Targets: []config.ResolvedTarget{newTarget("hook", config.NotifyWebhook, rc.URL)}})
 	e.append("orders", auditlog.KindRecovering, func(ev *auditlog.Event) {
 		ev.Message = "pipeline recovering: restart 3 scheduled in 4s (strategy exponential); flapping: the backoff continues where the last episode ended"
+		ev.Reason = "flapping"
 		ev.ErrorMessage = "connection refused"
 	})
 	e.clock.Advance(time.Second)
