@@ -59,6 +59,21 @@ pipelines:
 	waitForRecords(t, p, filepath.Join(w.dir, "out.jsonl"), 20)
 
 	exported := scrapeNames(t, address)
+	// Notification targets are for a conduit that runs alone (a cluster
+	// refuses them): their series come from a second, standalone conduit
+	// with one target.
+	alone := newWorkspace(t, "")
+	alone.write("conduit.yml", "log:\n  format: json\nnotifications:\n  targets:\n    - name: ops\n      kind: webhook\n      url-env: MONITORING_E2E_WEBHOOK\n")
+	single := alone.startWithEnv([]string{"MONITORING_E2E_WEBHOOK=http://127.0.0.1:9/hook"}, "run")
+	aloneAddress := apiAddress(t, single)
+	for name := range scrapeNames(t, aloneAddress) {
+		exported[name] = true
+	}
+	if body := scrape(t, aloneAddress); !strings.Contains(body, `conduit_notifications_pending{target="ops"} 0`) ||
+		!strings.Contains(body, `conduit_notification_failures_total{target="ops"} 0`) {
+		t.Errorf("a notification target's series are not there before its first delivery:\n%s", body)
+	}
+	stopProcess(t, single)
 	queries, err := monitoring.Queries()
 	if err != nil {
 		t.Fatal(err)
