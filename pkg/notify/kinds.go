@@ -71,6 +71,13 @@ func classify(e auditlog.Event) (Kind, Severity, bool) {
 		return KindDeadLettered, SeverityWarning, true
 	case auditlog.KindRecovered:
 		return KindRecovered, SeverityInfo, true
+	case auditlog.KindStarting:
+		// A degraded pipeline waits for a human; the one who starts it
+		// again has acted on the incident, which is over (if it fails
+		// again, that is a new one).
+		if e.StatusBefore == "degraded" {
+			return KindRecovered, SeverityInfo, true
+		}
 	}
 	return "", 0, false
 }

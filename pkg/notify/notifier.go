@@ -227,6 +227,9 @@ func entryOf(kind Kind, sev Severity, e auditlog.Event) *entry {
 		cause = ""
 	case KindRecovered:
 		en.Summary = fmt.Sprintf("pipeline %s recovered (%s)", e.PipelineID, e.Reason)
+		if e.Kind == auditlog.KindStarting {
+			en.Summary = fmt.Sprintf("pipeline %s was degraded and is started again (by %s)", e.PipelineID, e.Actor)
+		}
 	}
 	if cause != "" {
 		en.Summary += ": " + cause

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,33 @@ func TestPagerDutyTriggerAndResolve(t *testing.T) {
 	}
 	if resolve.EventAction != "resolve" || resolve.DedupKey != trigger.DedupKey || resolve.Payload != nil {
 		t.Errorf("resolve = %+v", resolve)
+	}
+}
+
+// A degraded pipeline waits for a human: when one starts it again, the
+// incident is over - PagerDuty's is resolved - while a start of a stopped
+// pipeline tells nobody anything.
+func TestStartingADegradedPipelineResolves(t *testing.T) {
+	pd := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) })
+	e := newEnv(t, nil, Options{Targets: []config.ResolvedTarget{newTarget("pd", config.NotifyPagerDuty, pd.URL)}})
+	e.append("orders", auditlog.KindDegraded, nil)
+	e.append("orders", auditlog.KindStarting, func(ev *auditlog.Event) {
+		ev.StatusBefore, ev.StatusAfter, ev.Actor = "degraded", "running", lifecycle.ActorUser
+	})
+	e.append("billing", auditlog.KindStarting, func(ev *auditlog.Event) {
+		ev.StatusBefore, ev.StatusAfter, ev.Actor = "stopped", "running", lifecycle.ActorUser
+	})
+	e.deliver()
+	var actions []string
+	for _, b := range pd.got() {
+		var ev pagerDutyEvent
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		actions = append(actions, ev.EventAction+" "+ev.DedupKey)
+	}
+	if want := []string{"trigger conduit/pipeline/orders", "resolve conduit/pipeline/orders"}; !slices.Equal(actions, want) {
+		t.Errorf("pagerduty got %q, want %q", actions, want)
 	}
 }
 
