@@ -259,3 +259,38 @@ notifications:
 		t.Errorf("the error does not name the file, line, target and variable:\n%s", out)
 	}
 }
+
+// A pipeline's notifications block may only name targets conduit.yml
+// defines: one that names another is invalid, with file, line and field,
+// and the others run.
+func TestPipelineNamingAnUnknownNotificationTargetIsInvalid(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, "")
+	w.write("conduit.yml", "log:\n  format: json\nnotifications:\n  targets:\n    - name: ops\n      kind: webhook\n      url-env: NOTIFY_E2E_TARGET_URL\n")
+	pipeline := func(id, target string) string {
+		return fmt.Sprintf(`version: "2.2"
+pipelines:
+  - id: %s
+    connectors:
+      - {id: src, type: source, plugin: builtin:generator, settings: {format.options.id: int, rate: 10}}
+      - {id: dst, type: destination, plugin: builtin:log}
+    notifications:
+      targets: [%s]
+`, id, target)
+	}
+	w.write("pipelines/good.yml", pipeline("good", "ops"))
+	w.write("pipelines/bad.yml", pipeline("bad", "pager"))
+	p := w.startWithEnv([]string{"NOTIFY_E2E_TARGET_URL=http://127.0.0.1:9/hook"}, "run")
+	address := apiAddress(t, p)
+	var out string
+	eventually(t, pollInterval, func() bool {
+		out = w.mustPipelines(address, "list")
+		return strings.Contains(out, "good") && strings.Contains(out, "running")
+	}, func() string { return "good never ran:\n" + out + p.stderr.String() })
+	if !strings.Contains(out, "invalid") {
+		t.Errorf("bad is not listed as invalid:\n%s", out)
+	}
+	if log := p.stderr.String(); !strings.Contains(log, `bad.yml:7`) || !strings.Contains(log, `notifications.targets[0]: no notification target \"pager\" in conduit.yml (it defines ops)`) {
+		t.Errorf("the error does not name file, line, field and targets:\n%s", log)
+	}
+}

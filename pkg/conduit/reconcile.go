@@ -335,6 +335,7 @@ func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
 	r.forget(context.WithoutCancel(ctx), id, lifecycle.StatusStopped.String(), actor,
 		"pipeline deleted; its state is forgotten, its position kept")
 	r.metrics.ForgetPipeline(id)
+	r.notifier.SetPipeline(id, config.PipelineNotifications{})
 	if r.fleet != nil {
 		r.fleet.dropLease(ctx, id)
 	}

@@ -577,6 +577,13 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	if err != nil {
 		return nil, err
 	}
+	if err := p.Notifications.CheckTargets(r.cfg.Notifications.Targets); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) {
+			return nil, p.FieldError(fe.Field, fe.Err)
+		}
+		return nil, err
+	}
 	for _, c := range policy.ManagedClashes() {
 		r.log.Warn("a managed recovery rule does not apply to this pipeline, whose error-recovery clashes with it: "+c.String(),
 			zap.String("pipeline_id", p.ID), zap.String("rule", c.Rule))
@@ -633,6 +640,9 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	m.metrics = r.metrics.Pipeline(p.ID, initial.StartStatus(), statusSince(initial, r.clock.Now()))
 	r.metrics.DeadLetterRules(p.ID, deadLetterRules(policy))
 	m.status = initial.Status
+	// Before its first event: the pipeline file's notifications block
+	// narrows who hears of it.
+	r.notifier.SetPipeline(p.ID, p.Notifications)
 	if !from.persisted {
 		m.status = r.record(p.ID, from, hash, origin, actor)
 	}

@@ -280,3 +280,71 @@ func parseNames(n *yaml.Node, field string, known []string) ([]string, *fieldErr
 	}
 	return out, nil
 }
+
+// PipelineNotifications is a pipeline file's notifications block: which
+// of conduit.yml's targets hear of the pipeline (Targets; empty: all) and
+// of which events (Events; empty: those each target asks for). It only
+// narrows: a target's own events, pipelines and min-severity still apply.
+type PipelineNotifications struct {
+	Targets []string `json:"targets,omitempty"`
+	Events  []string `json:"events,omitempty"`
+	// Line is the line of the block, for errors about its targets.
+	Line int `json:"-"`
+}
+
+// CheckTargets says which of n's targets conduit.yml does not define.
+func (n PipelineNotifications) CheckTargets(defined []NotificationTarget) error {
+	names := make([]string, len(defined))
+	for i, t := range defined {
+		names[i] = t.Name
+	}
+	for i, name := range n.Targets {
+		if !contains(names, name) {
+			if len(names) == 0 {
+				return &FieldError{Field: fmt.Sprintf("notifications.targets[%d]", i), Err: fmt.Errorf("no notification target %q: conduit.yml defines none (notifications.targets)", name)}
+			}
+			return &FieldError{Field: fmt.Sprintf("notifications.targets[%d]", i), Err: fmt.Errorf("no notification target %q in conduit.yml (it defines %s)", name, strings.Join(names, ", "))}
+		}
+	}
+	return nil
+}
+
+func parsePipelineNotifications(n *yaml.Node, field string) (PipelineNotifications, *fieldErr) {
+	var out PipelineNotifications
+	if isNull(n) {
+		return out, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return out, errAt(n.Line, field, "expected a map (targets, events), got %s", describe(n))
+	}
+	out.Line = n.Line
+	for _, kv := range pairs(n) {
+		key, v := kv.key.Value, unalias(kv.value)
+		f := field + "." + key
+		switch key {
+		case "targets":
+			if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
+				v = &yaml.Node{Kind: yaml.SequenceNode, Line: v.Line, Content: []*yaml.Node{v}}
+			}
+			if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+				return out, errAt(v.Line, f, "expected a list of target names such as [oncall], got %s", describe(v))
+			}
+			for i, item := range v.Content {
+				item = unalias(item)
+				if item.Kind != yaml.ScalarNode || !targetNameRE.MatchString(item.Value) {
+					return out, errAt(item.Line, fmt.Sprintf("%s[%d]", f, i), "expected the name of a target of conduit.yml's notifications.targets, got %s", describe(item))
+				}
+				out.Targets = append(out.Targets, item.Value)
+			}
+		case "events":
+			events, fe := parseNames(v, f, NotificationEvents)
+			if fe != nil {
+				return out, fe
+			}
+			out.Events = events
+		default:
+			return out, errAt(kv.key.Line, f, "unknown key (the keys are targets and events)")
+		}
+	}
+	return out, nil
+}

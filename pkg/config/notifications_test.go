@@ -141,3 +141,45 @@ func TestNotificationTargetsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// A pipeline file's notifications block narrows who hears of the pipeline;
+// its mistakes are errors naming file, line and field.
+func TestPipelineNotificationsBlock(t *testing.T) {
+	const head = `version: "2.2"
+pipelines:
+  - id: orders
+    connectors:
+      - {id: src, type: source, plugin: builtin:generator, settings: {format.options.id: int}}
+      - {id: dst, type: destination, plugin: builtin:log}
+`
+	dir := t.TempDir()
+	writeFile(t, dir, "p.yml", head+"    notifications:\n      targets: [oncall, ops-slack]\n      events: [degraded, recovered]\n")
+	ps, errs := LoadPipelines(dir)
+	if len(errs) != 0 || len(ps) != 1 {
+		t.Fatalf("%v %v", ps, errs)
+	}
+	n := ps[0].Notifications
+	if strings.Join(n.Targets, ",") != "oncall,ops-slack" || strings.Join(n.Events, ",") != "degraded,recovered" {
+		t.Fatalf("notifications = %+v", n)
+	}
+	defined := []NotificationTarget{{Name: "oncall"}, {Name: "ops-slack"}}
+	if err := n.CheckTargets(defined); err != nil {
+		t.Errorf("CheckTargets: %v", err)
+	}
+	if err := n.CheckTargets(defined[:1]); err == nil || !strings.Contains(err.Error(), `no notification target "ops-slack" in conduit.yml (it defines oncall)`) {
+		t.Errorf("CheckTargets with ops-slack missing: %v", err)
+	}
+
+	for _, tc := range []struct{ block, want string }{
+		{"    notifications:\n      events: [paged]\n", `p.yml:8: pipeline "orders": notifications.events[0]`},
+		{"    notifications:\n      targets: [\"Not A Name\"]\n", `p.yml:8: pipeline "orders": notifications.targets[0]`},
+		{"    notifications:\n      email: me@example.com\n", `p.yml:8: pipeline "orders": notifications.email: unknown key`},
+		{"    notifications: [oncall]\n", `p.yml:7: pipeline "orders": notifications: expected a map`},
+	} {
+		writeFile(t, dir, "p.yml", head+tc.block)
+		_, errs := LoadPipelines(dir)
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("%q: %v, want an error containing %q", tc.block, errs, tc.want)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type Pipeline struct {
 	// ErrorRecovery overrides the global restart policy for this pipeline;
 	// see ResolveErrorRecovery.
 	ErrorRecovery ErrorRecoveryOverride
+	// Notifications narrows which notification targets of conduit.yml hear
+	// of this pipeline, and of which events; zero: every target whose own
+	// filters take it.
+	Notifications PipelineNotifications
 	// File and Line locate the pipeline (its `- id:` entry).
 	File string
 	Line int

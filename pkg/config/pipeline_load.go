@@ -427,6 +427,10 @@ func (pp *pipelineParser) parse(n *yaml.Node) *fieldErr {
 		},
 		"dead-letter-queue": pp.dlq,
 		"error-recovery":    pp.errorRecovery,
+		"notifications": func(v *yaml.Node, f string) (fe *fieldErr) {
+			p.Notifications, fe = parsePipelineNotifications(v, f)
+			return fe
+		},
 	})
 	if fe != nil {
 		return fe

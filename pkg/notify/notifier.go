@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"path"
 	"slices"
@@ -65,6 +66,12 @@ type Notifier struct {
 
 	// afterDeliver, set by tests before Run, runs after each delivery pass.
 	afterDeliver func()
+
+	// pipelines are the pipelines' own narrowing (a pipeline file's
+	// notifications block), by id: replaced whole under pipelinesMu, read
+	// without a lock by Ops, which runs on every supervisor's goroutine.
+	pipelines   atomic.Pointer[map[string]config.PipelineNotifications]
+	pipelinesMu sync.Mutex
 
 	mu sync.Mutex
 	// recovering are the pipelines recovering now, by id.
@@ -172,6 +179,42 @@ func (n *Notifier) wake() {
 	}
 }
 
+// SetPipeline makes f the narrowing of pipeline id's notifications (a zero
+// f: none); it is called when the pipeline is provisioned and when it is
+// deleted. Safe on a nil Notifier (no targets: nothing to narrow).
+func (n *Notifier) SetPipeline(id string, f config.PipelineNotifications) {
+	if n == nil {
+		return
+	}
+	n.pipelinesMu.Lock()
+	defer n.pipelinesMu.Unlock()
+	next := map[string]config.PipelineNotifications{}
+	if cur := n.pipelines.Load(); cur != nil {
+		maps.Copy(next, *cur)
+	}
+	if len(f.Targets) == 0 && len(f.Events) == 0 {
+		delete(next, id)
+	} else {
+		next[id] = f
+	}
+	n.pipelines.Store(&next)
+}
+
+// pipelineWants says whether pipeline id's own narrowing lets target hear
+// of kind.
+func (n *Notifier) pipelineWants(id, target string, kind Kind) bool {
+	m := n.pipelines.Load()
+	if m == nil || id == "" {
+		return true
+	}
+	f, ok := (*m)[id]
+	if !ok {
+		return true
+	}
+	return (len(f.Targets) == 0 || slices.Contains(f.Targets, target)) &&
+		(len(f.Events) == 0 || slices.Contains(f.Events, string(kind)))
+}
+
 // Ops returns the outbox entries of audit event e, to be committed with
 // it (auditlog.Options.With). It is called for every event, on the
 // writer's caller's goroutine: it only filters and defers the encoding to
@@ -187,7 +230,7 @@ func (n *Notifier) Ops(e auditlog.Event) []store.Op {
 	var ops []store.Op
 	var base *entry
 	for _, t := range n.targets {
-		if !t.wants(kind, sev, e.PipelineID) {
+		if !t.wants(kind, sev, e.PipelineID) || !n.pipelineWants(e.PipelineID, t.Name, kind) {
 			continue
 		}
 		if base == nil {

@@ -164,6 +164,41 @@ func TestStartingADegradedPipelineResolves(t *testing.T) {
 	}
 }
 
+// A pipeline file's notifications block narrows who hears of that
+// pipeline, and of what; other pipelines are untouched, and removing the
+// block (or the pipeline) lifts it.
+func TestPipelineNarrowsItsNotifications(t *testing.T) {
+	a, b := newReceiver(t, nil), newReceiver(t, nil)
+	e := newEnv(t, nil, Options{Targets: []config.ResolvedTarget{
+		newTarget("a", config.NotifyWebhook, a.URL), newTarget("b", config.NotifyWebhook, b.URL)}})
+	e.n.SetPipeline("orders", config.PipelineNotifications{Targets: []string{"a"}, Events: []string{"degraded"}})
+	e.append("orders", auditlog.KindDegraded, nil)
+	e.append("orders", auditlog.KindRecovered, nil) // not an event orders asks for
+	e.append("billing", auditlog.KindDegraded, nil)
+	e.deliver()
+	pipelinesOf := func(rc *receiver) []string {
+		var out []string
+		for _, m := range rc.webhooks(t) {
+			out = append(out, string(m.Kind)+":"+strings.Join(m.Pipelines, ","))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := pipelinesOf(a); !slices.Equal(got, []string{"degraded:billing,orders"}) && !slices.Equal(got, []string{"degraded:orders,billing"}) {
+		t.Errorf("target a got %q, want orders' and billing's degraded", got)
+	}
+	if got := pipelinesOf(b); !slices.Equal(got, []string{"degraded:billing"}) {
+		t.Errorf("target b got %q, want only billing's degraded (orders names a alone)", got)
+	}
+
+	e.n.SetPipeline("orders", config.PipelineNotifications{})
+	e.append("orders", auditlog.KindRecovered, nil)
+	e.deliver()
+	if got := pipelinesOf(b); !slices.Contains(got, "recovered:orders") {
+		t.Errorf("after the block was lifted, target b got %q, want orders' recovered", got)
+	}
+}
+
 func TestFailingTargetIsRetriedOnABackoff(t *testing.T) {
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n <= 2 {
