@@ -429,3 +429,14 @@ func TestPreferLastRunOverAFileForAnAPIPipeline(t *testing.T) {
 		t.Errorf("plan: %s", got)
 	}
 }
+
+// A fingerprint is persisted with each pipeline's state (ConfigHash): a new
+// version of conduit that computed another for the same pipeline would
+// take every pipeline for changed and drop its recovery on upgrade. Fields
+// added to the pipeline format must leave it as it is for pipelines that
+// do not use them.
+func TestFingerprintIsStableAcrossVersions(t *testing.T) {
+	if got, want := mustFingerprint(pipe("orders", "pipelines/orders.yml", 3, "10")), "sha256:49ced57cec43e446"; got != want {
+		t.Errorf("fingerprint %s, want %s (the one earlier versions persisted)", got, want)
+	}
+}
