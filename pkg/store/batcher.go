@@ -83,6 +83,30 @@ const (
 	Urgent
 )
 
+// Durability is what a write survives once its Pending is done.
+type Durability int
+
+const (
+	// Synced writes survive a crash of the machine (a power loss): the
+	// store synced them.
+	Synced Durability = iota
+	// Unsynced writes survive a crash of the process (a SIGKILL), not
+	// necessarily one of the machine: a store that can (UnsyncedCommitter)
+	// hands them to the operating system and does not wait for the disk.
+	// They are for what need not outlive what it guards: a dedup intent of
+	// a destination that does not sync its own writes either. A chunk that
+	// holds a synced write too is synced, and a later synced commit makes
+	// them durable with it.
+	Unsynced
+)
+
+// UnsyncedCommitter is a Store that can commit without syncing: Commit's
+// transaction, done once the operating system holds it (it survives the
+// process's crash). A Store without it commits Unsynced writes synced.
+type UnsyncedCommitter interface {
+	CommitUnsynced(ctx context.Context, ops []Op) error
+}
+
 // lane is one order of writes. next is the round being gathered, nil when
 // none was started since the last one was taken; last is the latest round
 // taken (committing or done), which Flush waits for when nothing is
@@ -175,6 +199,9 @@ type chunk struct {
 	bytes int
 	// writes counts the writes that joined the chunk.
 	writes int
+	// synced: a Synced write joined the chunk, which is then committed
+	// with a sync.
+	synced bool
 	err    error
 	// callbacks run once the chunk is committed (or failed), in submit
 	// order, on the batcher's goroutine.
@@ -268,6 +295,11 @@ func (b *Batcher) Apply(ctx context.Context, ops ...Op) error {
 
 // SubmitWith is SubmitFunc in the lane of p; done may be nil.
 func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, error) {
+	return b.SubmitDurable(p, Synced, done, ops...)
+}
+
+// SubmitDurable is SubmitWith for a write that needs only durability d.
+func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops ...Op) (Pending, error) {
 	if b.fenceOf != nil {
 		// The caller's slice stays as it is: the fences go on copies.
 		fenced := slices.Clone(ops)
@@ -321,6 +353,7 @@ func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, 
 		c.callbacks = append(c.callbacks, func(err error) { done(writeErr(err, fences)) })
 	}
 	c.writes++
+	c.synced = c.synced || d == Synced
 	return Pending{r: r, c: c, fences: fences}, nil
 }
 
@@ -467,7 +500,7 @@ func (b *Batcher) commit(r *round, between func()) {
 		if i > 0 && between != nil {
 			between()
 		}
-		c.err = b.commitChunk(c.ops)
+		c.err = b.commitChunk(c.ops, c.synced)
 		if c.err != nil {
 			failed += c.writes
 			if firstErr == nil {
@@ -489,7 +522,7 @@ func (b *Batcher) commit(r *round, between func()) {
 // for one transaction; it is then committed in halves, in order, which
 // gives up the atomicity of the writes cut in two only in that case: the
 // alternative is failing them all.
-func (b *Batcher) commitChunk(ops []Op) error {
+func (b *Batcher) commitChunk(ops []Op, synced bool) error {
 	for i := range ops {
 		if ops[i].Encode == nil || ops[i].Delete {
 			continue
@@ -500,13 +533,18 @@ func (b *Batcher) commitChunk(ops []Op) error {
 		}
 		ops[i].Value, ops[i].Encode = v, nil
 	}
-	err := b.db.Commit(context.Background(), ops)
+	var err error
+	if uc, ok := b.db.(UnsyncedCommitter); ok && !synced {
+		err = uc.CommitUnsynced(context.Background(), ops)
+	} else {
+		err = b.db.Commit(context.Background(), ops)
+	}
 	if errors.Is(err, ErrTxnTooBig) && len(ops) > 1 {
 		half := len(ops) / 2
-		if err := b.commitChunk(ops[:half]); err != nil {
+		if err := b.commitChunk(ops[:half], synced); err != nil {
 			return err
 		}
-		return b.commitChunk(ops[half:])
+		return b.commitChunk(ops[half:], synced)
 	}
 	return err
 }

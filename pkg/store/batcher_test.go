@@ -476,3 +476,82 @@ func TestBatcherFencesPipelineWrites(t *testing.T) {
 		t.Fatalf("a write of no pipeline: %v", err)
 	}
 }
+
+// syncRecordingStore records, for each commit, whether it was synced.
+type syncRecordingStore struct {
+	*heldStore
+	mu     sync.Mutex
+	synced []bool
+}
+
+func (s *syncRecordingStore) Commit(ctx context.Context, ops []Op) error {
+	s.mu.Lock()
+	s.synced = append(s.synced, true)
+	s.mu.Unlock()
+	return s.heldStore.Commit(ctx, ops)
+}
+
+func (s *syncRecordingStore) CommitUnsynced(ctx context.Context, ops []Op) error {
+	s.mu.Lock()
+	s.synced = append(s.synced, false)
+	s.mu.Unlock()
+	return s.heldStore.Commit(ctx, ops)
+}
+
+func TestBatcherCommitsUnsyncedWritesWithoutSyncUnlessASyncedOneJoins(t *testing.T) {
+	s := &syncRecordingStore{heldStore: newHeldStore()}
+	b := NewBatcher(s, nil)
+	defer b.Close()
+	submitAs := func(d Durability, key string) Pending {
+		t.Helper()
+		p, err := b.SubmitDurable(Urgent, d, nil, set(key, "v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Alone, an unsynced write is committed without a sync.
+	if err := submitAs(Unsynced, "intent-1").Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-s.entered // the commit that started for it
+	// Gathered with a synced write, it is synced with it.
+	hold, first := blockFirstCommit(t, s.heldStore, b)
+	ps := []Pending{first, submitAs(Unsynced, "intent-2"), submitAs(Synced, "position")}
+	s.release(hold)
+	for _, p := range ps {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	synced := slices.Clone(s.synced)
+	s.mu.Unlock()
+	if !slices.Equal(synced, []bool{false, true, true}) {
+		t.Fatalf("commits synced %v, want [false true true]: the lone intent unsynced, the round with a synced write synced", synced)
+	}
+	if got := s.recorded(); len(got) != 3 || !slices.Equal(got[2], []string{"intent-2", "position"}) {
+		t.Fatalf("commits %v, want the unsynced and the synced write in one commit", got)
+	}
+	for _, k := range []string{"intent-1", "intent-2", "position"} {
+		if _, err := s.Get(context.Background(), []byte(k)); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+}
+
+func TestBatcherCommitsUnsyncedWritesSyncedOnAStoreThatCannotDoOtherwise(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	p, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.recorded(); len(got) != 1 {
+		t.Fatalf("commits %v, want the write committed through Commit", got)
+	}
+}
