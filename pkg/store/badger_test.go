@@ -336,3 +336,25 @@ func TestBadgerUnsyncedCommitSurvivesAProcessCrash(t *testing.T) {
 	}
 	wantValue(t, s, "big", big)
 }
+
+// TestBadgerFollowsItsWriteAheadLog: a synced commit syncs the
+// write-ahead log Badger wrote it to, so the store must follow Badger to
+// each new log as memtables fill.
+func TestBadgerFollowsItsWriteAheadLog(t *testing.T) {
+	ctx := context.Background()
+	s := openTestBadger(t, t.TempDir())
+	start := s.wal
+	value := strings.Repeat("v", 32<<10) // in the write-ahead log, not the value log
+	for i := range 600 {                 // about 19 MiB: two memtables fill
+		if err := s.Commit(ctx, []Op{set(fmt.Sprint("k", i), value)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := listStoreFiles(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.wal <= start || s.wal != files.highestWAL() {
+		t.Fatalf("the store syncs log %d (started at %d), Badger writes to %d", s.wal, start, files.highestWAL())
+	}
+}

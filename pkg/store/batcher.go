@@ -47,7 +47,9 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 //
 // A caller waits for its write (Apply, Pending.Wait) or does not (Submit,
 // SubmitFunc): a supervisor, whose restarts keep a schedule, never waits
-// for the disk.
+// for the disk. A write that need not survive a crash of the machine
+// (Unsynced, SubmitDurable) is committed without a sync when its chunk holds
+// no other kind.
 //
 // Writes come in two lanes, each with its own rounds and its own order.
 // The records' path (dedup entries a destination waits for before it goes
