@@ -477,9 +477,9 @@ func (b *Badger) Commit(ctx context.Context, ops []Op) error {
 // CommitUnsynced is Commit without the sync: it returns once the
 // transaction is in Badger's memory-mapped logs, in the operating system's
 // page cache. It survives a crash of the process (a SIGKILL) as a synced
-// one does, but not a crash of the machine unless a sync came after it;
-// the next synced commit (or a clean close) makes it durable with
-// everything before it.
+// one does, but not a crash of the machine unless a sync came after it:
+// the next synced commit to the same write-ahead log, Badger's flush of
+// that log into a table, or a clean close.
 func (b *Badger) CommitUnsynced(ctx context.Context, ops []Op) error {
 	return b.commit(ctx, ops, false)
 }
@@ -529,50 +529,61 @@ func (b *Badger) commit(ctx context.Context, ops []Op, durable bool) error {
 	return nil
 }
 
-// update runs fn in one Badger transaction and, when durable, makes it and
-// every write before it durable before it returns. large says whether a
-// value went to the value log (read once fn ran).
+// update runs fn in one Badger transaction and, when durable, makes it
+// durable (with the earlier writes of its write-ahead log) before it
+// returns. large says whether a value went to the value log (read once fn
+// ran).
 //
-// Badger's Sync syncs the newest write-ahead log and value log file only.
-// A write lands in one write-ahead log (Badger moves to a new one before
-// a write, never in the middle of one), which is still the newest when the
-// sync comes because writeMu keeps every other write of the store out in
-// between; value log GC, Badger's only write of its own, takes writeMu
-// too (see valueLogGC). The value log moves to a new file in the middle
-// of a write, so a write that put a value there syncs every value log
-// file. A write without sync is followed by the next synced one's sync,
-// which covers it as long as it is in the same logs; one that a move to a
-// new log left behind is made durable when Badger flushes that log into a
-// table. Either way it survives the process's crash at once.
+// A write lands in one write-ahead log (Badger moves to a new one before a
+// write, never in the middle of one), the one advanceWAL follows under
+// writeMu, which every write of the store takes (value log GC, Badger's
+// only write of its own, too: see valueLogGC). The value log moves to a
+// new file in the middle of a write, so a write that put a value there
+// syncs every value log file. A write without sync is made durable by the
+// next synced one's sync when it is in the same log, or when Badger
+// flushes its log into a table; either way it survives the process's
+// crash at once.
 func (b *Badger) update(fn func(*badger.Txn) error, durable bool, large func() bool) error {
 	b.writeMu.Lock()
-	defer b.writeMu.Unlock()
 	if err := b.db.Update(fn); err != nil {
+		b.writeMu.Unlock()
 		return err
 	}
 	b.advanceWAL()
 	if !durable {
+		b.writeMu.Unlock()
 		return nil
 	}
-	if large != nil && large() {
+	wal := b.walPath(b.wal)
+	_, statErr := os.Stat(wal)
+	if (large != nil && large()) || statErr != nil {
+		// A value in the value log, or advanceWAL lost track of the log
+		// (it cannot tell a file Badger has not created yet): Badger's
+		// Sync knows its files, with writeMu held until it is done.
+		defer b.writeMu.Unlock()
 		if err := b.db.Sync(); err != nil {
 			return fmt.Errorf("sync: %w", err)
 		}
-		return b.syncFiles(".vlog")
+		if large != nil && large() {
+			return b.syncFiles(".vlog")
+		}
+		return nil
 	}
+	b.writeMu.Unlock()
+	// The log is synced by its name, so later writes need not wait for
+	// the sync (an unsynced commit meanwhile is not held up by it) and
+	// may move Badger to a new log meanwhile. A log that is gone was
+	// flushed into a table, which Badger syncs before it deletes the log.
 	// Badger writes a value up to valueThreshold to the write-ahead log
-	// only, so syncing that file is enough: Badger's Sync would also sync
-	// the value log, and on ext4 the fsync of an unchanged file still
-	// flushes the device's cache, which on a busy disk took tens of
-	// milliseconds.
-	f, err := os.Open(b.walPath(b.wal))
-	if err != nil {
-		// advanceWAL lost track of the log (it cannot tell a file Badger
-		// has not created yet): Badger knows which one it is.
-		if err := b.db.Sync(); err != nil {
-			return fmt.Errorf("sync: %w", err)
-		}
+	// only, so that file is enough: Badger's Sync would also sync the
+	// value log, and on ext4 the fsync of an unchanged file still flushes
+	// the device's cache, which on a busy disk took tens of milliseconds.
+	f, err := os.Open(wal)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sync the write-ahead log: %w", err)
 	}
 	defer f.Close()
 	if err := f.Sync(); err != nil {

@@ -64,12 +64,20 @@ type Batcher struct {
 	// maxOps and maxBytes bound a chunk, one transaction (0: no bound).
 	maxOps, maxBytes int
 
-	mu      sync.Mutex
-	lanes   [2]lane
-	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
-	onError func(writes int, err error)
+	mu     sync.Mutex
+	lanes  [3]lane
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+	// unsynced is set when the store commits without a sync
+	// (UnsyncedCommitter): Unsynced writes then have a lane of their own,
+	// committed by a goroutine of their own (woken by wakeUnsynced, ended
+	// by closing it, and reporting on unsyncedDone), so that they never
+	// wait for another lane's sync.
+	unsynced     UnsyncedCommitter
+	wakeUnsynced chan struct{}
+	unsyncedDone chan struct{}
+	onError      func(writes int, err error)
 	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
 	fenceOf func(key []byte) *Fence
 }
@@ -83,6 +91,9 @@ const (
 	Normal Priority = iota
 	// Urgent is the lane of writes the records' path waits for.
 	Urgent
+	// unsyncedLane is the lane of Unsynced writes on a store that commits
+	// without a sync.
+	unsyncedLane
 )
 
 // Durability is what a write survives once its Pending is done.
@@ -96,9 +107,12 @@ const (
 	// necessarily one of the machine: a store that can (UnsyncedCommitter)
 	// hands them to the operating system and does not wait for the disk.
 	// They are for what need not outlive what it guards: a dedup intent of
-	// a destination that does not sync its own writes either. A chunk that
-	// holds a synced write too is synced, and a later synced commit makes
-	// them durable with it.
+	// a destination that does not sync its own writes either. They have a
+	// lane of their own, whatever the Priority, which no sync of the other
+	// lanes holds up; so a key written Unsynced may be written in another
+	// lane only once that write is done (a dedup entry is deleted with the
+	// source position that acknowledges its records, which are written
+	// after it). On a store that cannot, they are Synced writes.
 	Unsynced
 )
 
@@ -201,9 +215,6 @@ type chunk struct {
 	bytes int
 	// writes counts the writes that joined the chunk.
 	writes int
-	// synced: a Synced write joined the chunk, which is then committed
-	// with a sync.
-	synced bool
 	err    error
 	// callbacks run once the chunk is committed (or failed), in submit
 	// order, on the batcher's goroutine.
@@ -263,6 +274,12 @@ func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	if l, ok := db.(TxnLimiter); ok {
 		b.maxOps, b.maxBytes = l.TxnLimits()
 	}
+	if uc, ok := db.(UnsyncedCommitter); ok {
+		b.unsynced = uc
+		b.wakeUnsynced = make(chan struct{}, 1)
+		b.unsyncedDone = make(chan struct{})
+		go b.loopUnsynced()
+	}
 	go b.loop()
 	return b
 }
@@ -319,6 +336,10 @@ func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops 
 		}
 		size += op.size()
 	}
+	wake := b.wake
+	if d == Unsynced && b.unsynced != nil {
+		p, wake = unsyncedLane, b.wakeUnsynced
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -330,7 +351,7 @@ func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops 
 		r = &round{done: make(chan struct{})}
 		l.next = r
 		select {
-		case b.wake <- struct{}{}:
+		case wake <- struct{}{}:
 		default:
 		}
 	}
@@ -355,7 +376,6 @@ func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops 
 		c.callbacks = append(c.callbacks, func(err error) { done(writeErr(err, fences)) })
 	}
 	c.writes++
-	c.synced = c.synced || d == Synced
 	return Pending{r: r, c: c, fences: fences}, nil
 }
 
@@ -415,6 +435,13 @@ func (r *round) errs() []error {
 
 func (b *Batcher) loop() {
 	defer close(b.done)
+	if b.unsynced != nil {
+		// Close is done when both lanes' writes are.
+		defer func() {
+			close(b.wakeUnsynced)
+			<-b.unsyncedDone
+		}()
+	}
 	for {
 		<-b.wake
 		for {
@@ -430,8 +457,32 @@ func (b *Batcher) loop() {
 			if r == nil {
 				break
 			}
-			b.commit(r, b.commitUrgent)
+			b.commit(r, b.commitUrgent, true)
 		}
+	}
+}
+
+// loopUnsynced commits the rounds of the Unsynced lane, until loop closes
+// wakeUnsynced (after Close) and nothing is left.
+func (b *Batcher) loopUnsynced() {
+	defer close(b.unsyncedDone)
+	for range b.wakeUnsynced {
+		for {
+			b.mu.Lock()
+			r := b.take(unsyncedLane)
+			b.mu.Unlock()
+			if r == nil {
+				break
+			}
+			b.commit(r, nil, false)
+		}
+	}
+	// Woken for the last time by the close: what was submitted before it.
+	b.mu.Lock()
+	r := b.take(unsyncedLane)
+	b.mu.Unlock()
+	if r != nil {
+		b.commit(r, nil, false)
 	}
 }
 
@@ -489,20 +540,20 @@ func (b *Batcher) commitUrgent() {
 	r := b.take(Urgent)
 	b.mu.Unlock()
 	if r != nil {
-		b.commit(r, nil)
+		b.commit(r, nil, true)
 	}
 }
 
 // commit commits r's chunks in order, calling between after each but the
 // last, and then reports the round done.
-func (b *Batcher) commit(r *round, between func()) {
+func (b *Batcher) commit(r *round, between func(), synced bool) {
 	failed := 0
 	var firstErr error
 	for i, c := range r.chunks {
 		if i > 0 && between != nil {
 			between()
 		}
-		c.err = b.commitChunk(c.ops, c.synced)
+		c.err = b.commitChunk(c.ops, synced)
 		if c.err != nil {
 			failed += c.writes
 			if firstErr == nil {
@@ -536,8 +587,8 @@ func (b *Batcher) commitChunk(ops []Op, synced bool) error {
 		ops[i].Value, ops[i].Encode = v, nil
 	}
 	var err error
-	if uc, ok := b.db.(UnsyncedCommitter); ok && !synced {
-		err = uc.CommitUnsynced(context.Background(), ops)
+	if !synced {
+		err = b.unsynced.CommitUnsynced(context.Background(), ops)
 	} else {
 		err = b.db.Commit(context.Background(), ops)
 	}
