@@ -174,6 +174,9 @@ type Destination struct {
 	pending   map[sourcePosition]string
 	remaining map[string]int
 	hits      int64
+	// durability is what the entries must survive: what the
+	// destination's writes survive (Holdings.Unsynced).
+	durability store.Durability
 	// scratch is where entries are encoded before they are copied to
 	// their exact size.
 	scratch []byte
@@ -192,6 +195,13 @@ type Holdings struct {
 	// of named sources count as not written: their records may be written
 	// again, none is lost.
 	LastSource string
+	// Unsynced says that the destination does not sync its writes: its
+	// entries are then written without a sync too (store.Unsynced). They
+	// survive a crash of the process as its records do, which is what a
+	// restart after a SIGKILL needs; after a power loss, which may take
+	// records the destination wrote as well, records in flight may be
+	// written again.
+	Unsynced bool
 }
 
 // sourcePosition is a position of a source.
@@ -212,6 +222,9 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 		run:       s.runs.Add(1),
 		pending:   map[sourcePosition]string{},
 		remaining: map[string]int{},
+	}
+	if held.Unsynced {
+		d.durability = store.Unsynced
 	}
 	now := s.now()
 	var stale [][]byte
@@ -371,7 +384,7 @@ func (d *Destination) submit(ctx context.Context, kind entryKind, source string,
 	value := bytes.Clone(d.scratch)
 	// The destination waits for it before it goes on: it must not queue
 	// behind the pipelines' bookkeeping.
-	pending, err := d.store.writer.SubmitWith(store.Urgent, nil, store.Op{Key: key, Value: value})
+	pending, err := d.store.writer.SubmitDurable(store.Urgent, d.durability, nil, store.Op{Key: key, Value: value})
 	if err != nil {
 		return nil, nil, fmt.Errorf("record written positions: %w", err)
 	}

@@ -207,3 +207,65 @@ func TestIntentsOfSeveralSources(t *testing.T) {
 		})
 	}
 }
+
+// syncCountingStore counts the commits made with and without a sync.
+type syncCountingStore struct {
+	*store.InMemory
+	mu               sync.Mutex
+	synced, unsynced int
+}
+
+func (s *syncCountingStore) Commit(ctx context.Context, ops []store.Op) error {
+	s.mu.Lock()
+	s.synced++
+	s.mu.Unlock()
+	return s.InMemory.Commit(ctx, ops)
+}
+
+func (s *syncCountingStore) CommitUnsynced(ctx context.Context, ops []store.Op) error {
+	s.mu.Lock()
+	s.unsynced++
+	s.mu.Unlock()
+	return s.InMemory.Commit(ctx, ops)
+}
+
+// The entries of a destination that does not sync its writes are as
+// durable as its writes (they survive the process's crash): committed
+// without a sync. Those of any other destination are synced.
+func TestEntriesAreSyncedOnlyForADestinationThatSyncs(t *testing.T) {
+	for _, unsynced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsynced=%v", unsynced), func(t *testing.T) {
+			db := &syncCountingStore{InMemory: store.NewInMemory()}
+			w := store.NewBatcher(db, nil)
+			defer w.Close()
+			s := New(db, w, Options{})
+			d, err := s.Open(context.Background(), "p", "out", Holdings{Reports: true, Unsynced: unsynced})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, submit := range []func(context.Context, string, []record.Position) ([]byte, func() error, error){d.Intend, d.Remember} {
+				_, wait, err := submit(context.Background(), "", positions("1", "2"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := wait(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db.mu.Lock()
+			got := [2]int{db.synced, db.unsynced}
+			db.mu.Unlock()
+			want := [2]int{2, 0}
+			if unsynced {
+				want = [2]int{0, 2}
+			}
+			if got != want {
+				t.Fatalf("commits synced, unsynced = %v, want %v", got, want)
+			}
+			// And the entries are there to be resolved at the next open.
+			if got := skipped(t, &fixture{s: s}, Holdings{Reports: true, Last: record.Position("2")}, "1", "2"); !slices.Equal(got, []string{"1", "2"}) {
+				t.Fatalf("skipped %v after the restart, want [1 2]", got)
+			}
+		})
+	}
+}

@@ -237,6 +237,17 @@ func (d tappedDestination) Write(ctx context.Context, batch []record.Record) (in
 	return d.Destination.Write(ctx, batch)
 }
 
+// SyncsWrites keeps the destination's connector.SyncReporter answer, which
+// the engine looks for: without it, a destination that does not sync would
+// wait for synced dedup entries. One without the ability syncs, as the
+// engine takes it.
+func (d tappedDestination) SyncsWrites() bool {
+	if sr, ok := d.Destination.(connector.SyncReporter); ok {
+		return sr.SyncsWrites()
+	}
+	return true
+}
+
 // tappedReportingDestination keeps the destination's PositionReporter and
 // SourceReporter, which the engine looks for: without them a restart
 // could not tell what the destination already holds.

@@ -309,3 +309,36 @@ func TestTapsKeepTheEnginesOptionalAbilities(t *testing.T) {
 type closingSplitter struct{ processor.Splitter }
 
 func (closingSplitter) Close(context.Context) error { return nil }
+
+// syncAnswering is a destination that says whether it syncs.
+type syncAnswering struct {
+	connector.Destination
+	syncs bool
+}
+
+func (d syncAnswering) SyncsWrites() bool { return d.syncs }
+
+// A tapped destination keeps the answer of connector.SyncReporter: without
+// it, the engine would sync the dedup entries of a destination that does
+// not sync its writes. One without the ability syncs, as the engine takes
+// it.
+func TestTappedDestinationKeepsWhetherItSyncs(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		dst  connector.Destination
+		want bool
+	}{
+		{"does not sync", syncAnswering{syncs: false}, false},
+		{"syncs", syncAnswering{syncs: true}, true},
+		{"cannot say", syncAnswering{}.Destination, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := pipeline.Config{Destinations: []pipeline.Destination{{ID: "out", Connector: tt.dst}}}
+			(&managedPipeline{}).tapRun(&cfg)
+			sr, ok := cfg.Destinations[0].Connector.(connector.SyncReporter)
+			if !ok || sr.SyncsWrites() != tt.want {
+				t.Fatalf("tapped destination: SyncReporter %v, SyncsWrites %v; want %v", ok, ok && sr.SyncsWrites(), tt.want)
+			}
+		})
+	}
+}

@@ -109,6 +109,20 @@ type PositionReporter interface {
 	LastPosition(ctx context.Context) (last record.Position, ok bool, err error)
 }
 
+// SyncReporter is the optional ability of a destination to say how
+// durable a Write that returned nil is. The engine keeps the destination's
+// dedup entries (intents, written positions) as durable as its writes: of
+// a destination that does not sync, without a sync (they then survive a
+// crash of the process, as its records do, and a power loss may take
+// either), so that no sync of the store sits on its records' path. A
+// destination without the ability gets synced entries.
+type SyncReporter interface {
+	// SyncsWrites is false when a Write that returned has handed its
+	// records to the operating system but not to the disk (the file
+	// destination without its sync setting).
+	SyncsWrites() bool
+}
+
 // SourceReporter is the optional ability of a PositionReporter to say
 // which source the record it holds last came from: that record's
 // conduit.source.connector.id ("pipeline:connector"), "" when it cannot

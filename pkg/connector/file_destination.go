@@ -306,6 +306,10 @@ func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, 
 	return positionOfLine(head), true, nil
 }
 
+// SyncsWrites implements SyncReporter: the lines are on the disk when
+// Write returns only with the sync setting.
+func (d *fileDestination) SyncsWrites() bool { return d.sync }
+
 // LastSource implements SourceReporter: the conduit.source.connector.id
 // of the record on the file's last line, "" when that line says none (or
 // is not this destination's).

@@ -127,3 +127,22 @@ func TestFileDestinationReportsItsLastLinesSource(t *testing.T) {
 	}
 	crash(t, d)
 }
+
+// The file destination says whether its lines are on the disk when Write
+// returns: only with the sync setting. The engine keeps its dedup entries
+// as durable as that.
+func TestFileDestinationSaysWhetherItSyncs(t *testing.T) {
+	for _, sync := range []string{"false", "true"} {
+		d, err := NewFileDestination(Config{Settings: map[string]string{"path": filepath.Join(t.TempDir(), "out.jsonl"), "sync": sync}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr, ok := d.(SyncReporter)
+		if !ok {
+			t.Fatal("the file destination does not say whether it syncs")
+		}
+		if got := sr.SyncsWrites(); got != (sync == "true") {
+			t.Errorf("sync: %s: SyncsWrites %v", sync, got)
+		}
+	}
+}

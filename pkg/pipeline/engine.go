@@ -64,6 +64,10 @@ type Held struct {
 	// record, "" when the pipeline has one source or the destination
 	// cannot tell (connector.SourceReporter).
 	LastSource string
+	// Unsynced says that the destination does not sync what it writes
+	// (connector.SyncReporter): its entries need survive only what its
+	// records survive, a crash of the process.
+	Unsynced bool
 }
 
 // DedupDestination is one destination's dedup view for one run; the
@@ -605,15 +609,20 @@ func (e *Engine) dedupSource(i int) string {
 // source of the last record is what makes its position say how far the
 // intents of the last run were written.
 func (e *Engine) held(ctx context.Context, d Destination) (Held, error) {
+	sr, ok := d.Connector.(connector.SyncReporter)
+	unsynced := ok && !sr.SyncsWrites()
 	r, ok := d.Connector.(connector.PositionReporter)
 	if !ok {
-		return Held{}, nil
+		return Held{Unsynced: unsynced}, nil
 	}
 	last, reports, err := r.LastPosition(ctx)
-	if err != nil || !reports {
+	if err != nil {
 		return Held{}, err
 	}
-	held := Held{Reports: true, Last: last}
+	if !reports {
+		return Held{Unsynced: unsynced}, nil
+	}
+	held := Held{Reports: true, Last: last, Unsynced: unsynced}
 	if len(e.sources) == 1 || last == nil {
 		return held, nil
 	}

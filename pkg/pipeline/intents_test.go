@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"sync"
 	"testing"
 
+	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -115,5 +118,67 @@ func TestIntentsRunAheadOfASlowCommit(t *testing.T) {
 	e.Stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// syncingDestination is a reportingDestination that says whether it
+// syncs its writes (connector.SyncReporter).
+type syncingDestination struct {
+	reportingDestination
+	syncs bool
+}
+
+func (d *syncingDestination) SyncsWrites() bool { return d.syncs }
+
+// unsyncedMemDestination is a memDestination that does not sync and
+// cannot say what it holds.
+type unsyncedMemDestination struct{ memDestination }
+
+func (*unsyncedMemDestination) SyncsWrites() bool { return false }
+
+// heldRecorder is a dedup store that records what each destination said
+// when it opened, and then fails the run.
+type heldRecorder struct{ held []Held }
+
+func (h *heldRecorder) Open(_ context.Context, _, _ string, held Held) (DedupDestination, error) {
+	h.held = append(h.held, held)
+	return nil, errors.New("recorded")
+}
+
+// TestHeldSaysWhetherTheDestinationSyncs: the dedup store learns that a
+// destination does not sync its writes, so that it keeps its entries
+// without a sync; one that syncs, or cannot say, gets synced entries.
+func TestHeldSaysWhetherTheDestinationSyncs(t *testing.T) {
+	tests := []struct {
+		name string
+		dst  connector.Destination
+		want Held
+	}{
+		{"reports, does not sync", &syncingDestination{syncs: false}, Held{Reports: true, Unsynced: true}},
+		{"reports, syncs", &syncingDestination{syncs: true}, Held{Reports: true}},
+		{"reports, cannot say", &reportingDestination{}, Held{Reports: true}},
+		{"does not report, does not sync", &unsyncedMemDestination{}, Held{Unsynced: true}},
+		{"neither", &memDestination{}, Held{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &heldRecorder{}
+			e, err := New(Config{
+				PipelineID:   "p",
+				Source:       Source{ID: "src", Connector: &seqSource{limit: 1, perRead: 1}},
+				Destinations: []Destination{{ID: "dst", Connector: tt.dst}},
+				Positions:    &memPositions{},
+				Dedup:        h,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Run(context.Background()); err == nil {
+				t.Fatal("the run went on after the dedup store failed to open")
+			}
+			if len(h.held) != 1 || !reflect.DeepEqual(h.held[0], tt.want) {
+				t.Fatalf("held %+v, want [%+v]", h.held, tt.want)
+			}
+		})
 	}
 }

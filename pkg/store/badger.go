@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ const (
 )
 
 // Badger is the durable Store, an embedded Badger database. Every write that
-// returns nil has been synced to disk.
+// returns nil has been synced to disk, but for CommitUnsynced's.
 //
 // Open it once per process with OpenBadger and share it; a second open of the
 // same directory fails with ErrInUse.
@@ -58,6 +59,14 @@ type Badger struct {
 	inventory inventory
 
 	gate opGate
+	// writeMu orders the writes with the syncs that make them durable
+	// (see update): Badger syncs only its newest write-ahead log and
+	// value log file, so no other write may move those on between a
+	// write and its sync.
+	writeMu sync.Mutex
+	// wal is the id of the write-ahead log Badger writes to (see
+	// advanceWAL); guarded by writeMu.
+	wal uint32
 
 	stopGC chan struct{}
 	gcDone chan struct{}
@@ -178,6 +187,12 @@ func openBadger(ctx context.Context, path string, logger *zap.Logger, oc openCon
 		_ = db.Close()
 		return nil, err
 	}
+	files, err := listStoreFiles(path)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open badger database at %s: %w", path, err)
+	}
+	b.wal = files.highestWAL()
 	go b.runGC(oc.gcInterval, oc.walInterval)
 	return b, nil
 }
@@ -258,9 +273,14 @@ func openRecovered(opts badger.Options) (db *badger.DB, err error) {
 func badgerOptions(path string, logger *zap.Logger) badger.Options {
 	return badger.DefaultOptions(path).
 		// Every write that returns nil must survive a crash: the dedup and
-		// position contracts (DESIGN 3, 6) depend on it. Concurrent commits
-		// still share one fsync through Badger's write pipeline.
-		WithSyncWrites(true).
+		// position contracts (DESIGN 3, 6) depend on it. The store syncs
+		// after each write itself (see update) rather than letting Badger
+		// sync every write: a write that only has to survive a crash of
+		// the process (CommitUnsynced) is then done once it is in the
+		// memory-mapped logs, without waiting for the disk. The runtime
+		// writes through one Batcher, so commits did not share syncs
+		// through Badger's write pipeline anyway.
+		WithSyncWrites(false).
 		// Write buffering dominates Badger's heap: each memtable is an arena
 		// of MemTableSize, and flushing one builds the whole L0 table in
 		// memory (2x MemTableSize, pooled). Writing 1M small keys flat out,
@@ -377,9 +397,9 @@ func (b *Badger) Set(ctx context.Context, key, value []byte) error {
 	}
 	// Badger holds on to key and value only until the commit inside Update
 	// returns, so the caller's buffers need no copy here.
-	err := b.db.Update(func(txn *badger.Txn) error {
+	err := b.update(func(txn *badger.Txn) error {
 		return txn.Set(key, value)
-	})
+	}, true, func() bool { return len(value) > valueThreshold })
 	if err != nil {
 		return b.translate("set", key, err)
 	}
@@ -396,9 +416,9 @@ func (b *Badger) Delete(ctx context.Context, key []byte) error {
 	if err := b.space.admit(entrySize(key, nil)); err != nil {
 		return err
 	}
-	err := b.db.Update(func(txn *badger.Txn) error {
+	err := b.update(func(txn *badger.Txn) error {
 		return txn.Delete(key)
-	})
+	}, true, nil)
 	if err != nil {
 		return b.translate("delete", key, err)
 	}
@@ -424,10 +444,12 @@ func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
 
 	for attempt := 1; ; attempt++ {
 		var fnErr error
-		err := b.db.Update(func(txn *badger.Txn) error {
-			fnErr = fn(badgerTxn{txn: txn, space: b.space})
+		large := false
+		err := b.update(func(txn *badger.Txn) error {
+			large = false
+			fnErr = fn(badgerTxn{txn: txn, space: b.space, large: &large})
 			return fnErr
-		})
+		}, true, func() bool { return large })
 		switch {
 		case fnErr != nil:
 			// fn's own error, returned untouched so callers can match it.
@@ -449,6 +471,20 @@ func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
 // Commit applies ops in one synced transaction without conflict checks:
 // it reads nothing, so nothing it read can have changed.
 func (b *Badger) Commit(ctx context.Context, ops []Op) error {
+	return b.commit(ctx, ops, true)
+}
+
+// CommitUnsynced is Commit without the sync: it returns once the
+// transaction is in Badger's memory-mapped logs, in the operating system's
+// page cache. It survives a crash of the process (a SIGKILL) as a synced
+// one does, but not a crash of the machine unless a sync came after it:
+// the next synced commit to the same write-ahead log, Badger's flush of
+// that log into a table, or a clean close.
+func (b *Badger) CommitUnsynced(ctx context.Context, ops []Op) error {
+	return b.commit(ctx, ops, false)
+}
+
+func (b *Badger) commit(ctx context.Context, ops []Op, durable bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -460,18 +496,20 @@ func (b *Badger) Commit(ctx context.Context, ops []Op) error {
 	}
 	defer b.gate.leave()
 	var size uint64
+	large := false
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
 			return err
 		}
 		size += entrySize(op.Key, op.Value)
+		large = large || len(op.Value) > valueThreshold
 	}
 	if err := b.space.admit(size); err != nil {
 		return err
 	}
 	// Badger holds on to keys and values only until the commit returns, so
 	// the caller's slices need no copy.
-	err := b.db.Update(func(txn *badger.Txn) error {
+	err := b.update(func(txn *badger.Txn) error {
 		for _, op := range ops {
 			var err error
 			if op.Delete {
@@ -484,11 +522,121 @@ func (b *Badger) Commit(ctx context.Context, ops []Op) error {
 			}
 		}
 		return nil
-	})
+	}, durable, func() bool { return large })
 	if err != nil {
 		return b.translate("commit", nil, err)
 	}
 	return nil
+}
+
+// update runs fn in one Badger transaction and, when durable, makes it
+// durable (with the earlier writes of its write-ahead log) before it
+// returns. large says whether a value went to the value log (read once fn
+// ran).
+//
+// A write lands in one write-ahead log (Badger moves to a new one before a
+// write, never in the middle of one), the one advanceWAL follows under
+// writeMu, which every write of the store takes (value log GC, Badger's
+// only write of its own, too: see valueLogGC). The value log moves to a
+// new file in the middle of a write, so a write that put a value there
+// syncs every value log file. A write without sync is made durable by the
+// next synced one's sync when it is in the same log, or when Badger
+// flushes its log into a table; either way it survives the process's
+// crash at once.
+func (b *Badger) update(fn func(*badger.Txn) error, durable bool, large func() bool) error {
+	b.writeMu.Lock()
+	if err := b.db.Update(fn); err != nil {
+		b.writeMu.Unlock()
+		return err
+	}
+	b.advanceWAL()
+	if !durable {
+		b.writeMu.Unlock()
+		return nil
+	}
+	wal := b.walPath(b.wal)
+	_, statErr := os.Stat(wal)
+	if (large != nil && large()) || statErr != nil {
+		// A value in the value log, or advanceWAL lost track of the log
+		// (it cannot tell a file Badger has not created yet): Badger's
+		// Sync knows its files, with writeMu held until it is done.
+		defer b.writeMu.Unlock()
+		if err := b.db.Sync(); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		if large != nil && large() {
+			return b.syncFiles(".vlog")
+		}
+		return nil
+	}
+	b.writeMu.Unlock()
+	// The log is synced by its name, so later writes need not wait for
+	// the sync (an unsynced commit meanwhile is not held up by it) and
+	// may move Badger to a new log meanwhile. A log that is gone was
+	// flushed into a table, which Badger syncs before it deletes the log.
+	// Badger writes a value up to valueThreshold to the write-ahead log
+	// only, so that file is enough: Badger's Sync would also sync the
+	// value log, and on ext4 the fsync of an unchanged file still flushes
+	// the device's cache, which on a busy disk took tens of milliseconds.
+	f, err := os.Open(wal)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sync the write-ahead log: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync the write-ahead log: %w", err)
+	}
+	return nil
+}
+
+// advanceWAL follows Badger to its next write-ahead log: Badger moves to
+// a new log (the next id) before a write when the memtable is full, and
+// the file has a size once Badger took it (one conduit prepared ahead is
+// empty until then). Called under writeMu after each write.
+func (b *Badger) advanceWAL() {
+	for {
+		fi, err := os.Stat(b.walPath(b.wal + 1))
+		if err != nil || fi.Size() == 0 {
+			return
+		}
+		b.wal++
+	}
+}
+
+// walPath is the file of Badger's write-ahead log id (Badger names them
+// so).
+func (b *Badger) walPath(id uint32) string {
+	return filepath.Join(b.path, fmt.Sprintf("%05d.mem", id))
+}
+
+// syncFiles fsyncs the store's files of the given extensions (".mem",
+// ".vlog"). A file Badger deleted meanwhile holds nothing to sync.
+func (b *Badger) syncFiles(exts ...string) error {
+	entries, err := os.ReadDir(b.path)
+	if err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !slices.Contains(exts, filepath.Ext(e.Name())) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(b.path, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = f.Sync()
+			_ = f.Close()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sync %s: %w", e.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Scan calls fn for every key with prefix, in key order, on a consistent
@@ -627,6 +775,11 @@ func (b *Badger) Close() error {
 		if free, err := b.space.free(b.path); err == nil && free < b.closeNeeds {
 			b.logger.Warn("too little free space to close the database cleanly: it is left as after a crash, and the next start replays its write-ahead log (nothing is lost)",
 				zap.String("path", b.path), zap.String("free", formatBytes(free)), zap.String("needed", formatBytes(b.closeNeeds)))
+			// Commits made without a sync are in the logs too; synced,
+			// they also survive a crash of the machine after this stop.
+			if err := b.db.Sync(); err != nil {
+				b.closeErr = fmt.Errorf("sync badger database at %s: %v", b.path, err)
+			}
 			return
 		}
 		if err := b.db.Close(); err != nil {
@@ -696,7 +849,7 @@ func (b *Badger) runGC(interval, walInterval time.Duration) {
 				return
 			default:
 			}
-			err := b.db.RunValueLogGC(gcDiscardRatio)
+			err := b.valueLogGC()
 			if err == nil {
 				continue
 			}
@@ -706,6 +859,34 @@ func (b *Badger) runGC(interval, walInterval time.Duration) {
 			break
 		}
 	}
+}
+
+// valueLogGC rewrites at most one value log file. Badger writes the
+// values it moves without a sync (the store does not let Badger sync, see
+// update) and then deletes the old file: a crash of the machine could then
+// lose values that were durable. So the file is kept until the moved
+// values are synced: an open iterator makes Badger defer the deletion
+// until the last iterator closes. Writes wait meanwhile (writeMu), so that
+// the moved values are in logs the sync reaches; a GC that finds nothing
+// to rewrite returns at once.
+func (b *Badger) valueLogGC() error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	txn := b.db.NewTransaction(false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{})
+	defer it.Close()
+	err := b.db.RunValueLogGC(gcDiscardRatio)
+	b.advanceWAL()
+	if err != nil {
+		return err
+	}
+	if err := b.db.Sync(); err != nil {
+		return fmt.Errorf("sync after value log GC: %w", err)
+	}
+	// The moved values may have filled a write-ahead log or a value log
+	// file, which Badger's Sync no longer reaches.
+	return b.syncFiles(".mem", ".vlog")
 }
 
 // recordWALs brings the inventory's highest write-ahead log up to date.
@@ -767,6 +948,8 @@ func translate(op string, key []byte, err error) error {
 type badgerTxn struct {
 	txn   *badger.Txn
 	space *spaceGuard
+	// large is set when a value goes to the value log (see update).
+	large *bool
 }
 
 func (t badgerTxn) Get(key []byte) ([]byte, error) {
@@ -793,6 +976,9 @@ func (t badgerTxn) Set(key, value []byte) error {
 	}
 	if err := t.space.admit(entrySize(key, value)); err != nil {
 		return err
+	}
+	if len(value) > valueThreshold && t.large != nil {
+		*t.large = true
 	}
 	// Badger keeps the slices until commit; copy so callers may reuse
 	// their buffers inside fn.

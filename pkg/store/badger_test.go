@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -293,4 +294,67 @@ func BenchmarkBadgerUpdateBatch100(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*100), "ns/key")
+}
+
+// crashChildDir names, in a child test process, the directory the child
+// commits to before it kills itself.
+const crashChildDir = "CONDUIT_STORE_TEST_CRASH_DIR"
+
+// TestBadgerUnsyncedCommitSurvivesAProcessCrash: a commit without a sync
+// is in the operating system when it returns, so the SIGKILL of the
+// process loses none of it, small values and one in the value log alike.
+func TestBadgerUnsyncedCommitSurvivesAProcessCrash(t *testing.T) {
+	ctx := context.Background()
+	big := strings.Repeat("b", valueThreshold+1)
+	if dir := os.Getenv(crashChildDir); dir != "" {
+		s, err := OpenBadger(ctx, dir, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			if err := s.CommitUnsynced(ctx, []Op{set(fmt.Sprint("intent/", i), fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CommitUnsynced(ctx, []Op{set("big", big)}); err != nil {
+			t.Fatal(err)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBadgerUnsyncedCommitSurvivesAProcessCrash$")
+	cmd.Env = append(os.Environ(), crashChildDir+"="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not kill itself after its commits (%v):\n%s", err, out)
+	}
+	s := openTestBadger(t, dir)
+	for i := range 100 {
+		wantValue(t, s, fmt.Sprint("intent/", i), fmt.Sprint(i))
+	}
+	wantValue(t, s, "big", big)
+}
+
+// TestBadgerFollowsItsWriteAheadLog: a synced commit syncs the
+// write-ahead log Badger wrote it to, so the store must follow Badger to
+// each new log as memtables fill.
+func TestBadgerFollowsItsWriteAheadLog(t *testing.T) {
+	ctx := context.Background()
+	s := openTestBadger(t, t.TempDir())
+	start := s.wal
+	value := strings.Repeat("v", 32<<10) // in the write-ahead log, not the value log
+	for i := range 600 {                 // about 19 MiB: two memtables fill
+		if err := s.Commit(ctx, []Op{set(fmt.Sprint("k", i), value)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := listStoreFiles(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.wal <= start || s.wal != files.highestWAL() {
+		t.Fatalf("the store syncs log %d (started at %d), Badger writes to %d", s.wal, start, files.highestWAL())
+	}
 }

@@ -47,7 +47,9 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 //
 // A caller waits for its write (Apply, Pending.Wait) or does not (Submit,
 // SubmitFunc): a supervisor, whose restarts keep a schedule, never waits
-// for the disk.
+// for the disk. A write that need not survive a crash of the machine
+// (Unsynced, SubmitDurable) is committed without a sync when its chunk holds
+// no other kind.
 //
 // Writes come in two lanes, each with its own rounds and its own order.
 // The records' path (dedup entries a destination waits for before it goes
@@ -62,12 +64,20 @@ type Batcher struct {
 	// maxOps and maxBytes bound a chunk, one transaction (0: no bound).
 	maxOps, maxBytes int
 
-	mu      sync.Mutex
-	lanes   [2]lane
-	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
-	onError func(writes int, err error)
+	mu     sync.Mutex
+	lanes  [3]lane
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+	// unsynced is set when the store commits without a sync
+	// (UnsyncedCommitter): Unsynced writes then have a lane of their own,
+	// committed by a goroutine of their own (woken by wakeUnsynced, ended
+	// by closing it, and reporting on unsyncedDone), so that they never
+	// wait for another lane's sync.
+	unsynced     UnsyncedCommitter
+	wakeUnsynced chan struct{}
+	unsyncedDone chan struct{}
+	onError      func(writes int, err error)
 	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
 	fenceOf func(key []byte) *Fence
 }
@@ -81,7 +91,37 @@ const (
 	Normal Priority = iota
 	// Urgent is the lane of writes the records' path waits for.
 	Urgent
+	// unsyncedLane is the lane of Unsynced writes on a store that commits
+	// without a sync.
+	unsyncedLane
 )
+
+// Durability is what a write survives once its Pending is done.
+type Durability int
+
+const (
+	// Synced writes survive a crash of the machine (a power loss): the
+	// store synced them.
+	Synced Durability = iota
+	// Unsynced writes survive a crash of the process (a SIGKILL), not
+	// necessarily one of the machine: a store that can (UnsyncedCommitter)
+	// hands them to the operating system and does not wait for the disk.
+	// They are for what need not outlive what it guards: a dedup intent of
+	// a destination that does not sync its own writes either. They have a
+	// lane of their own, whatever the Priority, which no sync of the other
+	// lanes holds up; so a key written Unsynced may be written in another
+	// lane only once that write is done (a dedup entry is deleted with the
+	// source position that acknowledges its records, which are written
+	// after it). On a store that cannot, they are Synced writes.
+	Unsynced
+)
+
+// UnsyncedCommitter is a Store that can commit without syncing: Commit's
+// transaction, done once the operating system holds it (it survives the
+// process's crash). A Store without it commits Unsynced writes synced.
+type UnsyncedCommitter interface {
+	CommitUnsynced(ctx context.Context, ops []Op) error
+}
 
 // lane is one order of writes. next is the round being gathered, nil when
 // none was started since the last one was taken; last is the latest round
@@ -234,6 +274,12 @@ func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	if l, ok := db.(TxnLimiter); ok {
 		b.maxOps, b.maxBytes = l.TxnLimits()
 	}
+	if uc, ok := db.(UnsyncedCommitter); ok {
+		b.unsynced = uc
+		b.wakeUnsynced = make(chan struct{}, 1)
+		b.unsyncedDone = make(chan struct{})
+		go b.loopUnsynced()
+	}
 	go b.loop()
 	return b
 }
@@ -268,6 +314,11 @@ func (b *Batcher) Apply(ctx context.Context, ops ...Op) error {
 
 // SubmitWith is SubmitFunc in the lane of p; done may be nil.
 func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, error) {
+	return b.SubmitDurable(p, Synced, done, ops...)
+}
+
+// SubmitDurable is SubmitWith for a write that needs only durability d.
+func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops ...Op) (Pending, error) {
 	if b.fenceOf != nil {
 		// The caller's slice stays as it is: the fences go on copies.
 		fenced := slices.Clone(ops)
@@ -285,6 +336,10 @@ func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, 
 		}
 		size += op.size()
 	}
+	wake := b.wake
+	if d == Unsynced && b.unsynced != nil {
+		p, wake = unsyncedLane, b.wakeUnsynced
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -296,7 +351,7 @@ func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, 
 		r = &round{done: make(chan struct{})}
 		l.next = r
 		select {
-		case b.wake <- struct{}{}:
+		case wake <- struct{}{}:
 		default:
 		}
 	}
@@ -380,6 +435,13 @@ func (r *round) errs() []error {
 
 func (b *Batcher) loop() {
 	defer close(b.done)
+	if b.unsynced != nil {
+		// Close is done when both lanes' writes are.
+		defer func() {
+			close(b.wakeUnsynced)
+			<-b.unsyncedDone
+		}()
+	}
 	for {
 		<-b.wake
 		for {
@@ -395,8 +457,32 @@ func (b *Batcher) loop() {
 			if r == nil {
 				break
 			}
-			b.commit(r, b.commitUrgent)
+			b.commit(r, b.commitUrgent, true)
 		}
+	}
+}
+
+// loopUnsynced commits the rounds of the Unsynced lane, until loop closes
+// wakeUnsynced (after Close) and nothing is left.
+func (b *Batcher) loopUnsynced() {
+	defer close(b.unsyncedDone)
+	for range b.wakeUnsynced {
+		for {
+			b.mu.Lock()
+			r := b.take(unsyncedLane)
+			b.mu.Unlock()
+			if r == nil {
+				break
+			}
+			b.commit(r, nil, false)
+		}
+	}
+	// Woken for the last time by the close: what was submitted before it.
+	b.mu.Lock()
+	r := b.take(unsyncedLane)
+	b.mu.Unlock()
+	if r != nil {
+		b.commit(r, nil, false)
 	}
 }
 
@@ -454,20 +540,20 @@ func (b *Batcher) commitUrgent() {
 	r := b.take(Urgent)
 	b.mu.Unlock()
 	if r != nil {
-		b.commit(r, nil)
+		b.commit(r, nil, true)
 	}
 }
 
 // commit commits r's chunks in order, calling between after each but the
 // last, and then reports the round done.
-func (b *Batcher) commit(r *round, between func()) {
+func (b *Batcher) commit(r *round, between func(), synced bool) {
 	failed := 0
 	var firstErr error
 	for i, c := range r.chunks {
 		if i > 0 && between != nil {
 			between()
 		}
-		c.err = b.commitChunk(c.ops)
+		c.err = b.commitChunk(c.ops, synced)
 		if c.err != nil {
 			failed += c.writes
 			if firstErr == nil {
@@ -489,7 +575,7 @@ func (b *Batcher) commit(r *round, between func()) {
 // for one transaction; it is then committed in halves, in order, which
 // gives up the atomicity of the writes cut in two only in that case: the
 // alternative is failing them all.
-func (b *Batcher) commitChunk(ops []Op) error {
+func (b *Batcher) commitChunk(ops []Op, synced bool) error {
 	for i := range ops {
 		if ops[i].Encode == nil || ops[i].Delete {
 			continue
@@ -500,13 +586,18 @@ func (b *Batcher) commitChunk(ops []Op) error {
 		}
 		ops[i].Value, ops[i].Encode = v, nil
 	}
-	err := b.db.Commit(context.Background(), ops)
+	var err error
+	if !synced {
+		err = b.unsynced.CommitUnsynced(context.Background(), ops)
+	} else {
+		err = b.db.Commit(context.Background(), ops)
+	}
 	if errors.Is(err, ErrTxnTooBig) && len(ops) > 1 {
 		half := len(ops) / 2
-		if err := b.commitChunk(ops[:half]); err != nil {
+		if err := b.commitChunk(ops[:half], synced); err != nil {
 			return err
 		}
-		return b.commitChunk(ops[half:])
+		return b.commitChunk(ops[half:], synced)
 	}
 	return err
 }

@@ -476,3 +476,90 @@ func TestBatcherFencesPipelineWrites(t *testing.T) {
 		t.Fatalf("a write of no pipeline: %v", err)
 	}
 }
+
+// syncRecordingStore records, for each commit, whether it was synced.
+type syncRecordingStore struct {
+	*heldStore
+	mu     sync.Mutex
+	synced []bool
+}
+
+func (s *syncRecordingStore) Commit(ctx context.Context, ops []Op) error {
+	s.mu.Lock()
+	s.synced = append(s.synced, true)
+	s.mu.Unlock()
+	return s.heldStore.Commit(ctx, ops)
+}
+
+// CommitUnsynced is not held: the lane of unsynced writes does not wait
+// for the others.
+func (s *syncRecordingStore) CommitUnsynced(ctx context.Context, ops []Op) error {
+	s.mu.Lock()
+	s.synced = append(s.synced, false)
+	s.mu.Unlock()
+	return s.InMemory.Commit(ctx, ops)
+}
+
+func TestBatcherCommitsUnsyncedWritesWithoutWaitingForASync(t *testing.T) {
+	s := &syncRecordingStore{heldStore: newHeldStore()}
+	b := NewBatcher(s, nil)
+	defer b.Close()
+	// A synced write's commit is held, as a slow sync would hold it.
+	hold, first := blockFirstCommit(t, s.heldStore, b)
+	// An unsynced write is committed meanwhile, without a sync.
+	p, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	synced := slices.Clone(s.synced)
+	s.mu.Unlock()
+	if !slices.Equal(synced, []bool{true, false}) {
+		t.Fatalf("commits synced %v, want [true false]: the held synced one, then the intent without a sync", synced)
+	}
+	s.release(hold)
+	if err := first.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Flush and Close wait for both lanes.
+	if _, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent-2", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"first", "intent", "intent-2"} {
+		if _, err := s.Get(context.Background(), []byte(k)); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	if _, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent-3", "v")); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := s.Get(context.Background(), []byte("intent-3")); err != nil {
+		t.Fatalf("intent-3 after Close: %v", err)
+	}
+	if _, err := b.SubmitDurable(Urgent, Unsynced, nil, set("late", "v")); !errors.Is(err, ErrBatcherClosed) {
+		t.Fatalf("a write after Close: %v, want ErrBatcherClosed", err)
+	}
+}
+
+func TestBatcherCommitsUnsyncedWritesSyncedOnAStoreThatCannotDoOtherwise(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	p, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.recorded(); len(got) != 1 {
+		t.Fatalf("commits %v, want the write committed through Commit", got)
+	}
+}
