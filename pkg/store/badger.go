@@ -586,7 +586,7 @@ func (b *Badger) update(fn func(*badger.Txn) error, durable bool, large func() b
 		return fmt.Errorf("sync the write-ahead log: %w", err)
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := syncData(f); err != nil {
 		return fmt.Errorf("sync the write-ahead log: %w", err)
 	}
 	return nil
