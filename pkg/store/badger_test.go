@@ -298,7 +298,7 @@ func BenchmarkBadgerUpdateBatch100(b *testing.B) {
 
 // crashChildDir names, in a child test process, the directory the child
 // commits to before it kills itself.
-const crashChildDir = "CONDUIT_STORE_TEST_CRASH_DIR"
+const crashChildDir = "CONDUIT_TEST_STORE_CRASH_DIR"
 
 // TestBadgerUnsyncedCommitSurvivesAProcessCrash: a commit without a sync
 // is in the operating system when it returns, so the SIGKILL of the
