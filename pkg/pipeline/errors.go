@@ -70,4 +70,6 @@ func (e *StageError) Unwrap() error { return e.Err }
 
 // Component returns the kind ("source", "destination", "processor") and id
 // of the component that failed; the supervisor records both.
-func (e *StageError) Component() (kind cerrors.ComponentKind, id string) { return e.Kind.Component(), e.ID }
+func (e *StageError) Component() (kind cerrors.ComponentKind, id string) {
+	return e.Kind.Component(), e.ID
+}
