@@ -2,6 +2,8 @@ package connector
 
 import (
 	"maps"
+	"runtime/debug"
+	"strings"
 
 	"github.com/conduitio/conduit-commons/config"
 	kafka "github.com/conduitio/conduit-connector-kafka"
@@ -24,8 +26,15 @@ import (
 // to keep their types across a process boundary, only costs time here: it
 // is off unless the file turns it on. sourceDefaults are the connector's
 // own such defaults.
-func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]string) Plugin {
+func conduitBuiltin(name, module string, c sdk.Connector, sourceDefaults map[string]string) Plugin {
 	spec := c.NewSpecification()
+	if !strings.HasPrefix(spec.Version, "v") {
+		// Compiled in, a connector knows no version of its own ("(devel)");
+		// the module's is the one a Conduit user sees listed.
+		if v := moduleVersion(module); strings.HasPrefix(v, "v") {
+			spec.Version = v
+		}
+	}
 	sourceDefaults = maps.Clone(sourceDefaults)
 	if sourceDefaults == nil {
 		sourceDefaults = map[string]string{}
@@ -53,6 +62,25 @@ func conduitBuiltin(name string, c sdk.Connector, sourceDefaults map[string]stri
 		}
 	}
 	return p
+}
+
+// moduleVersion is the version of module this binary was built with, ""
+// when the binary does not say.
+func moduleVersion(module string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range info.Deps {
+		if d.Path != module {
+			continue
+		}
+		if d.Replace != nil {
+			return d.Replace.Version
+		}
+		return d.Version
+	}
+	return ""
 }
 
 var (
@@ -87,19 +115,19 @@ func conduitOptions(cfg Config, ref string, params config.Parameters, sourceDefa
 // the runtime keeps records structured, and the schema fails on a row
 // whose before image has NULLs, so it is off unless the file turns it on.
 func postgresPlugin() Plugin {
-	return conduitBuiltin("postgres", postgres.Connector, map[string]string{"logrepl.withAvroSchema": "false"})
+	return conduitBuiltin("postgres", "github.com/conduitio/conduit-connector-postgres", postgres.Connector, map[string]string{"logrepl.withAvroSchema": "false"})
 }
 
 // kafkaPlugin is Conduit's Kafka connector, with Conduit's defaults: its
 // destination writes each record as Conduit's OpenCDC JSON (the SDK's
 // sdk.record.format), its source reads each message as a raw payload.
 func kafkaPlugin() Plugin {
-	return conduitBuiltin("kafka", kafka.Connector, nil)
+	return conduitBuiltin("kafka", "github.com/conduitio/conduit-connector-kafka", kafka.Connector, nil)
 }
 
 // s3Plugin is Conduit's S3 connector. It has no endpoint setting: like
 // every client of the AWS SDK it takes one from AWS_ENDPOINT_URL_S3 or
 // AWS_ENDPOINT_URL, which is how it reaches an S3-compatible store.
 func s3Plugin() Plugin {
-	return conduitBuiltin("s3", s3.Connector, nil)
+	return conduitBuiltin("s3", "github.com/conduitio/conduit-connector-s3", s3.Connector, nil)
 }
