@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/conduitio/conduit/proto/api/v1"
 )
@@ -192,32 +195,52 @@ func newProcessorsDescribeCommand() *cobra.Command {
 	return cmd
 }
 
-func newConnectorPluginsCommand() *cobra.Command {
+// pluginSpec is what the two plugin listings have in common.
+type pluginSpec interface {
+	proto.Message
+	GetName() string
+	GetSummary() string
+}
+
+// pluginVerbs describes one of Conduit's plugin commands (connector-plugins,
+// processor-plugins): they differ only in the call, the output of describe
+// and their texts.
+type pluginVerbs[S pluginSpec] struct {
+	kind    string // "connector" or "processor"
+	aliases []string
+	short   string // of the command
+	// list asks the running conduit for the plugins whose name matches
+	// the regular expression ("" for all).
+	list func(ctx context.Context, client *v1Client, name string) ([]S, proto.Message, error)
+	// describeShort, describeLong and the examples are describe's texts.
+	describeShort, describeLong, listExample, describeExample string
+	write                                                     func(io.Writer, S) error
+}
+
+func (v pluginVerbs[S]) command() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "connector-plugins",
-		Aliases: []string{"connector-plugin", "connectorsplugins", "connectorplugins", "connectorplugin"},
-		Short:   "List and describe the connector plugins a running conduit offers (Conduit's verbs)",
+		Use:     v.kind + "-plugins",
+		Aliases: v.aliases,
+		Short:   v.short,
 		Long:    v1CommandLong,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newConnectorPluginsListCommand(), newConnectorPluginsDescribeCommand())
+	cmd.AddCommand(v.listCommand(), v.describeCommand())
 	return cmd
 }
 
-// listConnectorPlugins asks for the connector plugins whose name matches
-// the regular expression name ("" for all), sorted by name.
-func listConnectorPlugins(cmd *cobra.Command, client *v1Client, name string) (*apiv1.ListConnectorPluginsResponse, error) {
-	resp, err := callV1[apiv1.ListConnectorPluginsRequest, apiv1.ListConnectorPluginsResponse](cmd.Context(), client,
-		apiv1.ConnectorService_ListConnectorPlugins_FullMethodName, &apiv1.ListConnectorPluginsRequest{Name: name})
+// plugins lists the plugins sorted by name.
+func (v pluginVerbs[S]) plugins(cmd *cobra.Command, client *v1Client, name string) ([]S, proto.Message, error) {
+	plugins, resp, err := v.list(cmd.Context(), client, name)
 	if err != nil {
-		return nil, client.explain(err, v1Subject{})
+		return nil, nil, client.explain(err, v1Subject{})
 	}
-	slices.SortFunc(resp.Plugins, func(a, b *apiv1.ConnectorPluginSpecifications) int { return strings.Compare(a.GetName(), b.GetName()) })
-	return resp, nil
+	slices.SortFunc(plugins, func(a, b S) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return plugins, resp, nil
 }
 
-func newConnectorPluginsListCommand() *cobra.Command {
+func (v pluginVerbs[S]) listCommand() *cobra.Command {
 	var (
 		name   string
 		asJSON bool
@@ -225,28 +248,26 @@ func newConnectorPluginsListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the connector plugins (NAME, SUMMARY)",
-		Example: `  conduit connector-plugins ls
-  conduit connector-plugins ls --name kafka
-  conduit connector-plugins ls --json | jq -r '.plugins[].name'`,
-		Args: cobra.NoArgs,
+		Short:   "List the " + v.kind + " plugins (NAME, SUMMARY)",
+		Example: v.listExample,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, err := newV1Client(cmd)
 			if err != nil {
 				return err
 			}
-			resp, err := listConnectorPlugins(cmd, client, pluginNameFilter(name))
+			plugins, resp, err := v.plugins(cmd, client, pluginNameFilter(name))
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeV1JSON(cmd.OutOrStdout(), resp)
 			}
-			rows := make([]pluginRow, 0, len(resp.GetPlugins()))
-			for _, p := range resp.GetPlugins() {
+			rows := make([]pluginRow, 0, len(plugins))
+			for _, p := range plugins {
 				rows = append(rows, pluginRow{p.GetName(), p.GetSummary()})
 			}
-			return writePluginsTable(humanOutput(cmd.OutOrStdout()), "connector", rows)
+			return writePluginsTable(humanOutput(cmd.OutOrStdout()), v.kind, rows)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "only the plugins whose name contains this (a regular expression)")
@@ -254,136 +275,82 @@ func newConnectorPluginsListCommand() *cobra.Command {
 	return cmd
 }
 
-func newConnectorPluginsDescribeCommand() *cobra.Command {
+func (v pluginVerbs[S]) describeCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "describe <plugin>",
 		Aliases: []string{"desc"},
-		Short:   "Show a connector plugin: summary, author, version and its source and destination parameters",
-		Long: `Describe shows a connector plugin's specification. The plugin is named as
-"connector-plugins ls" lists it (builtin:file@v0.1.0) or without its version
-or builtin: prefix (builtin:file, file) when that names one plugin.`,
-		Example: `  conduit connector-plugins describe builtin:file@v0.1.0
-  conduit connector-plugins describe kafka --json | jq '.sourceParams | keys'`,
-		Args: oneArg("plugin name"),
+		Short:   v.describeShort,
+		Long:    v.describeLong,
+		Example: v.describeExample,
+		Args:    oneArg("plugin name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := newV1Client(cmd)
 			if err != nil {
 				return err
 			}
-			resp, err := listConnectorPlugins(cmd, client, "")
+			plugins, _, err := v.plugins(cmd, client, "")
 			if err != nil {
 				return err
 			}
-			p, err := findPlugin(resp.GetPlugins(), (*apiv1.ConnectorPluginSpecifications).GetName, "connector", args[0])
+			p, err := findPlugin(plugins, S.GetName, v.kind, args[0])
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeV1JSON(cmd.OutOrStdout(), p)
 			}
-			return writeConnectorPlugin(humanOutput(cmd.OutOrStdout()), p)
+			return v.write(humanOutput(cmd.OutOrStdout()), p)
 		},
 	}
 	addJSONFlag(cmd, &asJSON)
 	return cmd
+}
+
+func newConnectorPluginsCommand() *cobra.Command {
+	return pluginVerbs[*apiv1.ConnectorPluginSpecifications]{
+		kind:    "connector",
+		aliases: []string{"connector-plugin", "connectorsplugins", "connectorplugins", "connectorplugin"},
+		short:   "List and describe the connector plugins a running conduit offers (Conduit's verbs)",
+		list: func(ctx context.Context, client *v1Client, name string) ([]*apiv1.ConnectorPluginSpecifications, proto.Message, error) {
+			resp, err := callV1[apiv1.ListConnectorPluginsRequest, apiv1.ListConnectorPluginsResponse](ctx, client,
+				apiv1.ConnectorService_ListConnectorPlugins_FullMethodName, &apiv1.ListConnectorPluginsRequest{Name: name})
+			return resp.GetPlugins(), resp, err
+		},
+		describeShort: "Show a connector plugin: summary, author, version and its source and destination parameters",
+		describeLong: `Describe shows a connector plugin's specification. The plugin is named as
+"connector-plugins ls" lists it (builtin:file@v0.1.0) or without its version
+or builtin: prefix (builtin:file, file) when that names one plugin.`,
+		listExample: `  conduit connector-plugins ls
+  conduit connector-plugins ls --name kafka
+  conduit connector-plugins ls --json | jq -r '.plugins[].name'`,
+		describeExample: `  conduit connector-plugins describe builtin:file@v0.1.0
+  conduit connector-plugins describe kafka --json | jq '.sourceParams | keys'`,
+		write: writeConnectorPlugin,
+	}.command()
 }
 
 func newProcessorPluginsCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "processor-plugins",
-		Aliases: []string{"processor-plugin", "processorsplugins", "processorplugins", "processorplugin"},
-		Short:   "List and describe the processor plugins a running conduit offers (Conduit's verbs)",
-		Long:    v1CommandLong,
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	cmd.AddCommand(newProcessorPluginsListCommand(), newProcessorPluginsDescribeCommand())
-	return cmd
-}
-
-// listProcessorPlugins asks for the processor plugins whose name matches
-// the regular expression name ("" for all), sorted by name.
-func listProcessorPlugins(cmd *cobra.Command, client *v1Client, name string) (*apiv1.ListProcessorPluginsResponse, error) {
-	resp, err := callV1[apiv1.ListProcessorPluginsRequest, apiv1.ListProcessorPluginsResponse](cmd.Context(), client,
-		apiv1.ProcessorService_ListProcessorPlugins_FullMethodName, &apiv1.ListProcessorPluginsRequest{Name: name})
-	if err != nil {
-		return nil, client.explain(err, v1Subject{})
-	}
-	slices.SortFunc(resp.Plugins, func(a, b *apiv1.ProcessorPluginSpecifications) int { return strings.Compare(a.GetName(), b.GetName()) })
-	return resp, nil
-}
-
-func newProcessorPluginsListCommand() *cobra.Command {
-	var (
-		name   string
-		asJSON bool
-	)
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the processor plugins (NAME, SUMMARY)",
-		Example: `  conduit processor-plugins ls
-  conduit processor-plugins ls --name field
-  conduit processor-plugins ls --json | jq -r '.plugins[].name'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, err := newV1Client(cmd)
-			if err != nil {
-				return err
-			}
-			resp, err := listProcessorPlugins(cmd, client, pluginNameFilter(name))
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeV1JSON(cmd.OutOrStdout(), resp)
-			}
-			rows := make([]pluginRow, 0, len(resp.GetPlugins()))
-			for _, p := range resp.GetPlugins() {
-				rows = append(rows, pluginRow{p.GetName(), p.GetSummary()})
-			}
-			return writePluginsTable(humanOutput(cmd.OutOrStdout()), "processor", rows)
+	return pluginVerbs[*apiv1.ProcessorPluginSpecifications]{
+		kind:    "processor",
+		aliases: []string{"processor-plugin", "processorsplugins", "processorplugins", "processorplugin"},
+		short:   "List and describe the processor plugins a running conduit offers (Conduit's verbs)",
+		list: func(ctx context.Context, client *v1Client, name string) ([]*apiv1.ProcessorPluginSpecifications, proto.Message, error) {
+			resp, err := callV1[apiv1.ListProcessorPluginsRequest, apiv1.ListProcessorPluginsResponse](ctx, client,
+				apiv1.ProcessorService_ListProcessorPlugins_FullMethodName, &apiv1.ListProcessorPluginsRequest{Name: name})
+			return resp.GetPlugins(), resp, err
 		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "only the plugins whose name contains this (a regular expression)")
-	addJSONFlag(cmd, &asJSON)
-	return cmd
-}
-
-func newProcessorPluginsDescribeCommand() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "describe <plugin>",
-		Aliases: []string{"desc"},
-		Short:   "Show a processor plugin: summary, description, author, version and parameters",
-		Long: `Describe shows a processor plugin's specification. The plugin is named as
+		describeShort: "Show a processor plugin: summary, description, author, version and parameters",
+		describeLong: `Describe shows a processor plugin's specification. The plugin is named as
 "processor-plugins ls" lists it (field.set@v0.1.0) or without its version
 (field.set) when that names one plugin.`,
-		Example: `  conduit processor-plugins describe field.set
+		listExample: `  conduit processor-plugins ls
+  conduit processor-plugins ls --name field
+  conduit processor-plugins ls --json | jq -r '.plugins[].name'`,
+		describeExample: `  conduit processor-plugins describe field.set
   conduit processor-plugins describe field.set --json | jq .parameters`,
-		Args: oneArg("plugin name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := newV1Client(cmd)
-			if err != nil {
-				return err
-			}
-			resp, err := listProcessorPlugins(cmd, client, "")
-			if err != nil {
-				return err
-			}
-			p, err := findPlugin(resp.GetPlugins(), (*apiv1.ProcessorPluginSpecifications).GetName, "processor", args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeV1JSON(cmd.OutOrStdout(), p)
-			}
-			return writeProcessorPlugin(humanOutput(cmd.OutOrStdout()), p)
-		},
-	}
-	addJSONFlag(cmd, &asJSON)
-	return cmd
+		write: writeProcessorPlugin,
+	}.command()
 }
 
 // pluginNameFilter is Conduit's --name: a part of the name, as a regular
