@@ -56,7 +56,7 @@ func (s *Supervisor) onFault(err error) {
 		}
 		s.endEpisode("degraded (" + string(d.Reason) + ")")
 		s.save()
-		s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
+		s.emit(Event{Kind: auditlog.KindDegraded, At: now, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
 			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, s.cfg.Policy)})
 		return
 	}
@@ -77,7 +77,7 @@ func (s *Supervisor) onFault(err error) {
 		s.state.NextAttemptAt, s.state.HeldBy = time.Time{}, dep
 		s.emit(fault)
 		s.save()
-		s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+		s.emit(Event{Kind: auditlog.KindRecovering, At: now, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 			Attempt: d.Attempt, Reason: "breaker", Action: d.Action.String(),
 			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(dep) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"})
 		return
@@ -96,7 +96,7 @@ func (s *Supervisor) onFault(err error) {
 		// it (notifications).
 		reason = string(ReasonFlapping)
 	}
-	s.emit(Event{Kind: auditlog.KindRecovering, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+	s.emit(Event{Kind: auditlog.KindRecovering, At: now, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
 		Reason: reason, Message: recoveringMessage(d)})
 }
