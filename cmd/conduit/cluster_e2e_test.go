@@ -451,21 +451,39 @@ func TestClusterOneView(t *testing.T) {
 	})
 	waitForRecords(t, i1, filepath.Join(w.dir, "out-applied.jsonl"), 50)
 
-	// Each instance's metrics are its own pipelines' and its part.
-	final := w.placement(a1)
-	for name, address := range map[string]string{"i1": a1, "i2": a2} {
+	// Each instance's metrics are its own pipelines' and its part. The
+	// lease gauge follows the lease loop's rounds, so it is read until it
+	// agrees with the placement read just before it.
+	metricsOf := func(address string) string {
 		resp, err := http.Get("http://" + address + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		want := fmt.Sprintf(`conduit_cluster_leases{instance_id=%q} %d`, name, len(final.on(name)))
-		if !strings.Contains(string(body), want) || !strings.Contains(string(body), fmt.Sprintf(`conduit_cluster_live_instances{instance_id=%q} 2`, name)) {
-			t.Errorf("%s's /metrics do not say %s with two instances live:\n%s", name, want, grepLines(string(body), "conduit_cluster_"))
+		return string(body)
+	}
+	addresses := map[string]string{"i1": a1, "i2": a2}
+	var final placement
+	bodies := map[string]string{}
+	eventually(t, pollInterval, func() bool {
+		final = w.placement(a1)
+		agree := true
+		for name, address := range addresses {
+			bodies[name] = metricsOf(address)
+			agree = agree && strings.Contains(bodies[name], fmt.Sprintf(`conduit_cluster_leases{instance_id=%q} %d`, name, len(final.on(name))))
+		}
+		return agree
+	}, func() string {
+		return fmt.Sprintf("the instances' lease gauges never agreed with the placement:\n%s\n%s",
+			grepLines(bodies["i1"], "conduit_cluster_leases"), grepLines(bodies["i2"], "conduit_cluster_leases"))
+	})
+	for name, body := range bodies {
+		if !strings.Contains(body, fmt.Sprintf(`conduit_cluster_live_instances{instance_id=%q} 2`, name)) {
+			t.Errorf("%s's /metrics do not say two instances are live:\n%s", name, grepLines(body, "conduit_cluster_"))
 		}
 		for _, other := range final.on(map[string]string{"i1": "i2", "i2": "i1"}[name]) {
-			if strings.Contains(string(body), fmt.Sprintf(`pipeline_id=%q`, other)) {
+			if strings.Contains(body, fmt.Sprintf(`pipeline_id=%q`, other)) {
 				t.Errorf("%s's /metrics have series of %s, which the other instance runs", name, other)
 			}
 		}
