@@ -391,7 +391,22 @@ func (s State) Clone() State {
 
 func encodeState(s State) ([]byte, error) {
 	s.Version = stateFormatVersion
+	if raw, ok := appendState(make([]byte, 0, encodedStateSizeHint(s)), s); ok {
+		return raw, nil
+	}
 	return json.Marshal(s)
+}
+
+// encodedStateSizeHint is about the size of s encoded, a little more, so
+// that encoding it allocates once: a state is a few hundred bytes, and each
+// attempt an episode keeps adds up to about 200 (most repeat the error
+// before and leave it out).
+func encodedStateSizeHint(s State) int {
+	n := 512
+	if s.Episode != nil {
+		n += 256 + 192*len(s.Episode.Attempts)
+	}
+	return n
 }
 
 func decodeState(raw []byte) (State, error) {
