@@ -85,6 +85,9 @@ func encodeEvent(e Event) ([]byte, error) {
 	if re != (recordError{}) {
 		r.Error = &re
 	}
+	if raw, ok := appendRecord(make([]byte, 0, 256+len(r.Message)+len(re.Message)), &r); ok {
+		return raw, nil
+	}
 	return json.Marshal(r)
 }
 
