@@ -3,6 +3,7 @@ package auditlog
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -143,6 +144,13 @@ type pipelineLog struct {
 	// maintaining is true while a retention pass deletes this pipeline's
 	// old events; one at a time.
 	maintaining bool
+	// oldestAt is the time of the oldest event stored, as far as known
+	// (zero: unknown). Events are stamped in sequence order, so no stored
+	// event is older: the age limit skips a pipeline whose oldest event is
+	// younger than the cutoff without reading the store, where a sweep
+	// across ten thousand pipelines in a fault storm would otherwise seek
+	// into it ten thousand times.
+	oldestAt time.Time
 }
 
 type settledEvent struct {
@@ -238,9 +246,9 @@ func (l *Log) load(ctx context.Context) error {
 	all := []byte(store.PrefixAuditLog)
 	cursor := all
 	for {
-		var key []byte
-		err := l.db.ScanFrom(ctx, all, cursor, func(k, _ []byte) error {
-			key = bytes.Clone(k)
+		var key, value []byte
+		err := l.db.ScanFrom(ctx, all, cursor, func(k, v []byte) error {
+			key, value = bytes.Clone(k), bytes.Clone(v)
 			return errStop
 		})
 		if err != nil && err != errStop {
@@ -261,11 +269,23 @@ func (l *Log) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.last, p.oldest = last, first
+		p.last, p.oldest, p.oldestAt = last, first, timeOf(value)
 		p.published.Store(last)
 		l.pipelines[id] = p
 		cursor = prefixEnd(p.prefix)
 	}
+}
+
+// timeOf is the time of a stored event, zero when it cannot be read
+// (retention then reads the event itself when it needs to).
+func timeOf(value []byte) time.Time {
+	var r struct {
+		Time time.Time `json:"time"`
+	}
+	if json.Unmarshal(value, &r) != nil {
+		return time.Time{}
+	}
+	return r.Time.UTC()
 }
 
 // lastStored returns the highest sequence stored for p (0 for none), from
@@ -424,6 +444,10 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 		e.Time = l.now()
 	}
 	e.Time = e.Time.UTC() // also drops the monotonic reading, as a read would
+	if p.last < p.oldest && p.oldestAt.IsZero() {
+		// The pipeline's first event: the oldest there is.
+		p.oldestAt = e.Time
+	}
 	// event is the copy the writer's goroutine encodes and settles; nothing
 	// changes it any more.
 	event := *e

@@ -71,11 +71,18 @@ func (p *pipelineLog) begin() bool {
 }
 
 // end releases p, raising oldest when the pass removed events below it.
-func (p *pipelineLog) end(oldest uint64) {
+func (p *pipelineLog) end(oldest uint64) { p.endAt(oldest, time.Time{}) }
+
+// endAt is end for a pass that read the time of the oldest event left
+// (zero: it did not).
+func (p *pipelineLog) endAt(oldest uint64, oldestAt time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.maintaining = false
 	p.oldest = max(p.oldest, oldest)
+	if oldestAt.After(p.oldestAt) {
+		p.oldestAt = oldestAt
+	}
 }
 
 // trimCount deletes p's oldest events beyond maxEvents once there are more
@@ -110,18 +117,19 @@ func (l *Log) trimAge(ctx context.Context, p *pipelineLog) {
 		return
 	}
 	p.mu.Lock()
-	from, to := p.oldest, p.published.Load()
+	from, to, oldestAt := p.oldest, p.published.Load(), p.oldestAt
 	p.mu.Unlock()
-	if to < from {
+	cutoff := l.now().Add(-l.maxAge)
+	if to < from || (!oldestAt.IsZero() && !oldestAt.Before(cutoff)) {
 		p.end(0)
 		return
 	}
-	cutoff := l.now().Add(-l.maxAge)
 
 	// Keys up to the last expired event, whose sequence is lastExpired.
 	var keys [][]byte
 	var expired int
 	var lastExpired uint64
+	var lastExpiredAt, youngerAt time.Time
 	younger := false
 	err := l.db.ScanFrom(ctx, p.prefix, eventKey(p.prefix, from), func(key, value []byte) error {
 		escID, seq, ok := parseKey(key)
@@ -138,11 +146,11 @@ func (l *Log) trimAge(ctx context.Context, p *pipelineLog) {
 			return nil
 		}
 		if !e.Time.Before(cutoff) {
-			younger = true
+			younger, youngerAt = true, e.Time
 			return errStop
 		}
 		keys = append(keys, bytes.Clone(key))
-		expired, lastExpired = len(keys), seq
+		expired, lastExpired, lastExpiredAt = len(keys), seq, e.Time
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
@@ -151,13 +159,17 @@ func (l *Log) trimAge(ctx context.Context, p *pipelineLog) {
 		return
 	}
 	keys = keys[:expired]
+	// What stays once the keys go: the first younger event, else the
+	// newest expired one, kept.
+	remainingAt := youngerAt
 	if !younger && expired > 0 {
 		// Every event is expired: keep the newest.
 		keys = keys[:expired-1]
 		lastExpired--
+		remainingAt = lastExpiredAt
 	}
 	if len(keys) == 0 {
-		p.end(0)
+		p.endAt(0, remainingAt)
 		return
 	}
 	if err := l.deleteList(ctx, keys); err != nil {
@@ -165,7 +177,7 @@ func (l *Log) trimAge(ctx context.Context, p *pipelineLog) {
 		l.logFailure(err, "could not delete audit events beyond the age limit", p)
 		return
 	}
-	p.end(lastExpired + 1)
+	p.endAt(lastExpired+1, remainingAt)
 }
 
 // deleteRange deletes p's keys from start to end (inclusive), reading and

@@ -3,6 +3,7 @@ package auditlog
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,76 @@ func TestRetentionOnlyOwnedPipelines(t *testing.T) {
 				t.Fatalf("q stored %v, want %v", got, s.wantQ)
 			}
 		})
+	}
+}
+
+// scanCounter counts the range reads a Log makes of its store.
+type scanCounter struct {
+	store.Store
+	scans atomic.Int64
+}
+
+func (c *scanCounter) ScanFrom(ctx context.Context, prefix, start []byte, fn func(key, value []byte) error) error {
+	c.scans.Add(1)
+	return c.Store.ScanFrom(ctx, prefix, start, fn)
+}
+
+// TestRetentionByAgeSkipsYoungPipelines: a sweep does not read the events
+// of a pipeline whose oldest event it knows to be younger than the age
+// limit - known from the pipeline's first event, from the last pass, or,
+// after a restart, from the oldest event stored - and still deletes them
+// once they expire.
+func TestRetentionByAgeSkipsYoungPipelines(t *testing.T) {
+	inner := store.NewInMemory()
+	db := &scanCounter{Store: inner}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &fakeClock{t: start}
+	opts := Options{MaxAge: time.Hour, Now: clock.Now, SweepInterval: time.Hour}
+	l := openLog(t, db, opts)
+	ids := []string{"a", "b", "c"}
+	for i := range 5 {
+		clock.Set(start.Add(time.Duration(i) * time.Minute))
+		for _, id := range ids {
+			mustAppend(t, l, id, KindRunning)
+		}
+	}
+	clock.Set(start.Add(30 * time.Minute))
+	before := db.scans.Load()
+	l.sweep(context.Background())
+	if n := db.scans.Load() - before; n != 0 {
+		t.Fatalf("a sweep with every event young read the store %d times, want 0", n)
+	}
+
+	// Minutes 0 and 1 expire at 1h1m30s: the pass reads and deletes them
+	// and learns the oldest left (minute 2), so the next pass skips.
+	clock.Set(start.Add(time.Hour + 90*time.Second))
+	l.sweep(context.Background())
+	for _, id := range ids {
+		if got := stored(t, inner, id); !equalSeqs(evs(got), seqRange(3, 5)) {
+			t.Fatalf("%s stored %v, want 3..5", id, got)
+		}
+	}
+	before = db.scans.Load()
+	l.sweep(context.Background())
+	if n := db.scans.Load() - before; n != 0 {
+		t.Fatalf("a second sweep at the same time read the store %d times, want 0", n)
+	}
+
+	// A new Log on the same store knows the oldest times from the store.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openLog(t, db, opts)
+	before = db.scans.Load()
+	l2.sweep(context.Background())
+	if n := db.scans.Load() - before; n != 0 {
+		t.Fatalf("a sweep after reopening read the store %d times, want 0", n)
+	}
+	clock.Set(start.Add(10 * time.Hour))
+	l2.sweep(context.Background())
+	for _, id := range ids {
+		if got := stored(t, inner, id); !equalSeqs(evs(got), []uint64{5}) {
+			t.Fatalf("%s stored %v once all expired, want [5]", id, got)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Sync takes up the events of a pipeline that another process sharing the
@@ -86,6 +87,7 @@ func (p *pipelineLog) skipTo(last, first uint64) bool {
 	}
 	if published < p.oldest && first > 0 {
 		p.oldest = first
+		p.oldestAt = time.Time{} // another instance's events, of unknown time
 	}
 	p.last = last
 	p.published.Store(last)
@@ -189,6 +191,7 @@ func (p *pipelineLog) adopt(page []Event, seen uint64, news bool) (int, bool) {
 			// which would make the count limit see events that are not
 			// there.
 			p.oldest = e.Sequence
+			p.oldestAt = e.Time
 		}
 		if news {
 			p.publish(e)
