@@ -212,10 +212,13 @@ func hugeTexts(size int) []hugeText {
 }
 
 // TestClassifyHugeInputs checks that Classify returns on megabyte-long
-// adversarial texts. The guard is generous: it catches a hang or a blow-up,
-// not a slow machine; BenchmarkClassifyHugeText measures the speed.
+// adversarial texts. The guard is generous: it catches a hang or a blow-up
+// (a quadratic scan of a MiB takes hours), not a slow machine - the
+// slowest shape takes about 4 s under the race detector, and a shared
+// machine running the suite beside other work made that more than 10;
+// BenchmarkClassifyHugeText measures the speed.
 func TestClassifyHugeInputs(t *testing.T) {
-	const guard = 10 * time.Second
+	const guard = 2 * time.Minute
 	for _, tt := range hugeTexts(mib) {
 		t.Run(tt.name, func(t *testing.T) {
 			done := make(chan cerrors.Classification, 1)
