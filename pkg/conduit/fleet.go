@@ -183,10 +183,13 @@ func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 	if err := member.Check(ctx); err != nil {
 		pool.Close()
 		renewPool.Close()
-		if errors.Is(err, cluster.ErrTTLMismatch) {
+		switch {
+		case errors.Is(err, cluster.ErrTTLMismatch):
 			return nil, fmt.Errorf("cluster.lease-ttl: %w", err)
+		case errors.Is(err, cluster.ErrDuplicateInstance):
+			return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
 		}
-		return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	f := newFleet(r, member, pool)
 	f.renewPool = renewPool
