@@ -24,7 +24,8 @@ import (
 	"github.com/conduitry/conduit/pkg/store"
 )
 
-// fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12):
+// fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12),
+// its ownership there (see ownership):
 // every instance knows every pipeline (the same pipeline files, and those
 // created through the API, from the database) and runs those whose lease
 // it holds. A renewal loop heartbeats and renews the leases on a
@@ -963,8 +964,8 @@ const (
 // balance takes up the pipelines cluster.AssignKnown gives this instance
 // and whose lease is free, and hands over those it gives to another. It
 // returns how long until the first lease it waits for expires (0: none).
-// It holds the reconciler's lock: a pipeline is not updated or deleted
-// while it changes hands.
+// No plan is applied while pipelines change hands: a pipeline is not
+// updated or deleted meanwhile.
 func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder, all []string, knows func(instance, pipelineID string) bool) (waiting time.Duration) {
 	self := f.member.ID()
 	var give []string
@@ -995,9 +996,13 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
 	}
-	r := f.r
-	r.reconciling.Lock()
-	defer r.reconciling.Unlock()
+	f.r.betweenPlans(func() { f.changeHands(ctx, take, give, owners, live, deletions) })
+	return waiting
+}
+
+// changeHands carries out a balance round's deletions, take-ups and
+// hand-overs; no plan is applied meanwhile (Runtime.betweenPlans).
+func (f *fleet) changeHands(ctx context.Context, take []reconciler.Running, give []string, owners map[string]string, live []string, deletions bool) {
 	if deletions {
 		f.retryDeletions(ctx)
 	}
@@ -1020,7 +1025,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	}
 	wg.Wait()
 	if len(give) == 0 {
-		return waiting
+		return
 	}
 	f.log.Info("handing pipelines over to the instances they belong to now", zap.Int("pipelines", len(give)), zap.Strings("live", live))
 	sem = make(chan struct{}, handoverParallelism)
@@ -1032,7 +1037,6 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 		})
 	}
 	wg.Wait()
-	return waiting
 }
 
 // stillKnown reports whether this instance knows k as it is: the same
@@ -1419,7 +1423,7 @@ func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 
 // retryDeletions deletes the pipelines deleted while another instance
 // held them, once it let them go; one that is known again (its file came
-// back) is not deleted. The caller holds the reconciler's lock.
+// back) is not deleted. No plan is applied meanwhile (changeHands).
 func (f *fleet) retryDeletions(ctx context.Context) {
 	f.mu.RLock()
 	pending := make([]pendingDeletion, 0, len(f.undeleted))
@@ -1486,10 +1490,7 @@ func (f *fleet) dropLease(ctx context.Context, id string) {
 func (f *fleet) reloadRules() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
-	r := f.r
-	r.rulesMu.Lock()
-	defer r.rulesMu.Unlock()
-	if err := r.loadManagedRules(ctx); err != nil {
+	if err := f.r.reloadManagedRules(ctx); err != nil {
 		f.log.Warn("could not read the managed recovery rules another instance changed", zap.Error(err))
 	}
 }

@@ -45,6 +45,15 @@ func (r *Runtime) watchFiles(ctx context.Context) {
 	r.supervisors.Go(func() { w.Run(ctx, r.Reload) })
 }
 
+// betweenPlans runs fn while no plan is applied: ownership moves
+// pipelines from one process to another only between plans, so that a
+// pipeline is not updated or deleted while it changes hands.
+func (r *Runtime) betweenPlans(fn func()) {
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	fn()
+}
+
 // reconcileLoop applies the pipeline files each time a reload is asked
 // for, until ctx is done.
 func (r *Runtime) reconcileLoop(ctx context.Context) {

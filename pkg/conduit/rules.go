@@ -35,6 +35,14 @@ func managedRuleKey(name string) []byte { return []byte(store.PrefixManagedRule 
 // managedFileName names a loaded file in errors and in a rule's place.
 func managedFileName(name string) string { return "managed:" + name }
 
+// reloadManagedRules reads the managed rules again (another instance of a
+// cluster changed them), serialized with the changes made here.
+func (r *Runtime) reloadManagedRules(ctx context.Context) error {
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	return r.loadManagedRules(ctx)
+}
+
 // loadManagedRules reads the managed rules and makes them effective. A
 // stored rule that no longer reads (a newer version refuses what an older
 // one accepted) is left out with an error naming it, rather than stopping

@@ -3,6 +3,13 @@
 // files, gives every pipeline a supervisor and shuts everything down in
 // order. It owns no policy of its own: the supervisor (lifecycle/) decides
 // what happens to a pipeline, the engine (pkg/pipeline) moves its records.
+//
+// Which pipelines this process runs is decided in one place, the ownership
+// interface (ownership.go): a process alone runs every pipeline it knows
+// (solo); an instance of a cluster runs those whose lease it holds, fences
+// their writes and hands them over (fleet.go, with fleet_api.go for how
+// its API shows the pipelines other instances run, over pkg/cluster's
+// leases and membership). The runtime calls it the same way in both modes.
 package conduit
 
 import (
