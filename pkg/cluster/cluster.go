@@ -5,6 +5,13 @@
 // the lease changes hands, so that a write made with a stale token (a
 // process that was paused past its lease and woke up) can be refused.
 // Times are the database's, so that the instances' clocks do not matter.
+//
+// The package owns these tables and their migrations (schema.go, run by
+// Check and Join), and keeps the driver's errors to itself (errors.go):
+// what leaves it is one of its own errors, the context's, ErrUnavailable
+// or PostgreSQL's refusal as text. It holds the mechanics; which pipelines
+// an instance runs, and what it does when a lease moves, is decided by the
+// runtime's ownership (pkg/conduit ownership.go and fleet.go).
 package cluster
 
 import (
@@ -77,7 +84,11 @@ func Join(ctx context.Context, pool *pgxpool.Pool, id string, ttl time.Duration,
 // Check refuses what Join would refuse, before anything is loaded: the
 // id of a live instance (ErrDuplicateInstance), and a lease TTL other
 // than the live instances' (ErrTTLMismatch).
-func (m *Membership) Check(ctx context.Context) error {
+func (m *Membership) Check(ctx context.Context) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
+	if err := Migrate(ctx, m.pool); err != nil {
+		return err
+	}
 	return m.settle(ctx, func(settled bool) error { return m.check(ctx, m.pool, settled) })
 }
 
@@ -123,7 +134,7 @@ type querier interface {
 
 func (m *Membership) check(ctx context.Context, q querier, settled bool) error {
 	if m.id == "" {
-		return errors.New("cluster.instance-id: empty")
+		return errEmptyID
 	}
 	// Live by their own TTL, which older instances did not record.
 	rows, err := q.Query(ctx, `SELECT id, coalesce(lease_ttl, $1::interval), coalesce(host, ''), coalesce(pid, 0), now() - heartbeat_at FROM conduit_instances
@@ -196,16 +207,20 @@ const joinLock = 0x636f6e6403
 // with ErrTTLMismatch. A dead instance's row is taken over. The others
 // start handing over its share at once: an instance joins once it is
 // ready to run pipelines.
-func (m *Membership) Join(ctx context.Context, view string, pipelines []string) error {
+func (m *Membership) Join(ctx context.Context, view string, pipelines []string) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	id, pool, ttl := m.id, m.pool, m.ttl
 	if id == "" {
-		return errors.New("cluster.instance-id: empty")
+		return errEmptyID
+	}
+	if err := Migrate(ctx, pool); err != nil {
+		return err
 	}
 	if pipelines == nil {
 		pipelines = []string{}
 	}
 	var joined time.Time
-	err := m.settle(ctx, func(settled bool) error {
+	err = m.settle(ctx, func(settled bool) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(joinLock)); err != nil {
 				return err
@@ -224,17 +239,17 @@ func (m *Membership) Join(ctx context.Context, view string, pipelines []string) 
 		return err
 	}
 	if err != nil {
-		return fmt.Errorf("joining the cluster as %q: %w", id, err)
+		return wrapf(ctx, err, "joining the cluster as %q", id)
 	}
 	m.joined, m.sentView = joined, view
 	// Instances that are gone for a day are forgotten (an id with the
 	// process id in it is never seen again); a new one is announced, so
 	// that the others hand over its share at once.
 	if _, err := pool.Exec(ctx, `DELETE FROM conduit_instances WHERE heartbeat_at < now() - interval '1 day'`); err != nil {
-		return fmt.Errorf("joining the cluster as %q: %w", id, err)
+		return wrapf(ctx, err, "joining the cluster as %q", id)
 	}
 	if _, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, LeasesChannel, id); err != nil {
-		return fmt.Errorf("joining the cluster as %q: %w", id, err)
+		return wrapf(ctx, err, "joining the cluster as %q", id)
 	}
 	return nil
 }
@@ -248,7 +263,8 @@ func (m *Membership) Joined() bool { return !m.joined.IsZero() }
 // written only when the view changed since the last heartbeat (Known
 // reads them). It fails when another instance took the id over (this one
 // was presumed dead).
-func (m *Membership) Heartbeat(ctx context.Context, view string, pipelines []string) error {
+func (m *Membership) Heartbeat(ctx context.Context, view string, pipelines []string) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	var ids []string // nil: the pipelines written before stand
 	if view != m.sentView {
 		ids = pipelines
@@ -277,11 +293,12 @@ func (m *Membership) Heartbeat(ctx context.Context, view string, pipelines []str
 // is about to delete a pipeline its files no longer have tells the others
 // first, so that of two instances that drop it at once, the later one
 // sees that the first does not know it any more.
-func (m *Membership) Publish(ctx context.Context, view string, pipelines []string) error {
+func (m *Membership) Publish(ctx context.Context, view string, pipelines []string) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	if pipelines == nil {
 		pipelines = []string{}
 	}
-	_, err := m.pool.Exec(ctx, `UPDATE conduit_instances SET view = $3, pipelines = $4 WHERE id = $1 AND started_at = $2`,
+	_, err = m.pool.Exec(ctx, `UPDATE conduit_instances SET view = $3, pipelines = $4 WHERE id = $1 AND started_at = $2`,
 		m.id, m.joined, view, pipelines)
 	return err
 }
@@ -289,7 +306,8 @@ func (m *Membership) Publish(ctx context.Context, view string, pipelines []strin
 // KnownElsewhere returns the other live instances that know the pipeline
 // (an instance that never said which pipelines it knows, an older
 // conduit, is taken to know it), sorted.
-func (m *Membership) KnownElsewhere(ctx context.Context, pipelineID string) ([]string, error) {
+func (m *Membership) KnownElsewhere(ctx context.Context, pipelineID string) (_ []string, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	rows, err := m.pool.Query(ctx, `SELECT id FROM conduit_instances
 		WHERE id <> $1 AND heartbeat_at >= now() - coalesce(lease_ttl, $2::interval) AND (pipelines IS NULL OR $3 = ANY(pipelines))
 		ORDER BY id`, m.id, m.ttl, pipelineID)
@@ -302,7 +320,8 @@ func (m *Membership) KnownElsewhere(ctx context.Context, pipelineID string) ([]s
 // Known returns, for each of the given instances, the view and the ids
 // of the pipelines its last heartbeat that changed its view wrote; an
 // instance that never wrote them (an older conduit) is left out.
-func (m *Membership) Known(ctx context.Context, instances []string) (map[string]KnownPipelines, error) {
+func (m *Membership) Known(ctx context.Context, instances []string) (_ map[string]KnownPipelines, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	rows, err := m.pool.Query(ctx, `SELECT id, view, pipelines FROM conduit_instances WHERE id = ANY($1) AND pipelines IS NOT NULL`, instances)
 	if err != nil {
 		return nil, err
@@ -332,7 +351,8 @@ type KnownPipelines struct {
 // An instance that another process with its id took over (it was
 // presumed dead) leaves nothing: the leases under its id are that
 // process's now.
-func (m *Membership) Leave(ctx context.Context) error {
+func (m *Membership) Leave(ctx context.Context) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE owner = $1
 			AND EXISTS (SELECT 1 FROM conduit_instances WHERE id = $1 AND started_at = $2)`, m.id, m.joined); err != nil {
@@ -366,7 +386,8 @@ type LiveInstances struct {
 }
 
 // LiveFor returns the live instances with their views.
-func (m *Membership) LiveFor(ctx context.Context) (LiveInstances, error) {
+func (m *Membership) LiveFor(ctx context.Context) (_ LiveInstances, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	rows, err := m.pool.Query(ctx, `SELECT id, view, heartbeat_at + coalesce(lease_ttl, $1::interval) - now() FROM conduit_instances
 		WHERE heartbeat_at >= now() - coalesce(lease_ttl, $1::interval) ORDER BY id`, m.ttl)
 	if err != nil {
@@ -415,6 +436,7 @@ type Lease struct {
 // overtakes it. (A renewal, which changes no key, does not wait for
 // commits.)
 func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, ok bool, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `SELECT owner FROM conduit_leases WHERE pipeline_id = $1 FOR UPDATE`, pipelineID).Scan(&l.Previous)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -443,6 +465,7 @@ func (m *Membership) Acquire(ctx context.Context, pipelineID string) (l Lease, o
 // Renew extends the leases this instance still holds with their tokens
 // and returns the ones it lost (taken over after they expired).
 func (m *Membership) Renew(ctx context.Context, leases []Lease) (lost []string, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	if len(leases) == 0 {
 		return nil, nil
 	}
@@ -473,7 +496,8 @@ func (m *Membership) Renew(ctx context.Context, leases []Lease) (lost []string, 
 // Release gives a lease up at once (a graceful hand-over) and tells the
 // other instances, so that the one it belongs to takes it without waiting
 // for its next round.
-func (m *Membership) Release(ctx context.Context, l Lease) error {
+func (m *Membership) Release(ctx context.Context, l Lease) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE conduit_leases SET expires_at = now() WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
 			l.PipelineID, m.id, l.Token); err != nil {
@@ -486,8 +510,9 @@ func (m *Membership) Release(ctx context.Context, l Lease) error {
 
 // Drop deletes the lease of a pipeline that was deleted, if this instance
 // still holds it with l's token.
-func (m *Membership) Drop(ctx context.Context, l Lease) error {
-	_, err := m.pool.Exec(ctx, `DELETE FROM conduit_leases WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
+func (m *Membership) Drop(ctx context.Context, l Lease) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
+	_, err = m.pool.Exec(ctx, `DELETE FROM conduit_leases WHERE pipeline_id = $1 AND owner = $2 AND token = $3`,
 		l.PipelineID, m.id, l.Token)
 	return err
 }
@@ -509,7 +534,8 @@ type Holder struct {
 }
 
 // Holders returns the holder of every lease, by pipeline id.
-func (m *Membership) Holders(ctx context.Context) (map[string]Holder, error) {
+func (m *Membership) Holders(ctx context.Context) (_ map[string]Holder, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	rows, err := m.pool.Query(ctx, `SELECT pipeline_id, owner, expires_at >= now(), expires_at - now() FROM conduit_leases`)
 	if err != nil {
 		return nil, err
@@ -532,9 +558,10 @@ func (m *Membership) Holders(ctx context.Context) (map[string]Holder, error) {
 // transaction (pkg/store). A lease that expired but that nobody took over
 // yet is still current: a takeover gives it a new token, and waits for
 // the commits that hold its row.
-func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (bool, error) {
+func Current(ctx context.Context, tx pgx.Tx, pipelineID string, token int64) (_ bool, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	var ok bool
-	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 AND token = $2)`,
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conduit_leases WHERE pipeline_id = $1 AND token = $2)`,
 		pipelineID, token).Scan(&ok)
 	return ok, err
 }
@@ -664,7 +691,8 @@ func mix(x uint64) uint64 {
 // A session left inside a transaction longer than idleInTx (a process
 // paused mid-release) is ended by PostgreSQL, so that the lease rows it
 // locked do not wait for it to wake up.
-func OpenPool(ctx context.Context, url string, size int32, idleInTx time.Duration) (*pgxpool.Pool, error) {
+func OpenPool(ctx context.Context, url string, size int32, idleInTx time.Duration) (_ *pgxpool.Pool, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,8 @@ import (
 	"github.com/conduitry/conduit/pkg/store"
 )
 
-// openCluster opens a fresh database with conduit's schema.
+// openCluster opens a fresh database with conduit's schema: the store's
+// and the cluster's.
 func openCluster(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	s, err := store.OpenPostgres(context.Background(), pgtest.Database(t), zap.NewNop(), store.PostgresOptions{})
@@ -29,6 +30,9 @@ func openCluster(t *testing.T) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	if err := Migrate(context.Background(), s.Pool()); err != nil {
+		t.Fatal(err)
+	}
 	return s.Pool()
 }
 

@@ -88,7 +88,7 @@ func Send(ctx context.Context, pool *pgxpool.Pool, instance, pipelineID, action 
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("asking instance %s to %s pipeline %s: %w", instance, action, pipelineID, err)
+		return wrapf(ctx, err, "asking instance %s to %s pipeline %s", instance, action, pipelineID)
 	}
 	// withdraw withdraws the command unless the instance answered it
 	// meanwhile; then it returns the answer, and why otherwise.
@@ -114,7 +114,7 @@ func Send(ctx context.Context, pool *pgxpool.Pool, instance, pipelineID, action 
 		done, owner, answer, err := commandAnswer(ctx, pool, id, instance)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			return fmt.Errorf("waiting for instance %s: %w", instance, err)
+			return wrapf(ctx, err, "waiting for instance %s", instance)
 		case done:
 			return answer
 		case err == nil && !owner:
@@ -148,7 +148,8 @@ func commandAnswer(ctx context.Context, pool *pgxpool.Pool, id int64, instance s
 }
 
 // Pending returns the commands waiting for this instance, oldest first.
-func (m *Membership) Pending(ctx context.Context) ([]Command, error) {
+func (m *Membership) Pending(ctx context.Context) (_ []Command, err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	rows, err := m.pool.Query(ctx, `SELECT id, pipeline_id, action FROM conduit_commands WHERE instance = $1 AND done_at IS NULL ORDER BY id`, m.id)
 	if err != nil {
 		return nil, err
@@ -163,14 +164,16 @@ func (m *Membership) Pending(ctx context.Context) ([]Command, error) {
 // PruneCommands deletes commands answered or withdrawn more than an hour
 // ago: a requester deletes the answer it reads, but not one it gave up
 // waiting for.
-func (m *Membership) PruneCommands(ctx context.Context) error {
-	_, err := m.pool.Exec(ctx, `DELETE FROM conduit_commands WHERE done_at < now() - interval '1 hour'`)
+func (m *Membership) PruneCommands(ctx context.Context) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
+	_, err = m.pool.Exec(ctx, `DELETE FROM conduit_commands WHERE done_at < now() - interval '1 hour'`)
 	return err
 }
 
 // Answer records a command's result: nil, a *RefusedError or another
 // error. A command that was withdrawn meanwhile keeps its answer.
-func (m *Membership) Answer(ctx context.Context, id int64, result error) error {
+func (m *Membership) Answer(ctx context.Context, id int64, result error) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
 	var msg *string
 	if result != nil {
 		s := result.Error()
@@ -180,13 +183,14 @@ func (m *Membership) Answer(ctx context.Context, id int64, result error) error {
 		}
 		msg = &s
 	}
-	_, err := m.pool.Exec(ctx, `UPDATE conduit_commands SET done_at = now(), error = $2 WHERE id = $1 AND done_at IS NULL`, id, msg)
+	_, err = m.pool.Exec(ctx, `UPDATE conduit_commands SET done_at = now(), error = $2 WHERE id = $1 AND done_at IS NULL`, id, msg)
 	return err
 }
 
 // Notify sends a notification without payload on channel
 // (PipelinesChannel, RulesChannel), to every instance this one included.
-func Notify(ctx context.Context, pool *pgxpool.Pool, channel string) error {
-	_, err := pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel)
+func Notify(ctx context.Context, pool *pgxpool.Pool, channel string) (err error) {
+	defer func() { err = dbErr(ctx, err) }()
+	_, err = pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel)
 	return err
 }

@@ -198,13 +198,11 @@ func (t trackedRun) Run(ctx context.Context) error {
 	return err
 }
 
-// apiPipelines adapts the runtime to api.Pipelines.
+// apiPipelines adapts the runtime to api.Pipelines: the pipelines this
+// process runs (ownership.api shows a cluster's).
 type apiPipelines struct{ r *Runtime }
 
 func (a apiPipelines) List() []api.Supervised {
-	if f := a.r.fleet; f != nil {
-		return a.clusterList(f)
-	}
 	a.r.mu.RLock()
 	defer a.r.mu.RUnlock()
 	out := make([]api.Supervised, len(a.r.pipelines))
@@ -221,15 +219,6 @@ func (a apiPipelines) Invalid() []api.ConfigError {
 }
 
 func (a apiPipelines) Get(id string) (api.Supervised, bool) {
-	if f := a.r.fleet; f != nil {
-		for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
-			if k.Pipeline.ID == id {
-				f.refreshHolders(context.Background())
-				return a.clusterGet(f, k), true
-			}
-		}
-		return nil, false
-	}
 	a.r.mu.RLock()
 	m := a.r.byID[id]
 	a.r.mu.RUnlock()

@@ -15,7 +15,6 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/assembly"
-	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/schemaregistry"
@@ -234,7 +233,7 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return reconciler.Plan{}, err
 	}
-	r.changed(ctx, cluster.PipelinesChannel)
+	r.ownership.changed(ctx, changedPipelines)
 	if err := r.audit.Flush(ctx); err != nil {
 		return reconciler.Plan{}, err
 	}
@@ -404,7 +403,7 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return err
 	}
-	r.changed(ctx, cluster.PipelinesChannel)
+	r.ownership.changed(ctx, changedPipelines)
 	return r.audit.Flush(ctx)
 }
 

@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/metrics"
@@ -22,7 +24,8 @@ import (
 	"github.com/conduitry/conduit/pkg/store"
 )
 
-// fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12):
+// fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12),
+// its ownership there (see ownership):
 // every instance knows every pipeline (the same pipeline files, and those
 // created through the API, from the database) and runs those whose lease
 // it holds. A renewal loop heartbeats and renews the leases on a
@@ -59,8 +62,8 @@ type fleet struct {
 	// renewed is when (since epoch) the last successful renewal was
 	// sent; the leases last at least ttl from then.
 	renewed atomic.Int64
-	// ready is closed after the first round.
-	ready     chan struct{}
+	// ready is called after the first round (run's).
+	ready     func()
 	readyOnce sync.Once
 
 	mu   sync.RWMutex
@@ -113,8 +116,9 @@ type fleet struct {
 	figures struct {
 		renewalFailures, takenOver, handedOver, lost atomic.Uint64
 	}
-	// fatal receives why this instance must stop (its id was taken over).
-	fatal chan error
+	// fatal is told why this instance must stop (its id was taken over;
+	// run's).
+	fatal func(error)
 	// renewFailing is set while renewals fail (the renewal loop's own).
 	renewFailing bool
 }
@@ -140,11 +144,10 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 	f := &fleet{
 		r: r, member: member, pool: pool, ttl: member.TTL(), log: r.log.With(zap.String("instance_id", member.ID())),
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
-		epoch: leaseClock(), ready: make(chan struct{}),
-		held: map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
+		epoch: leaseClock(),
+		held:  map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
 		undeleted: map[string]pendingDeletion{},
 		viewSets:  map[string]map[string]bool{},
-		fatal:     make(chan error, 1),
 	}
 	return f
 }
@@ -181,10 +184,13 @@ func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 	if err := member.Check(ctx); err != nil {
 		pool.Close()
 		renewPool.Close()
-		if errors.Is(err, cluster.ErrTTLMismatch) {
+		switch {
+		case errors.Is(err, cluster.ErrTTLMismatch):
 			return nil, fmt.Errorf("cluster.lease-ttl: %w", err)
+		case errors.Is(err, cluster.ErrDuplicateInstance):
+			return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
 		}
-		return nil, fmt.Errorf("cluster.instance-id %s: %w", id, err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	f := newFleet(r, member, pool)
 	f.renewPool = renewPool
@@ -207,6 +213,79 @@ func (f *fleet) join(ctx context.Context) error {
 	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl), zap.Int("pipelines", len(f.knownPipelines())))
 	f.r.metrics.WatchCluster(f.member.ID(), f.clusterFigures)
 	return nil
+}
+
+var _ ownership = (*fleet)(nil)
+
+// guards fence every write of a pipeline with its lease's token, trim
+// the events only of the pipelines held here, and stop destination
+// writes once a lease may have expired.
+func (f *fleet) guards() writeGuards {
+	return writeGuards{fenceOf: f.fenceOf, owns: f.holds, mayWrite: f.mayWrite}
+}
+
+// alone: the instances share the store.
+func (f *fleet) alone() bool { return false }
+
+// plan tells the other instances at once what this one will know after
+// plan (when it deletes pipelines of this instance's files), and hands
+// over those of them that other live instances still know (dropping).
+func (f *fleet) plan(ctx context.Context, plan reconciler.Plan) plannedOwnership {
+	p := fleetPlan{f: f, plan: plan, handedOff: f.dropping(ctx, plan)}
+	for _, c := range plan.Changes {
+		if ctx.Err() != nil {
+			break
+		}
+		if others, ok := p.handedOff[c.ID]; ok && c.Action == reconciler.Delete {
+			f.handOff(ctx, c.ID, others)
+		}
+	}
+	return p
+}
+
+// fleetPlan is what a plan means for an instance of a cluster.
+type fleetPlan struct {
+	f         *fleet
+	plan      reconciler.Plan
+	handedOff map[string][]string
+}
+
+// appliesHere: a pipeline handed over is not deleted; a created one is
+// taken up by the instance it belongs to (balance); an updated one is
+// updated by the instance that runs it.
+func (p fleetPlan) appliesHere(c reconciler.Change) bool {
+	switch c.Action {
+	case reconciler.Delete:
+		_, handedOff := p.handedOff[c.ID]
+		return !handedOff
+	case reconciler.Create:
+		return false
+	case reconciler.Update:
+		return p.f.r.get(c.ID) != nil
+	}
+	return true
+}
+
+// deleted drops the lease of a pipeline deleted here, and deletes one
+// that no instance runs (deletedElsewhere).
+func (p fleetPlan) deleted(ctx context.Context, id string, ranHere bool, actor string) {
+	if ranHere {
+		p.f.dropLease(ctx, id)
+		return
+	}
+	p.f.deletedElsewhere(ctx, id, actor)
+}
+
+// applied makes what this instance knows what the plan left, and asks
+// for a round so that new pipelines are taken up.
+func (p fleetPlan) applied(ctx context.Context) {
+	p.f.setKnown(ctx, knownAfter(p.f.knownPipelines(), p.plan))
+}
+
+// api shows every pipeline of the cluster, each with its instance, and
+// their events, those written by other instances included.
+func (f *fleet) api(local apiPipelines, events *auditlog.Log) (api.Pipelines, api.Events) {
+	return clusterPipelines{apiPipelines: local, f: f}, clusterEvents{log: events, f: f}
 }
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
@@ -404,8 +483,11 @@ func (f *fleet) kickRound() {
 // the listener, until ctx is done; pipelines are taken up and handed over
 // only until balance is done (the process shuts down). The renewals have
 // a loop of their own: taking up a thousand pipelines must not delay
-// them. The pipelines it started are the runtime's supervisors'.
-func (f *fleet) run(ctx, balance context.Context) {
+// them. The pipelines it started are the runtime's supervisors'. ready is
+// called after the first balance round; fatal when another process took
+// this instance's id.
+func (f *fleet) run(ctx, balance context.Context, ready func(), fatal func(error)) {
+	f.ready, f.fatal = ready, fatal
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
@@ -447,7 +529,7 @@ func (f *fleet) balanceLoop(ctx context.Context) {
 		case <-f.kick:
 		}
 		next := f.balanceRound(ctx)
-		f.readyOnce.Do(func() { close(f.ready) })
+		f.readyOnce.Do(f.ready)
 		timer.Reset(next)
 	}
 }
@@ -585,10 +667,7 @@ func (f *fleet) renewRound(ctx context.Context) bool {
 		if errors.Is(err, cluster.ErrNotRegistered) {
 			f.log.Error("another process took over this instance's id: stopping", zap.Error(err))
 			f.abandon(ctx, "another process took over this instance's id")
-			select {
-			case f.fatal <- fmt.Errorf("cluster: %w", err):
-			default:
-			}
+			f.fatal(fmt.Errorf("cluster: %w", err))
 			return false
 		}
 		since := f.sinceEpoch() - time.Duration(f.renewed.Load())
@@ -885,8 +964,8 @@ const (
 // balance takes up the pipelines cluster.AssignKnown gives this instance
 // and whose lease is free, and hands over those it gives to another. It
 // returns how long until the first lease it waits for expires (0: none).
-// It holds the reconciler's lock: a pipeline is not updated or deleted
-// while it changes hands.
+// No plan is applied while pipelines change hands: a pipeline is not
+// updated or deleted meanwhile.
 func (f *fleet) balance(ctx context.Context, live []string, holders map[string]cluster.Holder, all []string, knows func(instance, pipelineID string) bool) (waiting time.Duration) {
 	self := f.member.ID()
 	var give []string
@@ -917,9 +996,13 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
 	}
-	r := f.r
-	r.reconciling.Lock()
-	defer r.reconciling.Unlock()
+	f.r.betweenPlans(func() { f.changeHands(ctx, take, give, owners, live, deletions) })
+	return waiting
+}
+
+// changeHands carries out a balance round's deletions, take-ups and
+// hand-overs; no plan is applied meanwhile (Runtime.betweenPlans).
+func (f *fleet) changeHands(ctx context.Context, take []reconciler.Running, give []string, owners map[string]string, live []string, deletions bool) {
 	if deletions {
 		f.retryDeletions(ctx)
 	}
@@ -942,7 +1025,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	}
 	wg.Wait()
 	if len(give) == 0 {
-		return waiting
+		return
 	}
 	f.log.Info("handing pipelines over to the instances they belong to now", zap.Int("pipelines", len(give)), zap.Strings("live", live))
 	sem = make(chan struct{}, handoverParallelism)
@@ -954,7 +1037,6 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 		})
 	}
 	wg.Wait()
-	return waiting
 }
 
 // stillKnown reports whether this instance knows k as it is: the same
@@ -1272,14 +1354,11 @@ func knownAfter(known []reconciler.Running, plan reconciler.Plan) []reconciler.R
 	return out
 }
 
-// deleted deletes a pipeline that no instance deletes itself: one this
-// instance does not run (local false) whose lease expired with its
-// instance. The instance that holds a live lease deletes its pipeline
-// itself; one that never ran has nothing to delete.
-func (f *fleet) deleted(ctx context.Context, id string, local bool, actor string) {
-	if local {
-		return
-	}
+// deletedElsewhere deletes a pipeline that no instance deletes itself:
+// one this instance does not run whose lease expired with its instance.
+// The instance that holds a live lease deletes its pipeline itself; one
+// that never ran has nothing to delete.
+func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor string) {
 	f.mu.RLock()
 	i := slices.IndexFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 	var cfg reconciler.Running
@@ -1344,7 +1423,7 @@ func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 
 // retryDeletions deletes the pipelines deleted while another instance
 // held them, once it let them go; one that is known again (its file came
-// back) is not deleted. The caller holds the reconciler's lock.
+// back) is not deleted. No plan is applied meanwhile (changeHands).
 func (f *fleet) retryDeletions(ctx context.Context) {
 	f.mu.RLock()
 	pending := make([]pendingDeletion, 0, len(f.undeleted))
@@ -1411,22 +1490,19 @@ func (f *fleet) dropLease(ctx context.Context, id string) {
 func (f *fleet) reloadRules() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
-	r := f.r
-	r.rulesMu.Lock()
-	defer r.rulesMu.Unlock()
-	if err := r.loadManagedRules(ctx); err != nil {
+	if err := f.r.reloadManagedRules(ctx); err != nil {
 		f.log.Warn("could not read the managed recovery rules another instance changed", zap.Error(err))
 	}
 }
 
-// changed tells every instance that what channel stands for changed
-// here (pipelines through the API, managed rules); nothing when conduit
-// runs alone.
-func (r *Runtime) changed(ctx context.Context, channel string) {
-	if r.fleet == nil {
-		return
+// changed tells every instance that what changed here (pipelines
+// through the API, managed rules) changed.
+func (f *fleet) changed(ctx context.Context, what sharedChange) {
+	channel := cluster.PipelinesChannel
+	if what == changedRules {
+		channel = cluster.RulesChannel
 	}
-	if err := cluster.Notify(context.WithoutCancel(ctx), r.fleet.pool, channel); err != nil {
-		r.log.Warn("could not tell the other instances of a change; they see it at their next reload", zap.String("channel", channel), zap.Error(err))
+	if err := cluster.Notify(context.WithoutCancel(ctx), f.pool, channel); err != nil {
+		f.log.Warn("could not tell the other instances of a change; they see it at their next reload", zap.String("channel", channel), zap.Error(err))
 	}
 }

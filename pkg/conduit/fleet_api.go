@@ -14,26 +14,47 @@ import (
 	"github.com/conduitry/conduit/pkg/reconciler"
 )
 
-// clusterList lists every pipeline the instance knows, in the order of
-// the files: its own under their supervisors, the others' as the
-// database has them; then those only other instances' files define.
-func (a apiPipelines) clusterList(f *fleet) []api.Supervised {
+// clusterPipelines is api.Pipelines as one instance of a cluster shows
+// them: every pipeline of the cluster, each run here or elsewhere.
+type clusterPipelines struct {
+	apiPipelines
+	f *fleet
+}
+
+var _ api.Pipelines = clusterPipelines{}
+
+// List lists every pipeline the instance knows, in the order of the
+// files: its own under their supervisors, the others' as the database has
+// them; then those only other instances' files define.
+func (a clusterPipelines) List() []api.Supervised {
+	f := a.f
 	f.refreshHolders(context.Background())
 	known := append(f.knownPipelines(), f.foreignPipelines()...)
 	out := make([]api.Supervised, 0, len(known))
 	for _, k := range known {
-		out = append(out, a.clusterGet(f, k))
+		out = append(out, a.get(k))
 	}
 	return out
 }
 
-func (a apiPipelines) clusterGet(f *fleet, k reconciler.Running) api.Supervised {
+func (a clusterPipelines) Get(id string) (api.Supervised, bool) {
+	f := a.f
+	for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
+		if k.Pipeline.ID == id {
+			f.refreshHolders(context.Background())
+			return a.get(k), true
+		}
+	}
+	return nil, false
+}
+
+func (a clusterPipelines) get(k reconciler.Running) api.Supervised {
 	if m := a.r.get(k.Pipeline.ID); m != nil && !m.retired() {
 		return clusterLocal{m}
 	}
 	// Not run here, or just handed over (its supervisor ended, and it is
 	// about to be removed): as the database has it.
-	return remotePipeline{r: a.r, f: f, k: k, holder: f.holder(k.Pipeline.ID)}
+	return remotePipeline{r: a.r, f: a.f, k: k, holder: a.f.holder(k.Pipeline.ID)}
 }
 
 // remotePipeline is a pipeline another instance runs (or none, for a
@@ -193,10 +214,10 @@ func (e clusterEvents) sync(ctx context.Context, pipelineID string) error {
 	return err
 }
 
-// syncEventsOfOthers reads the events that other instances wrote of
-// the pipelines this one does not run, of the given ids and every
-// pipeline the cluster knows, and returns all those ids, sorted.
-func (f *fleet) syncEventsOfOthers(ctx context.Context, ids []string) ([]string, error) {
+// eventsOfOthers reads the events that other instances wrote of the
+// pipelines this one does not run, of the given ids and every pipeline
+// the cluster knows, and returns all those ids, sorted.
+func (f *fleet) eventsOfOthers(ctx context.Context, ids []string) ([]string, error) {
 	all := slices.Clone(ids)
 	for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
 		all = append(all, k.Pipeline.ID)

@@ -45,6 +45,15 @@ func (r *Runtime) watchFiles(ctx context.Context) {
 	r.supervisors.Go(func() { w.Run(ctx, r.Reload) })
 }
 
+// betweenPlans runs fn while no plan is applied: ownership moves
+// pipelines from one process to another only between plans, so that a
+// pipeline is not updated or deleted while it changes hands.
+func (r *Runtime) betweenPlans(fn func()) {
+	r.reconciling.Lock()
+	defer r.reconciling.Unlock()
+	fn()
+}
+
 // reconcileLoop applies the pipeline files each time a reload is asked
 // for, until ctx is done.
 func (r *Runtime) reconcileLoop(ctx context.Context) {
@@ -90,23 +99,16 @@ func (r *Runtime) reconcileFiles(ctx context.Context) {
 
 // running is what the reconciler compares the desired pipelines with.
 func (r *Runtime) running() []reconciler.Running {
-	if r.fleet != nil {
-		return r.fleet.knownPipelines()
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]reconciler.Running, len(r.pipelines))
-	for i, m := range r.pipelines {
-		out[i] = reconciler.Running{Pipeline: m.cfg, Origin: *m.origin.Load(), Fingerprint: m.fingerprint}
-	}
-	return out
+	return r.ownership.knownPipelines()
 }
 
 // applyPlan makes the running pipelines what plan says, one change after
 // the other: deletes first, then updates and creates. An entry that is
 // not valid leaves a running pipeline of its id as it is and is listed
-// with its errors until it is fixed. asked is who asked, for the audit log
-// (see actorFor). The caller holds r.reconciling.
+// with its errors until it is fixed. What a change means for ownership
+// (a pipeline another instance of a cluster runs, updates or takes up) is
+// the ownership's to say. asked is who asked, for the audit log (see
+// actorFor). The caller holds r.reconciling.
 func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked string) (reconciler.Plan, error) {
 	// What planning built and nothing provisioned is of no use after.
 	defer r.kept.drop()
@@ -122,10 +124,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 		r.log.Error(msg, zap.String("pipeline_id", p.ID), zap.Error(err))
 		invalid = append(invalid, configError(p, err))
 	}
-	var handedOff map[string][]string
-	if r.fleet != nil {
-		handedOff = r.fleet.dropping(ctx, plan)
-	}
+	owned := r.ownership.plan(ctx, plan)
 	for _, c := range plan.Changes {
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
@@ -140,17 +139,19 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 		actor := actorFor(c, asked)
 		switch c.Action {
 		case reconciler.Delete:
-			if others, ok := handedOff[c.ID]; ok {
-				r.fleet.handOff(ctx, c.ID, others)
-				continue
+			if !owned.appliesHere(c) {
+				continue // handed over to the instances that still know it
 			}
-			r.deletePipeline(ctx, c.ID, actor)
+			r.deletePipeline(ctx, c.ID, actor, owned)
 		case reconciler.Update:
+			if !owned.appliesHere(c) {
+				break // run elsewhere, which updates it
+			}
 			if err := r.updatePipeline(ctx, c, actor); err != nil {
 				invalidate(c.Desired.Pipeline, err, false)
 			}
 		case reconciler.Create:
-			if r.fleet != nil {
+			if !owned.appliesHere(c) {
 				continue // the instance it belongs to takes it up
 			}
 			m, err := r.provision(ctx, c.Desired.Pipeline, c.Desired.Origin, actor)
@@ -186,9 +187,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 	r.mu.Lock()
 	r.invalid = invalid
 	r.mu.Unlock()
-	if r.fleet != nil {
-		r.fleet.setKnown(ctx, knownAfter(r.fleet.knownPipelines(), plan))
-	}
+	owned.applied(ctx)
 	return plan, nil
 }
 
@@ -318,12 +317,11 @@ func (r *Runtime) retireWithin(ctx context.Context, m *managedPipeline, why life
 // deletePipeline stops a pipeline that is no longer desired and forgets
 // it: its state, its dedup entries and its metrics go, its positions stay
 // (a pipeline of the same id resumes where it was, as after a restart).
-func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
+// owned is told of the deletion, whether the pipeline ran here or not.
+func (r *Runtime) deletePipeline(ctx context.Context, id, actor string, owned plannedOwnership) {
 	m := r.get(id)
-	if r.fleet != nil {
-		r.fleet.deleted(ctx, id, m != nil, actor)
-	}
 	if m == nil {
+		owned.deleted(ctx, id, false, actor)
 		return
 	}
 	r.log.Info("pipeline deleted: stopping it", zap.String("pipeline_id", id), zap.Stringer("from", *m.origin.Load()))
@@ -336,9 +334,7 @@ func (r *Runtime) deletePipeline(ctx context.Context, id, actor string) {
 		"pipeline deleted; its state is forgotten, its position kept")
 	r.metrics.ForgetPipeline(id)
 	r.notifier.SetPipeline(id, config.PipelineNotifications{})
-	if r.fleet != nil {
-		r.fleet.dropLease(ctx, id)
-	}
+	owned.deleted(ctx, id, true, actor)
 }
 
 // deleteTimeout bounds a connector's cleanup after its pipeline was
@@ -405,9 +401,6 @@ func (r *Runtime) forget(ctx context.Context, id, before, actor, message string)
 // dedup entries: the new run continues where the old one stopped.
 func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor string) error {
 	old := r.get(c.ID)
-	if old == nil && r.fleet != nil {
-		return nil // run by another instance, which updates it
-	}
 	if old == nil {
 		return fmt.Errorf("pipeline %s: not running any more", c.ID)
 	}

@@ -15,7 +15,6 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
-	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -35,6 +34,14 @@ func managedRuleKey(name string) []byte { return []byte(store.PrefixManagedRule 
 
 // managedFileName names a loaded file in errors and in a rule's place.
 func managedFileName(name string) string { return "managed:" + name }
+
+// reloadManagedRules reads the managed rules again (another instance of a
+// cluster changed them), serialized with the changes made here.
+func (r *Runtime) reloadManagedRules(ctx context.Context) error {
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	return r.loadManagedRules(ctx)
+}
 
 // loadManagedRules reads the managed rules and makes them effective. A
 // stored rule that no longer reads (a newer version refuses what an older
@@ -213,7 +220,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 		return api.LoadResult{}, fmt.Errorf("storing the recovery rules: %w", err)
 	}
 	r.setManaged(next)
-	r.changed(ctx, cluster.RulesChannel)
+	r.ownership.changed(ctx, changedRules)
 	r.log.Info("managed recovery rules loaded", zap.Strings("loaded", res.Loaded), zap.Strings("replaced", res.Replaced),
 		zap.Strings("removed", res.Removed), zap.Int("managed", len(next)))
 	for _, w := range res.Warnings {
@@ -281,7 +288,7 @@ func (rr runtimeRules) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting recovery rule %s: %w", name, err)
 	}
 	r.setManaged(slices.Delete(slices.Clone(r.managedInfo), i, i+1))
-	r.changed(ctx, cluster.RulesChannel)
+	r.ownership.changed(ctx, changedRules)
 	r.log.Info("managed recovery rule deleted", zap.String("rule", name))
 	return nil
 }
@@ -302,7 +309,7 @@ func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
 		return 0, errors.Join(errors.New("deleting the managed recovery rules"), err)
 	}
 	r.setManaged(nil)
-	r.changed(ctx, cluster.RulesChannel)
+	r.ownership.changed(ctx, changedRules)
 	r.log.Info("managed recovery rules cleared", zap.Int("deleted", len(ops)))
 	return len(ops), nil
 }
@@ -330,12 +337,10 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 	// One pipeline's faults at a time: the report holds counts, so a large
 	// audit log is replayed without holding it.
 	ids := r.audit.PipelineIDs()
-	if r.fleet != nil {
-		// In a cluster, the faults of every instance's pipelines: those
-		// run elsewhere are read from the database first.
-		if ids, err = r.fleet.syncEventsOfOthers(ctx, ids); err != nil {
-			return api.DryRunResult{}, err
-		}
+	// In a cluster, the faults of every instance's pipelines: those run
+	// elsewhere are read from the database first.
+	if ids, err = r.ownership.eventsOfOthers(ctx, ids); err != nil {
+		return api.DryRunResult{}, err
 	}
 	for _, id := range ids {
 		events, err := r.audit.List(ctx, id, auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindFault}})

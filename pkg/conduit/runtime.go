@@ -3,6 +3,13 @@
 // files, gives every pipeline a supervisor and shuts everything down in
 // order. It owns no policy of its own: the supervisor (lifecycle/) decides
 // what happens to a pipeline, the engine (pkg/pipeline) moves its records.
+//
+// Which pipelines this process runs is decided in one place, the ownership
+// interface (ownership.go): a process alone runs every pipeline it knows
+// (solo); an instance of a cluster runs those whose lease it holds, fences
+// their writes and hands them over (fleet.go, with fleet_api.go for how
+// its API shows the pipelines other instances run, over pkg/cluster's
+// leases and membership). The runtime calls it the same way in both modes.
 package conduit
 
 import (
@@ -78,9 +85,11 @@ type Runtime struct {
 	dedup       *dedup.Store
 	metrics     *metrics.Metrics
 	server      *api.Server
-	// fleet is this instance's part in a cluster; nil when conduit runs
-	// alone (cluster.enabled off).
-	fleet *fleet
+	// ownership decides which pipelines this process runs (ownership.go):
+	// all of them when it runs alone, those whose lease it holds as an
+	// instance of a cluster (fleet.go); writeGuards are its guards.
+	ownership   ownership
+	writeGuards writeGuards
 
 	// mu guards the set of pipelines, which the reconciler changes while
 	// the API, the metrics and shutdown read it.
@@ -187,6 +196,8 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		disowned:   make(chan error, 1),
 		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
+	// Alone until openState finds cluster.enabled on.
+	r.ownership = solo{r}
 	r.policies = lifecycle.NewPolicies().WithManaged(r.managed)
 	if b := cfg.Pipelines.Breakers; b.Enabled {
 		r.breakers = lifecycle.NewBreakers(lifecycle.BreakerConfig{Threshold: b.Threshold, Window: b.Window, Stagger: b.Stagger},
@@ -214,10 +225,8 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err := r.provisionAll(ctx); err != nil {
 		return nil, err
 	}
-	if r.fleet != nil {
-		if err := r.fleet.join(ctx); err != nil {
-			return nil, err
-		}
+	if err := r.ownership.join(ctx); err != nil {
+		return nil, err
 	}
 	r.serveAPI()
 	r.warnLowFileLimit()
@@ -309,16 +318,16 @@ func (r *Runtime) openState(ctx context.Context) error {
 		r.log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
 			zap.Int("writes", writes), zap.Error(err))
 	}
-	var ownsEvents func(string) bool
 	if r.cfg.Cluster.Enabled {
-		r.fleet, err = openFleet(ctx, r)
+		f, err := openFleet(ctx, r)
 		if err != nil {
 			return err
 		}
-		ownsEvents = r.fleet.holds
-		r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, FenceOf: r.fleet.fenceOf})
-	} else {
-		r.writer = store.NewBatcher(db, writeFailed)
+		r.ownership = f
+	}
+	r.writeGuards = r.ownership.guards()
+	r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, FenceOf: r.writeGuards.fenceOf})
+	if r.ownership.alone() {
 		// The process marker is one process's: in a cluster, whether a
 		// pipeline's last instance stopped cleanly is in its state.
 		crashed, err := markRunning(ctx, db, r.writer)
@@ -344,7 +353,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		MaxEventsPerPipeline: r.cfg.AuditLog.MaxEventsPerPipeline,
 		MaxAge:               r.cfg.AuditLog.MaxAge,
 		Logger:               r.log.Named("auditlog"),
-		Owns:                 ownsEvents,
+		Owns:                 r.writeGuards.owns,
 		Now:                  r.clock.Now,
 	})
 	if err != nil {
@@ -376,7 +385,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		opts.Dedup = r.dedup
 	}
 	r.assembler = assembly.New(opts)
-	if r.fleet != nil {
+	if !r.ownership.alone() {
 		// Other instances' entries are theirs to expire; a pipeline's own
 		// expire when a run of it loads them.
 		return nil
@@ -414,13 +423,9 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 	if err := r.audit.Flush(ctx); err != nil {
 		return err
 	}
-	valid := len(r.pipelines)
-	if r.fleet != nil {
-		valid = len(r.fleet.knownPipelines())
-	}
 	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
-		zap.Int("valid", valid), zap.Int("invalid", len(r.invalid)))
-	if r.fleet != nil {
+		zap.Int("valid", len(r.ownership.knownPipelines())), zap.Int("invalid", len(r.invalid)))
+	if !r.ownership.alone() {
 		// A pipeline missing from this instance's files may run on
 		// another: deletions are seen while the instances run.
 		return nil
@@ -440,11 +445,8 @@ func (r *Runtime) serveAPI() {
 	if r.server == nil {
 		return
 	}
-	var events api.Events = r.audit
-	if r.fleet != nil {
-		events = clusterEvents{log: r.audit, f: r.fleet}
-	}
-	svc := api.NewPipelineService(apiPipelines{r}, events, nil).WithChanges(apiChanges{r}).WithSummaries(r)
+	pipelines, events := r.ownership.api(apiPipelines{r}, r.audit)
+	svc := api.NewPipelineService(pipelines, events, nil).WithChanges(apiChanges{r}).WithSummaries(r)
 	if r.breakers != nil {
 		svc.WithDependencies(r.breakers)
 	}
@@ -900,9 +902,9 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	}
 	cfg.OnAck = hooks.OnAck
 	m.tapRun(&cfg)
-	if f := r.fleet; f != nil {
+	if mayWrite := r.writeGuards.mayWrite; mayWrite != nil {
 		id := m.cfg.ID
-		cfg.WriteGuard = func() error { return f.mayWrite(id) }
+		cfg.WriteGuard = func() error { return mayWrite(id) }
 	}
 	cfg.DeadLetter = m.deadLetter
 	cfg.OnDeadLettered = func(d pipeline.DeadLettered) { r.deadLettered(m, d) }
@@ -1039,34 +1041,26 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	r.supervisors.Go(func() { r.reconcileLoop(supCtx) })
 	r.supervisors.Go(func() { r.notifier.Run(supCtx) })
 	r.watchFiles(supCtx)
-	var fatal <-chan error
-	if f := r.fleet; f != nil {
-		fatal = f.fatal
-		// The leases are renewed until the last pipeline stopped (a
-		// shutdown drains them, which may take longer than a lease
-		// lasts); pipelines are taken up and handed over only until the
-		// shutdown begins.
-		leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
-		leasesDone := make(chan struct{})
-		go func() {
-			defer close(leasesDone)
-			f.run(leaseCtx, supCtx)
-		}()
-		defer func() {
-			stopLeases()
-			<-leasesDone
-		}()
-		// Ready once the first round took up this instance's pipelines.
-		r.supervisors.Go(func() {
+	// Ownership is kept current until the last pipeline stopped (in a
+	// cluster, a shutdown drains them, which may take longer than a lease
+	// lasts); pipelines are taken up and handed over only until the
+	// shutdown begins. Ready once this process took up its pipelines.
+	fatal := make(chan error, 1)
+	ownershipCtx, stopOwnership := context.WithCancel(context.WithoutCancel(ctx))
+	ownershipDone := make(chan struct{})
+	go func() {
+		defer close(ownershipDone)
+		r.ownership.run(ownershipCtx, supCtx, func() { r.ready.Store(supCtx.Err() == nil) }, func(err error) {
 			select {
-			case <-f.ready:
-				r.ready.Store(supCtx.Err() == nil)
-			case <-supCtx.Done():
+			case fatal <- err:
+			default:
 			}
 		})
-	} else {
-		r.ready.Store(true)
-	}
+	}()
+	defer func() {
+		stopOwnership()
+		<-ownershipDone
+	}()
 
 	var result error
 	select {
@@ -1159,11 +1153,9 @@ func (r *Runtime) close() error {
 		}
 		r.writer.Close()
 	}
-	if r.fleet != nil {
-		// After the last write of the pipelines' states: the instance
-		// that takes one over next reads what this one left.
-		r.fleet.leave()
-	}
+	// After the last write of the pipelines' states: the instance that
+	// takes one over next reads what this one left.
+	r.ownership.leave()
 	if r.db == nil {
 		return nil
 	}

@@ -149,57 +149,22 @@ const defaultRetryFor = 10 * time.Second
 const EventsChannel = "conduit_events"
 
 // postgresSchema is the version this build writes; migrations[i] takes a
-// database from version i to i+1.
+// database from version i to i+1. An empty migration is one that made the
+// tables of several processes on one database (versions 2 to 5, and the
+// lease token sequence of 6): those are pkg/cluster's now, which creates
+// and migrates them with a version of their own (cluster.Migrate), so
+// that they exist only where a cluster runs. Databases migrated before
+// have them already; nothing is dropped.
 const postgresSchema = 6
 
 var postgresMigrations = []string{
 	`CREATE TABLE conduit_kv (key bytea PRIMARY KEY, value bytea NOT NULL)`,
-	// Several processes on one database (pkg/cluster): who is alive, and
-	// which instance runs each pipeline, with the lease's fencing token.
-	`CREATE TABLE conduit_instances (
-		id text PRIMARY KEY,
-		heartbeat_at timestamptz NOT NULL,
-		started_at timestamptz NOT NULL
-	);
-	CREATE TABLE conduit_leases (
-		pipeline_id text PRIMARY KEY,
-		owner text NOT NULL,
-		token bigint NOT NULL,
-		expires_at timestamptz NOT NULL
-	)`,
-	// Start and stop asked of an instance through any instance's API
-	// (pkg/cluster Commands).
-	`CREATE TABLE conduit_commands (
-		id bigserial PRIMARY KEY,
-		pipeline_id text NOT NULL,
-		instance text NOT NULL,
-		action text NOT NULL,
-		created_at timestamptz NOT NULL DEFAULT now(),
-		done_at timestamptz,
-		error text
-	);
-	CREATE INDEX conduit_commands_pending ON conduit_commands (instance) WHERE done_at IS NULL`,
-	// What each instance knows of the pipelines (pkg/cluster Heartbeat),
-	// so that the instances can tell when they disagree.
-	`ALTER TABLE conduit_instances ADD COLUMN view text NOT NULL DEFAULT ''`,
-	// The pipelines each instance knows, so that none is given a pipeline
-	// it does not know; each instance's lease TTL, so that instances
-	// with different ones are refused; its host and process, so that a
-	// process restarted at once on the same machine can take its id back
-	// from its dead predecessor. (Additive: instances of schema 4 work on.)
-	`ALTER TABLE conduit_instances ADD COLUMN pipelines text[];
-	ALTER TABLE conduit_instances ADD COLUMN lease_ttl interval;
-	ALTER TABLE conduit_instances ADD COLUMN host text;
-	ALTER TABLE conduit_instances ADD COLUMN pid integer`,
-	// Lease tokens from one sequence, so that a pipeline deleted and
-	// created again never gets a token a paused holder of its first lease
-	// still writes with. The database's owner: which conduit process (a
-	// standalone one) or which cluster holds it, with a token every commit
-	// checks, so that a process that lost its lock (the server restarted)
-	// and was overtaken by another cannot write on.
-	`CREATE SEQUENCE conduit_lease_tokens;
-	SELECT setval('conduit_lease_tokens', coalesce((SELECT max(token) FROM conduit_leases), 0) + 1, false);
-	CREATE SEQUENCE conduit_owner_tokens;
+	"", "", "", "",
+	// The database's owner: which conduit process (a standalone one) or
+	// which cluster holds it, with a token every commit checks, so that a
+	// process that lost its lock (the server restarted) and was overtaken
+	// by another cannot write on.
+	`CREATE SEQUENCE conduit_owner_tokens;
 	CREATE TABLE conduit_owner (
 		id int PRIMARY KEY CHECK (id = 1),
 		mode text NOT NULL,
@@ -430,6 +395,9 @@ func (s *Postgres) migrate(ctx context.Context) error {
 				ErrCorrupt, version, postgresSchema)
 		}
 		for v := version; v < postgresSchema; v++ {
+			if postgresMigrations[v] == "" {
+				continue
+			}
 			if _, err := tx.Exec(ctx, postgresMigrations[v]); err != nil {
 				return fmt.Errorf("migrating conduit's schema to version %d: %w", v+1, err)
 			}
@@ -733,6 +701,8 @@ func queueEventNotifications(b *pgx.Batch, ops []Op, stale map[Fence]bool) {
 // and takeovers never wait for each other in a circle. Rows whose token
 // moved on are not locked: a process paused in the middle of a late
 // commit must not hold up the instance that runs those pipelines now.
+// conduit_leases is pkg/cluster's table (cluster.Migrate makes it when an
+// instance opens its membership, before its first fenced write).
 func staleFences(ctx context.Context, tx pgx.Tx, ops []Op) (map[Fence]bool, error) {
 	// A round commits the writes of many pipelines, several ops each:
 	// a set, not a scan of the fences seen so far.
