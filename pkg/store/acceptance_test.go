@@ -418,7 +418,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		}
 		wantValue(t, s, "a", "1")
 		wantValue(t, s, "b", "2")
-		p, err := b.SubmitWith(Urgent, nil, Op{Key: []byte("a"), Delete: true})
+		p, err := b.Submit(WriteOptions{Priority: Urgent}, Op{Key: []byte("a"), Delete: true})
 		if err != nil {
 			t.Fatal(err)
 		}

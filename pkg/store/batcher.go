@@ -46,10 +46,10 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 // state once.
 //
 // A caller waits for its write (Apply, Pending.Wait) or does not (Submit,
-// SubmitFunc): a supervisor, whose restarts keep a schedule, never waits
-// for the disk. A write that need not survive a crash of the machine
-// (Unsynced, SubmitDurable) is committed without a sync when its chunk holds
-// no other kind.
+// with a Done callback or none): a supervisor, whose restarts keep a
+// schedule, never waits for the disk. A write that need not survive a
+// crash of the machine (Unsynced) is committed without a sync when its
+// chunk holds no other kind.
 //
 // Writes come in two lanes, each with its own rounds and its own order.
 // The records' path (dedup entries a destination waits for before it goes
@@ -284,41 +284,39 @@ func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	return b
 }
 
-// Submit queues ops to land together, without waiting. The Batcher keeps
-// the slices until the write is durable: the caller must not change them.
-// It fails only after Close.
-func (b *Batcher) Submit(ops ...Op) (Pending, error) {
-	return b.SubmitWith(Normal, nil, ops...)
-}
-
-// SubmitFunc is Submit with a callback: done is called with the commit's
-// error once the write is durable (or failed), on the Batcher's goroutine,
-// after the callbacks of the writes submitted before it and before the
-// write's Pending is done. done must be quick and must not wait for another
-// write (it would wait for itself); it may Submit.
-func (b *Batcher) SubmitFunc(done func(error), ops ...Op) (Pending, error) {
-	return b.SubmitWith(Normal, done, ops...)
-}
-
-// Apply writes ops together and returns once they are durable.
+// Apply writes ops together, as a Normal, Synced write, and returns once
+// they are durable.
 func (b *Batcher) Apply(ctx context.Context, ops ...Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := b.Submit(ops...)
+	p, err := b.Submit(WriteOptions{}, ops...)
 	if err != nil {
 		return err
 	}
 	return p.Wait(ctx)
 }
 
-// SubmitWith is SubmitFunc in the lane of p; done may be nil.
-func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, error) {
-	return b.SubmitDurable(p, Synced, done, ops...)
+// WriteOptions say how a submitted write is committed. The zero value is a
+// Normal, Synced write that calls nobody back.
+type WriteOptions struct {
+	// Priority is the write's lane.
+	Priority Priority
+	// Durability is what the write must survive once it is done.
+	Durability Durability
+	// Done, when set, is called with the commit's error once the write is
+	// durable (or failed), on the Batcher's goroutine, after the callbacks
+	// of the writes submitted before it and before the write's Pending is
+	// done. It must be quick and must not wait for another write (it would
+	// wait for itself); it may Submit.
+	Done func(error)
 }
 
-// SubmitDurable is SubmitWith for a write that needs only durability d.
-func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops ...Op) (Pending, error) {
+// Submit queues ops to land together, as opts say, without waiting. The
+// Batcher keeps the slices until the write is durable: the caller must not
+// change them. It fails only after Close, or for an op no store can write.
+func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
+	p, d, done := opts.Priority, opts.Durability, opts.Done
 	if b.fenceOf != nil {
 		// The caller's slice stays as it is: the fences go on copies.
 		fenced := slices.Clone(ops)
