@@ -100,7 +100,7 @@ func TestExpiredAndCorruptEntriesAreDeleted(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.Set(ctx, append(destinationPrefix("p", "out"), "garbage"...), []byte("not an entry")); err != nil {
+	if err := f.db.Commit(ctx, []store.Op{{Key: append(destinationPrefix("p", "out"), "garbage"...), Value: []byte("not an entry")}}); err != nil {
 		t.Fatal(err)
 	}
 	f.now = f.now.Add(2 * time.Hour) // past the TTL

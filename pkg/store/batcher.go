@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -148,7 +149,31 @@ type Op struct {
 	// shares its database refuses it when the token is not the lease's
 	// current one. A store only one process uses ignores it.
 	Fence *Fence
+	// Expect, when set, makes the Commit that carries the op conditional
+	// on what Key holds before it (Store.Commit only: the Batcher
+	// refuses it, since it merges the writes of many callers).
+	Expect *Expect
 }
+
+// Expect is what a key must hold for a Commit to write (Op.Expect).
+type Expect struct {
+	// Value is what the key must hold, byte for byte; ignored when Absent.
+	Value []byte
+	// Absent expects the key not to be there.
+	Absent bool
+}
+
+// holds says whether a key that holds value (present: whether it is
+// there at all) is what e expects.
+func (e *Expect) holds(value []byte, present bool) bool {
+	if e.Absent || !present {
+		return e.Absent != present
+	}
+	return bytes.Equal(e.Value, value)
+}
+
+// errExpectInBatcher refuses an op with an Expect submitted to a Batcher.
+var errExpectInBatcher = errors.New("an op with an Expect must be committed with Store.Commit, not through the Batcher")
 
 // Fence names the lease a write is made under.
 type Fence struct {
@@ -331,6 +356,9 @@ func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
 			return Pending{}, err
+		}
+		if op.Expect != nil {
+			return Pending{}, errExpectInBatcher
 		}
 		size += op.size()
 	}

@@ -37,9 +37,9 @@ func TestBadgerWritesRefusedWhileShortOfDescriptors(t *testing.T) {
 	left.Store(StoreDescriptorReserve - 1)
 	disk.advance(descriptorCheckInterval)
 	for _, err := range []error{
-		s.Set(ctx, []byte("during"), []byte("v")),
-		s.Delete(ctx, []byte("before")),
-		s.Update(ctx, func(tx Txn) error { return tx.Set([]byte("during"), []byte("v")) }),
+		put(ctx, s, []byte("during"), []byte("v")),
+		del(ctx, s, []byte("before")),
+		s.Commit(ctx, []Op{{Key: []byte("during"), Value: []byte("v"), Expect: &Expect{Absent: true}}}),
 		s.Writable(),
 	} {
 		if !errors.Is(err, ErrNoDescriptors) || !strings.Contains(err.Error(), dir) ||

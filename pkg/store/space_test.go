@@ -114,9 +114,9 @@ func TestBadgerWritesRefusedWhileDiskFull(t *testing.T) {
 
 	disk.set(testReserve - 1)
 	disk.advance(spaceCheckInterval)
-	wantNoSpace(t, s.Set(ctx, []byte("during"), []byte("v")), dir)
-	wantNoSpace(t, s.Delete(ctx, []byte("before")), dir)
-	err = s.Update(ctx, func(tx Txn) error { return tx.Set([]byte("during"), []byte("v")) })
+	wantNoSpace(t, put(ctx, s, []byte("during"), []byte("v")), dir)
+	wantNoSpace(t, del(ctx, s, []byte("before")), dir)
+	err = s.Commit(ctx, []Op{{Key: []byte("during"), Value: []byte("v"), Expect: &Expect{Absent: true}}})
 	wantNoSpace(t, err, dir)
 	// Reads go on.
 	wantValue(t, s, "before", "v")
@@ -124,7 +124,7 @@ func TestBadgerWritesRefusedWhileDiskFull(t *testing.T) {
 	// Refused writes do not measure again until the interval has passed.
 	calls := disk.measured()
 	for range 100 {
-		_ = s.Set(ctx, []byte("during"), []byte("v"))
+		_ = put(ctx, s, []byte("during"), []byte("v"))
 	}
 	if got := disk.measured(); got != calls {
 		t.Errorf("100 refused writes measured free space %d times, want 0", got-calls)
