@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/pgtest"
 )
 
@@ -80,12 +82,8 @@ func TestPostgresTakesItsLockBack(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	endLockSessions(t, s)
-	for deadline := time.Now().Add(10 * time.Second); logs.FilterMessage("this process holds its lock on the database again").Len() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lock was not taken back; logs: %v", logs.All())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return logs.FilterMessage("this process holds its lock on the database again").Len() > 0 },
+		func() string { return fmt.Sprintf("the lock was not taken back; logs: %v", logs.All()) })
 	if _, err := OpenPostgres(ctx, dbURL, zap.NewNop(), PostgresOptions{Exclusive: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("a second conduit after the lock was taken back: %v, want ErrInUse", err)
 	}
