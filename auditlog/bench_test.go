@@ -115,22 +115,19 @@ func bulkLoad(b *testing.B, db store.Store, n, perPipeline int) {
 				if start >= total {
 					return
 				}
-				err := db.Update(context.Background(), func(tx store.Txn) error {
-					for j := start; j < min(start+perTxn, total); j++ {
-						p, seq := j%n, uint64(j/n+1)
-						v, err := encodeEvent(Event{Sequence: seq, Time: at.Add(time.Duration(j) * time.Millisecond),
-							PipelineID: fmt.Sprintf("pipeline-%04d", p), Kind: KindRunning,
-							StatusBefore: "recovering", StatusAfter: "running", Message: "pipeline is running", Actor: "system"})
-						if err != nil {
-							return err
-						}
-						if err := tx.Set(eventKey(prefixes[p], seq), v); err != nil {
-							return err
-						}
+				var ops []store.Op
+				for j := start; j < min(start+perTxn, total); j++ {
+					p, seq := j%n, uint64(j/n+1)
+					v, err := encodeEvent(Event{Sequence: seq, Time: at.Add(time.Duration(j) * time.Millisecond),
+						PipelineID: fmt.Sprintf("pipeline-%04d", p), Kind: KindRunning,
+						StatusBefore: "recovering", StatusAfter: "running", Message: "pipeline is running", Actor: "system"})
+					if err != nil {
+						b.Error(err)
+						return
 					}
-					return nil
-				})
-				if err != nil {
+					ops = append(ops, store.Op{Key: eventKey(prefixes[p], seq), Value: v})
+				}
+				if err := db.Commit(context.Background(), ops); err != nil {
 					b.Error(err)
 					return
 				}

@@ -208,7 +208,7 @@ func (l *Log) writeHeldBatch(ctx context.Context) (done bool, _ error) {
 	l.held.mu.Unlock()
 
 	err := errClosedWriter
-	pending, serr := l.w.Submit(ops...)
+	pending, serr := l.w.Submit(store.WriteOptions{}, ops...)
 	if serr == nil {
 		err = pending.Wait(context.WithoutCancel(ctx))
 	}

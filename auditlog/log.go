@@ -477,7 +477,7 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 		p.last = e.Sequence
 		return p, store.Pending{}, nil
 	}
-	pending, err := l.w.SubmitFunc(func(err error) {
+	pending, err := l.w.Submit(store.WriteOptions{Done: func(err error) {
 		if recorded && err != nil && holdable(err) {
 			l.holdWrite(heldWrite{p: p, event: event, ops: ops, ticket: ticket})
 			return
@@ -504,7 +504,7 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 		default:
 			l.trimLater(p)
 		}
-	}, ops...)
+	}}, ops...)
 	if err != nil {
 		return nil, store.Pending{}, fmt.Errorf("append %s event of pipeline %s: %w", e.Kind, e.PipelineID, err)
 	}

@@ -350,7 +350,7 @@ func TestCorruptEntriesAreSkipped(t *testing.T) {
 			store.PrefixAuditLog + "bad%escape/0000000000000001": "{}",
 		}
 		for k, v := range bad {
-			if err := db.Set(ctx, []byte(k), []byte(v)); err != nil {
+			if err := db.Commit(ctx, []store.Op{{Key: []byte(k), Value: []byte(v)}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -107,20 +107,16 @@ func writeBulk(t testing.TB, db store.Store, id string, from, to uint64) {
 	prefix := pipelinePrefix(id)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for start := from; start <= to; start += 500 {
-		err := db.Update(context.Background(), func(tx store.Txn) error {
-			for seq := start; seq <= min(start+499, to); seq++ {
-				v, err := encodeEvent(Event{Sequence: seq, Time: at.Add(time.Duration(seq) * time.Second),
-					PipelineID: id, Kind: KindRunning, Message: "bulk"})
-				if err != nil {
-					return err
-				}
-				if err := tx.Set(eventKey(prefix, seq), v); err != nil {
-					return err
-				}
+		var ops []store.Op
+		for seq := start; seq <= min(start+499, to); seq++ {
+			v, err := encodeEvent(Event{Sequence: seq, Time: at.Add(time.Duration(seq) * time.Second),
+				PipelineID: id, Kind: KindRunning, Message: "bulk"})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		})
-		if err != nil {
+			ops = append(ops, store.Op{Key: eventKey(prefix, seq), Value: v})
+		}
+		if err := db.Commit(context.Background(), ops); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +135,7 @@ func TestRetentionByAge(t *testing.T) {
 			mustAppend(t, l, "p", KindRunning)
 		}
 		// A corrupt entry among the expired ones goes with them.
-		if err := db.Set(context.Background(), eventKey(pipelinePrefix("p"), 10), []byte("junk")); err != nil {
+		if err := db.Commit(context.Background(), []store.Op{{Key: eventKey(pipelinePrefix("p"), 10), Value: []byte("junk")}}); err != nil {
 			t.Fatal(err)
 		}
 

@@ -384,7 +384,7 @@ func (d *Destination) submit(ctx context.Context, kind entryKind, source string,
 	value := bytes.Clone(d.scratch)
 	// The destination waits for it before it goes on: it must not queue
 	// behind the pipelines' bookkeeping.
-	pending, err := d.store.writer.SubmitDurable(store.Urgent, d.durability, nil, store.Op{Key: key, Value: value})
+	pending, err := d.store.writer.Submit(store.WriteOptions{Priority: store.Urgent, Durability: d.durability}, store.Op{Key: key, Value: value})
 	if err != nil {
 		return nil, nil, fmt.Errorf("record written positions: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -18,18 +19,18 @@ import (
 var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 type fixture struct {
-	db  store.Store
-	w   *store.Batcher
-	now time.Time
-	s   *Store
+	db    store.Store
+	w     *store.Batcher
+	clock *clocktest.Clock
+	s     *Store
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{db: store.NewInMemory(), now: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)}
+	f := &fixture{db: store.NewInMemory(), clock: clocktest.New()}
 	f.w = store.NewBatcher(f.db, nil)
 	t.Cleanup(f.w.Close)
-	f.s = New(f.db, f.w, Options{TTL: time.Hour, Now: func() time.Time { return f.now }})
+	f.s = New(f.db, f.w, Options{TTL: time.Hour, Now: f.clock.Now})
 	return f
 }
 
@@ -100,10 +101,10 @@ func TestExpiredAndCorruptEntriesAreDeleted(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.Set(ctx, append(destinationPrefix("p", "out"), "garbage"...), []byte("not an entry")); err != nil {
+	if err := f.db.Commit(ctx, []store.Op{{Key: append(destinationPrefix("p", "out"), "garbage"...), Value: []byte("not an entry")}}); err != nil {
 		t.Fatal(err)
 	}
-	f.now = f.now.Add(2 * time.Hour) // past the TTL
+	f.clock.Advance(2 * time.Hour) // past the TTL
 	d2, err := f.s.Open(ctx, "p", "out", Holdings{})
 	if err != nil || d2.Pending() != 0 {
 		t.Fatalf("pending %d, %v: an expired entry was used", d2.Pending(), err)
@@ -133,7 +134,7 @@ func TestForgetAndSweep(t *testing.T) {
 	if n, _ := f.s.Sweep(ctx); n != 0 {
 		t.Fatalf("swept %d live entries", n)
 	}
-	f.now = f.now.Add(2 * time.Hour)
+	f.clock.Advance(2 * time.Hour)
 	if n, _ := f.s.Sweep(ctx); n != 1 || f.keys(t) != 0 {
 		t.Fatalf("swept %d, left %d", n, f.keys(t))
 	}

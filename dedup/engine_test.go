@@ -243,18 +243,11 @@ func (f *fullStore) Writable() error {
 	return nil
 }
 
-func (f *fullStore) Update(ctx context.Context, fn func(tx store.Txn) error) error {
+func (f *fullStore) Commit(ctx context.Context, ops []store.Op) error {
 	if err := f.Writable(); err != nil {
 		return err
 	}
-	return f.Store.Update(ctx, fn)
-}
-
-func (f *fullStore) Set(ctx context.Context, key, value []byte) error {
-	if err := f.Writable(); err != nil {
-		return err
-	}
-	return f.Store.Set(ctx, key, value)
+	return f.Store.Commit(ctx, ops)
 }
 
 // While the store cannot remember what a destination writes, the

@@ -491,7 +491,7 @@ var ErrStateUnreadable = errors.New("persisted pipeline state is unreadable")
 // writer's error callback; the state in memory stays the truth, and the
 // pipeline's next save tries again.
 func (s *StateStore) SaveLater(pipelineID string, st State) error {
-	if _, err := s.writer.Submit(StateOp(pipelineID, st.Clone())); err != nil {
+	if _, err := s.writer.Submit(store.WriteOptions{}, StateOp(pipelineID, st.Clone())); err != nil {
 		return fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
 	}
 	return nil

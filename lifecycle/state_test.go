@@ -193,7 +193,7 @@ func TestStateStoreRoundTripAndCorruption(t *testing.T) {
 		"unknown status": `{"version":1,"status":"sleeping"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if err := db.Set(ctx, stateKey("bad"), []byte(raw)); err != nil {
+			if err := db.Commit(ctx, []store.Op{{Key: stateKey("bad"), Value: []byte(raw)}}); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := s.Load(ctx, "bad"); err == nil || !strings.Contains(err.Error(), "pipeline bad") {

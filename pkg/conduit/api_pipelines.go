@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,19 +19,6 @@ import (
 	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-// storedPipeline is a pipeline created through the API as the store keeps
-// it. The file it was applied with is kept beside it, once for all its
-// pipelines (PrefixAPIPipelineFile + its hash), and parsed again at every
-// start, so that the pipeline is read exactly as a file under
-// pipelines.path is, and errors name the lines the user wrote.
-type storedPipeline struct {
-	ID string `json:"id"`
-	// Name is the file's name on the client, for messages.
-	Name      string    `json:"name"`
-	FileHash  string    `json:"fileHash"`
-	AppliedAt time.Time `json:"appliedAt"`
-}
 
 // apiFileName names an applied file in errors: "api:" and the client's
 // name, so that nobody looks for it under pipelines.path.
@@ -51,10 +37,11 @@ func fileHash(data []byte) string {
 func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]storedPipeline, map[string][]byte, error) {
 	var out []storedPipeline
 	err := r.db.Scan(ctx, []byte(store.PrefixAPIPipeline), func(key, value []byte) error {
-		var sp storedPipeline
-		if err := json.Unmarshal(value, &sp); err != nil {
-			// Written by this process only: unreadable means damaged. The
-			// pipeline is listed as invalid rather than silently gone.
+		sp, err := decodeStoredPipeline(value)
+		if err != nil {
+			// Written by conduit only: unreadable means damaged, or
+			// written by a newer conduit. The pipeline is listed as
+			// invalid rather than silently gone.
 			sp = storedPipeline{ID: string(key[len(store.PrefixAPIPipeline):]), Name: "(unreadable)"}
 		}
 		out = append(out, sp)
@@ -289,7 +276,7 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 			if old, ok := before[c.ID]; ok && c.Action == reconciler.Unchanged && old.FileHash == hash && old.Name == name {
 				continue // applied again as it is
 			}
-			b, err := json.Marshal(storedPipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
+			b, err := encodeStoredPipeline(storedPipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
 			if err != nil {
 				return nil, err
 			}

@@ -2,7 +2,6 @@ package conduit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,17 +17,6 @@ import (
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-// storedRule is a managed recovery rule as the store keeps it: its YAML as
-// written, read again at every start with the parser of rules files.
-type storedRule struct {
-	Name string `json:"name"`
-	YAML string `json:"yaml"`
-	// File and Line say where it was loaded from (the client's file).
-	File     string    `json:"file"`
-	Line     int       `json:"line"`
-	LoadedAt time.Time `json:"loadedAt"`
-}
 
 func managedRuleKey(name string) []byte { return []byte(store.PrefixManagedRule + store.KeyPart(name)) }
 
@@ -50,8 +38,8 @@ func (r *Runtime) reloadManagedRules(ctx context.Context) error {
 func (r *Runtime) loadManagedRules(ctx context.Context) error {
 	var infos []api.RuleInfo
 	err := r.db.Scan(ctx, []byte(store.PrefixManagedRule), func(key, value []byte) error {
-		var sr storedRule
-		if err := json.Unmarshal(value, &sr); err != nil {
+		sr, err := decodeStoredRule(value)
+		if err != nil {
 			r.log.Error("a managed recovery rule in the store is unreadable; it is left out", zap.ByteString("key", key), zap.Error(err))
 			return nil
 		}
@@ -207,7 +195,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 		}
 	}
 	for _, ri := range loaded {
-		b, err := json.Marshal(storedRule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, managedFileName("")),
+		b, err := encodeStoredRule(storedRule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, managedFileName("")),
 			Line: ri.Rule.Line, LoadedAt: ri.LoadedAt})
 		if err != nil {
 			return api.LoadResult{}, err

@@ -340,7 +340,7 @@ func (n *Notifier) submit(ops []store.Op) {
 	if len(ops) == 0 {
 		return
 	}
-	if _, err := n.opts.Writer.Submit(ops...); err != nil {
+	if _, err := n.opts.Writer.Submit(store.WriteOptions{}, ops...); err != nil {
 		n.log.Error("could not queue notifications", zap.Int("notifications", len(ops)), zap.Error(err))
 		return
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -346,7 +347,7 @@ func TestOutboxSurvivesANewNotifier(t *testing.T) {
 	}()
 	// Run delivers what the outbox holds at once, without a new event,
 	// and then empties it.
-	waitFor(t, func() bool { return second.outbox() == 0 })
+	clocktest.Eventually(t, func() bool { return second.outbox() == 0 }, nil)
 	cancel()
 	<-done
 	if got := rc.webhooks(t); len(got) != 1 || got[0].Count != 2 {
@@ -370,12 +371,12 @@ func TestRunGroupsAWindow(t *testing.T) {
 	for i := range 50 {
 		e.append(fmt.Sprintf("p-%d", i), auditlog.KindDegraded, nil)
 	}
-	waitFor(t, func() bool { return e.clock.pendingTimers() > 0 })
+	clocktest.Eventually(t, func() bool { return e.clock.pendingTimers() > 0 }, nil)
 	if len(rc.got()) != 0 {
 		t.Fatal("sent before the window ended")
 	}
 	e.clock.Advance(10 * time.Second)
-	waitFor(t, func() bool { return len(rc.got()) > 0 })
+	clocktest.Eventually(t, func() bool { return len(rc.got()) > 0 }, nil)
 	if got := rc.webhooks(t); len(got) != 1 || got[0].Count != 50 {
 		t.Fatalf("got %d messages (first count %d), want 1 of 50", len(got), got[0].Count)
 	}
@@ -391,19 +392,6 @@ func (c *fakeClock) pendingTimers() int {
 		}
 	}
 	return n
-}
-
-// waitFor polls cond for another goroutine's work (never for a backoff,
-// whose time is the fake clock's).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestFilters(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/conduitio/conduit/pkg/lifecycle/stream"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -173,7 +174,7 @@ func TestDeadLetterRecordIsConduits(t *testing.T) {
 			cfg.Positions = &memPositions{}
 			cfg.Now = shapeNow
 			h := startEngine(t, cfg)
-			waitFor(t, func() bool { return len(src.ackedPositions()) == 1 })
+			clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 1 }, nil)
 			h.engine.Stop()
 			if err := h.wait(); err != nil {
 				t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
 // testTimeout bounds waits for things that happen promptly; it is a guard
@@ -230,7 +232,7 @@ func TestEngineGracefulStopDrainsInFlightBatches(t *testing.T) {
 	})
 	// The destination is blocked, so the reader fills the pool (4 batches)
 	// and waits. Stop now: everything read must still be written and acked.
-	waitFor(t, func() bool { return h.engine.Stats().RecordsRead.Load() == 40 })
+	clocktest.Eventually(t, func() bool { return h.engine.Stats().RecordsRead.Load() == 40 }, nil)
 	h.engine.Stop()
 	close(dst.gate)
 	if err := h.wait(); err != nil {
@@ -261,7 +263,7 @@ func TestEngineForceStopDropsInFlight(t *testing.T) {
 		Positions:    pos,
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return h.engine.Stats().RecordsRead.Load() > 0 })
+	clocktest.Eventually(t, func() bool { return h.engine.Stats().RecordsRead.Load() > 0 }, nil)
 	h.cancel()
 	err := h.wait()
 	if !errors.Is(err, ErrForceStopped) {
@@ -379,19 +381,6 @@ func TestNewRejectsIncompleteConfig(t *testing.T) {
 				t.Fatal("New accepted an incomplete config")
 			}
 		})
-	}
-}
-
-// waitFor polls a condition that becomes true promptly; the deadline only
-// guards against a hang.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

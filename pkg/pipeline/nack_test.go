@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -51,7 +52,7 @@ func TestFilteredRecordsAreAckedNotWritten(t *testing.T) {
 		Positions: &memPositions{},
 		BatchSize: 10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 100 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 100 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestNackedRecordsGoToTheDLQWithinTheWindow(t *testing.T) {
 		Positions:    &memPositions{},
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 60 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 60 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatalf("one nack in every 10 records is within the window, got %v", err)
@@ -200,7 +201,7 @@ func TestDestinationFatalErrorNacksOnlyThatRecord(t *testing.T) {
 		Positions:    &memPositions{},
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 30 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestDestinationProcessorsSeeTheirOwnCopies(t *testing.T) {
 		Positions: &memPositions{},
 		BatchSize: 10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 20 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -361,7 +362,7 @@ func TestDeadLetterRuleTakesARecordADestinationNames(t *testing.T) {
 		Positions:    &memPositions{},
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 30 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatalf("the run ended with %v; a dead-letter rule should have let it go on", err)
@@ -389,7 +390,7 @@ func TestDeadLetterRuleTakesARecordADestinationNames(t *testing.T) {
 		Positions:    &memPositions{},
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 30 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -447,7 +448,7 @@ func TestTransientProcessorErrorNamesItsRecordAndCanBeDeadLettered(t *testing.T)
 		Positions:    &memPositions{},
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 30 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 30 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -477,7 +478,7 @@ func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
 		Positions: &memPositions{},
 		BatchSize: 10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 20 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -502,7 +503,7 @@ func TestQuarantinedRecordGoesToTheDLQUnprocessed(t *testing.T) {
 		Positions:    &memPositions{},
 		BatchSize:    10,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 20 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)

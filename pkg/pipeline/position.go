@@ -80,12 +80,12 @@ func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Pos
 	}
 	// Positions and the dedup entries they delete are on the records'
 	// path: they go in the urgent lane, as the entries did.
-	_, err := s.writer.SubmitWith(store.Urgent, func(err error) {
+	_, err := s.writer.Submit(store.WriteOptions{Priority: store.Urgent, Done: func(err error) {
 		if err != nil {
 			err = fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 		}
 		done(err)
-	}, ops...)
+	}}, ops...)
 	if err != nil {
 		return fmt.Errorf("save position of %s/%s: %w", pipelineID, connectorID, err)
 	}

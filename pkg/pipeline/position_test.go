@@ -78,7 +78,7 @@ func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := db.Set(ctx, positionKey("p", "bad"), []byte(tt.value)); err != nil {
+			if err := db.Commit(ctx, []store.Op{{Key: positionKey("p", "bad"), Value: []byte(tt.value)}}); err != nil {
 				t.Fatal(err)
 			}
 			_, err := ps.Load(ctx, "p", "bad")

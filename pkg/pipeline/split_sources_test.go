@@ -11,6 +11,7 @@ import (
 
 	"github.com/conduitry/conduit/dedup"
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -251,9 +252,9 @@ func TestSplitDedupInAPipelineOfTwoSources(t *testing.T) {
 			}
 
 			h, a2, b2 := run()
-			waitFor(t, func() bool {
+			clocktest.Eventually(t, func() bool {
 				return len(a2.ackedPositions()) == limit-savedA && len(b2.ackedPositions()) == limit-savedB
-			})
+			}, nil)
 			h.engine.Stop()
 			if err := h.wait(); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conduitry/conduit/dedup"
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
@@ -287,7 +288,7 @@ func TestSplitDedupWritesOnlyTheRestAfterARestart(t *testing.T) {
 				t.Fatalf("run 1 wrote %v", got)
 			}
 			h, src := run(20)
-			waitFor(t, func() bool { return len(src.ackedPositions()) == 16 }) // 5 to 20
+			clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 16 }, nil) // 5 to 20
 			h.engine.Stop()
 			if err := h.wait(); err != nil {
 				t.Fatal(err)
@@ -520,7 +521,7 @@ func TestSplitInADestinationsProcessors(t *testing.T) {
 		Positions: &memPositions{},
 		BatchSize: 8,
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 20 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 20 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)
@@ -599,7 +600,7 @@ func TestDerivedRecordIsQuarantinedAlone(t *testing.T) {
 		DLQ:       DeadLetterQueue{Connector: dlq, WindowSize: 0},
 		Positions: &memPositions{},
 	})
-	waitFor(t, func() bool { return len(src.ackedPositions()) == 4 })
+	clocktest.Eventually(t, func() bool { return len(src.ackedPositions()) == 4 }, nil)
 	h.engine.Stop()
 	if err := h.wait(); err != nil {
 		t.Fatal(err)

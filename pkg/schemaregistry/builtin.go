@@ -64,12 +64,17 @@ var ErrNotFound = errors.New("schema not found")
 // from memory after the first.
 //
 // A registration reads the last id and the subject's last version and
-// writes the next ones. That read-modify-write is one transaction of the
-// store (store.Update, serializable in PostgreSQL), not a write through the
-// batcher: two processes registering at once must not hand out one id
-// twice. Registrations happen once per new schema, so they are rare.
+// writes the next ones. That read-modify-write is one Commit of the store
+// whose ops Expect what was read (serializable in PostgreSQL), not a write
+// through the batcher: two processes registering at once must not hand out
+// one id twice. The one whose keys changed meanwhile reads again and
+// retries. Registrations happen once per new schema, so they are rare.
 type Builtin struct {
 	db store.Store
+	// registerMu makes the registrations of this process take turns, so
+	// that they do not fail each other's commits; other processes'
+	// registrations are caught by the commit's expects.
+	registerMu sync.Mutex
 
 	mu        sync.RWMutex
 	byID      map[int]sr.Schema
@@ -117,14 +122,15 @@ func (b *Builtin) CreateSchema(ctx context.Context, subject string, schema sr.Sc
 	}
 
 	var id, version int
-	err := b.db.Update(ctx, func(tx store.Txn) error {
+	b.registerMu.Lock()
+	err := b.register(ctx, func(tx *registration) error {
 		id, version = 0, 0
-		if v, err := tx.Get([]byte(prefixSubjectSchema + subject + "\x00" + fp)); err == nil {
+		if v, err := tx.get([]byte(prefixSubjectSchema + subject + "\x00" + fp)); err == nil {
 			version, err = strconv.Atoi(string(v))
 			if err != nil {
 				return fmt.Errorf("version of subject %q: %w", subject, err)
 			}
-			idBytes, err := tx.Get(subjectKey(subject, version))
+			idBytes, err := tx.get(subjectKey(subject, version))
 			if err != nil {
 				return fmt.Errorf("subject %q version %d: %w", subject, version, err)
 			}
@@ -142,21 +148,12 @@ func (b *Builtin) CreateSchema(ctx context.Context, subject string, schema sr.Sc
 			return err
 		}
 		version = last + 1
-		sets := []struct {
-			key   []byte
-			value int
-		}{
-			{subjectKey(subject, version), id},
-			{[]byte(prefixSubjectLast + subject), version},
-			{[]byte(prefixSubjectSchema + subject + "\x00" + fp), version},
-		}
-		for _, s := range sets {
-			if err := tx.Set(s.key, []byte(strconv.Itoa(s.value))); err != nil {
-				return err
-			}
-		}
+		tx.set(subjectKey(subject, version), []byte(strconv.Itoa(id)))
+		tx.set([]byte(prefixSubjectLast+subject), []byte(strconv.Itoa(version)))
+		tx.set([]byte(prefixSubjectSchema+subject+"\x00"+fp), []byte(strconv.Itoa(version)))
 		return nil
 	})
+	b.registerMu.Unlock()
 	if err != nil {
 		return sr.SubjectSchema{}, fmt.Errorf("register a schema under subject %q: %w", subject, err)
 	}
@@ -170,8 +167,8 @@ func (b *Builtin) CreateSchema(ctx context.Context, subject string, schema sr.Sc
 }
 
 // idOf returns the id schema has, giving it the next one if it has none.
-func (b *Builtin) idOf(tx store.Txn, schema sr.Schema, fp string) (int, error) {
-	if v, err := tx.Get([]byte(prefixFingerprint + fp)); err == nil {
+func (b *Builtin) idOf(tx *registration, schema sr.Schema, fp string) (int, error) {
+	if v, err := tx.get([]byte(prefixFingerprint + fp)); err == nil {
 		return strconv.Atoi(string(v))
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return 0, err
@@ -185,13 +182,10 @@ func (b *Builtin) idOf(tx store.Txn, schema sr.Schema, fp string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := tx.Set(idKey(id), encoded); err != nil {
-		return 0, err
-	}
-	if err := tx.Set([]byte(prefixFingerprint+fp), []byte(strconv.Itoa(id))); err != nil {
-		return 0, err
-	}
-	return id, tx.Set([]byte(keyLastID), []byte(strconv.Itoa(id)))
+	tx.set(idKey(id), encoded)
+	tx.set([]byte(prefixFingerprint+fp), []byte(strconv.Itoa(id)))
+	tx.set([]byte(keyLastID), []byte(strconv.Itoa(id)))
+	return id, nil
 }
 
 // SchemaByID returns the schema with id.
@@ -298,8 +292,8 @@ func subjectKey(subject string, version int) []byte {
 }
 
 // getInt reads a decimal counter, 0 when it is not there yet.
-func getInt(tx store.Txn, key string) (int, error) {
-	v, err := tx.Get([]byte(key))
+func getInt(tx *registration, key string) (int, error) {
+	v, err := tx.get([]byte(key))
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}
@@ -311,4 +305,63 @@ func getInt(tx store.Txn, key string) (int, error) {
 		return 0, fmt.Errorf("%s holds %q, not a number: %w", key, v, err)
 	}
 	return n, nil
+}
+
+// maxRegisterAttempts bounds how often a registration reads again after
+// other processes' registrations changed what it read.
+const maxRegisterAttempts = 50
+
+// registration is one attempt at a registration: it reads the store and
+// gathers writes, each of which expects its key to hold what the attempt
+// read (or to be absent when it was), so that the commit lands only if no
+// other writer came between.
+//
+// Keys read and not written (a schema's id, a subject's version of it)
+// need no expect: once written they never change.
+type registration struct {
+	ctx  context.Context
+	db   store.Store
+	read map[string]store.Expect
+	ops  []store.Op
+}
+
+// register runs fn on fresh reads and commits what it set, again while
+// the commit conflicts with another process's writes. If fn returns an
+// error, nothing is written and register returns it.
+func (b *Builtin) register(ctx context.Context, fn func(tx *registration) error) error {
+	for attempt := 1; ; attempt++ {
+		tx := &registration{ctx: ctx, db: b.db, read: map[string]store.Expect{}}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if len(tx.ops) == 0 {
+			return nil
+		}
+		err := b.db.Commit(ctx, tx.ops)
+		if !errors.Is(err, store.ErrConflict) || attempt == maxRegisterAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// get reads key from the store and remembers what it held.
+func (tx *registration) get(key []byte) ([]byte, error) {
+	v, err := tx.db.Get(tx.ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		tx.read[string(key)] = store.Expect{Absent: true}
+	case err == nil:
+		tx.read[string(key)] = store.Expect{Value: v}
+	}
+	return v, err
+}
+
+// set writes value under key at the commit, if key still holds what get
+// read.
+func (tx *registration) set(key, value []byte) {
+	op := store.Op{Key: key, Value: value}
+	if e, ok := tx.read[string(key)]; ok {
+		op.Expect = &e
+	}
+	tx.ops = append(tx.ops, op)
 }

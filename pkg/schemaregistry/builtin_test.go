@@ -247,10 +247,12 @@ func TestBuiltinPersistedFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := store.NewInMemory()
+	var ops []store.Op
 	for k, v := range stored {
-		if err := fresh.Set(ctx, []byte(k), []byte(v)); err != nil {
-			t.Fatal(err)
-		}
+		ops = append(ops, store.Op{Key: []byte(k), Value: []byte(v)})
+	}
+	if err := fresh.Commit(ctx, ops); err != nil {
+		t.Fatal(err)
 	}
 	ss, err := NewBuiltin(fresh).SchemaBySubjectVersion(ctx, "orders-value", 2)
 	if err != nil || ss.ID != 2 || ss.Schema.Schema != userSchema2 {

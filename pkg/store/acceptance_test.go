@@ -73,7 +73,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		t.Parallel()
 		s := open(t)
 		for _, v := range [][]byte{nil, {}} {
-			if err := s.Set(ctx, []byte("k"), v); err != nil {
+			if err := put(ctx, s, []byte("k"), v); err != nil {
 				t.Fatalf("Set: %v", err)
 			}
 			got, err := s.Get(ctx, []byte("k"))
@@ -89,15 +89,11 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		if _, err := s.Get(ctx, nil); !errors.Is(err, errEmptyKey) {
 			t.Errorf("Get: got %v, want errEmptyKey", err)
 		}
-		if err := s.Set(ctx, []byte{}, []byte("v")); !errors.Is(err, errEmptyKey) {
-			t.Errorf("Set: got %v, want errEmptyKey", err)
+		if err := put(ctx, s, []byte{}, []byte("v")); !errors.Is(err, errEmptyKey) {
+			t.Errorf("Commit of a set: got %v, want errEmptyKey", err)
 		}
-		if err := s.Delete(ctx, nil); !errors.Is(err, errEmptyKey) {
-			t.Errorf("Delete: got %v, want errEmptyKey", err)
-		}
-		err := s.Update(ctx, func(tx Txn) error { return tx.Set(nil, []byte("v")) })
-		if !errors.Is(err, errEmptyKey) {
-			t.Errorf("Txn.Set: got %v, want errEmptyKey", err)
+		if err := del(ctx, s, nil); !errors.Is(err, errEmptyKey) {
+			t.Errorf("Commit of a delete: got %v, want errEmptyKey", err)
 		}
 	})
 
@@ -105,7 +101,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		t.Parallel()
 		s := open(t)
 		mustSet(t, s, "k", "v")
-		if err := s.Delete(ctx, []byte("k")); err != nil {
+		if err := del(ctx, s, []byte("k")); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 		wantMissing(t, s, "k")
@@ -114,7 +110,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("delete missing key is not an error", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		if err := s.Delete(ctx, []byte("missing")); err != nil {
+		if err := del(ctx, s, []byte("missing")); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 	})
@@ -359,10 +355,10 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		var seen []string
 		err := s.Scan(ctx, []byte("p/"), func(key, _ []byte) error {
 			seen = append(seen, string(key))
-			if err := s.Delete(ctx, key); err != nil {
+			if err := del(ctx, s, key); err != nil {
 				return err
 			}
-			return s.Set(ctx, []byte("p/9-"+string(key)), []byte("new"))
+			return put(ctx, s, []byte("p/9-"+string(key)), []byte("new"))
 		})
 		if err != nil {
 			t.Fatalf("Scan: %v", err)
@@ -418,7 +414,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		}
 		wantValue(t, s, "a", "1")
 		wantValue(t, s, "b", "2")
-		p, err := b.SubmitWith(Urgent, nil, Op{Key: []byte("a"), Delete: true})
+		p, err := b.Submit(WriteOptions{Priority: Urgent}, Op{Key: []byte("a"), Delete: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,88 +426,61 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		}
 	})
 
-	t.Run("update commits all writes", func(t *testing.T) {
+	t.Run("commit with expects writes only when every key holds what is expected", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		mustSet(t, s, "gone", "v")
-		err := s.Update(ctx, func(tx Txn) error {
-			if err := tx.Set([]byte("a"), []byte("1")); err != nil {
-				return err
-			}
-			if err := tx.Set([]byte("b"), []byte("2")); err != nil {
-				return err
-			}
-			return tx.Delete([]byte("gone"))
+		mustSet(t, s, "counter", "1")
+		mustSet(t, s, "empty", "")
+		err := s.Commit(ctx, []Op{
+			{Key: []byte("counter"), Value: []byte("2"), Expect: &Expect{Value: []byte("1")}},
+			{Key: []byte("new"), Value: []byte("v"), Expect: &Expect{Absent: true}},
+			{Key: []byte("empty"), Delete: true, Expect: &Expect{Value: []byte{}}},
+			{Key: []byte("plain"), Value: []byte("p")},
 		})
 		if err != nil {
-			t.Fatalf("Update: %v", err)
+			t.Fatalf("Commit with expects that hold: %v", err)
 		}
-		wantValue(t, s, "a", "1")
-		wantValue(t, s, "b", "2")
-		wantMissing(t, s, "gone")
+		wantValue(t, s, "counter", "2")
+		wantValue(t, s, "new", "v")
+		wantMissing(t, s, "empty")
+		wantValue(t, s, "plain", "p")
+
+		for _, tt := range []struct {
+			name   string
+			expect Op
+		}{
+			{"a stale value", Op{Key: []byte("counter"), Value: []byte("3"), Expect: &Expect{Value: []byte("1")}}},
+			{"a key expected absent that is there", Op{Key: []byte("new"), Value: []byte("w"), Expect: &Expect{Absent: true}}},
+			{"a key expected present that is not", Op{Key: []byte("empty"), Value: []byte("w"), Expect: &Expect{Value: []byte{}}}},
+		} {
+			err := s.Commit(ctx, []Op{{Key: []byte("other"), Value: []byte("o")}, tt.expect})
+			if !errors.Is(err, ErrConflict) {
+				t.Errorf("%s: Commit = %v, want ErrConflict", tt.name, err)
+			}
+		}
+		wantValue(t, s, "counter", "2")
+		wantValue(t, s, "new", "v")
+		wantMissing(t, s, "empty")
+		wantMissing(t, s, "other")
 	})
 
-	t.Run("update is atomic: fn error writes nothing", func(t *testing.T) {
+	t.Run("a batcher refuses an op with an expect", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		mustSet(t, s, "kept", "old")
-		errBoom := errors.New("boom")
-		err := s.Update(ctx, func(tx Txn) error {
-			if err := tx.Set([]byte("new"), []byte("v")); err != nil {
-				return err
-			}
-			if err := tx.Set([]byte("kept"), []byte("changed")); err != nil {
-				return err
-			}
-			if err := tx.Delete([]byte("kept")); err != nil {
-				return err
-			}
-			return fmt.Errorf("wrapped: %w", errBoom)
-		})
-		if !errors.Is(err, errBoom) {
-			t.Fatalf("Update: got %v, want fn's error", err)
+		b := NewBatcher(s, nil)
+		defer b.Close()
+		err := b.Apply(ctx, Op{Key: []byte("a"), Value: []byte("1"), Expect: &Expect{Absent: true}})
+		if !errors.Is(err, errExpectInBatcher) {
+			t.Fatalf("Apply = %v, want errExpectInBatcher", err)
 		}
-		wantMissing(t, s, "new")
-		wantValue(t, s, "kept", "old")
-	})
-
-	t.Run("update reads its own writes", func(t *testing.T) {
-		t.Parallel()
-		s := open(t)
-		mustSet(t, s, "existing", "old")
-		err := s.Update(ctx, func(tx Txn) error {
-			if _, err := tx.Get([]byte("missing")); !errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("get missing: got %v, want ErrNotFound", err)
-			}
-			if v, err := tx.Get([]byte("existing")); err != nil || string(v) != "old" {
-				return fmt.Errorf("get existing: got %q, %v", v, err)
-			}
-			if err := tx.Set([]byte("k"), []byte("mine")); err != nil {
-				return err
-			}
-			if v, err := tx.Get([]byte("k")); err != nil || string(v) != "mine" {
-				return fmt.Errorf("get own write: got %q, %v", v, err)
-			}
-			if err := tx.Delete([]byte("existing")); err != nil {
-				return err
-			}
-			if _, err := tx.Get([]byte("existing")); !errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("get own delete: got %v, want ErrNotFound", err)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantValue(t, s, "k", "mine")
-		wantMissing(t, s, "existing")
+		wantMissing(t, s, "a")
 	})
 
 	t.Run("values are copies", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
 		key, val := []byte("k"), []byte("value")
-		if err := s.Set(ctx, key, val); err != nil {
+		if err := put(ctx, s, key, val); err != nil {
 			t.Fatal(err)
 		}
 		key[0], val[0] = 'X', 'X'
@@ -524,30 +493,20 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		got[0] = 'Y'
 		wantValue(t, s, "k", "value")
 
-		err = s.Update(ctx, func(tx Txn) error {
-			buf := []byte("txkey")
-			if err := tx.Set(buf, []byte("first")); err != nil {
-				return err
-			}
-			// Reuse the buffer for a second write, as a batching caller would.
-			copy(buf, "txkez")
-			v := []byte("second")
-			if err := tx.Set(buf, v); err != nil {
-				return err
-			}
-			v[0] = 'X'
-			r, err := tx.Get([]byte("txkey"))
-			if err != nil {
-				return err
-			}
-			r[0] = 'Z'
-			return nil
-		})
-		if err != nil {
+		// Reuse the buffers of one commit for the next, as a batching
+		// caller would.
+		buf, v := []byte("txkey"), []byte("first")
+		if err := s.Commit(ctx, []Op{{Key: buf, Value: v}}); err != nil {
 			t.Fatal(err)
 		}
+		copy(buf, "txkez")
+		copy(v, "again")
+		if err := s.Commit(ctx, []Op{{Key: buf, Value: v}}); err != nil {
+			t.Fatal(err)
+		}
+		v[0] = 'X'
 		wantValue(t, s, "txkey", "first")
-		wantValue(t, s, "txkez", "second")
+		wantValue(t, s, "txkez", "again")
 	})
 
 	t.Run("concurrent writers", func(t *testing.T) {
@@ -560,27 +519,13 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 			wg.Go(func() {
 				for i := range perWriter {
 					key := fmt.Appendf(nil, "w/%d/%02d", w, i)
-					if err := s.Set(ctx, key, key); err != nil {
+					if err := put(ctx, s, key, key); err != nil {
 						errs <- err
 						return
 					}
 					// A read-modify-write of one hot key: no increment may
 					// be lost.
-					err := s.Update(ctx, func(tx Txn) error {
-						n := 0
-						v, err := tx.Get([]byte("counter"))
-						switch {
-						case errors.Is(err, ErrNotFound):
-						case err != nil:
-							return err
-						default:
-							if n, err = strconv.Atoi(string(v)); err != nil {
-								return err
-							}
-						}
-						return tx.Set([]byte("counter"), strconv.AppendInt(nil, int64(n+1), 10))
-					})
-					if err != nil {
+					if err := increment(ctx, s, []byte("counter")); err != nil {
 						errs <- err
 						return
 					}
@@ -648,7 +593,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		for w := range 4 {
 			wg.Go(func() {
 				for i := 0; ; i++ {
-					err := s.Set(ctx, fmt.Appendf(nil, "%d/%d", w, i), []byte("v"))
+					err := put(ctx, s, fmt.Appendf(nil, "%d/%d", w, i), []byte("v"))
 					if i == 0 {
 						started <- struct{}{}
 					}
@@ -707,7 +652,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 
 func mustSet(t *testing.T, s Store, key, value string) {
 	t.Helper()
-	if err := s.Set(context.Background(), []byte(key), []byte(value)); err != nil {
+	if err := put(context.Background(), s, []byte(key), []byte(value)); err != nil {
 		t.Fatalf("Set %q: %v", key, err)
 	}
 }
@@ -744,9 +689,6 @@ func wantErrCtx(t *testing.T, s Store, ctx context.Context, want error) {
 		err  error
 	}{
 		{"Get", func() error { _, err := s.Get(ctx, []byte("k")); return err }()},
-		{"Set", s.Set(ctx, []byte("k"), []byte("new"))},
-		{"Delete", s.Delete(ctx, []byte("k"))},
-		{"Update", s.Update(ctx, func(Txn) error { called = true; return nil })},
 		{"Commit", s.Commit(ctx, []Op{{Key: []byte("k"), Value: []byte("new")}})},
 		{"Scan", s.Scan(ctx, nil, func(_, _ []byte) error { called = true; return nil })},
 		{"ScanFrom", s.ScanFrom(ctx, nil, nil, func(_, _ []byte) error { called = true; return nil })},
@@ -767,4 +709,42 @@ func first(keys []string) string {
 		return ""
 	}
 	return keys[0]
+}
+
+// put writes one key with Commit, as Set did before Commit was the one
+// write.
+func put(ctx context.Context, s Store, key, value []byte) error {
+	return s.Commit(ctx, []Op{{Key: key, Value: value}})
+}
+
+// del removes one key with Commit.
+func del(ctx context.Context, s Store, key []byte) error {
+	return s.Commit(ctx, []Op{{Key: key, Delete: true}})
+}
+
+// increment adds one to the decimal counter under key, reading it and
+// committing the next value with an Expect until no other writer came
+// between the two.
+func increment(ctx context.Context, s Store, key []byte) error {
+	for {
+		op := Op{Key: key, Expect: &Expect{}}
+		n := 0
+		v, err := s.Get(ctx, key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			op.Expect.Absent = true
+		case err != nil:
+			return err
+		default:
+			if n, err = strconv.Atoi(string(v)); err != nil {
+				return err
+			}
+			op.Expect.Value = v
+		}
+		op.Value = strconv.AppendInt(nil, int64(n+1), 10)
+		err = s.Commit(ctx, []Op{op})
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
 }

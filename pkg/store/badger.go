@@ -31,9 +31,6 @@ const (
 	// gcDiscardRatio is Badger's recommended ratio: rewrite a value log file
 	// when half of it is garbage, for a lifetime write amplification of 2.
 	gcDiscardRatio = 0.5
-	// maxUpdateAttempts bounds how often Update reruns fn after a conflict,
-	// so a pathological hot key ends in an error instead of a livelock.
-	maxUpdateAttempts = 64
 	// valueThreshold: values above it go to the value log, not the LSM tree.
 	valueThreshold = 64 << 10
 	// badgerLockFile is where Badger writes the pid of the process holding
@@ -286,8 +283,8 @@ func badgerOptions(path string, logger *zap.Logger) badger.Options {
 		// memory (2x MemTableSize, pooled). Writing 1M small keys flat out,
 		// anonymous RSS peaked near 135 MiB at 8 MiB x 2 and 275 MiB at
 		// 16 MiB x 3 (the defaults are 64 MiB x 5). The price: a transaction
-		// may use at most 15% of a memtable, so an Update holds ~1.2 MiB or
-		// ~13k entries; see Update.
+		// may use at most 15% of a memtable, so a Commit holds ~1.2 MiB or
+		// ~13k entries.
 		WithMemTableSize(8 << 20).
 		WithNumMemtables(2).
 		// Values above this go to the value log instead of the memtable, so
@@ -385,91 +382,9 @@ func (b *Badger) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return val, nil
 }
 
-// Set stores value under key and returns once it is synced.
-func (b *Badger) Set(ctx context.Context, key, value []byte) error {
-	if err := b.begin(ctx, key); err != nil {
-		return err
-	}
-	defer b.gate.leave()
-
-	if err := b.space.admit(entrySize(key, value)); err != nil {
-		return err
-	}
-	// Badger holds on to key and value only until the commit inside Update
-	// returns, so the caller's buffers need no copy here.
-	err := b.update(func(txn *badger.Txn) error {
-		return txn.Set(key, value)
-	}, true, func() bool { return len(value) > valueThreshold })
-	if err != nil {
-		return b.translate("set", key, err)
-	}
-	return nil
-}
-
-// Delete removes key and returns once the removal is synced.
-func (b *Badger) Delete(ctx context.Context, key []byte) error {
-	if err := b.begin(ctx, key); err != nil {
-		return err
-	}
-	defer b.gate.leave()
-
-	if err := b.space.admit(entrySize(key, nil)); err != nil {
-		return err
-	}
-	err := b.update(func(txn *badger.Txn) error {
-		return txn.Delete(key)
-	}, true, nil)
-	if err != nil {
-		return b.translate("delete", key, err)
-	}
-	return nil
-}
-
-// Update runs fn in one synced read-write transaction. If a concurrent write
-// changed a key that fn read, Badger refuses the commit and fn runs again on
-// fresh data (up to maxUpdateAttempts times); see Store.Update.
-//
-// One transaction holds at most about 1.2 MiB or 13k entries (see
-// badgerOptions); beyond that tx.Set fails and fn should return the error.
-// Callers writing unbounded batches must split them, giving up atomicity
-// across the parts.
-func (b *Badger) Update(ctx context.Context, fn func(tx Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !b.gate.enter() {
-		return ErrClosed
-	}
-	defer b.gate.leave()
-
-	for attempt := 1; ; attempt++ {
-		var fnErr error
-		large := false
-		err := b.update(func(txn *badger.Txn) error {
-			large = false
-			fnErr = fn(badgerTxn{txn: txn, space: b.space, large: &large})
-			return fnErr
-		}, true, func() bool { return large })
-		switch {
-		case fnErr != nil:
-			// fn's own error, returned untouched so callers can match it.
-			return fnErr
-		case err == nil:
-			return nil
-		case errors.Is(err, badger.ErrConflict) && attempt < maxUpdateAttempts:
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		case errors.Is(err, badger.ErrConflict):
-			return fmt.Errorf("update: gave up after %d attempts conflicting with concurrent writes", attempt)
-		default:
-			return b.translate("update", nil, err)
-		}
-	}
-}
-
-// Commit applies ops in one synced transaction without conflict checks:
-// it reads nothing, so nothing it read can have changed.
+// Commit applies ops in one synced transaction. It reads only the keys
+// of ops with an Expect, under writeMu as every write of the store: no
+// other write can come between the check and the commit.
 func (b *Badger) Commit(ctx context.Context, ops []Op) error {
 	return b.commit(ctx, ops, true)
 }
@@ -511,6 +426,13 @@ func (b *Badger) commit(ctx context.Context, ops []Op, durable bool) error {
 	// the caller's slices need no copy.
 	err := b.update(func(txn *badger.Txn) error {
 		for _, op := range ops {
+			if op.Expect != nil {
+				if err := expectHolds(txn, op); err != nil {
+					return err
+				}
+			}
+		}
+		for _, op := range ops {
 			var err error
 			if op.Delete {
 				err = txn.Delete(op.Key)
@@ -523,10 +445,36 @@ func (b *Badger) commit(ctx context.Context, ops []Op, durable bool) error {
 		}
 		return nil
 	}, durable, func() bool { return large })
+	if errors.Is(err, ErrConflict) {
+		return err
+	}
 	if err != nil {
 		return b.translate("commit", nil, err)
 	}
 	return nil
+}
+
+// expectHolds returns ErrConflict unless op's key holds what its Expect
+// says in txn.
+func expectHolds(txn *badger.Txn, op Op) error {
+	item, err := txn.Get(op.Key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		if op.Expect.holds(nil, false) {
+			return nil
+		}
+		return conflictError(op.Key)
+	}
+	if err != nil {
+		return err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return err
+	}
+	if op.Expect.holds(v, true) {
+		return nil
+	}
+	return conflictError(op.Key)
 }
 
 // update runs fn in one Badger transaction and, when durable, makes it
@@ -760,7 +708,7 @@ func (b *Badger) iterate(ctx context.Context, op string, prefix, start []byte, r
 
 // Close stops value log GC, waits for operations in flight and closes the
 // database, releasing the directory lock. It must not be called from inside
-// a Scan or Update callback of the same store.
+// a Scan callback of the same store.
 func (b *Badger) Close() error {
 	b.closeOnce.Do(func() {
 		b.gate.closeAndWait()
@@ -942,63 +890,6 @@ func translate(op string, key []byte, err error) error {
 	default:
 		return fmt.Errorf("%s: %v", op, err)
 	}
-}
-
-// badgerTxn adapts a Badger transaction to Txn.
-type badgerTxn struct {
-	txn   *badger.Txn
-	space *spaceGuard
-	// large is set when a value goes to the value log (see update).
-	large *bool
-}
-
-func (t badgerTxn) Get(key []byte) ([]byte, error) {
-	if err := checkKey(key); err != nil {
-		return nil, err
-	}
-	item, err := t.txn.Get(key)
-	if err != nil {
-		return nil, translate("get", key, err)
-	}
-	val, err := item.ValueCopy(nil)
-	if err != nil {
-		return nil, translate("get", key, err)
-	}
-	if val == nil {
-		val = []byte{}
-	}
-	return val, nil
-}
-
-func (t badgerTxn) Set(key, value []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if err := t.space.admit(entrySize(key, value)); err != nil {
-		return err
-	}
-	if len(value) > valueThreshold && t.large != nil {
-		*t.large = true
-	}
-	// Badger keeps the slices until commit; copy so callers may reuse
-	// their buffers inside fn.
-	if err := t.txn.Set(bytes.Clone(key), bytes.Clone(value)); err != nil {
-		return translate("set", key, err)
-	}
-	return nil
-}
-
-func (t badgerTxn) Delete(key []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if err := t.space.admit(entrySize(key, nil)); err != nil {
-		return err
-	}
-	if err := t.txn.Delete(bytes.Clone(key)); err != nil {
-		return translate("delete", key, err)
-	}
-	return nil
 }
 
 // opGate lets Close wait for operations in flight without a read-write lock:

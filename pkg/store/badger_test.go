@@ -25,10 +25,10 @@ func TestBadgerDurableAcrossReopen(t *testing.T) {
 	s := openTestBadger(t, dir)
 	mustSet(t, s, "kept", "v1")
 	mustSet(t, s, "deleted", "v")
-	if err := s.Delete(ctx, []byte("deleted")); err != nil {
+	if err := del(ctx, s, []byte("deleted")); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Update(ctx, func(tx Txn) error { return tx.Set([]byte("txn"), []byte("v2")) })
+	err := s.Commit(ctx, []Op{{Key: []byte("txn"), Value: []byte("v2"), Expect: &Expect{Absent: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,34 +114,27 @@ func TestBadgerOpenErrors(t *testing.T) {
 	}
 }
 
-func TestBadgerUpdateTooBig(t *testing.T) {
+func TestBadgerCommitTooBig(t *testing.T) {
 	ctx := context.Background()
 	s := openTestBadger(t, t.TempDir())
 	val := make([]byte, 16)
 	key := func(i int) []byte { return fmt.Appendf(nil, "%sp/d/%020d", PrefixDedup, i) }
-
-	// The documented capacity: 10k dedup-sized entries fit in one Update.
-	err := s.Update(ctx, func(tx Txn) error {
-		for i := range 10_000 {
-			if err := tx.Set(key(i), val); err != nil {
-				return err
-			}
+	sets := func(from, to int) []Op {
+		ops := make([]Op, 0, to-from)
+		for i := from; i < to; i++ {
+			ops = append(ops, Op{Key: key(i), Value: val})
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Update of 10k entries: %v", err)
+		return ops
 	}
 
-	err = s.Update(ctx, func(tx Txn) error {
-		for i := 10_000; ; i++ {
-			if err := tx.Set(key(i), val); err != nil {
-				return err
-			}
-		}
-	})
-	if !errors.Is(err, ErrTxnTooBig) {
-		t.Fatalf("unbounded Update: got %v, want ErrTxnTooBig", err)
+	// The documented capacity: 10k dedup-sized entries fit in one commit.
+	if err := s.Commit(ctx, sets(0, 10_000)); err != nil {
+		t.Fatalf("Commit of 10k entries: %v", err)
+	}
+
+	// Well beyond what one transaction holds (about 13k entries).
+	if err := s.Commit(ctx, sets(10_000, 60_000)); !errors.Is(err, ErrTxnTooBig) {
+		t.Fatalf("Commit of 50k entries: got %v, want ErrTxnTooBig", err)
 	}
 	wantMissing(t, s, string(key(10_000)))
 }
@@ -220,7 +213,7 @@ func TestBadgerGCStopsOnClose(t *testing.T) {
 	big := make([]byte, valueThreshold+1) // lands in the value log, which GC works on
 	for i := range 20 {
 		key := fmt.Appendf(nil, "big/%d", i%5)
-		if err := s.Set(ctx, key, big); err != nil {
+		if err := put(ctx, s, key, big); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +238,7 @@ func BenchmarkBadgerSetSynced(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		val[0] = byte(i)
-		if err := s.Set(ctx, key, val); err != nil {
+		if err := put(ctx, s, key, val); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -262,7 +255,7 @@ func BenchmarkBadgerSetSyncedParallel(b *testing.B) {
 		key := fmt.Appendf(nil, "%s%p", PrefixPosition, pb)
 		val := make([]byte, 64)
 		for pb.Next() {
-			if err := s.Set(ctx, key, val); err != nil {
+			if err := put(ctx, s, key, val); err != nil {
 				b.Error(err)
 				return
 			}
@@ -270,7 +263,7 @@ func BenchmarkBadgerSetSyncedParallel(b *testing.B) {
 	})
 }
 
-func BenchmarkBadgerUpdateBatch100(b *testing.B) {
+func BenchmarkBadgerCommitBatch100(b *testing.B) {
 	s := openTestBadger(b, b.TempDir())
 	ctx := context.Background()
 	val := make([]byte, 64)
@@ -281,15 +274,11 @@ func BenchmarkBadgerUpdateBatch100(b *testing.B) {
 		for j := range keys {
 			keys[j] = fmt.Appendf(keys[j][:0], "%spipeline/dest/%08d", PrefixDedup, n*100+j)
 		}
-		err := s.Update(ctx, func(tx Txn) error {
-			for _, k := range keys {
-				if err := tx.Set(k, val); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		ops := make([]Op, 0, len(keys))
+		for _, k := range keys {
+			ops = append(ops, Op{Key: k, Value: val})
+		}
+		if err := s.Commit(ctx, ops); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,10 +47,10 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 // state once.
 //
 // A caller waits for its write (Apply, Pending.Wait) or does not (Submit,
-// SubmitFunc): a supervisor, whose restarts keep a schedule, never waits
-// for the disk. A write that need not survive a crash of the machine
-// (Unsynced, SubmitDurable) is committed without a sync when its chunk holds
-// no other kind.
+// with a Done callback or none): a supervisor, whose restarts keep a
+// schedule, never waits for the disk. A write that need not survive a
+// crash of the machine (Unsynced) is committed without a sync when its
+// chunk holds no other kind.
 //
 // Writes come in two lanes, each with its own rounds and its own order.
 // The records' path (dedup entries a destination waits for before it goes
@@ -148,7 +149,31 @@ type Op struct {
 	// shares its database refuses it when the token is not the lease's
 	// current one. A store only one process uses ignores it.
 	Fence *Fence
+	// Expect, when set, makes the Commit that carries the op conditional
+	// on what Key holds before it (Store.Commit only: the Batcher
+	// refuses it, since it merges the writes of many callers).
+	Expect *Expect
 }
+
+// Expect is what a key must hold for a Commit to write (Op.Expect).
+type Expect struct {
+	// Value is what the key must hold, byte for byte; ignored when Absent.
+	Value []byte
+	// Absent expects the key not to be there.
+	Absent bool
+}
+
+// holds says whether a key that holds value (present: whether it is
+// there at all) is what e expects.
+func (e *Expect) holds(value []byte, present bool) bool {
+	if e.Absent || !present {
+		return e.Absent != present
+	}
+	return bytes.Equal(e.Value, value)
+}
+
+// errExpectInBatcher refuses an op with an Expect submitted to a Batcher.
+var errExpectInBatcher = errors.New("an op with an Expect must be committed with Store.Commit, not through the Batcher")
 
 // Fence names the lease a write is made under.
 type Fence struct {
@@ -284,41 +309,39 @@ func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	return b
 }
 
-// Submit queues ops to land together, without waiting. The Batcher keeps
-// the slices until the write is durable: the caller must not change them.
-// It fails only after Close.
-func (b *Batcher) Submit(ops ...Op) (Pending, error) {
-	return b.SubmitWith(Normal, nil, ops...)
-}
-
-// SubmitFunc is Submit with a callback: done is called with the commit's
-// error once the write is durable (or failed), on the Batcher's goroutine,
-// after the callbacks of the writes submitted before it and before the
-// write's Pending is done. done must be quick and must not wait for another
-// write (it would wait for itself); it may Submit.
-func (b *Batcher) SubmitFunc(done func(error), ops ...Op) (Pending, error) {
-	return b.SubmitWith(Normal, done, ops...)
-}
-
-// Apply writes ops together and returns once they are durable.
+// Apply writes ops together, as a Normal, Synced write, and returns once
+// they are durable.
 func (b *Batcher) Apply(ctx context.Context, ops ...Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := b.Submit(ops...)
+	p, err := b.Submit(WriteOptions{}, ops...)
 	if err != nil {
 		return err
 	}
 	return p.Wait(ctx)
 }
 
-// SubmitWith is SubmitFunc in the lane of p; done may be nil.
-func (b *Batcher) SubmitWith(p Priority, done func(error), ops ...Op) (Pending, error) {
-	return b.SubmitDurable(p, Synced, done, ops...)
+// WriteOptions say how a submitted write is committed. The zero value is a
+// Normal, Synced write that calls nobody back.
+type WriteOptions struct {
+	// Priority is the write's lane.
+	Priority Priority
+	// Durability is what the write must survive once it is done.
+	Durability Durability
+	// Done, when set, is called with the commit's error once the write is
+	// durable (or failed), on the Batcher's goroutine, after the callbacks
+	// of the writes submitted before it and before the write's Pending is
+	// done. It must be quick and must not wait for another write (it would
+	// wait for itself); it may Submit.
+	Done func(error)
 }
 
-// SubmitDurable is SubmitWith for a write that needs only durability d.
-func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops ...Op) (Pending, error) {
+// Submit queues ops to land together, as opts say, without waiting. The
+// Batcher keeps the slices until the write is durable: the caller must not
+// change them. It fails only after Close, or for an op no store can write.
+func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
+	p, d, done := opts.Priority, opts.Durability, opts.Done
 	if b.fenceOf != nil {
 		// The caller's slice stays as it is: the fences go on copies.
 		fenced := slices.Clone(ops)
@@ -333,6 +356,9 @@ func (b *Batcher) SubmitDurable(p Priority, d Durability, done func(error), ops 
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
 			return Pending{}, err
+		}
+		if op.Expect != nil {
+			return Pending{}, errExpectInBatcher
 		}
 		size += op.size()
 	}

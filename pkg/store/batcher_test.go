@@ -75,7 +75,7 @@ func set(k, v string) Op { return Op{Key: []byte(k), Value: []byte(v)} }
 
 func submit(t *testing.T, b *Batcher, ops ...Op) Pending {
 	t.Helper()
-	p, err := b.Submit(ops...)
+	p, err := b.Submit(WriteOptions{}, ops...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,14 +219,14 @@ func TestBatcherCallbacksRunInOrderBeforeTheWriteIsDone(t *testing.T) {
 	var calls []int
 	var ps []Pending
 	for i := range 5 {
-		p, err := b.SubmitFunc(func(err error) {
+		p, err := b.Submit(WriteOptions{Done: func(err error) {
 			if err != nil {
 				t.Error(err)
 			}
 			mu.Lock()
 			calls = append(calls, i)
 			mu.Unlock()
-		}, set(fmt.Sprint("k", i), "v"))
+		}}, set(fmt.Sprint("k", i), "v"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +301,7 @@ func TestBatcherCommitsUrgentWritesBetweenChunks(t *testing.T) {
 	for i := range 6 {
 		last = submit(t, b, set(fmt.Sprint("bookkeeping-", i), value))
 	}
-	urgent, err := b.SubmitWith(Urgent, nil, set("entry", "e"))
+	urgent, err := b.Submit(WriteOptions{Priority: Urgent}, set("entry", "e"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,12 +332,12 @@ func TestBatcherCloseCommitsWhatWasSubmitted(t *testing.T) {
 	if v, err := h.Get(context.Background(), []byte("pending")); err != nil || string(v) != "v" {
 		t.Fatalf("pending = %q, %v; want it written by Close", v, err)
 	}
-	if _, err := b.Submit(set("late", "v")); !errors.Is(err, ErrBatcherClosed) {
+	if _, err := b.Submit(WriteOptions{}, set("late", "v")); !errors.Is(err, ErrBatcherClosed) {
 		t.Fatalf("Submit after Close = %v, want ErrBatcherClosed", err)
 	}
 	other := NewBatcher(NewInMemory(), nil)
 	defer other.Close()
-	if _, err := other.Submit(Op{Value: []byte("no key")}); err == nil {
+	if _, err := other.Submit(WriteOptions{}, Op{Value: []byte("no key")}); err == nil {
 		t.Fatal("Submit with an empty key returned nil")
 	}
 }
@@ -356,7 +356,7 @@ func TestBatcherConcurrentWritersLandWhole(t *testing.T) {
 						t.Error(err)
 						return
 					}
-				} else if _, err := b.Submit(op("a"), op("b")); err != nil {
+				} else if _, err := b.Submit(WriteOptions{}, op("a"), op("b")); err != nil {
 					t.Error(err)
 					return
 				}
@@ -415,7 +415,7 @@ func TestBatcherReportsFencingPerWrite(t *testing.T) {
 		{{Key: []byte("b"), Value: []byte("2"), Fence: &Fence{Pipeline: "billing", Token: 3}}},
 		{{Key: []byte("c"), Value: []byte("3")}},
 	} {
-		p, err := b.SubmitFunc(func(err error) { results[i] = err; calls.Done() }, ops...)
+		p, err := b.Submit(WriteOptions{Done: func(err error) { results[i] = err; calls.Done() }}, ops...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +507,7 @@ func TestBatcherCommitsUnsyncedWritesWithoutWaitingForASync(t *testing.T) {
 	// A synced write's commit is held, as a slow sync would hold it.
 	hold, first := blockFirstCommit(t, s.heldStore, b)
 	// An unsynced write is committed meanwhile, without a sync.
-	p, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent", "v"))
+	p, err := b.Submit(WriteOptions{Priority: Urgent, Durability: Unsynced}, set("intent", "v"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func TestBatcherCommitsUnsyncedWritesWithoutWaitingForASync(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Flush and Close wait for both lanes.
-	if _, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent-2", "v")); err != nil {
+	if _, err := b.Submit(WriteOptions{Priority: Urgent, Durability: Unsynced}, set("intent-2", "v")); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Flush(context.Background()); err != nil {
@@ -536,14 +536,14 @@ func TestBatcherCommitsUnsyncedWritesWithoutWaitingForASync(t *testing.T) {
 			t.Fatalf("%s: %v", k, err)
 		}
 	}
-	if _, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent-3", "v")); err != nil {
+	if _, err := b.Submit(WriteOptions{Priority: Urgent, Durability: Unsynced}, set("intent-3", "v")); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
 	if _, err := s.Get(context.Background(), []byte("intent-3")); err != nil {
 		t.Fatalf("intent-3 after Close: %v", err)
 	}
-	if _, err := b.SubmitDurable(Urgent, Unsynced, nil, set("late", "v")); !errors.Is(err, ErrBatcherClosed) {
+	if _, err := b.Submit(WriteOptions{Priority: Urgent, Durability: Unsynced}, set("late", "v")); !errors.Is(err, ErrBatcherClosed) {
 		t.Fatalf("a write after Close: %v, want ErrBatcherClosed", err)
 	}
 }
@@ -552,7 +552,7 @@ func TestBatcherCommitsUnsyncedWritesSyncedOnAStoreThatCannotDoOtherwise(t *test
 	h := newHeldStore()
 	b := NewBatcher(h, nil)
 	defer b.Close()
-	p, err := b.SubmitDurable(Urgent, Unsynced, nil, set("intent", "v"))
+	p, err := b.Submit(WriteOptions{Priority: Urgent, Durability: Unsynced}, set("intent", "v"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestBadgerWritesRefusedWhileShortOfDescriptors(t *testing.T) {
 	var left atomic.Int64
 	left.Store(1000)
 	s, err := openBadger(ctx, dir, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), openConfig{
-		freeSpace: disk.freeSpace, now: disk.clock, reserve: testReserve,
+		freeSpace: disk.freeSpace, now: disk.Now, reserve: testReserve,
 		descriptorsLeft: func() (int, error) { return int(left.Load()), nil },
 	})
 	if err != nil {
@@ -35,11 +35,11 @@ func TestBadgerWritesRefusedWhileShortOfDescriptors(t *testing.T) {
 	mustSet(t, s, "before", "v")
 
 	left.Store(StoreDescriptorReserve - 1)
-	disk.advance(descriptorCheckInterval)
+	disk.Advance(descriptorCheckInterval)
 	for _, err := range []error{
-		s.Set(ctx, []byte("during"), []byte("v")),
-		s.Delete(ctx, []byte("before")),
-		s.Update(ctx, func(tx Txn) error { return tx.Set([]byte("during"), []byte("v")) }),
+		put(ctx, s, []byte("during"), []byte("v")),
+		del(ctx, s, []byte("before")),
+		s.Commit(ctx, []Op{{Key: []byte("during"), Value: []byte("v"), Expect: &Expect{Absent: true}}}),
 		s.Writable(),
 	} {
 		if !errors.Is(err, ErrNoDescriptors) || !strings.Contains(err.Error(), dir) ||
@@ -50,7 +50,7 @@ func TestBadgerWritesRefusedWhileShortOfDescriptors(t *testing.T) {
 	wantValue(t, s, "before", "v")
 
 	left.Store(1000)
-	disk.advance(descriptorCheckInterval)
+	disk.Advance(descriptorCheckInterval)
 	mustSet(t, s, "after", "v")
 	wantMissing(t, s, "during")
 }
@@ -65,7 +65,7 @@ func TestBadgerWritesResumeSoonAfterADescriptorDip(t *testing.T) {
 	var left atomic.Int64
 	left.Store(1000)
 	s, err := openBadger(ctx, t.TempDir(), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), openConfig{
-		freeSpace: disk.freeSpace, now: disk.clock, reserve: testReserve,
+		freeSpace: disk.freeSpace, now: disk.Now, reserve: testReserve,
 		descriptorsLeft: func() (int, error) { return int(left.Load()), nil },
 	})
 	if err != nil {
@@ -75,12 +75,12 @@ func TestBadgerWritesResumeSoonAfterADescriptorDip(t *testing.T) {
 	mustSet(t, s, "before", "v")
 
 	left.Store(StoreDescriptorReserve - 2)
-	disk.advance(descriptorCheckInterval)
+	disk.Advance(descriptorCheckInterval)
 	if err := s.Writable(); !errors.Is(err, ErrNoDescriptors) {
 		t.Fatalf("Writable during the dip: %v, want ErrNoDescriptors", err)
 	}
 	left.Store(1000)
-	disk.advance(10 * time.Millisecond)
+	disk.Advance(10 * time.Millisecond)
 	if err := s.Writable(); err != nil {
 		t.Fatalf("Writable 10ms after the dip ended: %v, want nil", err)
 	}

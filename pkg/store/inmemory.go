@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -11,13 +10,8 @@ import (
 
 // InMemory is a Store in a map, for tests and `db.type: inmemory`. Nothing
 // survives the process. It behaves like Badger where callers can tell:
-// copies in and out, key-ordered snapshot scans, atomic updates.
+// copies in and out, key-ordered snapshot scans, atomic commits.
 type InMemory struct {
-	// updateMu serializes Update calls, standing in for Badger's conflict
-	// detection: a read-modify-write in fn cannot interleave with another.
-	// It is separate from mu so fn may still call Get/Set/Scan on the store.
-	updateMu sync.Mutex
-
 	mu     sync.RWMutex
 	data   map[string][]byte
 	closed bool
@@ -47,85 +41,39 @@ func (m *InMemory) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-// Set stores a copy of value under key.
-func (m *InMemory) Set(ctx context.Context, key, value []byte) error {
-	if err := checkOp(ctx, key); err != nil {
-		return err
-	}
-	v := cloneValue(value)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	m.data[string(key)] = v
-	return nil
-}
-
-// Delete removes key; a missing key is not an error.
-func (m *InMemory) Delete(ctx context.Context, key []byte) error {
-	if err := checkOp(ctx, key); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	delete(m.data, string(key))
-	return nil
-}
-
-// Update runs fn with its writes buffered and applies them all at once if fn
-// returns nil. Updates run one at a time, so fn runs exactly once.
-func (m *InMemory) Update(ctx context.Context, fn func(tx Txn) error) error {
+// Commit applies ops at once, in order; values are copied. It checks
+// every op's Expect first, under the lock the writes take.
+func (m *InMemory) Commit(ctx context.Context, ops []Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.updateMu.Lock()
-	defer m.updateMu.Unlock()
-
-	if m.isClosed() {
-		return ErrClosed
+	for _, op := range ops {
+		if err := checkKey(op.Key); err != nil {
+			return err
+		}
 	}
-	tx := &memTxn{store: m, writes: make(map[string]memWrite)}
-	err := fn(tx)
-	tx.done = true
-	if err != nil {
-		return err
-	}
-
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
-	for k, w := range tx.writes {
-		if w.deleted {
-			delete(m.data, k)
+	for _, op := range ops {
+		if op.Expect == nil {
+			continue
+		}
+		v, ok := m.data[string(op.Key)]
+		if !op.Expect.holds(v, ok) {
+			return conflictError(op.Key)
+		}
+	}
+	for _, op := range ops {
+		if op.Delete {
+			delete(m.data, string(op.Key))
 		} else {
-			m.data[k] = w.value
+			m.data[string(op.Key)] = cloneValue(op.Value)
 		}
 	}
 	return nil
-}
-
-// Commit applies ops at once, in order; values are copied.
-func (m *InMemory) Commit(ctx context.Context, ops []Op) error {
-	return m.Update(ctx, func(tx Txn) error {
-		for _, op := range ops {
-			var err error
-			if op.Delete {
-				err = tx.Delete(op.Key)
-			} else {
-				err = tx.Set(op.Key, op.Value)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // Scan calls fn for every key with prefix in key order, on a snapshot taken
@@ -208,66 +156,6 @@ func (m *InMemory) Close() error {
 	m.closed = true
 	m.data = nil
 	return nil
-}
-
-func (m *InMemory) isClosed() bool {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.closed
-}
-
-// errTxnDone is returned by a Txn used after its Update returned.
-var errTxnDone = errors.New("transaction used after Update returned")
-
-// memWrite is a buffered write of an in-memory transaction.
-type memWrite struct {
-	value   []byte
-	deleted bool
-}
-
-// memTxn buffers writes until Update commits them; reads see the buffer
-// first, then the store.
-type memTxn struct {
-	store  *InMemory
-	writes map[string]memWrite
-	// done makes use after Update returned fail loudly, as it does in Badger.
-	done bool
-}
-
-func (t *memTxn) Get(key []byte) ([]byte, error) {
-	if err := t.check(key); err != nil {
-		return nil, err
-	}
-	if w, ok := t.writes[string(key)]; ok {
-		if w.deleted {
-			return nil, ErrNotFound
-		}
-		return bytes.Clone(w.value), nil
-	}
-	return t.store.Get(context.Background(), key)
-}
-
-func (t *memTxn) Set(key, value []byte) error {
-	if err := t.check(key); err != nil {
-		return err
-	}
-	t.writes[string(key)] = memWrite{value: cloneValue(value)}
-	return nil
-}
-
-func (t *memTxn) Delete(key []byte) error {
-	if err := t.check(key); err != nil {
-		return err
-	}
-	t.writes[string(key)] = memWrite{deleted: true}
-	return nil
-}
-
-func (t *memTxn) check(key []byte) error {
-	if t.done {
-		return errTxnDone
-	}
-	return checkKey(key)
 }
 
 // checkOp does the checks every single-key operation starts with.

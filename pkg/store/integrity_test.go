@@ -26,15 +26,11 @@ func storeWithTable(t *testing.T) (dir, sst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Update(context.Background(), func(tx Txn) error {
-		for i := range 1000 {
-			if err := tx.Set(fmt.Appendf(nil, "%s%04d", PrefixPosition, i), []byte(strings.Repeat("v", 100))); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	ops := make([]Op, 0, 1000)
+	for i := range 1000 {
+		ops = append(ops, Op{Key: fmt.Appendf(nil, "%s%04d", PrefixPosition, i), Value: []byte(strings.Repeat("v", 100))})
+	}
+	if err := s.Commit(context.Background(), ops); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -28,7 +28,7 @@ import (
 // table of keys and values, created and migrated by conduit, with the
 // schema's version in a table of its own. Keys are bytea, which
 // PostgreSQL orders byte by byte, as the Store contract needs. Commit is
-// one transaction; Update is a serializable transaction run again when
+// one transaction; one with an Expect is serializable, run again when
 // PostgreSQL finds it conflicted with another.
 type Postgres struct {
 	pool *pgxpool.Pool
@@ -434,6 +434,8 @@ func (s *Postgres) pgErr(ctx context.Context, err error) error {
 		return ErrClosed
 	case ownerLost(err):
 		return cerrors.WithCode(ErrDisowned, cerrors.CodeConflict)
+	case errors.Is(err, ErrConflict):
+		return err
 	case unavailable(err):
 		return cerrors.WithCode(fmt.Errorf("%w: %v", ErrUnavailable, err), cerrors.CodeUnavailable)
 	}
@@ -484,17 +486,10 @@ const (
 	pgDelete = `DELETE FROM conduit_kv WHERE key = $1`
 )
 
-// Set implements Store.
-func (s *Postgres) Set(ctx context.Context, key, value []byte) error {
-	return s.Commit(ctx, []Op{{Key: key, Value: value}})
-}
-
-// Delete implements Store.
-func (s *Postgres) Delete(ctx context.Context, key []byte) error {
-	return s.Commit(ctx, []Op{{Key: key, Delete: true}})
-}
-
-// Commit implements Store: one transaction, the ops sent in one batch.
+// Commit implements Store: one transaction, the ops sent in one batch. A
+// commit with an Expect runs serializable, so that a concurrent commit
+// that changes a key it checked (in this process or another) fails one of
+// the two; the failed one runs again and then finds the change.
 func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
@@ -545,10 +540,17 @@ func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 // stale.
 func (s *Postgres) commit(ctx context.Context, ops []Op, staleOut *map[Fence]bool) error {
 	var stale map[Fence]bool
+	var txOpts pgx.TxOptions
+	if slices.ContainsFunc(ops, func(op Op) bool { return op.Expect != nil }) {
+		txOpts.IsoLevel = pgx.Serializable
+	}
 	err := s.retryConflicts(ctx, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return pgx.BeginTxFunc(ctx, s.pool, txOpts, func(tx pgx.Tx) error {
 			var err error
 			if stale, err = staleFences(ctx, tx, ops); err != nil {
+				return err
+			}
+			if err := checkExpects(ctx, tx, ops); err != nil {
 				return err
 			}
 			b := &pgx.Batch{}
@@ -577,6 +579,28 @@ func (s *Postgres) commit(ctx context.Context, ops []Op, staleOut *map[Fence]boo
 	})
 	*staleOut = stale
 	return err
+}
+
+// checkExpects returns ErrConflict unless every op with an Expect finds
+// its key holding what it expects.
+func checkExpects(ctx context.Context, tx pgx.Tx, ops []Op) error {
+	for _, op := range ops {
+		if op.Expect == nil {
+			continue
+		}
+		var v []byte
+		err := tx.QueryRow(ctx, `SELECT value FROM conduit_kv WHERE key = $1`, op.Key).Scan(&v)
+		present := true
+		if errors.Is(err, pgx.ErrNoRows) {
+			present = false
+		} else if err != nil {
+			return err
+		}
+		if !op.Expect.holds(v, present) {
+			return conflictError(op.Key)
+		}
+	}
+	return nil
 }
 
 // retryUnavailable runs fn again, with a growing pause, while it fails
@@ -771,92 +795,9 @@ func (s *Postgres) retryConflicts(ctx context.Context, fn func() error) error {
 	}
 }
 
-// maxUpdateConflicts bounds how often Update runs fn when PostgreSQL
-// keeps finding it conflicted with other transactions.
-const maxUpdateConflicts = 50
-
 // maxConflictRetries bounds how often a commit is tried when PostgreSQL
 // keeps aborting it for conflicts.
 const maxConflictRetries = 5
-
-// pgTxn is Txn inside a PostgreSQL transaction.
-type pgTxn struct {
-	ctx context.Context
-	tx  pgx.Tx
-}
-
-func (t pgTxn) Get(key []byte) ([]byte, error) {
-	if err := checkKey(key); err != nil {
-		return nil, err
-	}
-	var v []byte
-	err := t.tx.QueryRow(t.ctx, `SELECT value FROM conduit_kv WHERE key = $1`, key).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if v == nil && err == nil {
-		v = []byte{}
-	}
-	return v, err
-}
-
-func (t pgTxn) Set(key, value []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if value == nil {
-		value = []byte{}
-	}
-	_, err := t.tx.Exec(t.ctx, pgUpsert, key, value)
-	return err
-}
-
-func (t pgTxn) Delete(key []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	_, err := t.tx.Exec(t.ctx, pgDelete, key)
-	return err
-}
-
-// errFnFailed carries fn's own error out of the transaction unchanged.
-type errFnFailed struct{ err error }
-
-func (e errFnFailed) Error() string { return e.err.Error() }
-func (e errFnFailed) Unwrap() error { return e.err }
-
-// Update implements Store: a serializable transaction, run again when
-// PostgreSQL reports a serialization failure.
-func (s *Postgres) Update(ctx context.Context, fn func(tx Txn) error) error {
-	if !s.enter() {
-		return ErrClosed
-	}
-	defer s.inflight.Done()
-	for attempt := 1; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-			if err := fn(pgTxn{ctx: ctx, tx: tx}); err != nil {
-				return errFnFailed{err}
-			}
-			return nil
-		})
-		// A conflict shows in a statement fn ran (and fn returns it) or in
-		// the commit: either way fn runs again on fresh data.
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && ctx.Err() == nil && attempt < maxUpdateConflicts {
-			continue
-		}
-		var fnErr errFnFailed
-		if errors.As(err, &fnErr) {
-			if errors.As(fnErr.err, &pe) {
-				// A statement of fn failed: the driver's error is
-				// translated as any other.
-				return s.pgErr(ctx, fnErr.err)
-			}
-			return fnErr.err
-		}
-		return s.pgErr(ctx, err)
-	}
-}
 
 // Scan implements Store.
 func (s *Postgres) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/pgtest"
 )
 
@@ -69,11 +71,6 @@ func TestPostgresCommitRidesOutAServerRestart(t *testing.T) {
 // waitForLog waits until a message containing msg was logged.
 func waitForLog(t *testing.T, logs *observer.ObservedLogs, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for logs.FilterMessageSnippet(msg).Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing logged %q; logged: %v", msg, logs.All())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return logs.FilterMessageSnippet(msg).Len() > 0 },
+		func() string { return fmt.Sprintf("nothing logged %q; logged: %v", msg, logs.All()) })
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/pgtest"
 )
 
@@ -38,16 +40,16 @@ func TestPostgresOvertakenProcessCannotWrite(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.Database(t)
 	first := openTestPostgres(t, dbURL, PostgresOptions{Exclusive: true, LockCheckEvery: time.Hour})
-	if err := first.Set(ctx, []byte("k"), []byte("first")); err != nil {
+	if err := put(ctx, first, []byte("k"), []byte("first")); err != nil {
 		t.Fatal(err)
 	}
 	endLockSessions(t, first)
 	second := openTestPostgres(t, dbURL, PostgresOptions{Exclusive: true})
-	err := first.Set(ctx, []byte("k"), []byte("late"))
+	err := put(ctx, first, []byte("k"), []byte("late"))
 	if !errors.Is(err, ErrDisowned) || cerrors.Classify(err).Code != cerrors.CodeConflict {
 		t.Fatalf("a commit of the overtaken process: %v, want ErrDisowned with code 409", err)
 	}
-	if err := second.Set(ctx, []byte("k"), []byte("second")); err != nil {
+	if err := put(ctx, second, []byte("k"), []byte("second")); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := second.Get(ctx, []byte("k")); err != nil || string(v) != "second" {
@@ -58,11 +60,11 @@ func TestPostgresOvertakenProcessCannotWrite(t *testing.T) {
 	endLockSessions(t, second)
 	a := openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
 	b := openTestPostgres(t, dbURL, PostgresOptions{Shared: true})
-	if err := second.Set(ctx, []byte("k"), []byte("late")); !errors.Is(err, ErrDisowned) {
+	if err := put(ctx, second, []byte("k"), []byte("late")); !errors.Is(err, ErrDisowned) {
 		t.Fatalf("a commit of the standalone process a cluster overtook: %v", err)
 	}
 	for _, s := range []*Postgres{a, b} {
-		if err := s.Set(ctx, []byte("k"), []byte("cluster")); err != nil {
+		if err := put(ctx, s, []byte("k"), []byte("cluster")); err != nil {
 			t.Fatalf("a commit of a cluster's instance: %v", err)
 		}
 	}
@@ -80,16 +82,12 @@ func TestPostgresTakesItsLockBack(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	endLockSessions(t, s)
-	for deadline := time.Now().Add(10 * time.Second); logs.FilterMessage("this process holds its lock on the database again").Len() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lock was not taken back; logs: %v", logs.All())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return logs.FilterMessage("this process holds its lock on the database again").Len() > 0 },
+		func() string { return fmt.Sprintf("the lock was not taken back; logs: %v", logs.All()) })
 	if _, err := OpenPostgres(ctx, dbURL, zap.NewNop(), PostgresOptions{Exclusive: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("a second conduit after the lock was taken back: %v, want ErrInUse", err)
 	}
-	if err := s.Set(ctx, []byte("k"), []byte("v")); err != nil {
+	if err := put(ctx, s, []byte("k"), []byte("v")); err != nil {
 		t.Fatalf("a commit after the lock was taken back: %v", err)
 	}
 }
@@ -202,12 +200,12 @@ func TestPostgresCommitGivesUpOnASilentNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Set(ctx, []byte("k"), []byte("v")); err != nil {
+	if err := put(ctx, s, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	f.freeze()
 	done := make(chan error, 1)
-	go func() { done <- s.Set(ctx, []byte("k"), []byte("w")) }()
+	go func() { done <- put(ctx, s, []byte("k"), []byte("w")) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrUnavailable) {
@@ -216,7 +214,7 @@ func TestPostgresCommitGivesUpOnASilentNetwork(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a commit on a silent network still waits after 30 s")
 	}
-	if err := s.Set(ctx, []byte("k"), []byte("x")); !errors.Is(err, ErrUnavailable) {
+	if err := put(ctx, s, []byte("k"), []byte("x")); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("the next commit of the outage: %v, want ErrUnavailable", err)
 	}
 	if err := s.Close(); err != nil {

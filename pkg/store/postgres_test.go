@@ -35,7 +35,7 @@ func TestPostgresSchemaAndExclusiveLock(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.Database(t)
 	a := openTestPostgres(t, dbURL, PostgresOptions{Exclusive: true})
-	if err := a.Set(ctx, []byte("k"), []byte("v")); err != nil {
+	if err := put(ctx, a, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	// A second standalone process is refused, naming the database.
@@ -79,7 +79,7 @@ func TestPostgresMigratesTheSchemaBefore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Set(ctx, []byte("k"), []byte("v")); err != nil {
+	if err := put(ctx, a, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Close(); err != nil {

@@ -40,7 +40,7 @@ func TestBadgerPreparesTheNextWriteAheadLogWithItsBlocks(t *testing.T) {
 	// store prepares the one after it.
 	value := []byte(strings.Repeat("v", 1000))
 	for i := 0; ; i++ {
-		if err := s.Set(context.Background(), fmt.Appendf(nil, "%s%08d", PrefixPosition, i), value); err != nil {
+		if err := put(context.Background(), s, fmt.Appendf(nil, "%s%08d", PrefixPosition, i), value); err != nil {
 			t.Fatal(err)
 		}
 		if fileSize(t, filepath.Join(dir, "00002.mem")) > 0 {

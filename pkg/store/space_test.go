@@ -8,25 +8,25 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
 // fakeDisk is a filesystem whose free space the test sets, with a clock the
 // test moves; it counts how often it was measured.
 type fakeDisk struct {
+	*clocktest.Clock
 	mu    sync.Mutex
 	free  uint64
 	calls int
-	now   time.Time
 }
 
 func newFakeDisk(free uint64) *fakeDisk {
-	return &fakeDisk{free: free, now: time.Unix(1_700_000_000, 0)}
+	return &fakeDisk{Clock: clocktest.New(), free: free}
 }
 
 func (d *fakeDisk) freeSpace(string) (uint64, error) {
@@ -36,22 +36,10 @@ func (d *fakeDisk) freeSpace(string) (uint64, error) {
 	return d.free, nil
 }
 
-func (d *fakeDisk) clock() time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.now
-}
-
 func (d *fakeDisk) set(free uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.free = free
-}
-
-func (d *fakeDisk) advance(dt time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.now = d.now.Add(dt)
 }
 
 func (d *fakeDisk) measured() int {
@@ -65,7 +53,7 @@ const testReserve = 64 << 20
 func openOnFakeDisk(t *testing.T, dir string, disk *fakeDisk) (*Badger, error) {
 	t.Helper()
 	s, err := openBadger(context.Background(), dir, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		openConfig{freeSpace: disk.freeSpace, now: disk.clock, reserve: testReserve})
+		openConfig{freeSpace: disk.freeSpace, now: disk.Now, reserve: testReserve})
 	if err == nil {
 		t.Cleanup(func() { _ = s.Close() })
 	}
@@ -113,10 +101,10 @@ func TestBadgerWritesRefusedWhileDiskFull(t *testing.T) {
 	mustSet(t, s, "before", "v")
 
 	disk.set(testReserve - 1)
-	disk.advance(spaceCheckInterval)
-	wantNoSpace(t, s.Set(ctx, []byte("during"), []byte("v")), dir)
-	wantNoSpace(t, s.Delete(ctx, []byte("before")), dir)
-	err = s.Update(ctx, func(tx Txn) error { return tx.Set([]byte("during"), []byte("v")) })
+	disk.Advance(spaceCheckInterval)
+	wantNoSpace(t, put(ctx, s, []byte("during"), []byte("v")), dir)
+	wantNoSpace(t, del(ctx, s, []byte("before")), dir)
+	err = s.Commit(ctx, []Op{{Key: []byte("during"), Value: []byte("v"), Expect: &Expect{Absent: true}}})
 	wantNoSpace(t, err, dir)
 	// Reads go on.
 	wantValue(t, s, "before", "v")
@@ -124,14 +112,14 @@ func TestBadgerWritesRefusedWhileDiskFull(t *testing.T) {
 	// Refused writes do not measure again until the interval has passed.
 	calls := disk.measured()
 	for range 100 {
-		_ = s.Set(ctx, []byte("during"), []byte("v"))
+		_ = put(ctx, s, []byte("during"), []byte("v"))
 	}
 	if got := disk.measured(); got != calls {
 		t.Errorf("100 refused writes measured free space %d times, want 0", got-calls)
 	}
 
 	disk.set(testReserve + 10<<20)
-	disk.advance(spaceCheckInterval)
+	disk.Advance(spaceCheckInterval)
 	mustSet(t, s, "after", "v")
 	wantMissing(t, s, "during")
 	wantValue(t, s, "before", "v")
@@ -139,7 +127,7 @@ func TestBadgerWritesRefusedWhileDiskFull(t *testing.T) {
 
 func TestSpaceGuardMeasuresRarely(t *testing.T) {
 	disk := newFakeDisk(1 << 40)
-	g := &spaceGuard{path: "db", reserve: testReserve, free: disk.freeSpace, now: disk.clock, logger: zap.NewNop()}
+	g := &spaceGuard{path: "db", reserve: testReserve, free: disk.freeSpace, now: disk.Now, logger: zap.NewNop()}
 
 	// 1,000 small writes within the interval: one measurement.
 	for range 1000 {
@@ -159,7 +147,7 @@ func TestSpaceGuardMeasuresRarely(t *testing.T) {
 		t.Errorf("after a burst of %d bytes: %d measurements, want 2", spaceCheckBytes, got)
 	}
 	// Past the interval, too.
-	disk.advance(spaceCheckInterval)
+	disk.Advance(spaceCheckInterval)
 	if err := g.admit(1); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +170,7 @@ func TestSpaceGuardKeepsTheReserve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			disk := newFakeDisk(tt.free)
-			g := &spaceGuard{path: "db", reserve: testReserve, free: disk.freeSpace, now: disk.clock, logger: zap.NewNop()}
+			g := &spaceGuard{path: "db", reserve: testReserve, free: disk.freeSpace, now: disk.Now, logger: zap.NewNop()}
 			for i, n := range tt.writes {
 				err := g.admit(n)
 				if (err == nil) != tt.wantOK[i] {

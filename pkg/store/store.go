@@ -3,8 +3,9 @@
 // in-memory map (tests, `db.type: inmemory`).
 //
 // The runtime writes only through Batcher, the one durable write path:
-// rounds of writes committed with Store.Commit, one transaction each. Set,
-// Delete and Update are for tests and tools.
+// rounds of writes committed with Store.Commit, one transaction each. The
+// few writes that must read before they write (the schema registry's
+// counters) call Commit themselves, with ops that Expect what they read.
 //
 // Badger's types and errors never leave this package.
 package store
@@ -13,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -26,10 +28,20 @@ var ErrInUse = errors.New("database is in use by another conduit process")
 // late caller during shutdown gets an answer instead of touching freed files.
 var ErrClosed = errors.New("store is closed")
 
-// ErrTxnTooBig is returned by Txn.Set and Txn.Delete (and then by Update,
-// if fn passes it on) when one transaction grows beyond what the store can
-// commit atomically. The in-memory store has no such limit.
-var ErrTxnTooBig = errors.New("transaction too large for one atomic write; split it into several Updates")
+// ErrTxnTooBig is returned by Commit when its ops are more than the store
+// can commit atomically in one transaction. The in-memory store has no such
+// limit.
+var ErrTxnTooBig = errors.New("transaction too large for one atomic write; split it into several commits")
+
+// ErrConflict is returned by a Commit that wrote nothing because a key did
+// not hold what its op's Expect said: another writer changed it since the
+// caller read it. The caller reads again and retries.
+var ErrConflict = errors.New("a key changed since it was read")
+
+// conflictError is ErrConflict for key.
+func conflictError(key []byte) error {
+	return fmt.Errorf("%w: %q", ErrConflict, key)
+}
 
 // ErrNoSpace is returned by Open, and by every write, when the filesystem
 // holding the database has less free space than the store keeps in reserve.
@@ -68,25 +80,16 @@ var errEmptyKey = errors.New("key must not be empty")
 type Store interface {
 	// Get returns a copy of the value of key, or ErrNotFound.
 	Get(ctx context.Context, key []byte) ([]byte, error)
-	// Set stores value under key.
-	Set(ctx context.Context, key, value []byte) error
-	// Delete removes key; deleting a missing key is not an error.
-	Delete(ctx context.Context, key []byte) error
-	// Update runs fn in one atomic read-write transaction: all its writes land
-	// together or none does, and reads through tx see its own writes. If fn
-	// returns an error, nothing is written and Update returns that error as
-	// is. fn must not keep tx after it returns.
-	//
-	// fn may run more than once: Badger detects that a concurrent write
-	// changed a key fn read, and Update then runs fn again on fresh data. So
-	// fn must not have effects outside tx (or must reset them on entry).
-	// fn must not call Update or Close on the same store.
-	Update(ctx context.Context, fn func(tx Txn) error) error
 	// Commit applies ops in one atomic, durable transaction, in order (of
 	// two ops on one key the later wins). It is what Batcher commits a
 	// round with, and the one write a backend must make fast: one sync (or
 	// one database transaction) per call, whatever the number of ops. The
 	// store may keep the slices until Commit returns, no longer.
+	//
+	// Ops with an Expect make it a compare-and-set: unless every such key
+	// holds what its Expect says when the transaction runs, Commit writes
+	// nothing and returns ErrConflict. This is how a read-modify-write
+	// stays atomic, also between processes sharing a database.
 	Commit(ctx context.Context, ops []Op) error
 	// Scan calls fn for every key with the prefix, in key order. The slices
 	// are only valid during the call. Returning an error from fn stops the
@@ -107,19 +110,6 @@ type Store interface {
 	// several goroutines; every call returns the result of the first. Later
 	// operations return ErrClosed.
 	Close() error
-}
-
-// Txn is the view of a store inside Update. Keys and values are copied, so
-// callers may reuse their buffers as soon as a call returns.
-type Txn interface {
-	// Get returns a copy of the value of key as this transaction sees it
-	// (including its own writes), or ErrNotFound.
-	Get(key []byte) ([]byte, error)
-	// Set stores value under key when the transaction commits.
-	Set(key, value []byte) error
-	// Delete removes key when the transaction commits; a missing key is not
-	// an error.
-	Delete(key []byte) error
 }
 
 // checkKey rejects keys that no implementation can store.
