@@ -55,6 +55,13 @@ type recordError struct {
 }
 
 func encodeEvent(e Event) ([]byte, error) {
+	// About the size of an event, so that encoding it allocates once.
+	return appendEncodedEvent(make([]byte, 0, 320+len(e.Message)+len(e.ErrorMessage)), e)
+}
+
+// appendEncodedEvent appends the persisted form of e to dst (the store's
+// writer appends a chunk's values to one buffer, store.Op.Encode).
+func appendEncodedEvent(dst []byte, e Event) ([]byte, error) {
 	r := record{
 		Version:       formatVersion,
 		Sequence:      e.Sequence,
@@ -85,10 +92,15 @@ func encodeEvent(e Event) ([]byte, error) {
 	if re != (recordError{}) {
 		r.Error = &re
 	}
-	if raw, ok := appendRecord(make([]byte, 0, 256+len(r.Message)+len(re.Message)), &r); ok {
-		return raw, nil
+	if out, ok := appendRecord(dst, &r); ok {
+		return out, nil
 	}
-	return json.Marshal(r)
+	// What appendRecord wrote past dst is overwritten.
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, raw...), nil
 }
 
 // decodeEvent parses a persisted event and checks that it is the one the

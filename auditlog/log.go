@@ -455,7 +455,7 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 	if recorded {
 		// Encoded by the writer, off the caller's goroutine (a supervisor
 		// keeps its schedule).
-		op.Encode = func() ([]byte, error) { return encodeEvent(event) }
+		op.Encode = func(dst []byte) ([]byte, error) { return appendEncodedEvent(dst, event) }
 	} else {
 		// The caller waits for the commit anyway: encoding here, in
 		// parallel with the commit under way, keeps it off the writer's

@@ -389,24 +389,21 @@ func (s State) Clone() State {
 	return s
 }
 
-func encodeState(s State) ([]byte, error) {
-	s.Version = stateFormatVersion
-	if raw, ok := appendState(make([]byte, 0, encodedStateSizeHint(s)), s); ok {
-		return raw, nil
-	}
-	return json.Marshal(s)
-}
+func encodeState(s State) ([]byte, error) { return appendEncodedState(nil, s) }
 
-// encodedStateSizeHint is about the size of s encoded, a little more, so
-// that encoding it allocates once: a state is a few hundred bytes, and each
-// attempt an episode keeps adds up to about 200 (most repeat the error
-// before and leave it out).
-func encodedStateSizeHint(s State) int {
-	n := 512
-	if s.Episode != nil {
-		n += 256 + 192*len(s.Episode.Attempts)
+// appendEncodedState appends the persisted form of s to dst (the store's
+// writer appends a chunk's values to one buffer, store.Op.Encode).
+func appendEncodedState(dst []byte, s State) ([]byte, error) {
+	s.Version = stateFormatVersion
+	if out, ok := appendState(dst, s); ok {
+		return out, nil
 	}
-	return n
+	// What appendState wrote past dst is overwritten.
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, raw...), nil
 }
 
 func decodeState(raw []byte) (State, error) {
@@ -454,12 +451,12 @@ func stateKey(pipelineID string) []byte {
 // encodes it when it commits, off the caller's goroutine, so st must not
 // change afterwards: hand over a Clone.
 func StateOp(pipelineID string, st State) store.Op {
-	return store.Op{Key: stateKey(pipelineID), Encode: func() ([]byte, error) {
-		raw, err := encodeState(st)
+	return store.Op{Key: stateKey(pipelineID), Encode: func(dst []byte) ([]byte, error) {
+		out, err := appendEncodedState(dst, st)
 		if err != nil {
-			return nil, fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
+			return dst, fmt.Errorf("save state of pipeline %s: %w", pipelineID, err)
 		}
-		return raw, nil
+		return out, nil
 	}}
 }
 

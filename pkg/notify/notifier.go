@@ -239,7 +239,7 @@ func (n *Notifier) Ops(e auditlog.Event) []store.Op {
 		en := *base
 		en.Target = t.Name
 		ops = append(ops, store.Op{Key: entryKey(t.Name, e.Time, e.PipelineID, e.Sequence),
-			Encode: func() ([]byte, error) { return encodeEntry(en) }})
+			Encode: func(dst []byte) ([]byte, error) { return appendEntry(dst, en) }})
 	}
 	if len(ops) > 0 {
 		n.wake()
@@ -331,7 +331,7 @@ func (n *Notifier) Breaker(c lifecycle.BreakerChange) {
 		}
 		e := en
 		e.Target = t.Name
-		ops = append(ops, store.Op{Key: entryKey(t.Name, now, c.Dependency, seq), Encode: func() ([]byte, error) { return encodeEntry(e) }})
+		ops = append(ops, store.Op{Key: entryKey(t.Name, now, c.Dependency, seq), Encode: func(dst []byte) ([]byte, error) { return appendEntry(dst, e) }})
 	}
 	n.submit(ops)
 }
@@ -429,7 +429,7 @@ func (n *Notifier) recoveringDue(now time.Time) time.Time {
 			te := *en
 			te.Target = t.Name
 			ops = append(ops, store.Op{Key: entryKey(t.Name, now, e.PipelineID, n.seq.Add(1)),
-				Encode: func() ([]byte, error) { return encodeEntry(te) }})
+				Encode: func(dst []byte) ([]byte, error) { return appendEntry(dst, te) }})
 		}
 	}
 	n.submit(ops)

@@ -83,6 +83,15 @@ func encodeEntry(e entry) ([]byte, error) {
 	return json.Marshal(e)
 }
 
+// appendEntry appends the encoded entry to dst (store.Op.Encode).
+func appendEntry(dst []byte, e entry) ([]byte, error) {
+	raw, err := encodeEntry(e)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, raw...), nil
+}
+
 func decodeEntry(key, value []byte) (entry, error) {
 	var e entry
 	if err := json.Unmarshal(value, &e); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/jsonenc"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -74,7 +75,7 @@ func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Pos
 	pos, savedAt := bytes.Clone(pos), s.now()
 	ops := make([]store.Op, 0, 1+len(deletes))
 	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID),
-		Encode: func() ([]byte, error) { return encodePosition(pos, savedAt) }})
+		Encode: func(dst []byte) ([]byte, error) { return appendPosition(dst, pos, savedAt) }})
 	for _, k := range deletes {
 		ops = append(ops, store.Op{Key: k, Delete: true})
 	}
@@ -93,11 +94,30 @@ func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Pos
 }
 
 func encodePosition(pos record.Position, savedAt time.Time) ([]byte, error) {
-	return json.Marshal(persistedPosition{
-		Version:  positionFormatVersion,
-		Position: pos,
-		SavedAt:  savedAt.UTC(),
-	})
+	return appendPosition(nil, pos, savedAt)
+}
+
+// appendPosition appends the persisted form of pos to dst: json.Marshal's
+// bytes, written without reflection - every acknowledged batch saves a
+// position (TestPositionEncoderMatchesJSON).
+func appendPosition(dst []byte, pos record.Position, savedAt time.Time) ([]byte, error) {
+	p := persistedPosition{Version: positionFormatVersion, Position: pos, SavedAt: savedAt.UTC()}
+	e := jsonenc.New(dst)
+	e.Raw(`{"version":`)
+	e.Int(int64(p.Version))
+	e.Raw(`,"position":`)
+	e.Bytes(p.Position)
+	e.Raw(`,"savedAt":`)
+	e.Time(p.SavedAt)
+	e.Raw("}")
+	if e.OK {
+		return e.Buf, nil
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, raw...), nil
 }
 
 func decodePosition(raw []byte) (record.Position, error) {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -86,5 +87,26 @@ func TestPositionStoreRoundTripAndErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error naming p/bad and %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestPositionEncoderMatchesJSON holds the position encoder to the bytes
+// json.Marshal writes (the golden file pins those), including positions
+// that are nil, empty or binary and times in other zones.
+func TestPositionEncoderMatchesJSON(t *testing.T) {
+	positions := []record.Position{nil, {}, record.Position("offset:4096"), {0, 0xff, '"', '<'}, record.Position(strings.Repeat("p", 300))}
+	times := []time.Time{{}, time.Date(2026, 11, 27, 10, 0, 0, 123456789, time.UTC),
+		time.Date(2026, 11, 27, 10, 0, 0, 5, time.FixedZone("CET", 3600)), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, pos := range positions {
+		for _, at := range times {
+			want, wantErr := json.Marshal(persistedPosition{Version: positionFormatVersion, Position: pos, SavedAt: at.UTC()})
+			got, err := appendPosition([]byte("prefix"), pos, at)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("%q at %v: error %v, json.Marshal's %v", pos, at, err, wantErr)
+			}
+			if err == nil && string(got) != "prefix"+string(want) {
+				t.Fatalf("%q at %v:\n got %s\nwant prefix%s", pos, at, got, want)
+			}
+		}
 	}
 }

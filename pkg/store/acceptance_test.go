@@ -409,7 +409,7 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		s := open(t)
 		b := NewBatcher(s, nil)
 		defer b.Close()
-		if err := b.Apply(ctx, Op{Key: []byte("a"), Value: []byte("1")}, Op{Key: []byte("b"), Encode: func() ([]byte, error) { return []byte("2"), nil }}); err != nil {
+		if err := b.Apply(ctx, Op{Key: []byte("a"), Value: []byte("1")}, Op{Key: []byte("b"), Encode: func(dst []byte) ([]byte, error) { return append(dst, "2"...), nil }}); err != nil {
 			t.Fatal(err)
 		}
 		wantValue(t, s, "a", "1")

@@ -81,7 +81,16 @@ type Batcher struct {
 	onError      func(writes int, err error)
 	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
 	fenceOf func(key []byte) *Fence
+	// values and unsyncedValues are the buffers the encoded values of a
+	// chunk are appended to (Op.Encode), reused chunk after chunk: values
+	// by the goroutine of the synced lanes, unsyncedValues by the
+	// Unsynced lane's.
+	values, unsyncedValues []byte
 }
+
+// maxKeptValues bounds the value buffer a writer keeps between chunks; a
+// chunk is at most maxChunkBytes, unless a store sets no bound.
+const maxKeptValues = 2 * maxChunkBytes
 
 // Priority is the lane of a write (see Batcher).
 type Priority int
@@ -138,12 +147,17 @@ type Op struct {
 	// Delete removes Key instead of setting it.
 	Delete bool
 	// Encode, when set, produces Value on the writer's goroutine just
-	// before the commit (Batcher only; Store.Commit takes encoded values).
-	// The caller hands over what it encodes and no longer changes it; in
+	// before the commit (Batcher only; Store.Commit takes encoded values):
+	// it appends the value to dst and returns the extended slice. The
+	// caller hands over what it encodes and no longer changes it; in
 	// return it does not spend its own time encoding (a supervisor keeps
 	// its schedule), and a value that a later write of the same key
-	// replaces before the commit is never encoded at all.
-	Encode func() ([]byte, error)
+	// replaces before the commit is never encoded at all. The writer
+	// appends every value of a chunk to one buffer it reuses, since the
+	// store keeps the values only until Commit returns: in a fault storm,
+	// with no collection running, each value's own allocation was memory
+	// the process held until the next one.
+	Encode func(dst []byte) ([]byte, error)
 	// Fence, when set, makes the op conditional on a pipeline's lease
 	// (several processes on one PostgreSQL, pkg/cluster): a store that
 	// shares its database refuses it when the token is not the lease's
@@ -602,15 +616,34 @@ func (b *Batcher) commit(r *round, between func(), synced bool) {
 // gives up the atomicity of the writes cut in two only in that case: the
 // alternative is failing them all.
 func (b *Batcher) commitChunk(ops []Op, synced bool) error {
+	values := &b.values
+	if !synced {
+		values = &b.unsyncedValues
+	}
+	buf := (*values)[:0]
+	defer func() {
+		// The store let go of the values: the buffer is free again. (A
+		// chunk committed in halves encodes nothing more, so the halves'
+		// values stay as they are until then.)
+		if cap(buf) <= maxKeptValues {
+			*values = buf[:0]
+		} else {
+			*values = nil
+		}
+	}()
 	for i := range ops {
 		if ops[i].Encode == nil || ops[i].Delete {
 			continue
 		}
-		v, err := ops[i].Encode()
+		start := len(buf)
+		out, err := ops[i].Encode(buf)
 		if err != nil {
 			return fmt.Errorf("encode the value of %q: %w", ops[i].Key, err)
 		}
-		ops[i].Value, ops[i].Encode = v, nil
+		// Earlier values keep pointing into the array they were written
+		// to when append moves on to a larger one.
+		ops[i].Value, ops[i].Encode = out[start:len(out):len(out)], nil
+		buf = out
 	}
 	var err error
 	if !synced {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,7 +120,7 @@ func TestBatcherCoalescesWritesOfOneKey(t *testing.T) {
 	hold, _ := blockFirstCommit(t, h, b)
 	encoded := 0
 	lazy := func(v string) Op {
-		return Op{Key: []byte("state"), Encode: func() ([]byte, error) { encoded++; return []byte(v), nil }}
+		return Op{Key: []byte("state"), Encode: func(dst []byte) ([]byte, error) { encoded++; return append(dst, v...), nil }}
 	}
 	submit(t, b, lazy("s1"), set("event-1", "e"))
 	submit(t, b, lazy("s2"), set("event-2", "e"))
@@ -561,5 +562,36 @@ func TestBatcherCommitsUnsyncedWritesSyncedOnAStoreThatCannotDoOtherwise(t *test
 	}
 	if got := h.recorded(); len(got) != 1 {
 		t.Fatalf("commits %v, want the write committed through Commit", got)
+	}
+}
+
+// TestBatcherEncodedValuesShareABuffer: the values a chunk's ops encode are
+// appended to one buffer that grows and is reused chunk after chunk; each
+// op still commits its own value, also those written before the buffer
+// moved to a larger array.
+func TestBatcherEncodedValuesShareABuffer(t *testing.T) {
+	db := NewInMemory()
+	b := NewBatcher(db, nil)
+	defer b.Close()
+	ctx := context.Background()
+	value := func(round, i int) string { return fmt.Sprintf("%d-%d-%s", round, i, strings.Repeat("v", i*37%900)) }
+	for round := range 3 {
+		ops := make([]Op, 200)
+		for i := range ops {
+			v := value(round, i)
+			ops[i] = Op{Key: []byte(fmt.Sprintf("k%03d", i)), Encode: func(dst []byte) ([]byte, error) { return append(dst, v...), nil }}
+		}
+		if err := b.Apply(ctx, ops...); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ops {
+			got, err := db.Get(ctx, ops[i].Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := value(round, i); string(got) != want {
+				t.Fatalf("round %d, key %d: got %.40q..., want %.40q...", round, i, got, want)
+			}
+		}
 	}
 }
