@@ -296,7 +296,7 @@ func (r *Rule) matches(f Fault) bool {
 	if len(r.codes) > 0 && !slices.ContainsFunc(r.codes, func(c config.CodeRange) bool { return c.Contains(f.Code) }) {
 		return false
 	}
-	if r.class != 0 && r.class != f.Class {
+	if r.class != "" && r.class != f.Class {
 		return false
 	}
 	if r.message != "" && !strings.Contains(strings.ToLower(f.Message), r.message) {
