@@ -3,6 +3,8 @@ package auditlog
 import (
 	"slices"
 	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
 )
 
 // Kind names what happened to a pipeline.
@@ -72,13 +74,14 @@ type Event struct {
 	Actor string
 
 	// The error of a fault, recovering or degraded event: its code (0 when
-	// it has none), class (transient or fatal), how the class was decided
-	// (typed, json, default, rule), its text, and the connector or
-	// processor it came from (ComponentKind source, destination or
-	// processor).
-	ErrorCode                             int
-	ErrorClass, ErrorSource, ErrorMessage string
-	Component, ComponentKind              string
+	// it has none), class, how the class was decided, its text, and the
+	// connector or processor it came from.
+	ErrorCode     int
+	ErrorClass    cerrors.Class
+	ErrorSource   cerrors.Source
+	ErrorMessage  string
+	Component     string
+	ComponentKind cerrors.ComponentKind
 	// ErrorRule is the recovery rule that decided the error's class
 	// (ErrorSource rule).
 	ErrorRule string

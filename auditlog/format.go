@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -75,11 +76,11 @@ func encodeEvent(e Event) ([]byte, error) {
 	}
 	re := recordError{
 		Code:          e.ErrorCode,
-		Class:         e.ErrorClass,
-		Source:        e.ErrorSource,
+		Class:         string(e.ErrorClass),
+		Source:        string(e.ErrorSource),
 		Message:       e.ErrorMessage,
 		Component:     e.Component,
-		ComponentKind: e.ComponentKind,
+		ComponentKind: string(e.ComponentKind),
 		Rule:          e.ErrorRule,
 	}
 	if re != (recordError{}) {
@@ -130,11 +131,11 @@ func decodeEvent(data []byte, escapedID string, seq uint64) (Event, error) {
 	}
 	if re := r.Error; re != nil {
 		e.ErrorCode = re.Code
-		e.ErrorClass = re.Class
-		e.ErrorSource = re.Source
+		e.ErrorClass = cerrors.Class(re.Class)
+		e.ErrorSource = cerrors.Source(re.Source)
 		e.ErrorMessage = re.Message
 		e.Component = re.Component
-		e.ComponentKind = re.ComponentKind
+		e.ComponentKind = cerrors.ComponentKind(re.ComponentKind)
 		e.ErrorRule = re.Rule
 	}
 	return e, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/config"
 )
 
@@ -67,7 +68,7 @@ func (s *Supervisor) onApplyRule(name, actor string) ApplyOutcome {
 	s.state.DegradedReason = ""
 	s.state.FailCount = 1
 	s.state.NextAttemptAt = next
-	info.Rule, info.Class, info.Source = r.Name, "transient", "rule"
+	info.Rule, info.Class, info.Source = r.Name, cerrors.ClassTransient, cerrors.SourceRule
 	s.state.LastError = &info
 	s.state.Episode = &Episode{StartedAt: now}
 	s.state.Episode.add(Attempt{Number: 1, FailedAt: info.At, Error: info, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy})

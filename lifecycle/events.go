@@ -100,7 +100,7 @@ func logEvent(log *zap.Logger, e Event) {
 		if err.Code != 0 {
 			fields = append(fields, zap.Int("code", err.Code))
 		}
-		fields = append(fields, zap.String("class", err.Class), zap.String("classified_by", err.Source),
+		fields = append(fields, zap.String("class", string(err.Class)), zap.String("classified_by", string(err.Source)),
 			zap.String("error", err.Message))
 		if err.Rule != "" {
 			fields = append(fields, zap.String("rule", err.Rule))

@@ -20,9 +20,8 @@ func (s *Supervisor) onFault(err error) {
 	if info.Dependency == "" && s.cfg.DependencyOf != nil && info.Component != "" {
 		info.Dependency = s.cfg.DependencyOf(info.Component)
 	}
-	class, _ := cerrors.ParseClass(info.Class)
 	var window deadLetterWindowError
-	f := Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
+	f := Fault{Pipeline: s.cfg.PipelineID, Class: info.Class, Code: info.Code, Message: info.Message,
 		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
 	step := stepFault(&s.state, info, f, &s.cfg.Policy, s.cfg.Policy.RuleSet(), now, s.cfg.Random())
 	d, info, quarantined, startsEpisode := step.decision, step.info, step.quarantined, step.episodeStart.IsZero()
@@ -134,7 +133,7 @@ func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, rules RuleSet, now
 	d := Decide(*p, rules, h, f, now, random)
 	if d.Rule != nil {
 		// The rule decided the class; what the code said is in the message.
-		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
+		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class, cerrors.SourceRule
 	}
 	limit := p.QuarantineAfter
 	if d.Rule != nil {
@@ -231,8 +230,8 @@ func describeError(err error, now time.Time) ErrorInfo {
 	}
 	c := cerrors.ClassifyComponent(cerrors.ComponentKind(info.ComponentKind), cause)
 	info.Code = c.Code
-	info.Class = c.Class.String()
-	info.Source = c.Source.String()
+	info.Class = c.Class
+	info.Source = c.Source
 	info.Message = truncateMessage(c.Message, maxErrorMessage)
 	if pos, ok := cerrors.RecordOf(cause); ok {
 		info.Record = pos

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
@@ -464,11 +465,11 @@ func statusNameToProto(name string) conduitv1.PipelineStatus {
 	return statusToProto[s]
 }
 
-func classToProto(c string) conduitv1.ErrorClass {
+func classToProto(c cerrors.Class) conduitv1.ErrorClass {
 	switch c {
-	case "transient":
+	case cerrors.ClassTransient:
 		return conduitv1.ErrorClass_ERROR_CLASS_TRANSIENT
-	case "fatal":
+	case cerrors.ClassFatal:
 		return conduitv1.ErrorClass_ERROR_CLASS_FATAL
 	default:
 		return conduitv1.ErrorClass_ERROR_CLASS_UNSPECIFIED
@@ -494,7 +495,7 @@ func errorToProto(e *lifecycle.ErrorInfo) *conduitv1.PipelineError {
 		return nil
 	}
 	return &conduitv1.PipelineError{
-		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: e.Source, Message: e.Message,
+		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: string(e.Source), Message: e.Message,
 		Component: e.Component, ComponentKind: string(e.ComponentKind), Time: timeToProto(e.At), Rule: e.Rule,
 	}
 }
@@ -593,8 +594,8 @@ func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
 	}
 	if e.ErrorClass != "" || e.ErrorMessage != "" {
 		pb.Error = &conduitv1.PipelineError{
-			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: e.ErrorSource,
-			Message: e.ErrorMessage, Component: e.Component, ComponentKind: e.ComponentKind, Rule: e.ErrorRule,
+			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: string(e.ErrorSource),
+			Message: e.ErrorMessage, Component: e.Component, ComponentKind: string(e.ComponentKind), Rule: e.ErrorRule,
 		}
 	}
 	return pb

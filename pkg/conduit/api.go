@@ -239,7 +239,7 @@ func auditEvent(e *lifecycle.Event) auditlog.Event {
 	}
 	if err := e.Error; err != nil {
 		out.ErrorCode, out.ErrorClass, out.ErrorSource, out.ErrorMessage = err.Code, err.Class, err.Source, err.Message
-		out.Component, out.ComponentKind, out.ErrorRule = err.Component, string(err.ComponentKind), err.Rule
+		out.Component, out.ComponentKind, out.ErrorRule = err.Component, err.ComponentKind, err.Rule
 	}
 	return out
 }

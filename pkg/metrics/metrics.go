@@ -190,7 +190,7 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 			m.decisions.WithLabelValues(rule, e.Action).Inc()
 		}
 		if e.Error != nil {
-			if e.Error.Class == cerrors.ClassFatal.String() {
+			if e.Error.Class == cerrors.ClassFatal {
 				p.fatal.Add(1)
 			} else {
 				p.transient.Add(1)
