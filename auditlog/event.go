@@ -68,10 +68,10 @@ type Event struct {
 	Kind       Kind
 	// StatusBefore and StatusAfter are the pipeline's status around the
 	// event; equal when it changed nothing.
-	StatusBefore, StatusAfter string
+	StatusBefore, StatusAfter Status
 	Message                   string
-	// Actor is who caused it: user, system or config.
-	Actor string
+	// Actor is who caused it.
+	Actor Actor
 
 	// The error of a fault, recovering or degraded event: its code (0 when
 	// it has none), class, how the class was decided, its text, and the

@@ -28,7 +28,7 @@ type ApplyOutcome struct {
 // count from there. A pipeline that is not degraded, was force-stopped by
 // a user (a person decided that, not an error), or whose error the rule
 // does not match is left as it is. actor is who applied the rule.
-func (s *Supervisor) ApplyRule(ctx context.Context, name, actor string) (ApplyOutcome, error) {
+func (s *Supervisor) ApplyRule(ctx context.Context, name string, actor auditlog.Actor) (ApplyOutcome, error) {
 	reply := make(chan ApplyOutcome, 1)
 	if err := s.send(ctx, applyRuleMsg{rule: name, actor: actor, reply: reply}); err != nil {
 		return ApplyOutcome{}, err
@@ -36,7 +36,7 @@ func (s *Supervisor) ApplyRule(ctx context.Context, name, actor string) (ApplyOu
 	return answer(ctx, s, reply)
 }
 
-func (s *Supervisor) onApplyRule(name, actor string) ApplyOutcome {
+func (s *Supervisor) onApplyRule(name string, actor auditlog.Actor) ApplyOutcome {
 	switch {
 	case s.shuttingDown:
 		return ApplyOutcome{Why: "conduit is shutting down"}

@@ -9,11 +9,14 @@ import (
 	"github.com/conduitry/conduit/auditlog"
 )
 
-// Actors: who caused an event.
+// Actor is who caused an event: the audit log's actor.
+type Actor = auditlog.Actor
+
+// Actors.
 const (
-	ActorUser   = "user"
-	ActorSystem = "system"
-	ActorConfig = "config"
+	ActorUser   = auditlog.ActorUser
+	ActorSystem = auditlog.ActorSystem
+	ActorConfig = auditlog.ActorConfig
 )
 
 // Event is one thing that happened to a pipeline, in the order the
@@ -26,7 +29,7 @@ type Event struct {
 	// changed nothing (a fault in recovering).
 	From, To Status
 	Message  string
-	Actor    string
+	Actor    auditlog.Actor
 	// Error is set for fault, recovering and degraded events.
 	Error *ErrorInfo
 	// Attempt, Delay and NextAttemptAt describe a scheduled restart
@@ -79,7 +82,7 @@ func logEvent(log *zap.Logger, e Event) {
 		fields = append(fields, zap.Stringer("from", e.From))
 	}
 	if e.Actor != "" {
-		fields = append(fields, zap.String("actor", e.Actor))
+		fields = append(fields, zap.String("actor", string(e.Actor)))
 	}
 	if e.Attempt > 0 {
 		fields = append(fields, zap.Int("attempt", e.Attempt))

@@ -173,7 +173,7 @@ func randomState(rng *rand.Rand) State {
 		UpdatedAt: randomTime(rng),
 	}
 	if rng.IntN(200) == 0 {
-		s.Status = Status(9) // invalid: json.Marshal fails
+		s.Status = "Status(9)" // invalid: json.Marshal fails
 	}
 	if maybe(rng) {
 		s.NextAttemptAt = randomTime(rng)

@@ -166,7 +166,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 	if cfg.PipelineID == "" || cfg.NewRun == nil || cfg.States == nil {
 		return nil, errors.New("lifecycle: supervisor needs a pipeline id, a run factory and a state saver")
 	}
-	if initial.Status < StatusRunning || initial.Status > StatusStopped {
+	if !initial.Status.Valid() {
 		return nil, fmt.Errorf("lifecycle: pipeline %s: invalid initial status %v", cfg.PipelineID, initial.Status)
 	}
 	if cfg.Clock == nil {
@@ -255,7 +255,7 @@ func (s *Supervisor) shutdown() {
 // or the pipeline's configuration was updated or deleted while it runs.
 type Retirement struct {
 	Reason StopReason
-	Actor  string
+	Actor  auditlog.Actor
 	// Stopping and Stopped are the messages of the stopping and stopped
 	// events.
 	Stopping, Stopped string

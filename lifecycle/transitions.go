@@ -51,7 +51,7 @@ func (s *Supervisor) resume() {
 		default:
 			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
 		}
-		s.state.StopReason, s.state.ResumeStatus = "", 0
+		s.state.StopReason, s.state.ResumeStatus = "", ""
 	case from == StatusRunning || from == StatusRecovering:
 		how = cmp.Or(s.cfg.Takeover.how(""), how)
 	case !s.cfg.ProcessCrashed:
@@ -95,7 +95,7 @@ func (s *Supervisor) resume() {
 	}
 }
 
-func (s *Supervisor) onStart(actor string) error {
+func (s *Supervisor) onStart(actor auditlog.Actor) error {
 	if !s.m.can(eventStart) {
 		return &TransitionError{Event: string(eventStart), From: s.m.current()}
 	}

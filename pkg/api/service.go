@@ -454,15 +454,7 @@ func statusFromProto(s conduitv1.PipelineStatus) (lifecycle.Status, bool) {
 			return k, true
 		}
 	}
-	return 0, false
-}
-
-func statusNameToProto(name string) conduitv1.PipelineStatus {
-	s, err := lifecycle.ParseStatus(name)
-	if err != nil {
-		return conduitv1.PipelineStatus_PIPELINE_STATUS_UNSPECIFIED
-	}
-	return statusToProto[s]
+	return "", false
 }
 
 func classToProto(c cerrors.Class) conduitv1.ErrorClass {
@@ -587,8 +579,8 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
 	pb := &conduitv1.PipelineEvent{
 		Sequence: e.Sequence, Time: timeToProto(e.Time), PipelineId: e.PipelineID, Kind: string(e.Kind),
-		StatusBefore: statusNameToProto(e.StatusBefore), StatusAfter: statusNameToProto(e.StatusAfter),
-		Message: e.Message, Actor: e.Actor, Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
+		StatusBefore: statusToProto[e.StatusBefore], StatusAfter: statusToProto[e.StatusAfter],
+		Message: e.Message, Actor: string(e.Actor), Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
 		NextAttemptAt: timeToProto(e.NextAttemptAt), Reason: e.Reason, Count: e.Count,
 		Action: e.Action, Strategy: e.Strategy,
 	}

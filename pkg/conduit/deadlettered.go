@@ -130,7 +130,7 @@ func (r *Runtime) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered)
 		Component: d.ComponentID, ComponentKind: d.Kind.Component(), Count: int64(d.Count), ErrorRule: d.Rule,
 		ErrorCode: c.Code, ErrorClass: c.Class, ErrorSource: cerrors.SourceRule, ErrorMessage: c.Message,
 		Message: message}
-	m.recordEvent(r, &e, 0)
+	m.recordEvent(r, &e, "")
 	r.metrics.CountEvent(string(auditlog.KindDeadLettered))
 }
 

@@ -69,16 +69,15 @@ type Metrics struct {
 // lock there made the supervisors queue behind each other. Prometheus
 // reads it when it scrapes.
 type Pipeline struct {
-	id     string
-	status atomic.Int32
+	id string
+	// status holds a lifecycle.Status, stored first by Metrics.Pipeline.
+	status atomic.Value
 	// since is when the pipeline entered its status, in Unix nanoseconds.
 	since    atomic.Int64
 	restarts atomic.Uint64
 	// faults counts runs that ended with an error, by class.
 	transient, fatal atomic.Uint64
 }
-
-var statuses = []lifecycle.Status{lifecycle.StatusRunning, lifecycle.StatusRecovering, lifecycle.StatusDegraded, lifecycle.StatusStopped}
 
 // New returns metrics with the Go and process collectors and, when records
 // is not nil, per-pipeline record counters read from it.
@@ -136,7 +135,7 @@ func (m *Metrics) Pipeline(id string, initial lifecycle.Status, since time.Time)
 	p, ok := m.pipelines[id]
 	if !ok {
 		p = &Pipeline{id: id}
-		p.status.Store(int32(initial))
+		p.status.Store(initial)
 		p.since.Store(since.UnixNano())
 		m.pipelines[id] = p
 	}
@@ -144,7 +143,10 @@ func (m *Metrics) Pipeline(id string, initial lifecycle.Status, since time.Time)
 }
 
 // Status is the pipeline's status as its events last set it.
-func (p *Pipeline) Status() lifecycle.Status { return lifecycle.Status(p.status.Load()) }
+func (p *Pipeline) Status() lifecycle.Status {
+	s, _ := p.status.Load().(lifecycle.Status)
+	return s
+}
 
 // ForgetPipeline removes a deleted pipeline's series.
 func (m *Metrics) ForgetPipeline(id string) {
@@ -200,7 +202,10 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	// A restart within recovering changes no status: since keeps the
 	// start of the episode, which is what an alert on a long recovery
 	// measures.
-	if e.To != 0 && lifecycle.Status(p.status.Swap(int32(e.To))) != e.To {
+	if e.To == "" {
+		return
+	}
+	if before, _ := p.status.Swap(e.To).(lifecycle.Status); before != e.To {
 		p.since.Store(e.At.UnixNano())
 	}
 }
@@ -277,8 +282,8 @@ func (c *pipelineCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.RLock()
 	defer c.m.mu.RUnlock()
 	for _, p := range c.m.pipelines {
-		current := lifecycle.Status(p.status.Load())
-		for _, st := range statuses {
+		current := p.Status()
+		for _, st := range auditlog.Statuses() {
 			v := 0.0
 			if st == current {
 				v = 1
