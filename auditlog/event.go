@@ -102,3 +102,9 @@ type Event struct {
 	// degrade); Strategy is the strategy that gave Delay.
 	Action, Strategy string
 }
+
+// HasError reports whether e carries an error (a fault, recovering or
+// degraded event; dead-lettered, notification-failed).
+func (e *Event) HasError() bool {
+	return e.ErrorClass != "" || e.ErrorMessage != ""
+}

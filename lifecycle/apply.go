@@ -75,9 +75,9 @@ func (s *Supervisor) onApplyRule(name string, actor auditlog.Actor) ApplyOutcome
 	s.state.Episode.countRule(r)
 	s.scheduleRestart(next)
 	s.save()
-	s.emit(Event{Kind: auditlog.KindRecovering, At: now, From: from, To: StatusRecovering, Actor: actor, Error: &info,
+	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: actor,
 		Attempt: 1, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy, Action: ActionRestart.String(),
 		Message: fmt.Sprintf("rule %s applied by %s to the degraded pipeline: its last error matches; restart 1 scheduled in %s (strategy %s)",
-			strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)})
+			strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)}, &info))
 	return ApplyOutcome{Restarted: true, NextAttemptAt: next, Why: fmt.Sprintf("restart in %s", delay)}
 }

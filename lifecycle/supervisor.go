@@ -32,7 +32,7 @@ type EventRecorder interface {
 	// e is the supervisor's: read it, do not keep it. (A pointer: the
 	// supervisor's goroutine is deep here, at every transition of ten
 	// thousand pipelines, and every copy of an event costs stack.)
-	RecordLater(pipelineID string, st *State, e *Event) error
+	RecordLater(pipelineID string, st *State, e *auditlog.Event) error
 }
 
 // Takeover is what an instance of a cluster that takes a pipeline up
@@ -295,9 +295,9 @@ func (s *Supervisor) retire(why Retirement) {
 			s.state.ResumeStatus = from
 			s.save()
 			if s.run == nil || s.run.stopping {
-				s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
+				s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
 			} else {
-				s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
+				s.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
 			}
 		}
 	}

@@ -228,22 +228,6 @@ func (a apiPipelines) Get(id string) (api.Supervised, bool) {
 	return m, true
 }
 
-// auditEvent turns a supervisor event into an audit log entry.
-func auditEvent(e *lifecycle.Event) auditlog.Event {
-	out := auditlog.Event{
-		Time: e.At, PipelineID: e.PipelineID, Kind: auditlog.Kind(e.Kind),
-		StatusBefore: e.From, StatusAfter: e.To,
-		Message: e.Message, Actor: e.Actor,
-		Attempt: e.Attempt, Delay: e.Delay, NextAttemptAt: e.NextAttemptAt, Reason: e.Reason,
-		Action: e.Action, Strategy: e.Strategy,
-	}
-	if err := e.Error; err != nil {
-		out.ErrorCode, out.ErrorClass, out.ErrorSource, out.ErrorMessage = err.Code, err.Class, err.Source, err.Message
-		out.Component, out.ComponentKind, out.ErrorRule = err.Component, err.ComponentKind, err.Rule
-	}
-	return out
-}
-
 // retired reports whether the pipeline's supervisor ended: it was
 // retired (handed over, updated or deleted) and is about to be removed.
 func (m *managedPipeline) retired() bool {

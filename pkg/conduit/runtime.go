@@ -625,7 +625,7 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 		Clock:          r.clock,
 		Restarts:       r.restarts,
 		Logger:         r.log,
-		Observer:       lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
+		Observer:       lifecycle.ObserverFunc(func(e auditlog.Event) { r.onEvent(m, e) }),
 		ConfigHash:     hash,
 		Persisted:      from.persisted,
 		ProcessCrashed: r.crashed,
@@ -958,20 +958,20 @@ func (j pipelineJournal) SaveLater(pipelineID string, st lifecycle.State) error 
 	return j.r.states.SaveLater(pipelineID, st)
 }
 
-func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e *lifecycle.Event) error {
+func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e *auditlog.Event) error {
 	var extra []store.Op
 	if st != nil {
 		// st is the supervisor's copy for this event: nothing changes it.
 		extra = append(extra, lifecycle.StateOp(pipelineID, *st))
 	}
-	ev := auditEvent(e)
-	j.m.recordEvent(j.r, &ev, e.To, extra...)
+	ev := *e // the supervisor's: recordEvent may fill in what it left zero
+	j.m.recordEvent(j.r, &ev, e.StatusAfter, extra...)
 	return nil
 }
 
 // onEvent is called by every supervisor goroutine for every event, after
 // the journal took it.
-func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
+func (r *Runtime) onEvent(m *managedPipeline, e auditlog.Event) {
 	r.metrics.PipelineEvent(m.metrics, e)
 	r.figures.count(&e)
 	if e.Kind == auditlog.KindDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {

@@ -174,7 +174,7 @@ func (m *Metrics) DeadLettered(pipeline, rule string, n int) {
 
 // PipelineEvent counts a supervisor's event and updates its pipeline's
 // series through p, the handle Pipeline returned for it.
-func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
+func (m *Metrics) PipelineEvent(p *Pipeline, e auditlog.Event) {
 	if c, ok := m.eventCounters[e.Kind]; ok {
 		c.Inc()
 	} else {
@@ -186,13 +186,13 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	case auditlog.KindFault:
 		if e.Action != "" {
 			rule := "none"
-			if e.Error != nil && e.Error.Rule != "" {
-				rule = e.Error.Rule
+			if e.ErrorRule != "" {
+				rule = e.ErrorRule
 			}
 			m.decisions.WithLabelValues(rule, e.Action).Inc()
 		}
-		if e.Error != nil {
-			if e.Error.Class == cerrors.ClassFatal {
+		if e.HasError() {
+			if e.ErrorClass == cerrors.ClassFatal {
 				p.fatal.Add(1)
 			} else {
 				p.transient.Add(1)
@@ -202,11 +202,11 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	// A restart within recovering changes no status: since keeps the
 	// start of the episode, which is what an alert on a long recovery
 	// measures.
-	if e.To == "" {
+	if e.StatusAfter == "" {
 		return
 	}
-	if before, _ := p.status.Swap(e.To).(lifecycle.Status); before != e.To {
-		p.since.Store(e.At.UnixNano())
+	if before, _ := p.status.Swap(e.StatusAfter).(lifecycle.Status); before != e.StatusAfter {
+		p.since.Store(e.Time.UnixNano())
 	}
 }
 
