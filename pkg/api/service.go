@@ -584,7 +584,7 @@ func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
 		NextAttemptAt: timeToProto(e.NextAttemptAt), Reason: e.Reason, Count: e.Count,
 		Action: e.Action, Strategy: e.Strategy,
 	}
-	if e.ErrorClass != "" || e.ErrorMessage != "" {
+	if e.HasError() {
 		pb.Error = &conduitv1.PipelineError{
 			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: string(e.ErrorSource),
 			Message: e.ErrorMessage, Component: e.Component, ComponentKind: string(e.ComponentKind), Rule: e.ErrorRule,
