@@ -3,6 +3,8 @@ package auditlog
 import (
 	"slices"
 	"time"
+
+	cerrors "github.com/conduitry/conduit/errors"
 )
 
 // Kind names what happened to a pipeline.
@@ -66,19 +68,20 @@ type Event struct {
 	Kind       Kind
 	// StatusBefore and StatusAfter are the pipeline's status around the
 	// event; equal when it changed nothing.
-	StatusBefore, StatusAfter string
+	StatusBefore, StatusAfter Status
 	Message                   string
-	// Actor is who caused it: user, system or config.
-	Actor string
+	// Actor is who caused it.
+	Actor Actor
 
 	// The error of a fault, recovering or degraded event: its code (0 when
-	// it has none), class (transient or fatal), how the class was decided
-	// (typed, json, default, rule), its text, and the connector or
-	// processor it came from (ComponentKind source, destination or
-	// processor).
-	ErrorCode                             int
-	ErrorClass, ErrorSource, ErrorMessage string
-	Component, ComponentKind              string
+	// it has none), class, how the class was decided, its text, and the
+	// connector or processor it came from.
+	ErrorCode     int
+	ErrorClass    cerrors.Class
+	ErrorSource   cerrors.Source
+	ErrorMessage  string
+	Component     string
+	ComponentKind cerrors.ComponentKind
 	// ErrorRule is the recovery rule that decided the error's class
 	// (ErrorSource rule).
 	ErrorRule string
@@ -98,4 +101,10 @@ type Event struct {
 	// Action is what the policy decided about a fault (restart or
 	// degrade); Strategy is the strategy that gave Delay.
 	Action, Strategy string
+}
+
+// HasError reports whether e carries an error (a fault, recovering or
+// degraded event; dead-lettered, notification-failed).
+func (e *Event) HasError() bool {
+	return e.ErrorClass != "" || e.ErrorMessage != ""
 }

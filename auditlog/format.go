@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -68,10 +69,10 @@ func appendEncodedEvent(dst []byte, e Event) ([]byte, error) {
 		Time:          e.Time,
 		PipelineID:    e.PipelineID,
 		Kind:          e.Kind,
-		StatusBefore:  e.StatusBefore,
-		StatusAfter:   e.StatusAfter,
+		StatusBefore:  string(e.StatusBefore),
+		StatusAfter:   string(e.StatusAfter),
 		Message:       e.Message,
-		Actor:         e.Actor,
+		Actor:         string(e.Actor),
 		Attempt:       e.Attempt,
 		Delay:         e.Delay,
 		NextAttemptAt: e.NextAttemptAt,
@@ -82,11 +83,11 @@ func appendEncodedEvent(dst []byte, e Event) ([]byte, error) {
 	}
 	re := recordError{
 		Code:          e.ErrorCode,
-		Class:         e.ErrorClass,
-		Source:        e.ErrorSource,
+		Class:         string(e.ErrorClass),
+		Source:        string(e.ErrorSource),
 		Message:       e.ErrorMessage,
 		Component:     e.Component,
-		ComponentKind: e.ComponentKind,
+		ComponentKind: string(e.ComponentKind),
 		Rule:          e.ErrorRule,
 	}
 	if re != (recordError{}) {
@@ -125,10 +126,10 @@ func decodeEvent(data []byte, escapedID string, seq uint64) (Event, error) {
 		Time:          r.Time.UTC(),
 		PipelineID:    r.PipelineID,
 		Kind:          r.Kind,
-		StatusBefore:  r.StatusBefore,
-		StatusAfter:   r.StatusAfter,
+		StatusBefore:  Status(r.StatusBefore),
+		StatusAfter:   Status(r.StatusAfter),
 		Message:       r.Message,
-		Actor:         r.Actor,
+		Actor:         Actor(r.Actor),
 		Attempt:       r.Attempt,
 		Delay:         r.Delay,
 		NextAttemptAt: r.NextAttemptAt,
@@ -142,11 +143,11 @@ func decodeEvent(data []byte, escapedID string, seq uint64) (Event, error) {
 	}
 	if re := r.Error; re != nil {
 		e.ErrorCode = re.Code
-		e.ErrorClass = re.Class
-		e.ErrorSource = re.Source
+		e.ErrorClass = cerrors.Class(re.Class)
+		e.ErrorSource = cerrors.Source(re.Source)
 		e.ErrorMessage = re.Message
 		e.Component = re.Component
-		e.ComponentKind = re.ComponentKind
+		e.ComponentKind = cerrors.ComponentKind(re.ComponentKind)
 		e.ErrorRule = re.Rule
 	}
 	return e, nil

@@ -11,46 +11,44 @@ import (
 	"strings"
 )
 
-// Source says how a classification was decided; the audit log records it so
-// that "why was this fatal?" has an answer.
-type Source int
+// Source says how a classification was decided, named as the audit log,
+// the persisted state and the API spell it; the audit log records it so
+// that "why was this fatal?" has an answer. The zero value is invalid.
+type Source string
 
 // Sources.
 const (
 	// SourceTyped: a *Error with a valid code was found in the chain.
-	SourceTyped Source = iota + 1
+	SourceTyped Source = "typed"
 	// SourceJSON: the error text was (or ended with) the wire JSON object.
-	SourceJSON
+	SourceJSON Source = "json"
 	// SourceDefault: nothing said otherwise, so transient, the safe default.
-	SourceDefault
+	SourceDefault Source = "default"
 	// SourceRule: a rule of the runtime decided, e.g. "processor errors
 	// without a code are fatal" or "a plugin that crashed is transient".
-	SourceRule
+	SourceRule Source = "rule"
 )
 
+// String returns the source's name; an invalid source prints as
+// Source(...) so that it stands out (the zero value as Source(0)).
 func (s Source) String() string {
 	switch s {
-	case SourceTyped:
-		return "typed"
-	case SourceJSON:
-		return "json"
-	case SourceDefault:
-		return "default"
-	case SourceRule:
-		return "rule"
+	case SourceTyped, SourceJSON, SourceDefault, SourceRule:
+		return string(s)
+	case "":
+		return "Source(0)"
 	default:
-		return fmt.Sprintf("Source(%d)", int(s))
+		return fmt.Sprintf("Source(%q)", string(s))
 	}
 }
 
 // ParseSource is the inverse of Source.String.
 func ParseSource(s string) (Source, error) {
-	for src := SourceTyped; src <= SourceRule; src++ {
-		if src.String() == s {
-			return src, nil
-		}
+	switch src := Source(s); src {
+	case SourceTyped, SourceJSON, SourceDefault, SourceRule:
+		return src, nil
 	}
-	return 0, fmt.Errorf("unknown classification source %q", s)
+	return "", fmt.Errorf("unknown classification source %q", s)
 }
 
 // Classification is the verdict on an error.

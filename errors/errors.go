@@ -55,36 +55,37 @@ const (
 	DefaultTransientCode = CodeUnavailable
 )
 
-// Class is what the supervisor does about an error. The zero value is
-// invalid so that an unclassified error cannot pass for a classified one.
-type Class int
+// Class is what the supervisor does about an error, named as the audit
+// log, the persisted state and the API spell it. The zero value is invalid
+// so that an unclassified error cannot pass for a classified one.
+type Class string
 
 // Classes.
 const (
-	ClassTransient Class = iota + 1
-	ClassFatal
+	ClassTransient Class = "transient"
+	ClassFatal     Class = "fatal"
 )
 
+// String returns the class's name; an invalid class prints as Class(...)
+// so that it stands out (the zero value as Class(0)).
 func (c Class) String() string {
 	switch c {
-	case ClassTransient:
-		return "transient"
-	case ClassFatal:
-		return "fatal"
+	case ClassTransient, ClassFatal:
+		return string(c)
+	case "":
+		return "Class(0)"
 	default:
-		return fmt.Sprintf("Class(%d)", int(c))
+		return fmt.Sprintf("Class(%q)", string(c))
 	}
 }
 
 // ParseClass is the inverse of Class.String.
 func ParseClass(s string) (Class, error) {
-	switch s {
-	case "transient":
-		return ClassTransient, nil
-	case "fatal":
-		return ClassFatal, nil
+	switch c := Class(s); c {
+	case ClassTransient, ClassFatal:
+		return c, nil
 	}
-	return 0, fmt.Errorf("unknown error class %q (want transient or fatal)", s)
+	return "", fmt.Errorf("unknown error class %q (want transient or fatal)", s)
 }
 
 // ClassOf returns the class of a code by the table above. Codes outside

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/config"
 )
 
@@ -27,7 +28,7 @@ type ApplyOutcome struct {
 // count from there. A pipeline that is not degraded, was force-stopped by
 // a user (a person decided that, not an error), or whose error the rule
 // does not match is left as it is. actor is who applied the rule.
-func (s *Supervisor) ApplyRule(ctx context.Context, name, actor string) (ApplyOutcome, error) {
+func (s *Supervisor) ApplyRule(ctx context.Context, name string, actor auditlog.Actor) (ApplyOutcome, error) {
 	reply := make(chan ApplyOutcome, 1)
 	if err := s.send(ctx, applyRuleMsg{rule: name, actor: actor, reply: reply}); err != nil {
 		return ApplyOutcome{}, err
@@ -35,7 +36,7 @@ func (s *Supervisor) ApplyRule(ctx context.Context, name, actor string) (ApplyOu
 	return answer(ctx, s, reply)
 }
 
-func (s *Supervisor) onApplyRule(name, actor string) ApplyOutcome {
+func (s *Supervisor) onApplyRule(name string, actor auditlog.Actor) ApplyOutcome {
 	switch {
 	case s.shuttingDown:
 		return ApplyOutcome{Why: "conduit is shutting down"}
@@ -67,16 +68,16 @@ func (s *Supervisor) onApplyRule(name, actor string) ApplyOutcome {
 	s.state.DegradedReason = ""
 	s.state.FailCount = 1
 	s.state.NextAttemptAt = next
-	info.Rule, info.Class, info.Source = r.Name, "transient", "rule"
+	info.Rule, info.Class, info.Source = r.Name, cerrors.ClassTransient, cerrors.SourceRule
 	s.state.LastError = &info
 	s.state.Episode = &Episode{StartedAt: now}
 	s.state.Episode.add(Attempt{Number: 1, FailedAt: info.At, Error: info, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy})
 	s.state.Episode.countRule(r)
 	s.scheduleRestart(next)
 	s.save()
-	s.emit(Event{Kind: auditlog.KindRecovering, At: now, From: from, To: StatusRecovering, Actor: actor, Error: &info,
+	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: actor,
 		Attempt: 1, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy, Action: ActionRestart.String(),
 		Message: fmt.Sprintf("rule %s applied by %s to the degraded pipeline: its last error matches; restart 1 scheduled in %s (strategy %s)",
-			strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)})
+			strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)}, &info))
 	return ApplyOutcome{Restarted: true, NextAttemptAt: next, Why: fmt.Sprintf("restart in %s", delay)}
 }

@@ -53,7 +53,7 @@ type DryRunReport struct {
 // UnmatchedFaults are faults of one kind no rule matched.
 type UnmatchedFaults struct {
 	Code      int
-	Class     string
+	Class     cerrors.Class
 	Message   string
 	Count     int
 	Pipelines map[string]int
@@ -128,7 +128,7 @@ func (d *DryRunner) Add(f PastFault) {
 			if len(d.unmatched) >= maxUnmatchedKinds {
 				return
 			}
-			u = &UnmatchedFaults{Code: f.Code, Class: f.Class.String(), Message: msg, Pipelines: map[string]int{}}
+			u = &UnmatchedFaults{Code: f.Code, Class: f.Class, Message: msg, Pipelines: map[string]int{}}
 			d.unmatched[key] = u
 		}
 		u.Count++
@@ -197,9 +197,9 @@ func describeSchedule(p Policy) string {
 // rule's match.class compares with. classifiedBy is how the recorded class
 // was decided; a rule's decision hides the code's class, which the code
 // table gives back (an error without a code from a processor is fatal).
-func CodeClass(recorded string, classifiedBy string, code int, componentKind cerrors.ComponentKind) cerrors.Class {
-	if classifiedBy != "rule" {
-		if c, err := cerrors.ParseClass(recorded); err == nil {
+func CodeClass(recorded cerrors.Class, classifiedBy cerrors.Source, code int, componentKind cerrors.ComponentKind) cerrors.Class {
+	if classifiedBy != cerrors.SourceRule {
+		if c, err := cerrors.ParseClass(string(recorded)); err == nil {
 			return c
 		}
 	}

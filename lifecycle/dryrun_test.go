@@ -66,10 +66,11 @@ func TestDryRun(t *testing.T) {
 
 func TestCodeClass(t *testing.T) {
 	for _, tc := range []struct {
-		recorded, by string
-		code         int
-		kind         cerrors.ComponentKind
-		want         cerrors.Class
+		recorded cerrors.Class
+		by       cerrors.Source
+		code     int
+		kind     cerrors.ComponentKind
+		want     cerrors.Class
 	}{
 		{"fatal", "typed", 422, "destination", cerrors.ClassFatal},
 		{"fatal", "rule", 503, "source", cerrors.ClassTransient},

@@ -1,44 +1,39 @@
 package lifecycle
 
 import (
-	"time"
-
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/conduitry/conduit/auditlog"
 )
 
-// Actors: who caused an event.
+// Actor is who caused an event: the audit log's actor.
+type Actor = auditlog.Actor
+
+// Actors.
 const (
-	ActorUser   = "user"
-	ActorSystem = "system"
-	ActorConfig = "config"
+	ActorUser   = auditlog.ActorUser
+	ActorSystem = auditlog.ActorSystem
+	ActorConfig = auditlog.ActorConfig
 )
 
-// Event is one thing that happened to a pipeline, in the order the
-// supervisor decided it.
-type Event struct {
-	PipelineID string
-	Kind       auditlog.Kind
-	At         time.Time
-	// From and To are the statuses before and after; equal when the event
-	// changed nothing (a fault in recovering).
-	From, To Status
-	Message  string
-	Actor    string
-	// Error is set for fault, recovering and degraded events.
-	Error *ErrorInfo
-	// Attempt, Delay and NextAttemptAt describe a scheduled restart
-	// (recovering) or the restart that happened (restarted).
-	Attempt       int
-	Delay         time.Duration
-	NextAttemptAt time.Time
-	// Reason is the degraded or recovered reason.
-	Reason string
-	// Action is what the policy decided about a fault (restart or
-	// degrade), Strategy the strategy that gave Delay.
-	Action, Strategy string
+// The supervisor emits its events as the audit log stores them
+// (auditlog.Event), in the order it decided them: the journal records them
+// as they are, and observers see the same values. Time is when it
+// happened; StatusBefore and StatusAfter are equal when the event changed
+// nothing (a fault in recovering); the error fields are set for fault,
+// recovering and degraded events (see withError).
+
+// withError returns e carrying info, the error of a fault, recovering or
+// degraded event; e unchanged when info is nil. The event keeps the facts
+// of the error the audit log stores: its position, dependency and time
+// stay in the State.
+func withError(e auditlog.Event, info *ErrorInfo) auditlog.Event {
+	if info != nil {
+		e.ErrorCode, e.ErrorClass, e.ErrorSource, e.ErrorMessage = info.Code, info.Class, info.Source, info.Message
+		e.Component, e.ComponentKind, e.ErrorRule = info.Component, info.ComponentKind, info.Rule
+	}
+	return e
 }
 
 // Observer receives every event, after the StateSaver was handed the event
@@ -46,20 +41,20 @@ type Event struct {
 // when it is called. It is called from the supervisor goroutine and must
 // not block.
 type Observer interface {
-	PipelineEvent(e Event)
+	PipelineEvent(e auditlog.Event)
 }
 
 // ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Event)
+type ObserverFunc func(auditlog.Event)
 
 // PipelineEvent calls f.
-func (f ObserverFunc) PipelineEvent(e Event) { f(e) }
+func (f ObserverFunc) PipelineEvent(e auditlog.Event) { f(e) }
 
 // logEvent writes one line per transition, at a level that matches its
 // gravity: info for running, warn for recovering, error for degraded. A
 // fault and a start request are not logged on their own: the recovering,
 // degraded or running event that follows carries the same facts.
-func logEvent(log *zap.Logger, e Event) {
+func logEvent(log *zap.Logger, e auditlog.Event) {
 	level := zapcore.InfoLevel
 	switch e.Kind {
 	case auditlog.KindFault, auditlog.KindStarting:
@@ -74,12 +69,12 @@ func logEvent(log *zap.Logger, e Event) {
 		return
 	}
 	fields := make([]zap.Field, 0, 12)
-	fields = append(fields, zap.String("event", string(e.Kind)), zap.Stringer("status", e.To))
-	if e.From != e.To {
-		fields = append(fields, zap.Stringer("from", e.From))
+	fields = append(fields, zap.String("event", string(e.Kind)), zap.Stringer("status", e.StatusAfter))
+	if e.StatusBefore != e.StatusAfter {
+		fields = append(fields, zap.Stringer("from", e.StatusBefore))
 	}
 	if e.Actor != "" {
-		fields = append(fields, zap.String("actor", e.Actor))
+		fields = append(fields, zap.String("actor", string(e.Actor)))
 	}
 	if e.Attempt > 0 {
 		fields = append(fields, zap.Int("attempt", e.Attempt))
@@ -96,17 +91,17 @@ func logEvent(log *zap.Logger, e Event) {
 	if e.Strategy != "" {
 		fields = append(fields, zap.String("strategy", e.Strategy))
 	}
-	if err := e.Error; err != nil {
-		if err.Code != 0 {
-			fields = append(fields, zap.Int("code", err.Code))
+	if e.HasError() {
+		if e.ErrorCode != 0 {
+			fields = append(fields, zap.Int("code", e.ErrorCode))
 		}
-		fields = append(fields, zap.String("class", err.Class), zap.String("classified_by", err.Source),
-			zap.String("error", err.Message))
-		if err.Rule != "" {
-			fields = append(fields, zap.String("rule", err.Rule))
+		fields = append(fields, zap.String("class", string(e.ErrorClass)), zap.String("classified_by", string(e.ErrorSource)),
+			zap.String("error", e.ErrorMessage))
+		if e.ErrorRule != "" {
+			fields = append(fields, zap.String("rule", e.ErrorRule))
 		}
-		if err.Component != "" {
-			fields = append(fields, zap.String("component", err.Component), zap.String("component_kind", string(err.ComponentKind)))
+		if e.Component != "" {
+			fields = append(fields, zap.String("component", e.Component), zap.String("component_kind", string(e.ComponentKind)))
 		}
 	}
 	ce.Write(fields...)

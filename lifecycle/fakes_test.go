@@ -167,7 +167,7 @@ type harness struct {
 	states  *memStates
 	sup     *Supervisor
 	runs    chan *fakeRun
-	events  chan Event
+	events  chan auditlog.Event
 	factory func(RunHooks) (Run, error)
 	cancel  context.CancelFunc
 }
@@ -194,7 +194,7 @@ func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Confi
 		clock:  newFakeClock(),
 		states: &memStates{},
 		runs:   make(chan *fakeRun, 100),
-		events: make(chan Event, 1000),
+		events: make(chan auditlog.Event, 1000),
 	}
 	cfg := Config{
 		PipelineID: "p1",
@@ -209,7 +209,7 @@ func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Confi
 		},
 		States:   h.states,
 		Clock:    h.clock,
-		Observer: ObserverFunc(func(e Event) { h.events <- e }),
+		Observer: ObserverFunc(func(e auditlog.Event) { h.events <- e }),
 		Random:   func() float64 { return 0.5 }, // no jitter offset
 		Logger:   zap.New(bugs),
 	}
@@ -268,19 +268,19 @@ func (h *harness) noRun() {
 }
 
 // next returns the next event, whatever its kind.
-func (h *harness) next() Event {
+func (h *harness) next() auditlog.Event {
 	h.t.Helper()
 	select {
 	case e := <-h.events:
 		return e
 	case <-time.After(guard):
 		h.t.Fatal("no event")
-		return Event{}
+		return auditlog.Event{}
 	}
 }
 
 // expect returns the next event, which must be of kind.
-func (h *harness) expect(kind auditlog.Kind) Event {
+func (h *harness) expect(kind auditlog.Kind) auditlog.Event {
 	h.t.Helper()
 	for {
 		e := h.next()
@@ -291,7 +291,7 @@ func (h *harness) expect(kind auditlog.Kind) Event {
 			// Announcements that precede the transition event.
 			continue
 		}
-		h.t.Fatalf("got event %s (%s -> %s: %s), want %s", e.Kind, e.From, e.To, e.Message, kind)
+		h.t.Fatalf("got event %s (%s -> %s: %s), want %s", e.Kind, e.StatusBefore, e.StatusAfter, e.Message, kind)
 	}
 }
 

@@ -20,9 +20,8 @@ func (s *Supervisor) onFault(err error) {
 	if info.Dependency == "" && s.cfg.DependencyOf != nil && info.Component != "" {
 		info.Dependency = s.cfg.DependencyOf(info.Component)
 	}
-	class, _ := cerrors.ParseClass(info.Class)
 	var window deadLetterWindowError
-	f := Fault{Pipeline: s.cfg.PipelineID, Class: class, Code: info.Code, Message: info.Message,
+	f := Fault{Pipeline: s.cfg.PipelineID, Class: info.Class, Code: info.Code, Message: info.Message,
 		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
 	step := stepFault(&s.state, info, f, &s.cfg.Policy, s.cfg.Policy.RuleSet(), now, s.cfg.Random())
 	d, info, quarantined, startsEpisode := step.decision, step.info, step.quarantined, step.episodeStart.IsZero()
@@ -34,8 +33,8 @@ func (s *Supervisor) onFault(err error) {
 	current := s.m.current()
 	// The fault is announced first, but after the restart is scheduled:
 	// writing the event durably must not delay the schedule.
-	fault := Event{Kind: auditlog.KindFault, At: now, From: current, To: current, Actor: ActorSystem, Error: &info,
-		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}
+	fault := withError(auditlog.Event{Kind: auditlog.KindFault, Time: now, StatusBefore: current, StatusAfter: current, Actor: ActorSystem,
+		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}, &info)
 	if d.Action == ActionRestart {
 		fault.Delay, fault.NextAttemptAt = d.Delay, now.Add(d.Delay)
 		if quarantined {
@@ -56,8 +55,8 @@ func (s *Supervisor) onFault(err error) {
 		}
 		s.endEpisode("degraded (" + string(d.Reason) + ")")
 		s.save()
-		s.emit(Event{Kind: auditlog.KindDegraded, At: now, From: from, To: StatusDegraded, Actor: ActorSystem, Error: &info,
-			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, s.cfg.Policy)})
+		s.emit(withError(auditlog.Event{Kind: auditlog.KindDegraded, Time: now, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorSystem,
+			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, s.cfg.Policy)}, &info))
 		return
 	}
 
@@ -77,9 +76,9 @@ func (s *Supervisor) onFault(err error) {
 		s.state.NextAttemptAt, s.state.HeldBy = time.Time{}, dep
 		s.emit(fault)
 		s.save()
-		s.emit(Event{Kind: auditlog.KindRecovering, At: now, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+		s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
 			Attempt: d.Attempt, Reason: "breaker", Action: d.Action.String(),
-			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(dep) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"})
+			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(dep) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"}, &info))
 		return
 	}
 	if !s.shuttingDown {
@@ -96,9 +95,9 @@ func (s *Supervisor) onFault(err error) {
 		// it (notifications).
 		reason = string(ReasonFlapping)
 	}
-	s.emit(Event{Kind: auditlog.KindRecovering, At: now, From: from, To: StatusRecovering, Actor: ActorSystem, Error: &info,
+	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
-		Reason: reason, Message: recoveringMessage(d)})
+		Reason: reason, Message: recoveringMessage(d)}, &info))
 }
 
 func (s *Supervisor) pluginOf(component string) string {
@@ -134,7 +133,7 @@ func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, rules RuleSet, now
 	d := Decide(*p, rules, h, f, now, random)
 	if d.Rule != nil {
 		// The rule decided the class; what the code said is in the message.
-		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class.String(), cerrors.SourceRule.String()
+		info.Rule, info.Class, info.Source = d.Rule.Name, d.Class, cerrors.SourceRule
 	}
 	limit := p.QuarantineAfter
 	if d.Rule != nil {
@@ -231,8 +230,8 @@ func describeError(err error, now time.Time) ErrorInfo {
 	}
 	c := cerrors.ClassifyComponent(cerrors.ComponentKind(info.ComponentKind), cause)
 	info.Code = c.Code
-	info.Class = c.Class.String()
-	info.Source = c.Source.String()
+	info.Class = c.Class
+	info.Source = c.Source
 	info.Message = truncateMessage(c.Message, maxErrorMessage)
 	if pos, ok := cerrors.RecordOf(cause); ok {
 		info.Record = pos

@@ -44,10 +44,10 @@ func (s *Supervisor) onRelease(after time.Duration) {
 	s.state.NextAttemptAt = at
 	s.scheduleRestart(at)
 	s.save()
-	s.emit(Event{Kind: auditlog.KindRecovering, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
-		Error: s.state.LastError, Attempt: s.state.FailCount, Delay: at.Sub(now), NextAttemptAt: at, Reason: "breaker",
+	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
+		Attempt: s.state.FailCount, Delay: at.Sub(now), NextAttemptAt: at, Reason: "breaker",
 		Action:  ActionRestart.String(),
-		Message: "pipeline recovering: dependency " + strconv.Quote(dep) + " is back (its canary got a record through); restart scheduled in " + at.Sub(now).Round(time.Millisecond).String()})
+		Message: "pipeline recovering: dependency " + strconv.Quote(dep) + " is back (its canary got a record through); restart scheduled in " + at.Sub(now).Round(time.Millisecond).String()}, s.state.LastError))
 }
 
 // leaveBreaker tells the breaker of the dependency the pipeline last

@@ -4,6 +4,8 @@ package lifecycle
 
 import (
 	"go.uber.org/zap"
+
+	"github.com/conduitry/conduit/auditlog"
 )
 
 // save marks the state for persisting. With an EventRecorder it goes with
@@ -32,10 +34,10 @@ func (s *Supervisor) saveUnsaved() {
 	}
 }
 
-func (s *Supervisor) emit(e Event) {
+func (s *Supervisor) emit(e auditlog.Event) {
 	e.PipelineID = s.cfg.PipelineID
-	if e.At.IsZero() {
-		e.At = s.cfg.Clock.Now()
+	if e.Time.IsZero() {
+		e.Time = s.cfg.Clock.Now()
 	}
 	if rec, ok := s.cfg.States.(EventRecorder); ok {
 		var st *State

@@ -23,7 +23,7 @@ type ManagedRules struct {
 type managedSet struct {
 	rules    []config.Rule // in the order they are tried
 	mu       sync.Mutex
-	compiled map[string]compiledManaged
+	compiled map[policyKey]compiledManaged
 }
 
 // compiledManaged is a set compiled over one policy: the rules that apply,
@@ -50,7 +50,7 @@ func (c RuleClash) String() string { return c.Err.Error() }
 // NewManagedRules returns an empty set.
 func NewManagedRules() *ManagedRules {
 	m := &ManagedRules{}
-	m.current.Store(&managedSet{compiled: map[string]compiledManaged{}})
+	m.current.Store(&managedSet{compiled: map[policyKey]compiledManaged{}})
 	return m
 }
 
@@ -58,17 +58,17 @@ func NewManagedRules() *ManagedRules {
 func (m *ManagedRules) Set(rules []config.Rule) {
 	sorted := slices.Clone(rules)
 	config.SortRules(sorted)
-	m.current.Store(&managedSet{rules: sorted, compiled: map[string]compiledManaged{}})
+	m.current.Store(&managedSet{rules: sorted, compiled: map[policyKey]compiledManaged{}})
 }
 
 // forPolicy returns the rules compiled over base (whose key is baseKey),
 // compiling them on first use. A rule whose keys clash with base does not
 // apply to the pipelines with that policy; Clashes says which and why.
-func (m *ManagedRules) forPolicy(base config.ErrorRecovery, baseKey string) []Rule {
+func (m *ManagedRules) forPolicy(base config.ErrorRecovery, baseKey policyKey) []Rule {
 	return m.compiledFor(base, baseKey).rules
 }
 
-func (m *ManagedRules) compiledFor(base config.ErrorRecovery, baseKey string) compiledManaged {
+func (m *ManagedRules) compiledFor(base config.ErrorRecovery, baseKey policyKey) compiledManaged {
 	if m == nil {
 		return compiledManaged{}
 	}

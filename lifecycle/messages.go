@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/conduitry/conduit/auditlog"
 )
 
 // message is the closed set of requests the supervisor goroutine handles.
 type message interface{ isMessage() }
 
 type startMsg struct {
-	actor string
+	actor auditlog.Actor
 	reply chan error
 }
 
@@ -44,8 +46,9 @@ type retireMsg struct{ why Retirement }
 type releaseMsg struct{ after time.Duration }
 
 type applyRuleMsg struct {
-	rule, actor string
-	reply       chan ApplyOutcome
+	rule  string
+	actor auditlog.Actor
+	reply chan ApplyOutcome
 }
 
 func (startMsg) isMessage() {}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,7 +68,39 @@ type Policy struct {
 	// Rules and GlobalRules; base is the policy they are compiled over.
 	managed *ManagedRules
 	base    config.ErrorRecovery
-	baseKey string
+	baseKey policyKey
+}
+
+// policyKey identifies a policy without its rules. The rules compiled over
+// two policies with the same key are the same (their keys apply over the
+// policy's), so the caches of compiled global and managed rules are keyed
+// by it. It holds every field of Policy but the rules.
+type policyKey struct {
+	preset, strategy string
+	// schedule is the schedule's delays in nanoseconds, comma separated:
+	// a slice is not comparable.
+	schedule                                                              string
+	minDelay, maxDelay, healthyWindow, probation, maxDuration, flapWindow time.Duration
+	backoffFactor, jitter                                                 float64
+	maxRetries, maxFlaps, quarantineAfter                                 int
+}
+
+// key returns p's policyKey.
+func (p *Policy) key() policyKey {
+	var schedule strings.Builder
+	for i, d := range p.Schedule {
+		if i > 0 {
+			schedule.WriteByte(',')
+		}
+		schedule.WriteString(strconv.FormatInt(int64(d), 10))
+	}
+	return policyKey{
+		preset: p.Preset, strategy: p.Strategy, schedule: schedule.String(),
+		minDelay: p.MinDelay, maxDelay: p.MaxDelay, healthyWindow: p.HealthyWindow, probation: p.Probation,
+		maxDuration: p.MaxDuration, flapWindow: p.FlapWindow,
+		backoffFactor: p.BackoffFactor, jitter: p.Jitter,
+		maxRetries: p.MaxRetries, maxFlaps: p.MaxFlaps, quarantineAfter: p.QuarantineAfter,
+	}
 }
 
 // Rule is a recovery rule, compiled for matching.
@@ -111,13 +144,13 @@ func PolicyFrom(c config.ErrorRecovery) (Policy, error) {
 // global rules instead of holding a million.
 type Policies struct {
 	mu      sync.Mutex
-	global  map[string][]Rule
+	global  map[policyKey][]Rule
 	builtin []Rule
 	managed *ManagedRules
 }
 
 // NewPolicies returns an empty cache.
-func NewPolicies() *Policies { return &Policies{global: map[string][]Rule{}} }
+func NewPolicies() *Policies { return &Policies{global: map[policyKey][]Rule{}} }
 
 // WithManaged makes the policies From returns try the rules of m too, as
 // they are at the moment of each fault.
@@ -131,7 +164,7 @@ func (ps *Policies) From(c config.ErrorRecovery) (Policy, error) {
 	p := policyFrom(c)
 	// The global rules' policies depend on the pipeline's (their keys
 	// apply over it), so the key is the pipeline's policy without rules.
-	key := fmt.Sprintf("%v", p)
+	key := p.key()
 	var err error
 	if p.Rules, err = compileRules(c, c.Rules); err != nil {
 		return Policy{}, err
@@ -263,7 +296,7 @@ func (r *Rule) matches(f Fault) bool {
 	if len(r.codes) > 0 && !slices.ContainsFunc(r.codes, func(c config.CodeRange) bool { return c.Contains(f.Code) }) {
 		return false
 	}
-	if r.class != 0 && r.class != f.Class {
+	if r.class != "" && r.class != f.Class {
 		return false
 	}
 	if r.message != "" && !strings.Contains(strings.ToLower(f.Message), r.message) {

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -533,6 +534,48 @@ func TestPoliciesShareTheGlobalRules(t *testing.T) {
 	f := Fault{Pipeline: "x", Class: cerrors.ClassTransient, Code: 429}
 	if got, want := decide(a, History{}, f, time.Now(), 0.5), decide(plain, History{}, f, time.Now(), 0.5); got.Rule.Name != want.Rule.Name || got.Delay != want.Delay {
 		t.Errorf("cached %+v, uncached %+v", got, want)
+	}
+}
+
+// The key of the compiled-rules caches tells apart any two policies that
+// differ in a field other than their rules: a field added to Policy and
+// forgotten in policyKey would make pipelines share rules compiled over
+// another policy.
+func TestPolicyKeyCoversEveryField(t *testing.T) {
+	notInKey := map[string]bool{"Rules": true, "GlobalRules": true, "Builtin": true,
+		"managed": true, "base": true, "baseKey": true}
+	var zero Policy
+	typ := reflect.TypeOf(zero)
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if notInKey[f.Name] {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			var p Policy
+			v := reflect.ValueOf(&p).Elem().Field(i)
+			switch v.Kind() {
+			case reflect.String:
+				v.SetString("x")
+			case reflect.Int, reflect.Int64:
+				v.SetInt(3)
+			case reflect.Float64:
+				v.SetFloat(1.5)
+			case reflect.Slice:
+				v.Set(reflect.ValueOf([]time.Duration{time.Second}))
+			default:
+				t.Fatalf("field %s of kind %s: teach this test (and policyKey) about it", f.Name, v.Kind())
+			}
+			if p.key() == zero.key() {
+				t.Errorf("policies that differ in %s have the same key", f.Name)
+			}
+		})
+	}
+	a := Policy{Schedule: []time.Duration{time.Second, time.Minute}}
+	b := Policy{Schedule: []time.Duration{time.Second, time.Minute}}
+	c := Policy{Schedule: []time.Duration{time.Second}}
+	if a.key() != b.key() || a.key() == c.key() {
+		t.Errorf("schedule keys: %+v, %+v, %+v", a.key(), b.key(), c.key())
 	}
 }
 

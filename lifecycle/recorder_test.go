@@ -21,7 +21,7 @@ type journal struct {
 }
 
 type recorded struct {
-	e  Event
+	e  auditlog.Event
 	st *State
 }
 
@@ -32,7 +32,7 @@ func (j *journal) SaveLater(_ string, st State) error {
 	return nil
 }
 
-func (j *journal) RecordLater(_ string, st *State, ev *Event) error {
+func (j *journal) RecordLater(_ string, st *State, ev *auditlog.Event) error {
 	e := *ev
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -54,7 +54,7 @@ func (s *Supervisor) onRestarted(m restartedMsg) {
 	// here on restart the pipeline at once, which is what it would do with
 	// the restart persisted. Skipping the write keeps a fault storm's
 	// restarts off the disk.
-	s.emit(Event{Kind: auditlog.KindRestarted, At: m.at, From: StatusRecovering, To: StatusRecovering, Actor: ActorSystem,
+	s.emit(auditlog.Event{Kind: auditlog.KindRestarted, Time: m.at, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
 		Attempt: s.state.FailCount, NextAttemptAt: p.scheduled,
 		Message: fmt.Sprintf("pipeline restarted; it is running again once a record makes it end to end or it stays up for the %s probation", s.cfg.Policy.probation())})
 	// The healthy window counts from the restart (a failed start ends it
@@ -117,7 +117,7 @@ func (s *Supervisor) probationPassed() {
 	}
 	s.save()
 	window := s.cfg.Policy.HealthyWindow
-	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(RecoveredByProbation),
+	s.emit(auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(RecoveredByProbation),
 		Attempt: s.state.FailCount,
 		Message: fmt.Sprintf("pipeline running again: its connectors stayed open for the %s probation, no record yet; fail count %d resets once it has run %s (max-retries-window) or a record makes it end to end, and a failure before then continues the backoff",
 			s.cfg.Policy.probation(), s.state.FailCount, window)})
@@ -153,7 +153,7 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	if from == StatusRunning {
 		message = "pipeline recovered: fail count reset (it was running again after its probation)"
 	}
-	s.emit(Event{Kind: auditlog.KindRecovered, From: from, To: StatusRunning, Actor: ActorSystem, Reason: string(reason),
+	s.emit(auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(reason),
 		Attempt: attempts, Message: message})
 }
 

@@ -54,12 +54,11 @@ const maxErrorCounts = 8
 type ErrorInfo struct {
 	At time.Time `json:"at"`
 	// Code is the error's code, 0 when it has none.
-	Code int `json:"code,omitempty"`
-	// Class is "transient" or "fatal".
-	Class string `json:"class"`
-	// Source says how the class was decided: typed, json, default, rule.
-	Source  string `json:"source"`
-	Message string `json:"message"`
+	Code  int           `json:"code,omitempty"`
+	Class cerrors.Class `json:"class"`
+	// Source says how Class was decided.
+	Source  cerrors.Source `json:"source"`
+	Message string         `json:"message"`
 	// Component is the connector or processor id, ComponentKind "source",
 	// "destination" or "processor"; empty when the error is the pipeline's.
 	Component     string                `json:"component,omitempty"`
@@ -133,9 +132,9 @@ func (e *Episode) countRule(r *Rule) {
 // ErrorCount is how many attempts of an episode failed with one class and
 // code of error.
 type ErrorCount struct {
-	Class string `json:"class"`
-	Code  int    `json:"code,omitempty"`
-	Count int    `json:"count"`
+	Class cerrors.Class `json:"class"`
+	Code  int           `json:"code,omitempty"`
+	Count int           `json:"count"`
 }
 
 // Duration is the time the episode took, or has taken until now.

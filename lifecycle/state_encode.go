@@ -16,7 +16,7 @@ import (
 // uses json.Marshal, which also reports the error. TestStateEncoderMatchesJSON
 // holds it to json.Marshal's output.
 func appendState(buf []byte, s State) (_ []byte, ok bool) {
-	if !s.Status.valid() || (s.ResumeStatus != 0 && !s.ResumeStatus.valid()) {
+	if !s.Status.Valid() || (s.ResumeStatus != "" && !s.ResumeStatus.Valid()) {
 		return buf, false
 	}
 	e := stateEncoder{jsonenc.New(buf)}
@@ -49,7 +49,7 @@ func appendState(buf []byte, s State) (_ []byte, ok bool) {
 		e.Raw(`,"stopReason":`)
 		e.String(string(s.StopReason))
 	}
-	if s.ResumeStatus != 0 {
+	if s.ResumeStatus != "" {
 		e.Raw(`,"resumeStatus":`)
 		e.String(s.ResumeStatus.String())
 	}
@@ -94,9 +94,6 @@ func appendState(buf []byte, s State) (_ []byte, ok bool) {
 	e.Raw(`}`)
 	return e.Buf, e.OK
 }
-
-// valid reports whether s is one of the statuses MarshalText writes.
-func (s Status) valid() bool { return s >= StatusRunning && s <= StatusStopped }
 
 // stateEncoder writes the parts of a State.
 type stateEncoder struct{ *jsonenc.Encoder }

@@ -94,7 +94,7 @@ func randomTime(rng *rand.Rand) time.Time {
 func maybe(rng *rand.Rand) bool { return rng.IntN(2) == 0 }
 
 func randomErrorInfo(rng *rand.Rand) ErrorInfo {
-	info := ErrorInfo{At: randomTime(rng), Class: randomString(rng), Source: randomString(rng), Message: randomString(rng)}
+	info := ErrorInfo{At: randomTime(rng), Class: cerrors.Class(randomString(rng)), Source: cerrors.Source(randomString(rng)), Message: randomString(rng)}
 	if maybe(rng) {
 		info.Code = rng.IntN(700) - 50
 	}
@@ -146,7 +146,7 @@ func randomEpisode(rng *rand.Rand) *Episode {
 		ep.ErrorCounts = []ErrorCount{}
 	case 1:
 		for range 1 + rng.IntN(4) {
-			ep.ErrorCounts = append(ep.ErrorCounts, ErrorCount{Class: randomString(rng), Code: rng.IntN(3) * 100, Count: rng.IntN(50)})
+			ep.ErrorCounts = append(ep.ErrorCounts, ErrorCount{Class: cerrors.Class(randomString(rng)), Code: rng.IntN(3) * 100, Count: rng.IntN(50)})
 		}
 	}
 	if maybe(rng) {
@@ -173,7 +173,7 @@ func randomState(rng *rand.Rand) State {
 		UpdatedAt: randomTime(rng),
 	}
 	if rng.IntN(200) == 0 {
-		s.Status = Status(9) // invalid: json.Marshal fails
+		s.Status = "Status(9)" // invalid: json.Marshal fails
 	}
 	if maybe(rng) {
 		s.NextAttemptAt = randomTime(rng)

@@ -1,61 +1,23 @@
 package lifecycle
 
-import "fmt"
+import "github.com/conduitry/conduit/auditlog"
 
-// Status is the state a pipeline is in. The zero value is invalid, so a
-// status nobody set is caught instead of passing for "running".
-type Status int
+// Status is the state a pipeline is in. It is the audit log's status, so
+// that the events the supervisor emits carry it as it is; the zero value is
+// invalid, so a status nobody set is caught instead of passing for
+// "running".
+type Status = auditlog.Status
 
 // Statuses.
 const (
-	StatusRunning Status = iota + 1
-	StatusRecovering
-	StatusDegraded
-	StatusStopped
+	StatusRunning    = auditlog.StatusRunning
+	StatusRecovering = auditlog.StatusRecovering
+	StatusDegraded   = auditlog.StatusDegraded
+	StatusStopped    = auditlog.StatusStopped
 )
 
-var statusNames = [...]string{
-	StatusRunning:    "running",
-	StatusRecovering: "recovering",
-	StatusDegraded:   "degraded",
-	StatusStopped:    "stopped",
-}
-
-func (s Status) String() string {
-	if s >= StatusRunning && s <= StatusStopped {
-		return statusNames[s]
-	}
-	return fmt.Sprintf("Status(%d)", int(s))
-}
-
-// ParseStatus is the inverse of String.
-func ParseStatus(name string) (Status, error) {
-	for s := StatusRunning; s <= StatusStopped; s++ {
-		if statusNames[s] == name {
-			return s, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown pipeline status %q", name)
-}
-
-// MarshalText writes the status by name, so persisted state reads well and
-// survives a reordering of the constants.
-func (s Status) MarshalText() ([]byte, error) {
-	if s < StatusRunning || s > StatusStopped {
-		return nil, fmt.Errorf("invalid status %d", int(s))
-	}
-	return []byte(s.String()), nil
-}
-
-// UnmarshalText is the inverse of MarshalText.
-func (s *Status) UnmarshalText(b []byte) error {
-	v, err := ParseStatus(string(b))
-	if err != nil {
-		return err
-	}
-	*s = v
-	return nil
-}
+// ParseStatus is the inverse of Status.String.
+func ParseStatus(name string) (Status, error) { return auditlog.ParseStatus(name) }
 
 // DegradeReason says why a pipeline is degraded.
 type DegradeReason string

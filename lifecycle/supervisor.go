@@ -32,7 +32,7 @@ type EventRecorder interface {
 	// e is the supervisor's: read it, do not keep it. (A pointer: the
 	// supervisor's goroutine is deep here, at every transition of ten
 	// thousand pipelines, and every copy of an event costs stack.)
-	RecordLater(pipelineID string, st *State, e *Event) error
+	RecordLater(pipelineID string, st *State, e *auditlog.Event) error
 }
 
 // Takeover is what an instance of a cluster that takes a pipeline up
@@ -166,7 +166,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 	if cfg.PipelineID == "" || cfg.NewRun == nil || cfg.States == nil {
 		return nil, errors.New("lifecycle: supervisor needs a pipeline id, a run factory and a state saver")
 	}
-	if initial.Status < StatusRunning || initial.Status > StatusStopped {
+	if !initial.Status.Valid() {
 		return nil, fmt.Errorf("lifecycle: pipeline %s: invalid initial status %v", cfg.PipelineID, initial.Status)
 	}
 	if cfg.Clock == nil {
@@ -255,7 +255,7 @@ func (s *Supervisor) shutdown() {
 // or the pipeline's configuration was updated or deleted while it runs.
 type Retirement struct {
 	Reason StopReason
-	Actor  string
+	Actor  auditlog.Actor
 	// Stopping and Stopped are the messages of the stopping and stopped
 	// events.
 	Stopping, Stopped string
@@ -295,9 +295,9 @@ func (s *Supervisor) retire(why Retirement) {
 			s.state.ResumeStatus = from
 			s.save()
 			if s.run == nil || s.run.stopping {
-				s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
+				s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
 			} else {
-				s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
+				s.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
 			}
 		}
 	}

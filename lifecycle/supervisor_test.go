@@ -31,12 +31,12 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 
 	run.fail(transientErr())
 	rec := h.expect(auditlog.KindRecovering)
-	if rec.Attempt != 1 || rec.Delay != time.Second || rec.From != StatusRunning || rec.To != StatusRecovering {
+	if rec.Attempt != 1 || rec.Delay != time.Second || rec.StatusBefore != StatusRunning || rec.StatusAfter != StatusRecovering {
 		t.Fatalf("recovering event %+v, want attempt 1 after 1s from running", rec)
 	}
-	if e := rec.Error; e == nil || e.Code != 503 || e.Class != "transient" || e.Source != "typed" ||
-		e.Component != "pg" || e.ComponentKind != "source" || e.Message != "read: "+errNetwork.Error() {
-		t.Fatalf("error info %+v: want the cause with code, class, source and component", rec.Error)
+	if e := rec; !e.HasError() || e.ErrorCode != 503 || e.ErrorClass != "transient" || e.ErrorSource != "typed" ||
+		e.Component != "pg" || e.ComponentKind != "source" || e.ErrorMessage != "read: "+errNetwork.Error() {
+		t.Fatalf("error info %+v: want the cause with code, class, source and component", rec)
 	}
 	st := h.states.last("p1")
 	if st.Status != StatusRecovering || st.FailCount != 1 || !st.NextAttemptAt.Equal(h.clock.Now().Add(time.Second)) {
@@ -57,7 +57,7 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 
 	run.ack()
 	recovered := h.expect(auditlog.KindRecovered)
-	if recovered.Reason != string(RecoveredByRecord) || recovered.To != StatusRunning {
+	if recovered.Reason != string(RecoveredByRecord) || recovered.StatusAfter != StatusRunning {
 		t.Fatalf("recovered %+v, want by record to running", recovered)
 	}
 	st = h.states.last("p1")
@@ -101,8 +101,8 @@ func TestFlappingPipelineSlowsDownAndDegrades(t *testing.T) {
 		h.expect(auditlog.KindRestarted)
 		run = h.nextRun()
 		run.ack()
-		if e := h.expect(auditlog.KindRecovered); e.To != StatusRunning {
-			t.Fatalf("episode %d: recovered to %s, want running", flap+1, e.To)
+		if e := h.expect(auditlog.KindRecovered); e.StatusAfter != StatusRunning {
+			t.Fatalf("episode %d: recovered to %s, want running", flap+1, e.StatusAfter)
 		}
 		if st := h.state(); st.Status != StatusRunning || st.Flaps != flap {
 			t.Fatalf("episode %d: %+v, want running with %d flaps", flap+1, st, flap)
@@ -197,8 +197,8 @@ func TestProcessorErrorsWithoutCodeAreFatal(t *testing.T) {
 	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(&stageErr{kind: "processor", id: "p", err: errors.New("field .Payload.After.x: not a map")})
 	e := h.expect(auditlog.KindDegraded)
-	if e.Error.Class != "fatal" || e.Error.Source != "rule" || e.Error.Component != "p" {
-		t.Fatalf("error %+v, want fatal by rule from processor p", e.Error)
+	if e.ErrorClass != "fatal" || e.ErrorSource != "rule" || e.Component != "p" {
+		t.Fatalf("error %+v, want fatal by rule from processor p", e)
 	}
 }
 
@@ -217,7 +217,7 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 	run.fail(transientErr())
 	e := h.expect(auditlog.KindDegraded)
-	if e.Reason != string(ReasonRetriesExhausted) || e.Attempt != 3 || e.Error == nil || e.Error.Code != 503 {
+	if e.Reason != string(ReasonRetriesExhausted) || e.Attempt != 3 || !e.HasError() || e.ErrorCode != 503 {
 		t.Fatalf("degraded %+v, want retries exhausted at attempt 3 with the last error", e)
 	}
 	if st := h.state(); len(st.Episode.Attempts) != 3 || st.Episode.Outcome != "degraded (retries exhausted)" {
@@ -286,7 +286,7 @@ func TestStopRacingALaunchedRestart(t *testing.T) {
 		restarts = NewRestartScheduler(c.Clock) // never Run: it launches only through Help
 		c.Restarts = restarts
 		inner := c.Observer
-		c.Observer = ObserverFunc(func(e Event) {
+		c.Observer = ObserverFunc(func(e auditlog.Event) {
 			inner.PipelineEvent(e)
 			if e.Kind == auditlog.KindRecovering && hold.Load() {
 				<-release // the supervisor goroutine waits here
@@ -443,18 +443,18 @@ func TestShutdownIsNotAFault(t *testing.T) {
 	if st.Status != StatusStopped || st.StopReason != StopReasonShutdown || st.ResumeStatus != StatusRunning || st.LastError != nil {
 		t.Fatalf("persisted %+v after shutdown, want stopped for shutdown, to resume running, no fault", st)
 	}
-	if e := h.next(); e.Kind != auditlog.KindStopping || e.From != StatusRunning || e.To != StatusStopped || e.Reason != "shutdown" {
-		t.Fatalf("first shutdown event %s %s -> %s reason %q, want stopping running -> stopped, shutdown", e.Kind, e.From, e.To, e.Reason)
+	if e := h.next(); e.Kind != auditlog.KindStopping || e.StatusBefore != StatusRunning || e.StatusAfter != StatusStopped || e.Reason != "shutdown" {
+		t.Fatalf("first shutdown event %s %s -> %s reason %q, want stopping running -> stopped, shutdown", e.Kind, e.StatusBefore, e.StatusAfter, e.Reason)
 	}
-	if e := h.next(); e.Kind != auditlog.KindStopped || e.From != StatusStopped || e.Reason != "shutdown" {
-		t.Fatalf("second shutdown event %s %s -> %s reason %q, want stopped, shutdown", e.Kind, e.From, e.To, e.Reason)
+	if e := h.next(); e.Kind != auditlog.KindStopped || e.StatusBefore != StatusStopped || e.Reason != "shutdown" {
+		t.Fatalf("second shutdown event %s %s -> %s reason %q, want stopped, shutdown", e.Kind, e.StatusBefore, e.StatusAfter, e.Reason)
 	}
 
 	// The next process takes it up again and says the last one stopped cleanly.
 	next := newResumedHarness(t, defaultPolicy(), st)
 	e := next.next()
-	if e.Kind != auditlog.KindResumed || e.From != StatusStopped || e.To != StatusRunning || !strings.Contains(e.Message, "stopped cleanly") {
-		t.Fatalf("after a clean shutdown: %s %s -> %s %q, want resumed stopped -> running, stopped cleanly", e.Kind, e.From, e.To, e.Message)
+	if e.Kind != auditlog.KindResumed || e.StatusBefore != StatusStopped || e.StatusAfter != StatusRunning || !strings.Contains(e.Message, "stopped cleanly") {
+		t.Fatalf("after a clean shutdown: %s %s -> %s %q, want resumed stopped -> running, stopped cleanly", e.Kind, e.StatusBefore, e.StatusAfter, e.Message)
 	}
 	next.nextRun()
 	if st := next.state(); st.Status != StatusRunning || st.StopReason != "" {
@@ -474,12 +474,12 @@ func TestShutdownWhileRecoveringResumesRecovering(t *testing.T) {
 	if st.Status != StatusStopped || st.ResumeStatus != StatusRecovering || st.FailCount != 1 || !st.NextAttemptAt.Equal(rec.NextAttemptAt) {
 		t.Fatalf("persisted %+v, want stopped for shutdown, resume recovering, fail count 1, next attempt %s", st, rec.NextAttemptAt)
 	}
-	if e := h.next(); e.Kind != auditlog.KindStopped || e.From != StatusRecovering || e.Reason != "shutdown" {
-		t.Fatalf("shutdown of a waiting pipeline: %s %s -> %s, want stopped from recovering", e.Kind, e.From, e.To)
+	if e := h.next(); e.Kind != auditlog.KindStopped || e.StatusBefore != StatusRecovering || e.Reason != "shutdown" {
+		t.Fatalf("shutdown of a waiting pipeline: %s %s -> %s, want stopped from recovering", e.Kind, e.StatusBefore, e.StatusAfter)
 	}
 	next := newResumedHarness(t, defaultPolicy(), st)
-	if e := next.next(); e.Kind != auditlog.KindResumed || e.From != StatusStopped || e.To != StatusRecovering || e.Attempt != 1 {
-		t.Fatalf("resumed %s %s -> %s attempt %d, want resumed stopped -> recovering, attempt 1", e.Kind, e.From, e.To, e.Attempt)
+	if e := next.next(); e.Kind != auditlog.KindResumed || e.StatusBefore != StatusStopped || e.StatusAfter != StatusRecovering || e.Attempt != 1 {
+		t.Fatalf("resumed %s %s -> %s attempt %d, want resumed stopped -> recovering, attempt 1", e.Kind, e.StatusBefore, e.StatusAfter, e.Attempt)
 	}
 	next.advance(time.Second)
 	next.expect(auditlog.KindRestarted)
@@ -557,7 +557,7 @@ func TestFactoryErrorIsAFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.expect(auditlog.KindRunning)
-	if e := h.expect(auditlog.KindDegraded); e.Error == nil || e.Error.Component != "out" || e.Error.Class != "fatal" {
+	if e := h.expect(auditlog.KindDegraded); !e.HasError() || e.Component != "out" || e.ErrorClass != "fatal" {
 		t.Fatalf("degraded %+v", e)
 	}
 }
@@ -567,17 +567,17 @@ func TestFactoryErrorIsAFault(t *testing.T) {
 // cleanly. A new one starts from stopped.
 func TestStartupSaysWhereAPipelineComesFrom(t *testing.T) {
 	persisted := newResumedHarness(t, defaultPolicy(), State{Status: StatusRunning, UpdatedAt: time.Unix(1_700_000_000, 0)})
-	if e := persisted.next(); e.Kind != auditlog.KindResumed || e.From != StatusRunning || e.To != StatusRunning || !strings.Contains(e.Message, "not stopped cleanly") {
-		t.Fatalf("first event of a persisted running pipeline: %s %s -> %s %q; want resumed running -> running, not stopped cleanly", e.Kind, e.From, e.To, e.Message)
+	if e := persisted.next(); e.Kind != auditlog.KindResumed || e.StatusBefore != StatusRunning || e.StatusAfter != StatusRunning || !strings.Contains(e.Message, "not stopped cleanly") {
+		t.Fatalf("first event of a persisted running pipeline: %s %s -> %s %q; want resumed running -> running, not stopped cleanly", e.Kind, e.StatusBefore, e.StatusAfter, e.Message)
 	}
 	persisted.nextRun()
 
 	fresh := newHarness(t, defaultPolicy(), State{Status: StatusRunning})
-	if e := fresh.next(); e.Kind != auditlog.KindStarting || e.From != StatusStopped || e.To != StatusRunning {
-		t.Fatalf("first event of a new pipeline: %s %s -> %s; want starting stopped -> running", e.Kind, e.From, e.To)
+	if e := fresh.next(); e.Kind != auditlog.KindStarting || e.StatusBefore != StatusStopped || e.StatusAfter != StatusRunning {
+		t.Fatalf("first event of a new pipeline: %s %s -> %s; want starting stopped -> running", e.Kind, e.StatusBefore, e.StatusAfter)
 	}
-	if e := fresh.next(); e.Kind != auditlog.KindRunning || e.From != StatusRunning {
-		t.Fatalf("second event of a new pipeline: %s from %s; want running from running", e.Kind, e.From)
+	if e := fresh.next(); e.Kind != auditlog.KindRunning || e.StatusBefore != StatusRunning {
+		t.Fatalf("second event of a new pipeline: %s from %s; want running from running", e.Kind, e.StatusBefore)
 	}
 	fresh.nextRun()
 
@@ -595,7 +595,7 @@ func TestHugeErrorMessageIsBounded(t *testing.T) {
 	h.expect(auditlog.KindRunning)
 	h.nextRun().fail(cerrors.Transient(errors.New(strings.Repeat("x", 1<<20))))
 	e := h.expect(auditlog.KindRecovering)
-	if n := len(e.Error.Message); n > maxErrorMessage || !strings.HasSuffix(e.Error.Message, "[...]") {
+	if n := len(e.ErrorMessage); n > maxErrorMessage || !strings.HasSuffix(e.ErrorMessage, "[...]") {
 		t.Fatalf("error message of %d bytes, want at most %d and marked as cut", n, maxErrorMessage)
 	}
 	if st := h.states.last("p1"); len(st.LastError.Message) > maxErrorMessage {
@@ -737,8 +737,8 @@ func TestRetireDrainsAndSaysWhy(t *testing.T) {
 func TestRetiredStateIsTakenUpAgain(t *testing.T) {
 	for _, reason := range []StopReason{StopReasonUpdated, StopReasonDeleted} {
 		h := newResumedHarness(t, defaultPolicy(), State{Status: StatusStopped, StopReason: reason, ResumeStatus: StatusRunning})
-		if e := h.next(); e.Kind != auditlog.KindResumed || e.To != StatusRunning || !strings.Contains(e.Message, string(reason)) {
-			t.Fatalf("%s: first event %s -> %s %q, want resumed running naming the %s", reason, e.Kind, e.To, e.Message, reason)
+		if e := h.next(); e.Kind != auditlog.KindResumed || e.StatusAfter != StatusRunning || !strings.Contains(e.Message, string(reason)) {
+			t.Fatalf("%s: first event %s -> %s %q, want resumed running naming the %s", reason, e.Kind, e.StatusAfter, e.Message, reason)
 		}
 		h.nextRun()
 	}
@@ -778,7 +778,7 @@ func TestApplyRuleRestartsADegradedPipeline(t *testing.T) {
 		t.Fatalf("apply: %+v %v", o, err)
 	}
 	e := h.expect(auditlog.KindRecovering)
-	if e.Actor != "api" || e.Delay != 30*time.Second || e.From != StatusDegraded || !strings.Contains(e.Message, `rule "missing-table" applied by api`) {
+	if e.Actor != "api" || e.Delay != 30*time.Second || e.StatusBefore != StatusDegraded || !strings.Contains(e.Message, `rule "missing-table" applied by api`) {
 		t.Fatalf("event %+v", e)
 	}
 	if st := h.state(); st.Status != StatusRecovering || st.DegradedReason != "" || st.Episode.RuleCounts["missing-table"] != 1 {
@@ -851,7 +851,7 @@ func TestIdleRestartIsRunningAfterProbation(t *testing.T) {
 	}
 	h.advance(time.Millisecond)
 	e := h.expect(auditlog.KindRecovered)
-	if e.Reason != string(RecoveredByProbation) || e.From != StatusRecovering || e.To != StatusRunning || e.Attempt != 1 ||
+	if e.Reason != string(RecoveredByProbation) || e.StatusBefore != StatusRecovering || e.StatusAfter != StatusRunning || e.Attempt != 1 ||
 		!strings.Contains(e.Message, "30s probation") {
 		t.Fatalf("recovered %+v, want by probation from recovering to running, fail count 1", e)
 	}
@@ -862,7 +862,7 @@ func TestIdleRestartIsRunningAfterProbation(t *testing.T) {
 
 	// Failing again before the healthy window continues the backoff.
 	run.fail(transientErr())
-	if rec := h.expect(auditlog.KindRecovering); rec.Attempt != 2 || rec.Delay != 2*time.Second || rec.From != StatusRunning {
+	if rec := h.expect(auditlog.KindRecovering); rec.Attempt != 2 || rec.Delay != 2*time.Second || rec.StatusBefore != StatusRunning {
 		t.Fatalf("a failure after the probation: %+v, want attempt 2 after 2s", rec)
 	}
 	h.advance(2 * time.Second)
@@ -881,7 +881,7 @@ func TestIdleRestartIsRunningAfterProbation(t *testing.T) {
 	}
 	h.advance(time.Millisecond)
 	e = h.expect(auditlog.KindRecovered)
-	if e.Reason != string(RecoveredByWindow) || e.From != StatusRunning || e.To != StatusRunning || e.Attempt != 2 {
+	if e.Reason != string(RecoveredByWindow) || e.StatusBefore != StatusRunning || e.StatusAfter != StatusRunning || e.Attempt != 2 {
 		t.Fatalf("recovered %+v, want by window from running, after 2 attempts", e)
 	}
 	st = h.states.last("p1")
@@ -909,7 +909,7 @@ func TestRecordAfterProbationResetsFailCount(t *testing.T) {
 	h.advance(10 * time.Second)
 	h.expect(auditlog.KindRecovered)
 	run.ack()
-	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByRecord) || e.From != StatusRunning {
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByRecord) || e.StatusBefore != StatusRunning {
 		t.Fatalf("recovered %+v, want by record", e)
 	}
 	if st := h.state(); st.FailCount != 0 || st.Episode.Outcome != "recovered (record)" {
@@ -959,7 +959,7 @@ func TestProbationAtTheHealthyWindowIsOneStep(t *testing.T) {
 	h.expect(auditlog.KindRestarted)
 	h.nextRun().open()
 	h.advance(time.Minute)
-	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByWindow) || e.From != StatusRecovering {
+	if e := h.expect(auditlog.KindRecovered); e.Reason != string(RecoveredByWindow) || e.StatusBefore != StatusRecovering {
 		t.Fatalf("recovered %+v, want by window from recovering", e)
 	}
 	if st := h.state(); st.FailCount != 0 || st.Status != StatusRunning {
@@ -1009,9 +1009,9 @@ func TestDeadLetterWindowOverflowSaysSo(t *testing.T) {
 	rejected := cerrors.WithCode(errors.New("row rejected"), 400)
 	run.fail(&stageErr{kind: "destination", id: "dst", err: &windowErr{err: rejected}})
 	fault := h.expect(auditlog.KindFault)
-	if fault.Error == nil || !strings.HasPrefix(fault.Error.Message, "dead-letter queue window overflowed: 2 nacks in the last 10") ||
-		!strings.HasSuffix(fault.Error.Message, "row rejected") || fault.Error.Code != 400 {
-		t.Fatalf("fault error %+v, want the window first and the record's error as detail", fault.Error)
+	if !fault.HasError() || !strings.HasPrefix(fault.ErrorMessage, "dead-letter queue window overflowed: 2 nacks in the last 10") ||
+		!strings.HasSuffix(fault.ErrorMessage, "row rejected") || fault.ErrorCode != 400 {
+		t.Fatalf("fault error %+v, want the window first and the record's error as detail", fault)
 	}
 	degraded := h.expect(auditlog.KindDegraded)
 	if degraded.Reason != string(ReasonDeadLetterWindow) || !strings.Contains(degraded.Message, "dead-letter queue window overflowed") {

@@ -24,10 +24,10 @@ func (s *Supervisor) resume() {
 			s.save()
 			return
 		}
-		s.emit(Event{Kind: auditlog.KindStarting, From: StatusStopped, To: StatusRunning, Actor: ActorConfig,
+		s.emit(auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: StatusStopped, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline starting"})
 		s.save()
-		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorConfig,
+		s.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline running"})
 		s.startRun()
 		return
@@ -51,7 +51,7 @@ func (s *Supervisor) resume() {
 		default:
 			how = "conduit stopped while the pipeline was being " + string(s.state.StopReason)
 		}
-		s.state.StopReason, s.state.ResumeStatus = "", 0
+		s.state.StopReason, s.state.ResumeStatus = "", ""
 	case from == StatusRunning || from == StatusRecovering:
 		how = cmp.Or(s.cfg.Takeover.how(""), how)
 	case !s.cfg.ProcessCrashed:
@@ -59,12 +59,12 @@ func (s *Supervisor) resume() {
 	}
 	switch s.state.Status {
 	case StatusRunning:
-		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRunning, Actor: ActorSystem,
+		s.emit(auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem,
 			Message: how + "; pipeline was running: starting it again from its last saved position"})
 		if from != StatusRunning {
 			s.save()
 		}
-		s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
+		s.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorSystem, Message: "pipeline running"})
 		s.startRun()
 		if s.provingHealthy() {
 			// It was running again after a probation: its fail count resets
@@ -82,20 +82,20 @@ func (s *Supervisor) resume() {
 				zap.Time("persisted_next_attempt_at", s.state.NextAttemptAt), zap.Time("next_attempt_at", next))
 		}
 		s.state.NextAttemptAt = next
-		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusRecovering, Actor: ActorSystem,
-			Attempt: s.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next, Error: s.state.LastError,
-			Message: message})
+		s.emit(withError(auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
+			Attempt: s.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next,
+			Message: message}, s.state.LastError))
 		s.save()
 		s.scheduleRestart(next)
 	case StatusDegraded:
-		s.emit(Event{Kind: auditlog.KindResumed, From: from, To: StatusDegraded, Actor: ActorSystem,
-			Reason: string(s.state.DegradedReason), Error: s.state.LastError,
-			Message: how + "; pipeline stays degraded until it is started"})
+		s.emit(withError(auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorSystem,
+			Reason:  string(s.state.DegradedReason),
+			Message: how + "; pipeline stays degraded until it is started"}, s.state.LastError))
 	case StatusStopped:
 	}
 }
 
-func (s *Supervisor) onStart(actor string) error {
+func (s *Supervisor) onStart(actor auditlog.Actor) error {
 	if !s.m.can(eventStart) {
 		return &TransitionError{Event: string(eventStart), From: s.m.current()}
 	}
@@ -112,9 +112,9 @@ func (s *Supervisor) onStart(actor string) error {
 	s.state.Poison = nil
 	s.state.NextAttemptAt = time.Time{}
 	s.state.DegradedReason = ""
-	s.emit(Event{Kind: auditlog.KindStarting, From: from, To: StatusRunning, Actor: actor, Message: "pipeline starting"})
+	s.emit(auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: from, StatusAfter: StatusRunning, Actor: actor, Message: "pipeline starting"})
 	s.save()
-	s.emit(Event{Kind: auditlog.KindRunning, From: StatusRunning, To: StatusRunning, Actor: actor, Message: "pipeline running"})
+	s.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: actor, Message: "pipeline running"})
 	s.startRun()
 	return nil
 }
@@ -136,7 +136,7 @@ func (s *Supervisor) onStop(m stopMsg) {
 	s.endEpisode("stopped")
 	s.save()
 	if s.run == nil {
-		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+		s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		m.reply <- nil
 		return
 	}
@@ -144,7 +144,7 @@ func (s *Supervisor) onStop(m stopMsg) {
 	// run was asked to stop (one still being built is then discarded).
 	s.run.stopping = true
 	s.run.stop()
-	s.emit(Event{Kind: auditlog.KindStopping, From: from, To: StatusStopped, Actor: ActorUser,
+	s.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser,
 		Message: "pipeline stopping: source stops reading, in-flight records drain"})
 	s.waiters = append(s.waiters, m.reply)
 }
@@ -171,7 +171,7 @@ func (s *Supervisor) forceStop(reply chan error) {
 	s.state.NextAttemptAt = time.Time{}
 	s.endEpisode("degraded (" + string(ReasonForceStop) + ")")
 	s.save()
-	s.emit(Event{Kind: auditlog.KindDegraded, From: from, To: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
+	s.emit(auditlog.Event{Kind: auditlog.KindDegraded, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
 		Message: "pipeline force-stopped: in-flight records were dropped and will be read again on the next start"})
 	if s.run == nil {
 		reply <- nil
@@ -206,9 +206,9 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 			// Force-stopped: the degraded event was written then.
 		case s.retirement != nil && s.state.StopReason == s.retirement.Reason:
 			why := s.retirement
-			s.emit(Event{Kind: auditlog.KindStopped, From: StatusStopped, To: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
+			s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
 		default:
-			s.emit(Event{Kind: auditlog.KindStopped, From: StatusStopped, To: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
+			s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
 		}
 		for _, w := range s.waiters {
 			w <- nil
@@ -223,7 +223,7 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		s.stopWindow()
 		s.endEpisode("stopped")
 		s.save()
-		s.emit(Event{Kind: auditlog.KindStopped, From: from, To: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
+		s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
 			Message: "pipeline finished: its source has no more records"})
 		return
 	}

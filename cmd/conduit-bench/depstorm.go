@@ -18,7 +18,6 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
-	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/conduit"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
@@ -81,7 +80,7 @@ type depStormObserver struct {
 	changed  chan struct{}
 }
 
-func (o *depStormObserver) PipelineEvent(e lifecycle.Event) {
+func (o *depStormObserver) PipelineEvent(e auditlog.Event) {
 	switch e.Kind {
 	case auditlog.KindRestarted:
 		o.restarts.Add(1)

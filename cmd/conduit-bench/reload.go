@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/auditlog"
-	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/conduit"
 	"github.com/conduitry/conduit/pkg/config"
 )
@@ -61,7 +60,7 @@ type runningObserver struct {
 	changed chan string
 }
 
-func (o *runningObserver) PipelineEvent(e lifecycle.Event) {
+func (o *runningObserver) PipelineEvent(e auditlog.Event) {
 	if e.Kind != auditlog.KindRunning {
 		return
 	}

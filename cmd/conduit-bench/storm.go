@@ -19,7 +19,6 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
-	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/conduit"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
@@ -188,7 +187,7 @@ type stormObserver struct {
 	allFailed chan struct{}
 }
 
-func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
+func (o *stormObserver) PipelineEvent(e auditlog.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch e.Kind {
@@ -198,18 +197,18 @@ func (o *stormObserver) PipelineEvent(e lifecycle.Event) {
 			close(o.allFailed)
 		}
 	case auditlog.KindRestarted:
-		o.lateness = append(o.lateness, e.At.Sub(e.NextAttemptAt))
+		o.lateness = append(o.lateness, e.Time.Sub(e.NextAttemptAt))
 		o.scheduled[e.PipelineID] = e.NextAttemptAt
-		o.restarted[e.PipelineID] = e.At
+		o.restarted[e.PipelineID] = e.Time
 	case auditlog.KindRecovered:
 		if at, ok := o.scheduled[e.PipelineID]; ok {
-			o.back = append(o.back, e.At.Sub(at))
+			o.back = append(o.back, e.Time.Sub(at))
 		}
-		o.backAt = append(o.backAt, e.At)
-		o.back2[e.PipelineID] = e.At
+		o.backAt = append(o.backAt, e.Time)
+		o.back2[e.PipelineID] = e.Time
 		o.recovered++
 		if o.recovered == o.want {
-			o.allBack <- e.At
+			o.allBack <- e.Time
 		}
 	}
 }

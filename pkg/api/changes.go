@@ -16,7 +16,7 @@ import (
 
 // ActorAPI is the actor of the audit events of changes made through the
 // API.
-const ActorAPI = "api"
+const ActorAPI lifecycle.Actor = "api"
 
 // Changes changes the set of pipelines: the runtime's reconciler.
 type Changes interface {

@@ -217,7 +217,7 @@ func (s *RuleService) DryRunRecoveryRules(ctx context.Context, req *connect.Requ
 			Matched: int32(r.Matched), Pipelines: counts32(r.Pipelines), Actual: counts32(r.Actual), Warning: r.Warning})
 	}
 	for _, u := range rep.UnmatchedKinds {
-		out.UnmatchedKinds = append(out.UnmatchedKinds, &conduitv1.UnmatchedFaults{Code: int32(u.Code), Class: u.Class,
+		out.UnmatchedKinds = append(out.UnmatchedKinds, &conduitv1.UnmatchedFaults{Code: int32(u.Code), Class: string(u.Class),
 			Message: u.Message, Count: int32(u.Count), Pipelines: counts32(u.Pipelines)})
 	}
 	return connect.NewResponse(out), nil

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
@@ -453,22 +454,14 @@ func statusFromProto(s conduitv1.PipelineStatus) (lifecycle.Status, bool) {
 			return k, true
 		}
 	}
-	return 0, false
+	return "", false
 }
 
-func statusNameToProto(name string) conduitv1.PipelineStatus {
-	s, err := lifecycle.ParseStatus(name)
-	if err != nil {
-		return conduitv1.PipelineStatus_PIPELINE_STATUS_UNSPECIFIED
-	}
-	return statusToProto[s]
-}
-
-func classToProto(c string) conduitv1.ErrorClass {
+func classToProto(c cerrors.Class) conduitv1.ErrorClass {
 	switch c {
-	case "transient":
+	case cerrors.ClassTransient:
 		return conduitv1.ErrorClass_ERROR_CLASS_TRANSIENT
-	case "fatal":
+	case cerrors.ClassFatal:
 		return conduitv1.ErrorClass_ERROR_CLASS_FATAL
 	default:
 		return conduitv1.ErrorClass_ERROR_CLASS_UNSPECIFIED
@@ -494,7 +487,7 @@ func errorToProto(e *lifecycle.ErrorInfo) *conduitv1.PipelineError {
 		return nil
 	}
 	return &conduitv1.PipelineError{
-		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: e.Source, Message: e.Message,
+		Code: int32(e.Code), Class: classToProto(e.Class), ClassifiedBy: string(e.Source), Message: e.Message,
 		Component: e.Component, ComponentKind: string(e.ComponentKind), Time: timeToProto(e.At), Rule: e.Rule,
 	}
 }
@@ -586,15 +579,15 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
 	pb := &conduitv1.PipelineEvent{
 		Sequence: e.Sequence, Time: timeToProto(e.Time), PipelineId: e.PipelineID, Kind: string(e.Kind),
-		StatusBefore: statusNameToProto(e.StatusBefore), StatusAfter: statusNameToProto(e.StatusAfter),
-		Message: e.Message, Actor: e.Actor, Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
+		StatusBefore: statusToProto[e.StatusBefore], StatusAfter: statusToProto[e.StatusAfter],
+		Message: e.Message, Actor: string(e.Actor), Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
 		NextAttemptAt: timeToProto(e.NextAttemptAt), Reason: e.Reason, Count: e.Count,
 		Action: e.Action, Strategy: e.Strategy,
 	}
-	if e.ErrorClass != "" || e.ErrorMessage != "" {
+	if e.HasError() {
 		pb.Error = &conduitv1.PipelineError{
-			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: e.ErrorSource,
-			Message: e.ErrorMessage, Component: e.Component, ComponentKind: e.ComponentKind, Rule: e.ErrorRule,
+			Code: int32(e.ErrorCode), Class: classToProto(e.ErrorClass), ClassifiedBy: string(e.ErrorSource),
+			Message: e.ErrorMessage, Component: e.Component, ComponentKind: string(e.ComponentKind), Rule: e.ErrorRule,
 		}
 	}
 	return pb

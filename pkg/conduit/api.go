@@ -149,18 +149,18 @@ func addCounts(sum metrics.RecordCounts, s *pipeline.Stats) metrics.RecordCounts
 }
 
 // recordEvent hands e, and extra to commit with it, to the audit log
-// without waiting. to is the status e leaves the pipeline in; 0 means e
+// without waiting. to is the status e leaves the pipeline in; "" means e
 // changes nothing, and it gets the current status as before and after.
 func (m *managedPipeline) recordEvent(r *Runtime, e *auditlog.Event, to lifecycle.Status, extra ...store.Op) {
 	m.events.Lock()
 	defer m.events.Unlock()
-	if to == 0 && m.status != 0 {
-		e.StatusBefore, e.StatusAfter = m.status.String(), m.status.String()
+	if to == "" && m.status != "" {
+		e.StatusBefore, e.StatusAfter = m.status, m.status
 	}
 	if err := r.audit.Record(*e, extra...); err != nil {
 		r.auditFailed(e, err)
 	}
-	if to != 0 {
+	if to != "" {
 		m.status = to
 	}
 }
@@ -226,29 +226,6 @@ func (a apiPipelines) Get(id string) (api.Supervised, bool) {
 		return nil, false
 	}
 	return m, true
-}
-
-// auditEvent turns a supervisor event into an audit log entry.
-func auditEvent(e *lifecycle.Event) auditlog.Event {
-	out := auditlog.Event{
-		Time: e.At, PipelineID: e.PipelineID, Kind: auditlog.Kind(e.Kind),
-		StatusBefore: statusName(e.From), StatusAfter: statusName(e.To),
-		Message: e.Message, Actor: e.Actor,
-		Attempt: e.Attempt, Delay: e.Delay, NextAttemptAt: e.NextAttemptAt, Reason: e.Reason,
-		Action: e.Action, Strategy: e.Strategy,
-	}
-	if err := e.Error; err != nil {
-		out.ErrorCode, out.ErrorClass, out.ErrorSource, out.ErrorMessage = err.Code, err.Class, err.Source, err.Message
-		out.Component, out.ComponentKind, out.ErrorRule = err.Component, string(err.ComponentKind), err.Rule
-	}
-	return out
-}
-
-func statusName(s lifecycle.Status) string {
-	if s == 0 {
-		return ""
-	}
-	return s.String()
 }
 
 // retired reports whether the pipeline's supervisor ended: it was

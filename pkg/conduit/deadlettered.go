@@ -127,10 +127,10 @@ func (r *Runtime) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered)
 		zap.Int("count", d.Count), zap.String("first_position", positionText(d.First)), zap.String("last_position", positionText(d.Last)),
 		zap.String("component", d.ComponentID), zap.Int("code", c.Code), zap.String("error", c.Message))
 	e := auditlog.Event{PipelineID: m.cfg.ID, Kind: auditlog.KindDeadLettered, Actor: lifecycle.ActorSystem,
-		Component: d.ComponentID, ComponentKind: d.Kind.String(), Count: int64(d.Count), ErrorRule: d.Rule,
-		ErrorCode: c.Code, ErrorClass: c.Class.String(), ErrorSource: cerrors.SourceRule.String(), ErrorMessage: c.Message,
+		Component: d.ComponentID, ComponentKind: d.Kind.Component(), Count: int64(d.Count), ErrorRule: d.Rule,
+		ErrorCode: c.Code, ErrorClass: c.Class, ErrorSource: cerrors.SourceRule, ErrorMessage: c.Message,
 		Message: message}
-	m.recordEvent(r, &e, 0)
+	m.recordEvent(r, &e, "")
 	r.metrics.CountEvent(string(auditlog.KindDeadLettered))
 }
 

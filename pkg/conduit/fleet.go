@@ -268,7 +268,7 @@ func (p fleetPlan) appliesHere(c reconciler.Change) bool {
 
 // deleted drops the lease of a pipeline deleted here, and deletes one
 // that no instance runs (deletedElsewhere).
-func (p fleetPlan) deleted(ctx context.Context, id string, ranHere bool, actor string) {
+func (p fleetPlan) deleted(ctx context.Context, id string, ranHere bool, actor lifecycle.Actor) {
 	if ranHere {
 		p.f.dropLease(ctx, id)
 		return
@@ -1358,7 +1358,7 @@ func knownAfter(known []reconciler.Running, plan reconciler.Plan) []reconciler.R
 // one this instance does not run whose lease expired with its instance.
 // The instance that holds a live lease deletes its pipeline itself; one
 // that never ran has nothing to delete.
-func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor string) {
+func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor lifecycle.Actor) {
 	f.mu.RLock()
 	i := slices.IndexFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 	var cfg reconciler.Running
@@ -1375,7 +1375,7 @@ func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor string) {
 // pendingDeletion is a pipeline deleted while another instance held it.
 type pendingDeletion struct {
 	cfg   config.Pipeline
-	actor string
+	actor lifecycle.Actor
 }
 
 // forgetUnheld deletes a pipeline this instance does not run, once no

@@ -104,7 +104,7 @@ func (p remotePipeline) State(ctx context.Context) (lifecycle.State, error) {
 // which takes up the status it had - that status is shown, so that a
 // deploy that moves every pipeline is not a wave of stopped ones.
 func moving(st lifecycle.State) lifecycle.State {
-	if st.Status == lifecycle.StatusStopped && st.ResumeStatus != 0 &&
+	if st.Status == lifecycle.StatusStopped && st.ResumeStatus != "" &&
 		(st.StopReason == lifecycle.StopReasonHandover || st.StopReason == lifecycle.StopReasonShutdown) {
 		st.Status = st.ResumeStatus
 	}

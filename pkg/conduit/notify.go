@@ -9,7 +9,7 @@ import (
 // the status the pipeline is in (a deleted pipeline's: none).
 func (r *Runtime) recordNotification(e auditlog.Event) {
 	if m := r.get(e.PipelineID); m != nil {
-		m.recordEvent(r, &e, 0)
+		m.recordEvent(r, &e, "")
 		return
 	}
 	if err := r.audit.Record(e); err != nil {

@@ -79,7 +79,7 @@ type plannedOwnership interface {
 	appliesHere(c reconciler.Change) bool
 	// deleted is told of a pipeline the runtime deleted; ranHere says
 	// whether it ran here.
-	deleted(ctx context.Context, id string, ranHere bool, actor string)
+	deleted(ctx context.Context, id string, ranHere bool, actor auditlog.Actor)
 	// applied is told once every change was applied.
 	applied(ctx context.Context)
 }
@@ -133,6 +133,6 @@ func (solo) api(local apiPipelines, events *auditlog.Log) (api.Pipelines, api.Ev
 // soloPlan: a process alone applies every change itself.
 type soloPlan struct{}
 
-func (soloPlan) appliesHere(reconciler.Change) bool            { return true }
-func (soloPlan) deleted(context.Context, string, bool, string) {}
-func (soloPlan) applied(context.Context)                       {}
+func (soloPlan) appliesHere(reconciler.Change) bool                    { return true }
+func (soloPlan) deleted(context.Context, string, bool, auditlog.Actor) {}
+func (soloPlan) applied(context.Context)                               {}

@@ -109,7 +109,7 @@ func (r *Runtime) running() []reconciler.Running {
 // (a pipeline another instance of a cluster runs, updates or takes up) is
 // the ownership's to say. asked is who asked, for the audit log (see
 // actorFor). The caller holds r.reconciling.
-func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked string) (reconciler.Plan, error) {
+func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked lifecycle.Actor) (reconciler.Plan, error) {
 	// What planning built and nothing provisioned is of no use after.
 	defer r.kept.drop()
 	if r.shuttingDown() {
@@ -194,7 +194,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked str
 // actorFor is who a change is by: whoever asked, for the pipelines of
 // their source; a change to a file's pipeline that a reconciliation asked
 // for through the API finds is the files', by config.
-func actorFor(c reconciler.Change, asked string) string {
+func actorFor(c reconciler.Change, asked lifecycle.Actor) lifecycle.Actor {
 	origin := c.Desired
 	switch {
 	case origin != nil && !origin.Origin.API():
@@ -318,7 +318,7 @@ func (r *Runtime) retireWithin(ctx context.Context, m *managedPipeline, why life
 // it: its state, its dedup entries and its metrics go, its positions stay
 // (a pipeline of the same id resumes where it was, as after a restart).
 // owned is told of the deletion, whether the pipeline ran here or not.
-func (r *Runtime) deletePipeline(ctx context.Context, id, actor string, owned plannedOwnership) {
+func (r *Runtime) deletePipeline(ctx context.Context, id string, actor lifecycle.Actor, owned plannedOwnership) {
 	m := r.get(id)
 	if m == nil {
 		owned.deleted(ctx, id, false, actor)
@@ -382,9 +382,9 @@ func (r *Runtime) connectorsDeleted(ctx context.Context, p config.Pipeline) {
 
 // forget writes a deleted pipeline's event and removes its state and dedup
 // entries.
-func (r *Runtime) forget(ctx context.Context, id, before, actor, message string) {
+func (r *Runtime) forget(ctx context.Context, id, before string, actor lifecycle.Actor, message string) {
 	if _, err := r.audit.Append(ctx, auditlog.Event{PipelineID: id, Kind: auditlog.KindDeleted, Actor: actor,
-		StatusBefore: before, Message: message}); err != nil {
+		StatusBefore: lifecycle.Status(before), Message: message}); err != nil {
 		r.log.Error("could not write to the audit log", zap.String("pipeline_id", id), zap.Error(err))
 	}
 	r.metrics.CountEvent(string(auditlog.KindDeleted))
@@ -399,7 +399,7 @@ func (r *Runtime) forget(ctx context.Context, id, before, actor, message string)
 // updatePipeline drains the running version of a changed pipeline and
 // starts the new one in its place, from the same position and with its
 // dedup entries: the new run continues where the old one stopped.
-func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor string) error {
+func (r *Runtime) updatePipeline(ctx context.Context, c reconciler.Change, actor lifecycle.Actor) error {
 	old := r.get(c.ID)
 	if old == nil {
 		return fmt.Errorf("pipeline %s: not running any more", c.ID)

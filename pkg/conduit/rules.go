@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/auditlog"
-	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
@@ -342,7 +341,7 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 			}
 			f := lifecycle.PastFault{At: e.Time, ActualAction: e.Action, ActualRule: e.ErrorRule, Fault: lifecycle.Fault{
 				Pipeline: id, Code: e.ErrorCode, Message: e.ErrorMessage, Component: e.Component,
-				Class: lifecycle.CodeClass(e.ErrorClass, e.ErrorSource, e.ErrorCode, cerrors.ComponentKind(e.ComponentKind)),
+				Class: lifecycle.CodeClass(e.ErrorClass, e.ErrorSource, e.ErrorCode, e.ComponentKind),
 			}}
 			if m != nil && e.Component != "" {
 				f.Plugin = m.pluginOf(e.Component)

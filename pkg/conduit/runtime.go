@@ -556,7 +556,7 @@ func (r *Runtime) policyOf(p config.Pipeline) (config.ErrorRecovery, lifecycle.P
 
 // provision validates p and creates its supervisor from the persisted
 // state; Run, or the reconciler once Run started, starts it.
-func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string) (*managedPipeline, error) {
+func (r *Runtime) provision(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor lifecycle.Actor) (*managedPipeline, error) {
 	return r.provisionAfter(ctx, p, origin, actor, lifecycle.Takeover{}, false)
 }
 
@@ -574,7 +574,7 @@ func (r *Runtime) afterShutdown() string {
 // takingUp: an instance of a cluster takes the pipeline up; a state it
 // cannot read now fails the take-up (the lease is given back and taken
 // up again later) rather than start from the file's status.
-func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor string, takeover lifecycle.Takeover, takingUp bool) (*managedPipeline, error) {
+func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin reconciler.Origin, actor lifecycle.Actor, takeover lifecycle.Takeover, takingUp bool) (*managedPipeline, error) {
 	recovery, policy, err := r.policyOf(p)
 	if err != nil {
 		return nil, err
@@ -625,7 +625,7 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 		Clock:          r.clock,
 		Restarts:       r.restarts,
 		Logger:         r.log,
-		Observer:       lifecycle.ObserverFunc(func(e lifecycle.Event) { r.onEvent(m, e) }),
+		Observer:       lifecycle.ObserverFunc(func(e auditlog.Event) { r.onEvent(m, e) }),
 		ConfigHash:     hash,
 		Persisted:      from.persisted,
 		ProcessCrashed: r.crashed,
@@ -730,7 +730,7 @@ type origin struct {
 	fresh bool
 	// previous is the status persisted for an earlier configuration, the
 	// status before the provisioned event ("" when unknown).
-	previous string
+	previous lifecycle.Status
 }
 
 // record writes the events of provisioning to the audit log: created the
@@ -738,7 +738,7 @@ type origin struct {
 // or changed; a pipeline taken up unchanged gets neither. Both leave it
 // stopped: the supervisor's first event starts it from there. It returns
 // that status.
-func (r *Runtime) record(id string, o origin, hash string, where reconciler.Origin, actor string) lifecycle.Status {
+func (r *Runtime) record(id string, o origin, hash string, where reconciler.Origin, actor lifecycle.Actor) lifecycle.Status {
 	var events []auditlog.Event
 	previous := o.previous
 	if o.fresh {
@@ -747,15 +747,15 @@ func (r *Runtime) record(id string, o origin, hash string, where reconciler.Orig
 			message = "pipeline created through the API"
 		}
 		events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindCreated, Actor: actor,
-			StatusAfter: lifecycle.StatusStopped.String(), Message: message})
-		previous = lifecycle.StatusStopped.String()
+			StatusAfter: lifecycle.StatusStopped, Message: message})
+		previous = lifecycle.StatusStopped
 	}
 	message := "pipeline configuration validated and built (" + hash + ")"
 	if !o.fresh {
 		message = "pipeline configuration changed: validated and built (" + hash + "); it starts afresh from its file's status"
 	}
 	events = append(events, auditlog.Event{PipelineID: id, Kind: auditlog.KindProvisioned, Actor: actor,
-		StatusBefore: previous, StatusAfter: lifecycle.StatusStopped.String(), Message: message})
+		StatusBefore: previous, StatusAfter: lifecycle.StatusStopped, Message: message})
 	for _, e := range events {
 		// Queued, not waited for one by one: New flushes once for every
 		// pipeline, so that loading ten thousand costs a few syncs.
@@ -798,7 +798,7 @@ func (r *Runtime) initialState(ctx context.Context, p config.Pipeline, hash stri
 		r.log.Info("pipeline configuration changed since the last run; starting from the file's status",
 			zap.String("pipeline_id", p.ID), zap.Stringer("previous_status", st.Status), zap.String("status", p.Status))
 		fromFile.LastError, fromFile.Episode, fromFile.CreatedAt = st.LastError, st.Episode, st.CreatedAt
-		return fromFile, origin{previous: st.Status.String()}, nil
+		return fromFile, origin{previous: st.Status}, nil
 	default:
 		return st, origin{persisted: true}, nil
 	}
@@ -938,7 +938,7 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 	e := auditlog.Event{PipelineID: pipelineID, Kind: auditlog.KindDedupSkipped, Actor: lifecycle.ActorSystem,
 		Component: destination, ComponentKind: "destination", Count: skipped,
 		Message: fmt.Sprintf("%d %s destination %s already accepted in an earlier run %s acknowledged without being written again", skipped, records, destination, were)}
-	m.recordEvent(r, &e, 0)
+	m.recordEvent(r, &e, "")
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
 }
 
@@ -958,20 +958,20 @@ func (j pipelineJournal) SaveLater(pipelineID string, st lifecycle.State) error 
 	return j.r.states.SaveLater(pipelineID, st)
 }
 
-func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e *lifecycle.Event) error {
+func (j pipelineJournal) RecordLater(pipelineID string, st *lifecycle.State, e *auditlog.Event) error {
 	var extra []store.Op
 	if st != nil {
 		// st is the supervisor's copy for this event: nothing changes it.
 		extra = append(extra, lifecycle.StateOp(pipelineID, *st))
 	}
-	ev := auditEvent(e)
-	j.m.recordEvent(j.r, &ev, e.To, extra...)
+	ev := *e // the supervisor's: recordEvent may fill in what it left zero
+	j.m.recordEvent(j.r, &ev, e.StatusAfter, extra...)
 	return nil
 }
 
 // onEvent is called by every supervisor goroutine for every event, after
 // the journal took it.
-func (r *Runtime) onEvent(m *managedPipeline, e lifecycle.Event) {
+func (r *Runtime) onEvent(m *managedPipeline, e auditlog.Event) {
 	r.metrics.PipelineEvent(m.metrics, e)
 	r.figures.count(&e)
 	if e.Kind == auditlog.KindDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {

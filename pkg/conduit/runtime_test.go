@@ -148,8 +148,8 @@ func TestStoppedPipelinesAreNotStartedAndInvalidOnesReported(t *testing.T) {
 	cfg.Pipelines.Path = dir
 	core, logs := observer.New(zap.InfoLevel)
 	var mu sync.Mutex
-	var events []lifecycle.Event
-	rt, err := New(context.Background(), cfg, zap.New(core), Options{Observer: lifecycle.ObserverFunc(func(e lifecycle.Event) {
+	var events []auditlog.Event
+	rt, err := New(context.Background(), cfg, zap.New(core), Options{Observer: lifecycle.ObserverFunc(func(e auditlog.Event) {
 		mu.Lock()
 		events = append(events, e)
 		mu.Unlock()
@@ -297,10 +297,10 @@ func TestShortOfDescriptorsARunWaits(t *testing.T) {
 	cfg.API.Enabled = false
 	cfg.DB.Type = config.DBTypeInMemory
 	cfg.Pipelines.Path = dir
-	recovering := make(chan lifecycle.Event, 10)
+	recovering := make(chan auditlog.Event, 10)
 	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{
 		DescriptorsLeft: func() (int, error) { return runDescriptors + runDescriptorsKept - 1, nil },
-		Observer: lifecycle.ObserverFunc(func(e lifecycle.Event) {
+		Observer: lifecycle.ObserverFunc(func(e auditlog.Event) {
 			if e.Kind == auditlog.KindRecovering {
 				recovering <- e
 			}
@@ -314,8 +314,8 @@ func TestShortOfDescriptorsARunWaits(t *testing.T) {
 	defer func() { stop(); waitDone(t, done) }()
 	select {
 	case e := <-recovering:
-		if e.Error == nil || e.Error.Code != 503 || e.Error.Class != "transient" || !strings.Contains(e.Error.Message, "ulimit -n") {
-			t.Fatalf("recovering %+v, want a transient 503 about file descriptors", e.Error)
+		if !e.HasError() || e.ErrorCode != 503 || e.ErrorClass != "transient" || !strings.Contains(e.ErrorMessage, "ulimit -n") {
+			t.Fatalf("recovering %+v, want a transient 503 about file descriptors", e)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pipeline did not go recovering")

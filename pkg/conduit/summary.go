@@ -25,7 +25,7 @@ func newRecoveryFigures() *recoveryFigures {
 }
 
 // count takes a supervisor's event into account.
-func (f *recoveryFigures) count(e *lifecycle.Event) {
+func (f *recoveryFigures) count(e *auditlog.Event) {
 	switch e.Kind {
 	case auditlog.KindRecovered:
 		f.recovered.Add(1)
@@ -38,8 +38,8 @@ func (f *recoveryFigures) count(e *lifecycle.Event) {
 			return
 		}
 		rule := "none"
-		if e.Error != nil && e.Error.Rule != "" {
-			rule = e.Error.Rule
+		if e.ErrorRule != "" {
+			rule = e.ErrorRule
 		}
 		f.mu.Lock()
 		f.restartsByRule[rule]++

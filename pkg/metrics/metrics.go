@@ -69,16 +69,15 @@ type Metrics struct {
 // lock there made the supervisors queue behind each other. Prometheus
 // reads it when it scrapes.
 type Pipeline struct {
-	id     string
-	status atomic.Int32
+	id string
+	// status holds a lifecycle.Status, stored first by Metrics.Pipeline.
+	status atomic.Value
 	// since is when the pipeline entered its status, in Unix nanoseconds.
 	since    atomic.Int64
 	restarts atomic.Uint64
 	// faults counts runs that ended with an error, by class.
 	transient, fatal atomic.Uint64
 }
-
-var statuses = []lifecycle.Status{lifecycle.StatusRunning, lifecycle.StatusRecovering, lifecycle.StatusDegraded, lifecycle.StatusStopped}
 
 // New returns metrics with the Go and process collectors and, when records
 // is not nil, per-pipeline record counters read from it.
@@ -136,7 +135,7 @@ func (m *Metrics) Pipeline(id string, initial lifecycle.Status, since time.Time)
 	p, ok := m.pipelines[id]
 	if !ok {
 		p = &Pipeline{id: id}
-		p.status.Store(int32(initial))
+		p.status.Store(initial)
 		p.since.Store(since.UnixNano())
 		m.pipelines[id] = p
 	}
@@ -144,7 +143,10 @@ func (m *Metrics) Pipeline(id string, initial lifecycle.Status, since time.Time)
 }
 
 // Status is the pipeline's status as its events last set it.
-func (p *Pipeline) Status() lifecycle.Status { return lifecycle.Status(p.status.Load()) }
+func (p *Pipeline) Status() lifecycle.Status {
+	s, _ := p.status.Load().(lifecycle.Status)
+	return s
+}
 
 // ForgetPipeline removes a deleted pipeline's series.
 func (m *Metrics) ForgetPipeline(id string) {
@@ -172,7 +174,7 @@ func (m *Metrics) DeadLettered(pipeline, rule string, n int) {
 
 // PipelineEvent counts a supervisor's event and updates its pipeline's
 // series through p, the handle Pipeline returned for it.
-func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
+func (m *Metrics) PipelineEvent(p *Pipeline, e auditlog.Event) {
 	if c, ok := m.eventCounters[e.Kind]; ok {
 		c.Inc()
 	} else {
@@ -184,13 +186,13 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	case auditlog.KindFault:
 		if e.Action != "" {
 			rule := "none"
-			if e.Error != nil && e.Error.Rule != "" {
-				rule = e.Error.Rule
+			if e.ErrorRule != "" {
+				rule = e.ErrorRule
 			}
 			m.decisions.WithLabelValues(rule, e.Action).Inc()
 		}
-		if e.Error != nil {
-			if e.Error.Class == cerrors.ClassFatal.String() {
+		if e.HasError() {
+			if e.ErrorClass == cerrors.ClassFatal {
 				p.fatal.Add(1)
 			} else {
 				p.transient.Add(1)
@@ -200,8 +202,11 @@ func (m *Metrics) PipelineEvent(p *Pipeline, e lifecycle.Event) {
 	// A restart within recovering changes no status: since keeps the
 	// start of the episode, which is what an alert on a long recovery
 	// measures.
-	if e.To != 0 && lifecycle.Status(p.status.Swap(int32(e.To))) != e.To {
-		p.since.Store(e.At.UnixNano())
+	if e.StatusAfter == "" {
+		return
+	}
+	if before, _ := p.status.Swap(e.StatusAfter).(lifecycle.Status); before != e.StatusAfter {
+		p.since.Store(e.Time.UnixNano())
 	}
 }
 
@@ -277,8 +282,8 @@ func (c *pipelineCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.RLock()
 	defer c.m.mu.RUnlock()
 	for _, p := range c.m.pipelines {
-		current := lifecycle.Status(p.status.Load())
-		for _, st := range statuses {
+		current := p.Status()
+		for _, st := range auditlog.Statuses() {
 			v := 0.0
 			if st == current {
 				v = 1

@@ -32,16 +32,16 @@ func TestMetricsFollowEventsAndRecords(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	p1 := m.Pipeline("p1", lifecycle.StatusRunning, t0)
 	m.Pipeline("p2", lifecycle.StatusStopped, t0.Add(-time.Hour))
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRunning,
-		To: lifecycle.StatusRunning, At: t0.Add(time.Second), Error: &lifecycle.ErrorInfo{Class: "transient", Rule: "rate-limits"}, Action: "restart"})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindRecovering, From: lifecycle.StatusRunning, To: lifecycle.StatusRecovering, At: t0.Add(10 * time.Second)})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering, At: t0.Add(20 * time.Second)})
+	m.PipelineEvent(p1, auditlog.Event{PipelineID: "p1", Kind: auditlog.KindFault, StatusBefore: lifecycle.StatusRunning,
+		StatusAfter: lifecycle.StatusRunning, Time: t0.Add(time.Second), ErrorClass: "transient", ErrorRule: "rate-limits", Action: "restart"})
+	m.PipelineEvent(p1, auditlog.Event{PipelineID: "p1", Kind: auditlog.KindRecovering, StatusBefore: lifecycle.StatusRunning, StatusAfter: lifecycle.StatusRecovering, Time: t0.Add(10 * time.Second)})
+	m.PipelineEvent(p1, auditlog.Event{PipelineID: "p1", Kind: auditlog.KindRestarted, StatusBefore: lifecycle.StatusRecovering, StatusAfter: lifecycle.StatusRecovering, Time: t0.Add(20 * time.Second)})
 	if out := scrape(t, m); !strings.Contains(out, `conduit_pipeline_status_since_timestamp_seconds{pipeline_id="p1"} 1.70000001e+09`) {
 		t.Errorf("a restart within recovering moved since, or recovering did not set it:\n%s", grepLines(out, "since"))
 	}
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindFault, From: lifecycle.StatusRecovering,
-		To: lifecycle.StatusRecovering, At: t0.Add(30 * time.Second), Error: &lifecycle.ErrorInfo{Class: "fatal"}, Action: "degrade"})
-	m.PipelineEvent(p1, lifecycle.Event{PipelineID: "p1", Kind: auditlog.KindDegraded, From: lifecycle.StatusRecovering, To: lifecycle.StatusDegraded, At: t0.Add(40 * time.Second)})
+	m.PipelineEvent(p1, auditlog.Event{PipelineID: "p1", Kind: auditlog.KindFault, StatusBefore: lifecycle.StatusRecovering,
+		StatusAfter: lifecycle.StatusRecovering, Time: t0.Add(30 * time.Second), ErrorClass: "fatal", Action: "degrade"})
+	m.PipelineEvent(p1, auditlog.Event{PipelineID: "p1", Kind: auditlog.KindDegraded, StatusBefore: lifecycle.StatusRecovering, StatusAfter: lifecycle.StatusDegraded, Time: t0.Add(40 * time.Second)})
 	m.CountEvent("dedup-skipped")
 	// A second registration returns the same series and keeps their state.
 	if again := m.Pipeline("p1", lifecycle.StatusStopped, t0); again != p1 {
@@ -167,7 +167,7 @@ func TestPipelineEventsDoNotWaitForEachOther(t *testing.T) {
 	for _, h := range handles {
 		wg.Go(func() {
 			for range 20 {
-				m.PipelineEvent(h, lifecycle.Event{Kind: auditlog.KindRestarted, From: lifecycle.StatusRecovering, To: lifecycle.StatusRecovering})
+				m.PipelineEvent(h, auditlog.Event{Kind: auditlog.KindRestarted, StatusBefore: lifecycle.StatusRecovering, StatusAfter: lifecycle.StatusRecovering})
 			}
 		})
 	}

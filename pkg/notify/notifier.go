@@ -285,7 +285,7 @@ func entryOf(kind Kind, sev Severity, e auditlog.Event) *entry {
 func (n *Notifier) track(e auditlog.Event) {
 	switch e.Kind {
 	case auditlog.KindRecovering, auditlog.KindRestarted, auditlog.KindFault:
-		if e.Kind != auditlog.KindRecovering && e.StatusAfter != string(lifecycle.StatusRecovering.String()) {
+		if e.Kind != auditlog.KindRecovering && e.StatusAfter != lifecycle.StatusRecovering {
 			return
 		}
 		n.mu.Lock()

@@ -64,9 +64,9 @@ type Event struct {
 
 func eventOf(e auditlog.Event) *Event {
 	return &Event{Sequence: e.Sequence, Time: e.Time, PipelineID: e.PipelineID, Kind: string(e.Kind),
-		StatusBefore: e.StatusBefore, StatusAfter: e.StatusAfter, Message: e.Message, Actor: e.Actor,
-		ErrorCode: e.ErrorCode, ErrorClass: e.ErrorClass, ErrorMessage: e.ErrorMessage, Component: e.Component,
-		ComponentKind: e.ComponentKind, Rule: e.ErrorRule, Attempt: e.Attempt, NextAttemptAt: e.NextAttemptAt,
+		StatusBefore: string(e.StatusBefore), StatusAfter: string(e.StatusAfter), Message: e.Message, Actor: string(e.Actor),
+		ErrorCode: e.ErrorCode, ErrorClass: string(e.ErrorClass), ErrorMessage: e.ErrorMessage, Component: e.Component,
+		ComponentKind: string(e.ComponentKind), Rule: e.ErrorRule, Attempt: e.Attempt, NextAttemptAt: e.NextAttemptAt,
 		Reason: e.Reason, Count: e.Count}
 }
 
