@@ -3,9 +3,7 @@ package auditlog
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -111,22 +109,4 @@ func seqRange(from, to uint64) []uint64 {
 
 func equalSeqs(got []Event, want []uint64) bool {
 	return fmt.Sprint(seqs(got)) == fmt.Sprint(want) || (len(got) == 0 && len(want) == 0)
-}
-
-// fakeClock is a settable Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }

@@ -14,12 +14,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
 func TestAppendAssignsSequencesPerPipeline(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))}
+		clock := clocktest.NewAt(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600)))
 		l := openLog(t, b.open(t, ""), Options{Now: clock.Now})
 		steps := []struct {
 			pipeline string

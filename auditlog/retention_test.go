@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -126,7 +127,7 @@ func TestRetentionByAge(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		db := b.open(t, "")
 		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		clock := &fakeClock{t: start}
+		clock := clocktest.NewAt(start)
 		l := openLog(t, db, Options{MaxAge: time.Hour, Now: clock.Now})
 		// p: one event a minute for 3 hours (1..180); q: one event, old.
 		mustAppend(t, l, "q", KindStopped)
@@ -176,7 +177,7 @@ func TestSweeperRunsAndStops(t *testing.T) {
 	w := store.NewBatcher(db, nil)
 	defer w.Close()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &fakeClock{t: start}
+	clock := clocktest.NewAt(start)
 	l, err := open(context.Background(), db, w, Options{MaxAge: time.Minute, SweepInterval: time.Millisecond, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestSweeperRunsAndStops(t *testing.T) {
 func TestRetentionOnlyOwnedPipelines(t *testing.T) {
 	db := store.NewInMemory()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &fakeClock{t: start}
+	clock := clocktest.NewAt(start)
 	l := openLog(t, db, Options{MaxEventsPerPipeline: 3, MaxAge: time.Hour, Now: clock.Now,
 		Owns: func(id string) bool { return id != "q" }})
 	for range 10 {
@@ -257,7 +258,7 @@ func TestRetentionByAgeSkipsYoungPipelines(t *testing.T) {
 	inner := store.NewInMemory()
 	db := &scanCounter{Store: inner}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &fakeClock{t: start}
+	clock := clocktest.NewAt(start)
 	opts := Options{MaxAge: time.Hour, Now: clock.Now, SweepInterval: time.Hour}
 	l := openLog(t, db, opts)
 	ids := []string{"a", "b", "c"}
