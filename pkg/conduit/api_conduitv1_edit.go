@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
 )
@@ -28,7 +29,7 @@ func (a runtimeConduitV1) EditPipeline(ctx context.Context, id string, e api.Pip
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(stored, func(sp storedPipeline) bool { return sp.ID == id })
+	i := slices.IndexFunc(stored, func(sp catalog.Pipeline) bool { return sp.ID == id })
 	if i < 0 {
 		if m := r.get(id); m != nil {
 			return &api.DefinedInFileError{ID: id, File: m.origin.Load().String()}

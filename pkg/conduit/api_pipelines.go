@@ -2,8 +2,6 @@ package conduit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/assembly"
+	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/schemaregistry"
@@ -24,49 +23,14 @@ import (
 // name, so that nobody looks for it under pipelines.path.
 func apiFileName(name string) string { return "api:" + name }
 
-func apiPipelineKey(id string) []byte { return []byte(store.PrefixAPIPipeline + store.KeyPart(id)) }
-
-func apiFileKey(hash string) []byte { return []byte(store.PrefixAPIPipelineFile + hash) }
-
-func fileHash(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
 // loadAPIPipelines reads the stored pipelines and the files they came from.
-func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]storedPipeline, map[string][]byte, error) {
-	var out []storedPipeline
-	err := r.db.Scan(ctx, []byte(store.PrefixAPIPipeline), func(key, value []byte) error {
-		sp, err := decodeStoredPipeline(value)
-		if err != nil {
-			// Written by conduit only: unreadable means damaged, or
-			// written by a newer conduit. The pipeline is listed as
-			// invalid rather than silently gone.
-			sp = storedPipeline{ID: string(key[len(store.PrefixAPIPipeline):]), Name: "(unreadable)"}
-		}
-		out = append(out, sp)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the pipelines created through the API: %w", err)
-	}
-	files := map[string][]byte{}
-	for _, sp := range out {
-		if _, ok := files[sp.FileHash]; ok || sp.FileHash == "" {
-			continue
-		}
-		data, err := r.db.Get(ctx, apiFileKey(sp.FileHash))
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, nil, fmt.Errorf("reading the file pipeline %s was applied with: %w", sp.ID, err)
-		}
-		files[sp.FileHash] = data
-	}
-	return out, files, nil
+func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]catalog.Pipeline, map[string][]byte, error) {
+	return catalog.LoadPipelines(ctx, r.db)
 }
 
 // apiDesired parses the stored pipelines' files, each once, into desired
 // pipelines and problems.
-func apiDesired(stored []storedPipeline, files map[string][]byte) ([]reconciler.Desired, []reconciler.Problem) {
+func apiDesired(stored []catalog.Pipeline, files map[string][]byte) ([]reconciler.Desired, []reconciler.Problem) {
 	type parsedFile struct {
 		loaded []config.Pipeline
 		errs   []error
@@ -240,7 +204,7 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 		return nil, err
 	}
 	fileOf := map[string]string{} // pipeline id -> file hash, after the plan
-	before := map[string]storedPipeline{}
+	before := map[string]catalog.Pipeline{}
 	for _, sp := range stored {
 		fileOf[sp.ID] = sp.FileHash
 		before[sp.ID] = sp
@@ -249,7 +213,7 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 	hashOf := func(name string, data []byte) string {
 		h, ok := hashes[name]
 		if !ok {
-			h = fileHash(data)
+			h = catalog.FileHash(data)
 			hashes[name] = h
 		}
 		return h
@@ -257,30 +221,30 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 	var ops []store.Op
 	if removed != "" {
 		delete(fileOf, removed)
-		ops = append(ops, store.Op{Key: apiPipelineKey(removed), Delete: true})
+		ops = append(ops, store.Op{Key: catalog.PipelineKey(removed), Delete: true})
 	}
 	written := map[string]bool{}
 	for _, c := range plan.Changes {
 		switch {
 		case c.Action == reconciler.Delete && c.Before.Origin.API() && c.ID != removed:
 			delete(fileOf, c.ID)
-			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Delete: true})
+			ops = append(ops, store.Op{Key: catalog.PipelineKey(c.ID), Delete: true})
 		case appliedIDs[c.ID] && c.Desired != nil && c.Desired.Origin.API() && c.Action != reconciler.Invalid:
 			data, name := appliedSource(files, c.Desired.Pipeline.File)
 			hash := hashOf(name, data)
 			if !written[hash] {
 				written[hash] = true
-				ops = append(ops, store.Op{Key: apiFileKey(hash), Value: data})
+				ops = append(ops, store.Op{Key: catalog.FileKey(hash), Value: data})
 			}
 			fileOf[c.ID] = hash
 			if old, ok := before[c.ID]; ok && c.Action == reconciler.Unchanged && old.FileHash == hash && old.Name == name {
 				continue // applied again as it is
 			}
-			b, err := encodeStoredPipeline(storedPipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
+			b, err := catalog.EncodePipeline(catalog.Pipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
 			if err != nil {
 				return nil, err
 			}
-			ops = append(ops, store.Op{Key: apiPipelineKey(c.ID), Value: b})
+			ops = append(ops, store.Op{Key: catalog.PipelineKey(c.ID), Value: b})
 		}
 	}
 	needed := map[string]bool{}
@@ -290,7 +254,7 @@ func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs
 	for _, sp := range stored {
 		if !needed[sp.FileHash] && !written[sp.FileHash] && sp.FileHash != "" {
 			written[sp.FileHash] = true // delete once
-			ops = append(ops, store.Op{Key: apiFileKey(sp.FileHash), Delete: true})
+			ops = append(ops, store.Op{Key: catalog.FileKey(sp.FileHash), Delete: true})
 		}
 	}
 	return ops, nil

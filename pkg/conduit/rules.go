@@ -13,11 +13,10 @@ import (
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-func managedRuleKey(name string) []byte { return []byte(store.PrefixManagedRule + store.KeyPart(name)) }
 
 // managedFileName names a loaded file in errors and in a rule's place.
 func managedFileName(name string) string { return "managed:" + name }
@@ -36,25 +35,23 @@ func (r *Runtime) reloadManagedRules(ctx context.Context) error {
 // the process.
 func (r *Runtime) loadManagedRules(ctx context.Context) error {
 	var infos []api.RuleInfo
-	err := r.db.Scan(ctx, []byte(store.PrefixManagedRule), func(key, value []byte) error {
-		sr, err := decodeStoredRule(value)
+	err := catalog.ScanRules(ctx, r.db, func(key []byte, sr catalog.Rule, err error) {
 		if err != nil {
 			r.log.Error("a managed recovery rule in the store is unreadable; it is left out", zap.ByteString("key", key), zap.Error(err))
-			return nil
+			return
 		}
 		rules, err := config.ParseRulesFile(managedFileName(sr.File), []byte(listOf(sr.YAML)))
 		if err != nil || len(rules) != 1 {
 			r.log.Error("a managed recovery rule no longer reads; it is left out until it is loaded again",
 				zap.String("rule", sr.Name), zap.Error(err))
-			return nil
+			return
 		}
 		rule := rules[0].Rule
 		rule.File, rule.Line = managedFileName(sr.File), sr.Line
 		infos = append(infos, api.RuleInfo{Rule: rule, Managed: true, YAML: sr.YAML, LoadedAt: sr.LoadedAt})
-		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("reading the managed recovery rules: %w", err)
+		return err
 	}
 	r.setManaged(infos)
 	if len(infos) > 0 {
@@ -188,18 +185,18 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 			res.Replaced = append(res.Replaced, old.Rule.Name)
 		case replaceAll:
 			res.Removed = append(res.Removed, old.Rule.Name)
-			ops = append(ops, store.Op{Key: managedRuleKey(old.Rule.Name), Delete: true})
+			ops = append(ops, store.Op{Key: catalog.RuleKey(old.Rule.Name), Delete: true})
 		default:
 			next = append(next, old)
 		}
 	}
 	for _, ri := range loaded {
-		b, err := encodeStoredRule(storedRule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, managedFileName("")),
+		b, err := catalog.EncodeRule(catalog.Rule{Name: ri.Rule.Name, YAML: ri.YAML, File: strings.TrimPrefix(ri.Rule.File, managedFileName("")),
 			Line: ri.Rule.Line, LoadedAt: ri.LoadedAt})
 		if err != nil {
 			return api.LoadResult{}, err
 		}
-		ops = append(ops, store.Op{Key: managedRuleKey(ri.Rule.Name), Value: b})
+		ops = append(ops, store.Op{Key: catalog.RuleKey(ri.Rule.Name), Value: b})
 		res.Loaded = append(res.Loaded, ri.Rule.Name)
 		next = append(next, ri)
 	}
@@ -271,7 +268,7 @@ func (rr runtimeRules) Delete(ctx context.Context, name string) error {
 		}
 		return api.ErrRuleNotFound
 	}
-	if err := r.writer.Apply(ctx, store.Op{Key: managedRuleKey(name), Delete: true}); err != nil {
+	if err := r.writer.Apply(ctx, store.Op{Key: catalog.RuleKey(name), Delete: true}); err != nil {
 		return fmt.Errorf("deleting recovery rule %s: %w", name, err)
 	}
 	r.setManaged(slices.Delete(slices.Clone(r.managedInfo), i, i+1))
@@ -287,7 +284,7 @@ func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
 	defer r.rulesMu.Unlock()
 	ops := make([]store.Op, 0, len(r.managedInfo))
 	for _, ri := range r.managedInfo {
-		ops = append(ops, store.Op{Key: managedRuleKey(ri.Rule.Name), Delete: true})
+		ops = append(ops, store.Op{Key: catalog.RuleKey(ri.Rule.Name), Delete: true})
 	}
 	if len(ops) == 0 {
 		return 0, nil
