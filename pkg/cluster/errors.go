@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strings"
-	"syscall"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/pgfault"
 )
 
 // ErrUnavailable is PostgreSQL out of reach: the connection was refused or
@@ -75,23 +70,7 @@ func own(err error) bool {
 
 // unavailable reports whether err says the server could not be reached or
 // went away, rather than refusing what was asked (as pkg/store tells).
-func unavailable(err error) bool {
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08 is connection exceptions; 57P01-03 are the server
-		// shutting down, crashing or starting up; 53300 too many
-		// connections.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		pgconn.SafeToRetry(err)
-}
+func unavailable(err error) bool { return pgfault.Unavailable(err) }
 
 // wrapf is dbErr with what was being done: "renewing the leases: ...".
 func wrapf(ctx context.Context, err error, format string, args ...any) error {

@@ -6,17 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/pgfault"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -664,31 +662,10 @@ type failedAttempt struct {
 }
 
 // unavailable reports whether err says the server could not be reached or
-// went away (connection refused or reset, a shutdown or restart of the
-// server), rather than refusing what was asked.
+// went away (see pgfault), or a commit got no answer in time, rather than
+// refusing what was asked.
 func unavailable(err error) bool {
-	if err == nil {
-		return false
-	}
-	// Any failure to connect - refused, or a server that is starting up
-	// or has all its connections taken (53300), as when every instance
-	// reconnects at once after a restart - is one the next attempt may
-	// not have.
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || errors.Is(err, errNoAnswer) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08 is connection exceptions; 57P01-03 are the server
-		// shutting down, crashing or starting up; 53300 too many
-		// connections.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		pgconn.SafeToRetry(err)
+	return errors.Is(err, errNoAnswer) || pgfault.Unavailable(err)
 }
 
 // errNoAnswer is a commit attempt that got no answer within
