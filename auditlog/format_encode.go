@@ -19,10 +19,10 @@ func appendRecord(buf []byte, r *record) (_ []byte, ok bool) {
 	e.String(r.PipelineID)
 	e.Raw(`,"kind":`)
 	e.String(string(r.Kind))
-	optionalString(e, `,"statusBefore":`, r.StatusBefore)
-	optionalString(e, `,"statusAfter":`, r.StatusAfter)
-	optionalString(e, `,"message":`, r.Message)
-	optionalString(e, `,"actor":`, r.Actor)
+	e.OptionalString(`,"statusBefore":`, r.StatusBefore)
+	e.OptionalString(`,"statusAfter":`, r.StatusAfter)
+	e.OptionalString(`,"message":`, r.Message)
+	e.OptionalString(`,"actor":`, r.Actor)
 	if re := r.Error; re != nil {
 		// Every field of the error may be left out: its first one written
 		// opens the object without a comma.
@@ -47,33 +47,13 @@ func appendRecord(buf []byte, r *record) (_ []byte, ok bool) {
 		}
 		e.Raw("}")
 	}
-	if r.Attempt != 0 {
-		e.Raw(`,"attempt":`)
-		e.Int(int64(r.Attempt))
-	}
-	if r.Delay != 0 {
-		e.Raw(`,"delay":`)
-		e.Int(int64(r.Delay))
-	}
-	if !r.NextAttemptAt.IsZero() {
-		e.Raw(`,"nextAttemptAt":`)
-		e.Time(r.NextAttemptAt)
-	}
-	optionalString(e, `,"reason":`, r.Reason)
-	if r.Count != 0 {
-		e.Raw(`,"count":`)
-		e.Int(r.Count)
-	}
-	optionalString(e, `,"action":`, r.Action)
-	optionalString(e, `,"strategy":`, r.Strategy)
+	e.OptionalInt(`,"attempt":`, int64(r.Attempt))
+	e.OptionalInt(`,"delay":`, int64(r.Delay))
+	e.OptionalTime(`,"nextAttemptAt":`, r.NextAttemptAt)
+	e.OptionalString(`,"reason":`, r.Reason)
+	e.OptionalInt(`,"count":`, r.Count)
+	e.OptionalString(`,"action":`, r.Action)
+	e.OptionalString(`,"strategy":`, r.Strategy)
 	e.Raw("}")
 	return e.Buf, e.OK
-}
-
-// optionalString writes an omitempty string field.
-func optionalString(e *jsonenc.Encoder, key, value string) {
-	if value != "" {
-		e.Raw(key)
-		e.String(value)
-	}
 }

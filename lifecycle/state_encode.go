@@ -26,10 +26,7 @@ func appendState(buf []byte, s State) (_ []byte, ok bool) {
 	e.String(s.Status.String())
 	e.Raw(`,"failCount":`)
 	e.Int(int64(s.FailCount))
-	if !s.NextAttemptAt.IsZero() {
-		e.Raw(`,"nextAttemptAt":`)
-		e.Time(s.NextAttemptAt)
-	}
+	e.OptionalTime(`,"nextAttemptAt":`, s.NextAttemptAt)
 	if s.Probation {
 		e.Raw(`,"probation":true`)
 	}
@@ -37,44 +34,20 @@ func appendState(buf []byte, s State) (_ []byte, ok bool) {
 		e.Raw(`,"lastError":`)
 		e.errorInfo(s.LastError)
 	}
-	if s.DegradedReason != "" {
-		e.Raw(`,"degradedReason":`)
-		e.String(string(s.DegradedReason))
-	}
+	e.OptionalString(`,"degradedReason":`, string(s.DegradedReason))
 	if s.Episode != nil {
 		e.Raw(`,"episode":`)
 		e.episode(s.Episode)
 	}
-	if s.StopReason != "" {
-		e.Raw(`,"stopReason":`)
-		e.String(string(s.StopReason))
-	}
-	if s.ResumeStatus != "" {
-		e.Raw(`,"resumeStatus":`)
-		e.String(s.ResumeStatus.String())
-	}
-	if s.ConfigHash != "" {
-		e.Raw(`,"configHash":`)
-		e.String(s.ConfigHash)
-	}
+	e.OptionalString(`,"stopReason":`, string(s.StopReason))
+	e.OptionalString(`,"resumeStatus":`, string(s.ResumeStatus))
+	e.OptionalString(`,"configHash":`, s.ConfigHash)
 	e.Raw(`,"updatedAt":`)
 	e.Time(s.UpdatedAt)
-	if !s.CreatedAt.IsZero() {
-		e.Raw(`,"createdAt":`)
-		e.Time(s.CreatedAt)
-	}
-	if !s.LastRecoveredAt.IsZero() {
-		e.Raw(`,"lastRecoveredAt":`)
-		e.Time(s.LastRecoveredAt)
-	}
-	if s.LastEpisodeAttempts != 0 {
-		e.Raw(`,"lastEpisodeAttempts":`)
-		e.Int(int64(s.LastEpisodeAttempts))
-	}
-	if s.Flaps != 0 {
-		e.Raw(`,"flaps":`)
-		e.Int(int64(s.Flaps))
-	}
+	e.OptionalTime(`,"createdAt":`, s.CreatedAt)
+	e.OptionalTime(`,"lastRecoveredAt":`, s.LastRecoveredAt)
+	e.OptionalInt(`,"lastEpisodeAttempts":`, int64(s.LastEpisodeAttempts))
+	e.OptionalInt(`,"flaps":`, int64(s.Flaps))
 	if p := s.Poison; p != nil {
 		e.Raw(`,"poison":{"position":`)
 		e.Bytes(p.Position)
@@ -87,10 +60,7 @@ func appendState(buf []byte, s State) (_ []byte, ok bool) {
 		}
 		e.Raw(`}`)
 	}
-	if s.HeldBy != "" {
-		e.Raw(`,"heldBy":`)
-		e.String(s.HeldBy)
-	}
+	e.OptionalString(`,"heldBy":`, s.HeldBy)
 	e.Raw(`}`)
 	return e.Buf, e.OK
 }
@@ -101,36 +71,21 @@ type stateEncoder struct{ *jsonenc.Encoder }
 func (e *stateEncoder) errorInfo(info *ErrorInfo) {
 	e.Raw(`{"at":`)
 	e.Time(info.At)
-	if info.Code != 0 {
-		e.Raw(`,"code":`)
-		e.Int(int64(info.Code))
-	}
+	e.OptionalInt(`,"code":`, int64(info.Code))
 	e.Raw(`,"class":`)
 	e.String(string(info.Class))
 	e.Raw(`,"source":`)
 	e.String(string(info.Source))
 	e.Raw(`,"message":`)
 	e.String(info.Message)
-	if info.Component != "" {
-		e.Raw(`,"component":`)
-		e.String(info.Component)
-	}
-	if info.ComponentKind != "" {
-		e.Raw(`,"componentKind":`)
-		e.String(string(info.ComponentKind))
-	}
-	if info.Rule != "" {
-		e.Raw(`,"rule":`)
-		e.String(info.Rule)
-	}
+	e.OptionalString(`,"component":`, info.Component)
+	e.OptionalString(`,"componentKind":`, string(info.ComponentKind))
+	e.OptionalString(`,"rule":`, info.Rule)
 	if len(info.Record) > 0 {
 		e.Raw(`,"record":`)
 		e.Bytes(info.Record)
 	}
-	if info.Dependency != "" {
-		e.Raw(`,"dependency":`)
-		e.String(info.Dependency)
-	}
+	e.OptionalString(`,"dependency":`, info.Dependency)
 	e.Raw(`}`)
 }
 
@@ -139,14 +94,8 @@ func (e *stateEncoder) errorInfo(info *ErrorInfo) {
 func (e *stateEncoder) episode(ep *Episode) {
 	e.Raw(`{"startedAt":`)
 	e.Time(ep.StartedAt)
-	if !ep.EndedAt.IsZero() {
-		e.Raw(`,"endedAt":`)
-		e.Time(ep.EndedAt)
-	}
-	if ep.Outcome != "" {
-		e.Raw(`,"outcome":`)
-		e.String(ep.Outcome)
-	}
+	e.OptionalTime(`,"endedAt":`, ep.EndedAt)
+	e.OptionalString(`,"outcome":`, ep.Outcome)
 	e.Raw(`,"attempts":`)
 	if ep.Attempts == nil {
 		e.Raw("null")
@@ -165,26 +114,14 @@ func (e *stateEncoder) episode(ep *Episode) {
 				e.Raw(`,"error":`)
 				e.errorInfo(&a.Error)
 			}
-			if a.Delay != 0 {
-				e.Raw(`,"delay":`)
-				e.Int(int64(a.Delay))
-			}
-			if !a.NextAttemptAt.IsZero() {
-				e.Raw(`,"nextAttemptAt":`)
-				e.Time(a.NextAttemptAt)
-			}
-			if a.Strategy != "" {
-				e.Raw(`,"strategy":`)
-				e.String(a.Strategy)
-			}
+			e.OptionalInt(`,"delay":`, int64(a.Delay))
+			e.OptionalTime(`,"nextAttemptAt":`, a.NextAttemptAt)
+			e.OptionalString(`,"strategy":`, a.Strategy)
 			e.Raw("}")
 		}
 		e.Raw("]")
 	}
-	if ep.DroppedAttempts != 0 {
-		e.Raw(`,"droppedAttempts":`)
-		e.Int(int64(ep.DroppedAttempts))
-	}
+	e.OptionalInt(`,"droppedAttempts":`, int64(ep.DroppedAttempts))
 	if len(ep.ErrorCounts) > 0 {
 		e.Raw(`,"errorCounts":[`)
 		for i, c := range ep.ErrorCounts {
@@ -193,20 +130,14 @@ func (e *stateEncoder) episode(ep *Episode) {
 			}
 			e.Raw(`{"class":`)
 			e.String(string(c.Class))
-			if c.Code != 0 {
-				e.Raw(`,"code":`)
-				e.Int(int64(c.Code))
-			}
+			e.OptionalInt(`,"code":`, int64(c.Code))
 			e.Raw(`,"count":`)
 			e.Int(int64(c.Count))
 			e.Raw("}")
 		}
 		e.Raw("]")
 	}
-	if ep.OtherErrors != 0 {
-		e.Raw(`,"otherErrors":`)
-		e.Int(int64(ep.OtherErrors))
-	}
+	e.OptionalInt(`,"otherErrors":`, int64(ep.OtherErrors))
 	if len(ep.RuleCounts) > 0 {
 		e.Raw(`,"ruleCounts":{`)
 		names := make([]string, 0, len(ep.RuleCounts))

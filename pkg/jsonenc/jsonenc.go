@@ -87,3 +87,28 @@ func (e *Encoder) Bytes(b []byte) {
 	e.Buf = base64.StdEncoding.AppendEncode(e.Buf, b)
 	e.Buf = append(e.Buf, '"')
 }
+
+// OptionalString writes key (`,"name":`) and s, unless s is empty: a field
+// tagged omitempty.
+func (e *Encoder) OptionalString(key, s string) {
+	if s != "" {
+		e.Raw(key)
+		e.String(s)
+	}
+}
+
+// OptionalInt writes key and n, unless n is 0: a field tagged omitempty.
+func (e *Encoder) OptionalInt(key string, n int64) {
+	if n != 0 {
+		e.Raw(key)
+		e.Int(n)
+	}
+}
+
+// OptionalTime writes key and t, unless t is zero: a field tagged omitzero.
+func (e *Encoder) OptionalTime(key string, t time.Time) {
+	if !t.IsZero() {
+		e.Raw(key)
+		e.Time(t)
+	}
+}

@@ -63,3 +63,20 @@ func TestEncoderMatchesJSON(t *testing.T) {
 		t.Errorf("numbers: %s", got)
 	}
 }
+
+// TestOptionalFields: an optional field is written with its key when set
+// and left out, key and all, when it is the zero value.
+func TestOptionalFields(t *testing.T) {
+	e := New(nil)
+	e.Raw("{")
+	e.OptionalString(`"a":`, "")
+	e.OptionalString(`"b":`, "x")
+	e.OptionalInt(`,"c":`, 0)
+	e.OptionalInt(`,"d":`, -3)
+	e.OptionalTime(`,"e":`, time.Time{})
+	e.OptionalTime(`,"f":`, time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC))
+	e.Raw("}")
+	if got, want := string(e.Buf), `{"b":"x","d":-3,"f":"2026-11-27T00:00:00Z"}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
