@@ -66,17 +66,9 @@ func EncodePipeline(sp Pipeline) ([]byte, error) {
 	return json.Marshal(sp)
 }
 
-// DecodePipeline reads a stored pipeline of this version or an
-// older one.
+// DecodePipeline reads a stored pipeline of this version or an older one.
 func DecodePipeline(data []byte) (Pipeline, error) {
-	var sp Pipeline
-	if err := json.Unmarshal(data, &sp); err != nil {
-		return Pipeline{}, err
-	}
-	if err := checkVersion(&sp.Version, pipelineVersion); err != nil {
-		return Pipeline{}, err
-	}
-	return sp, nil
+	return decode(data, func(p *Pipeline) *int { return &p.Version }, pipelineVersion)
 }
 
 // EncodeRule is sr as the store keeps it, in the current version.
@@ -87,14 +79,20 @@ func EncodeRule(sr Rule) ([]byte, error) {
 
 // DecodeRule reads a stored rule of this version or an older one.
 func DecodeRule(data []byte) (Rule, error) {
-	var sr Rule
-	if err := json.Unmarshal(data, &sr); err != nil {
-		return Rule{}, err
+	return decode(data, func(r *Rule) *int { return &r.Version }, ruleVersion)
+}
+
+// decode reads a record of version current or older; version is its
+// version field.
+func decode[T any](data []byte, version func(*T) *int, current int) (T, error) {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return *new(T), err
 	}
-	if err := checkVersion(&sr.Version, ruleVersion); err != nil {
-		return Rule{}, err
+	if err := checkVersion(version(&v), current); err != nil {
+		return *new(T), err
 	}
-	return sr, nil
+	return v, nil
 }
 
 // checkVersion takes a record without a version (written before
