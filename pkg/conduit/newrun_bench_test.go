@@ -38,8 +38,14 @@ pipelines:
 	m := rt.byID["p"]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := rt.newRun(m, lifecycle.RunHooks{}); err != nil {
+		run, err := rt.newRun(m, lifecycle.RunHooks{})
+		if err != nil {
 			b.Fatal(err)
+		}
+		// A run that is never run gives back what it holds (its file
+		// descriptors' reservation), as a restart a stop overtook does.
+		if d, ok := run.(lifecycle.Discarder); ok {
+			d.Discard()
 		}
 	}
 }
