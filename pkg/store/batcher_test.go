@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -594,4 +595,89 @@ func TestBatcherEncodedValuesShareABuffer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// orderCheckingStore records the values each key was committed with, in
+// commit order, and fails the test if two unsynced commits overlap: the
+// lane's goroutine and callers of Wait take turns committing it.
+type orderCheckingStore struct {
+	*InMemory
+	t         *testing.T
+	active    atomic.Int32
+	mu        sync.Mutex
+	byKey     map[string][]int
+	byWaiters int
+}
+
+func (s *orderCheckingStore) CommitUnsynced(ctx context.Context, ops []Op) error {
+	if s.active.Add(1) != 1 {
+		s.t.Error("two commits of the Unsynced lane at once")
+	}
+	defer s.active.Add(-1)
+	s.mu.Lock()
+	for _, op := range ops {
+		var v int
+		fmt.Sscan(string(op.Value), &v)
+		s.byKey[string(op.Key)] = append(s.byKey[string(op.Key)], v)
+	}
+	if strings.Contains(stack(), "Pending.Wait") {
+		s.byWaiters++
+	}
+	s.mu.Unlock()
+	return s.InMemory.Commit(ctx, ops)
+}
+
+func stack() string {
+	buf := make([]byte, 8192)
+	return string(buf[:runtime.Stack(buf, false)])
+}
+
+// Unsynced writes land in the order they were submitted whoever commits
+// them (the lane's goroutine or a waiter whose round nobody took), never
+// two commits at once, and Close commits those nobody waited for.
+func TestBatcherUnsyncedLaneKeepsOrderWhoeverCommits(t *testing.T) {
+	s := &orderCheckingStore{InMemory: NewInMemory(), t: t, byKey: map[string][]int{}}
+	b := NewBatcher(s, nil)
+	const writers, writes = 8, 300
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			key := fmt.Sprintf("waited-%d", w)
+			for i := range writes {
+				p, err := b.Submit(WriteOptions{Priority: Urgent, Durability: Unsynced}, set(key, fmt.Sprint(i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := p.Wait(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range writes {
+			if _, err := b.Submit(WriteOptions{Durability: Unsynced}, set("unwaited", fmt.Sprint(i))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	b.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, values := range s.byKey {
+		if !slices.IsSorted(values) {
+			t.Errorf("%s was committed out of order: %v", key, values)
+		}
+		if last := values[len(values)-1]; last != writes-1 {
+			t.Errorf("%s: last value committed %d, want %d", key, last, writes-1)
+		}
+	}
+	if len(s.byKey) != writers+1 {
+		t.Errorf("%d keys committed, want %d", len(s.byKey), writers+1)
+	}
+	t.Logf("%d commits made by waiters", s.byWaiters)
 }
