@@ -283,10 +283,10 @@ type Pending struct {
 // A write of the Unsynced lane that nobody has taken yet, while nobody
 // commits that lane, is committed by Wait itself, with the lane's other
 // writes gathered so far: the write's path is a destination's dedup
-// intent, which it waits for before every write, and a commit without a
-// sync takes less time than handing the round to the lane's goroutine and
-// being woken by it (about a tenth of a millisecond each way on a
-// two-core machine, most of the cost of an intent for a CDC row).
+// intent, which it waits for before every write, and once the process has
+// gone idle (a CDC row comes alone) handing the round to the lane's
+// goroutine and being woken by it cost about a quarter of the intent's
+// time (BenchmarkUnsyncedWriteWait/after-idle).
 func (p Pending) Wait(ctx context.Context) error {
 	if p.r == nil {
 		return nil
