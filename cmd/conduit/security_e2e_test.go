@@ -208,9 +208,12 @@ pipelines:
 `
 
 // A file destination never writes into conduit's store, configuration or
-// pipeline files, nor through a symbolic link planted at its path: the
-// pipeline is degraded with an error naming the path, and the next start
-// opens the store as before.
+// pipeline files, nor through a symbolic link planted at its path: a path
+// that names conduit's files is refused when the file is loaded (the
+// pipeline is invalid, its error names the path and the setting), one
+// that reaches them only through the file system degrades the pipeline at
+// open with an error naming the path; the next start opens the store as
+// before.
 func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
 	w := newWorkspace(t, protectedFilesPipelines)
 	w.write("secret", "root only\n")
@@ -223,40 +226,59 @@ func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
 	}
 	p := w.start("run")
 	addr := apiAddress(t, p)
-	want := map[string][]string{
-		"into-store":   {"./conduit.db/MANIFEST", "store"},
-		"into-config":  {"./conduit.yml", "configuration file"},
+	invalid := map[string][]string{
+		"into-store":  {"./conduit.db/MANIFEST", "store", "settings.path"},
+		"into-config": {"./conduit.yml", "configuration file", "settings.path"},
+	}
+	degraded := map[string][]string{
 		"through-link": {"./out.jsonl", "symbolic link", "follow-symlinks"},
 	}
+	type pipelineJSON struct {
+		ID        string `json:"id"`
+		Status    string `json:"status"`
+		LastError struct {
+			Class   string `json:"class"`
+			Message string `json:"message"`
+		} `json:"last_error"`
+		ConfigErrors []struct {
+			Message string `json:"message"`
+		} `json:"config_errors"`
+	}
 	var list struct {
-		Pipelines []struct {
-			ID        string `json:"id"`
-			Status    string `json:"status"`
-			LastError struct {
-				Class   string `json:"class"`
-				Message string `json:"message"`
-			} `json:"last_error"`
-		} `json:"pipelines"`
+		Pipelines []pipelineJSON `json:"pipelines"`
 	}
 	eventually(t, pollInterval, func() bool {
 		if err := json.Unmarshal([]byte(w.mustPipelines(addr, "list", "-o", "json")), &list); err != nil {
 			t.Fatal(err)
 		}
-		degraded := 0
+		settled := 0
 		for _, pl := range list.Pipelines {
-			if pl.Status == "PIPELINE_STATUS_DEGRADED" {
-				degraded++
+			if (pl.Status == "PIPELINE_STATUS_DEGRADED" && degraded[pl.ID] != nil) || (pl.Status == "PIPELINE_STATUS_INVALID" && invalid[pl.ID] != nil) {
+				settled++
 			}
 		}
-		return degraded == len(want)
-	}, func() string { return fmt.Sprintf("not all degraded: %+v\n%s", list, p.stderr.String()) })
+		return settled == len(invalid)+len(degraded)
+	}, func() string { return fmt.Sprintf("not all refused: %+v\n%s", list, p.stderr.String()) })
 	for _, pl := range list.Pipelines {
-		if pl.LastError.Class != "ERROR_CLASS_FATAL" {
-			t.Errorf("%s: class %s, want fatal", pl.ID, pl.LastError.Class)
+		if want, ok := degraded[pl.ID]; ok {
+			if pl.LastError.Class != "ERROR_CLASS_FATAL" {
+				t.Errorf("%s: class %s, want fatal", pl.ID, pl.LastError.Class)
+			}
+			for _, s := range want {
+				if !strings.Contains(pl.LastError.Message, s) {
+					t.Errorf("%s: the error does not say %q: %s", pl.ID, s, pl.LastError.Message)
+				}
+			}
 		}
-		for _, s := range want[pl.ID] {
-			if !strings.Contains(pl.LastError.Message, s) {
-				t.Errorf("%s: the error does not say %q: %s", pl.ID, s, pl.LastError.Message)
+		if want, ok := invalid[pl.ID]; ok {
+			var msgs []string
+			for _, e := range pl.ConfigErrors {
+				msgs = append(msgs, e.Message)
+			}
+			for _, s := range want {
+				if !strings.Contains(strings.Join(msgs, "\n"), s) {
+					t.Errorf("%s: the configuration error does not say %q: %q", pl.ID, s, msgs)
+				}
 			}
 		}
 	}

@@ -99,6 +99,9 @@ func NewFileDestination(cfg Config) (Destination, error) {
 	if err := s.Done(); err != nil {
 		return nil, err
 	}
+	if err := protectedByName(path, cfg.Protected); err != nil {
+		return nil, &SettingError{Setting: "path", Err: err}
+	}
 	return &fileDestination{path: path, sync: sync, log: loggerOf(cfg), state: cfg.State, maxLastLine: maxLastLine,
 		followSymlinks: follow, protected: cfg.Protected}, nil
 }

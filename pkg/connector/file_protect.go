@@ -33,6 +33,28 @@ const maxProtectedScan = 100_000
 // the path.
 var errProtected = errors.New("conduit never writes to its own files")
 
+// protectedByName refuses a path that names or lies under a protected
+// path as written, without looking at the file system: it lets a pipeline
+// that would write into conduit's own files be refused when it is loaded
+// (validate, apply), before it runs. Open checks again, through symbolic
+// links and hard links.
+func protectedByName(path string, protected []ProtectedPath) error {
+	abs := absPath(path)
+	for _, p := range protected {
+		if p.Path == "" {
+			continue
+		}
+		pa := absPath(p.Path)
+		if abs == pa {
+			return protectedError(path, "", p)
+		}
+		if strings.HasPrefix(abs, strings.TrimSuffix(pa, string(filepath.Separator))+string(filepath.Separator)) {
+			return protectedWhere(path, "", "lies in", p)
+		}
+	}
+	return nil
+}
+
 // checkProtectedPath refuses, before anything is created, a path that
 // names or lies under a protected path, also through symbolic links in
 // the directories that exist.
@@ -90,6 +112,12 @@ func protectedError(path, real string, p ProtectedPath) error {
 	if fi, err := os.Stat(p.Path); err == nil && fi.IsDir() {
 		where = "lies in"
 	}
+	return protectedWhere(path, via, where, p)
+}
+
+// protectedWhere is the error of a destination path that is ("is") or
+// lies under ("lies in") the protected path p; via is how it gets there.
+func protectedWhere(path, via, where string, p ProtectedPath) error {
 	return cerrors.Fatal(fmt.Errorf("file destination path %s%s %s %s %s: %w (records written there would destroy it); choose a path outside it",
 		path, via, where, p.What, p.Path, errProtected))
 }

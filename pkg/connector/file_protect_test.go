@@ -71,32 +71,36 @@ func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
 		// setup plants links in dir and returns the destination's path.
 		setup    func(t *testing.T, dir string) string
 		wantWhat string
+		// byName: the path as written names a protected path, and the
+		// pipeline is refused when it is loaded (a setting error on path),
+		// before it runs; the others are refused by Open.
+		byName bool
 	}{
-		{"the store's MANIFEST", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/MANIFEST") }, "store"},
-		{"a new file in the store", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/out.jsonl") }, "store"},
-		{"a new directory in the store", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/sub/out.jsonl") }, "store"},
-		{"the store by a path with ..", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/../db/MANIFEST") }, "store"},
-		{"the configuration file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "conduit.yml") }, "configuration"},
-		{"a pipeline file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/p.yml") }, "pipeline files"},
-		{"a new pipeline file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/new.yml") }, "pipeline files"},
+		{"the store's MANIFEST", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/MANIFEST") }, "store", true},
+		{"a new file in the store", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/out.jsonl") }, "store", true},
+		{"a new directory in the store", func(_ *testing.T, dir string) string { return filepath.Join(dir, "db/sub/out.jsonl") }, "store", true},
+		{"the store by a path with ..", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/../db/MANIFEST") }, "store", true},
+		{"the configuration file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "conduit.yml") }, "configuration", true},
+		{"a pipeline file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/p.yml") }, "pipeline files", true},
+		{"a new pipeline file", func(_ *testing.T, dir string) string { return filepath.Join(dir, "pipelines/new.yml") }, "pipeline files", true},
 		{"the store through a symlinked directory", func(t *testing.T, dir string) string {
 			if err := os.Symlink(filepath.Join(dir, "db"), filepath.Join(dir, "out")); err != nil {
 				t.Fatal(err)
 			}
 			return filepath.Join(dir, "out/MANIFEST")
-		}, "store"},
+		}, "store", false},
 		{"the configuration by a hard link", func(t *testing.T, dir string) string {
 			if err := os.Link(filepath.Join(dir, "conduit.yml"), filepath.Join(dir, "innocent.jsonl")); err != nil {
 				t.Fatal(err)
 			}
 			return filepath.Join(dir, "innocent.jsonl")
-		}, "configuration"},
+		}, "configuration", false},
 		{"a store file by a hard link", func(t *testing.T, dir string) string {
 			if err := os.Link(filepath.Join(dir, "db/000001.sst"), filepath.Join(dir, "out.jsonl")); err != nil {
 				t.Fatal(err)
 			}
 			return filepath.Join(dir, "out.jsonl")
-		}, "store"},
+		}, "store", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +108,16 @@ func TestFileDestinationRefusesConduitsOwnFiles(t *testing.T) {
 			path := tt.setup(t, dir)
 			before := snapshot(t, dir)
 			d, err := NewFileDestination(Config{Settings: map[string]string{"path": path, "follow-symlinks": "true"}, Protected: protected})
+			if tt.byName {
+				var se *SettingError
+				if !errors.As(err, &se) || se.Setting != "path" {
+					t.Fatalf("building the destination: %v, want a setting error on path", err)
+				}
+				if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.wantWhat) {
+					t.Errorf("the error names neither the path nor what it is (%q): %v", tt.wantWhat, err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
