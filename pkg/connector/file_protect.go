@@ -48,7 +48,7 @@ func protectedByName(path string, protected []ProtectedPath) error {
 		if abs == pa {
 			return protectedError(path, "", p)
 		}
-		if strings.HasPrefix(abs, strings.TrimSuffix(pa, string(filepath.Separator))+string(filepath.Separator)) {
+		if isBelow(abs, pa) {
 			return protectedWhere(path, "", "lies in", p)
 		}
 	}
@@ -128,14 +128,13 @@ func under(real string, p ProtectedPath) bool {
 	if err != nil {
 		return false
 	}
-	if real == pr {
-		return true
-	}
-	prefix := pr
-	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
-		prefix += string(filepath.Separator)
-	}
-	return strings.HasPrefix(real, prefix)
+	return real == pr || isBelow(real, pr)
+}
+
+// isBelow reports whether path lies in the directory dir (both cleaned
+// absolute paths), dir itself excluded.
+func isBelow(path, dir string) bool {
+	return strings.HasPrefix(path, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
 }
 
 // inDir reports whether one of the directories above real is dir, by
