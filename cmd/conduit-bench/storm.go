@@ -315,8 +315,6 @@ func measureStorm(n, rules int, profile string) (stormResult, error) {
 		// a second of the profile's CPU).
 		pprof.StopCPUProfile()
 		trace.Stop()
-	}
-	if profile != "" {
 		// What stays live once every pipeline is back: compare it with the
 		// heap profile taken before the storm.
 		if f, err := os.Create(profile + ".heap-after"); err == nil {
