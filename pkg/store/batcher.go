@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // A chunk is what one Commit of the store carries: its bounds keep it well
@@ -84,7 +85,10 @@ type Batcher struct {
 	// committed before the next is taken, so the lane's order holds
 	// whoever commits.
 	unsyncedCommit sync.Mutex
-	onError        func(writes int, err error)
+	// unsyncedLate wakes the lane's goroutine a while after a round began
+	// on an idle lane, in case nobody waits for it (see Submit).
+	unsyncedLate *time.Timer
+	onError      func(writes int, err error)
 	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
 	fenceOf func(key []byte) *Fence
 	// values and unsyncedValues are the buffers the encoded values of a
@@ -337,6 +341,8 @@ func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 		b.unsynced = uc
 		b.wakeUnsynced = make(chan struct{}, 1)
 		b.unsyncedDone = make(chan struct{})
+		b.unsyncedLate = time.AfterFunc(time.Hour, b.wakeUnsyncedIfWaiting)
+		b.unsyncedLate.Stop()
 		go b.loopUnsynced()
 	}
 	go b.loop()
@@ -411,9 +417,23 @@ func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
 	if r == nil {
 		r = &round{done: make(chan struct{})}
 		l.next = r
-		select {
-		case wake <- struct{}{}:
-		default:
+		if p == unsyncedLane && !l.committing() {
+			// An idle Unsynced lane: the write's caller usually waits for
+			// it at once and Wait commits it on the caller's goroutine, so
+			// waking the lane's goroutine would only add a thread's
+			// wake-up to a lone write's path (a CDC row's dedup intent).
+			// A round nobody waits for is committed by the goroutine
+			// shortly after (unsyncedLateAfter). While a round commits,
+			// the goroutine is woken at once, so that the next round
+			// commits right after it whether or not its callers wait yet
+			// (a destination's intents for the batches after the one it
+			// writes).
+			b.unsyncedLate.Reset(unsyncedLateAfter)
+		} else {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 	c := r.chunkFor(len(ops), size, b.maxOps, b.maxBytes)
@@ -464,6 +484,7 @@ func (r *round) chunkFor(n, size, maxOps, maxBytes int) *chunk {
 func (b *Batcher) Flush(ctx context.Context) error {
 	var rounds []*round
 	b.mu.Lock()
+	b.wakeUnsyncedLocked() // a round of an idle lane waits for nobody's Wait
 	for i := range b.lanes {
 		r := b.lanes[i].next
 		if r == nil {
@@ -558,7 +579,16 @@ func (b *Batcher) commitUnsyncedRound() bool {
 // goroutine when it is r and nobody commits the lane now; otherwise the
 // lane's goroutine commits r (it was woken when r was started).
 func (b *Batcher) commitUnsyncedFor(r *round) {
+	select {
+	case <-r.done:
+		return
+	default:
+	}
 	if !b.unsyncedCommit.TryLock() {
+		// Someone commits the lane now: the lane's goroutine takes r
+		// after it, whoever that is (a caller of Wait commits its own
+		// round only).
+		b.wakeUnsyncedIfWaiting()
 		return
 	}
 	b.mu.Lock()
@@ -571,6 +601,45 @@ func (b *Batcher) commitUnsyncedFor(r *round) {
 		b.commit(r, nil, false)
 	}
 	b.unsyncedCommit.Unlock()
+}
+
+// unsyncedLateAfter is how long a round of an idle Unsynced lane may wait
+// for a caller of Wait to commit it before the lane's goroutine does.
+const unsyncedLateAfter = 2 * time.Millisecond
+
+// committing reports whether the lane's last round taken is still being
+// committed.
+func (l *lane) committing() bool {
+	if l.last == nil {
+		return false
+	}
+	select {
+	case <-l.last.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// wakeUnsyncedIfWaiting wakes the Unsynced lane's goroutine when a round
+// is still waiting to be taken (unsyncedLate's function).
+func (b *Batcher) wakeUnsyncedIfWaiting() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wakeUnsyncedLocked()
+}
+
+// wakeUnsyncedLocked is wakeUnsyncedIfWaiting with mu held. After Close
+// it does nothing: the goroutine's channel may be closed by then, and it
+// commits what is left by itself.
+func (b *Batcher) wakeUnsyncedLocked() {
+	if b.closed || b.unsynced == nil || b.lanes[unsyncedLane].next == nil {
+		return
+	}
+	select {
+	case b.wakeUnsynced <- struct{}{}:
+	default:
+	}
 }
 
 // maxGatherYields bounds how long gather waits for a round to stop growing.
@@ -717,6 +786,9 @@ func (b *Batcher) Close() {
 		select {
 		case b.wake <- struct{}{}:
 		default:
+		}
+		if b.unsyncedLate != nil {
+			b.unsyncedLate.Stop()
 		}
 	}
 	b.mu.Unlock()

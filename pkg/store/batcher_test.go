@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
 // heldStore records the keys of every commit and, while hold is set, holds
@@ -679,12 +681,50 @@ func TestBatcherUnsyncedLaneKeepsOrderWhoeverCommits(t *testing.T) {
 	if len(s.byKey) != writers+1 {
 		t.Errorf("%d keys committed, want %d", len(s.byKey), writers+1)
 	}
-	// The lane's goroutine is woken at each new round, but a waiter is
-	// already running and nearly always gets there first: of 2,400
+	// A round begun on an idle lane is left to its waiters: of 2,400
 	// waits, hundreds commit their own round. None means Wait no longer
 	// commits.
 	if s.byWaiters == 0 {
 		t.Error("no waiter committed its own round")
 	}
 	t.Logf("%d commits made by waiters", s.byWaiters)
+}
+
+// A write of the Unsynced lane that nobody waits for is still committed:
+// the lane's goroutine is not woken for a round begun on an idle lane (its
+// caller usually commits it in Wait), so a late wake-up does it, and Flush
+// does not wait for that.
+func TestBatcherCommitsUnsyncedWritesNobodyWaitsFor(t *testing.T) {
+	s := &syncRecordingStore{heldStore: newHeldStore()}
+	b := NewBatcher(s, nil)
+	defer b.Close()
+	p, err := b.Submit(WriteOptions{Durability: Unsynced}, set("unwaited", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clocktest.Eventually(t, func() bool {
+		select {
+		case <-p.r.done:
+			return true
+		default:
+			return false
+		}
+	}, func() string { return "a write nobody waits for was never committed" })
+	if _, err := s.Get(context.Background(), []byte("unwaited")); err != nil {
+		t.Fatalf("unwaited: %v", err)
+	}
+
+	// Flush wakes the lane's goroutine itself.
+	if _, err := b.Submit(WriteOptions{Durability: Unsynced}, set("flushed", "v")); err != nil {
+		t.Fatal(err)
+	}
+	b.unsyncedLate.Stop() // only Flush may commit it now
+	ctx, cancel := context.WithTimeout(context.Background(), clocktest.Timeout)
+	defer cancel()
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if _, err := s.Get(context.Background(), []byte("flushed")); err != nil {
+		t.Fatalf("flushed: %v", err)
+	}
 }
