@@ -60,7 +60,9 @@ var ErrBatcherClosed = errors.New("store writer is closed")
 // pipelines' states and events) never holds records back. A key must be
 // written through one lane only: order is kept within a lane, not across.
 //
-// It owns one goroutine, started by NewBatcher and ended by Close.
+// It owns its goroutines - one for the synced lanes and, on a store that
+// commits without a sync, one for the Unsynced lane, with a timer that
+// wakes it late (see Submit) - started by NewBatcher and ended by Close.
 type Batcher struct {
 	db Store
 	// maxOps and maxBytes bound a chunk, one transaction (0: no bound).
