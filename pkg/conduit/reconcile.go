@@ -102,87 +102,26 @@ func (r *Runtime) running() []reconciler.Running {
 	return r.ownership.knownPipelines()
 }
 
-// applyPlan makes the running pipelines what plan says, one change after
-// the other: deletes first, then updates and creates. An entry that is
-// not valid leaves a running pipeline of its id as it is and is listed
-// with its errors until it is fixed. What a change means for ownership
+// applyPlan makes the running pipelines what plan says (reconciler.Apply
+// decides the order and what is invalid; planTarget carries each change
+// out) and lists the invalid entries. What a change means for ownership
 // (a pipeline another instance of a cluster runs, updates or takes up) is
-// the ownership's to say. asked is who asked, for the audit log (see
-// actorFor). The caller holds r.reconciling.
+// the ownership's to say. asked is who asked, for the audit log. The
+// caller holds r.reconciling.
 func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked lifecycle.Actor) (reconciler.Plan, error) {
 	// What planning built and nothing provisioned is of no use after.
 	defer r.kept.drop()
 	if r.shuttingDown() {
 		return plan, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
 	}
-	var invalid []api.ConfigError
-	invalidate := func(p config.Pipeline, err error, kept bool) {
-		msg := "invalid pipeline configuration; it will not run"
-		if kept {
-			msg = "invalid pipeline configuration; the pipeline keeps running as it was until it is fixed"
-		}
-		r.log.Error(msg, zap.String("pipeline_id", p.ID), zap.Error(err))
-		invalid = append(invalid, configError(p, err))
-	}
 	owned := r.ownership.plan(ctx, plan)
-	for _, c := range plan.Changes {
-		if ctx.Err() != nil {
-			return plan, ctx.Err()
-		}
-		if c.Desired != nil && (c.Action == reconciler.Create || c.Action == reconciler.Update) {
-			// Said when the pipeline is taken up with them, not at every
-			// reload that leaves it as it is.
-			for _, w := range c.Desired.Pipeline.Warnings {
-				r.log.Warn("pipeline file: "+w.Message, zap.String("pipeline_id", c.ID), zap.String("at", w.Source))
-			}
-		}
-		actor := actorFor(c, asked)
-		switch c.Action {
-		case reconciler.Delete:
-			if !owned.appliesHere(c) {
-				continue // handed over to the instances that still know it
-			}
-			r.deletePipeline(ctx, c.ID, actor, owned)
-		case reconciler.Update:
-			if !owned.appliesHere(c) {
-				break // run elsewhere, which updates it
-			}
-			if err := r.updatePipeline(ctx, c, actor); err != nil {
-				invalidate(c.Desired.Pipeline, err, false)
-			}
-		case reconciler.Create:
-			if !owned.appliesHere(c) {
-				continue // the instance it belongs to takes it up
-			}
-			m, err := r.provision(ctx, c.Desired.Pipeline, c.Desired.Origin, actor)
-			if err != nil {
-				invalidate(c.Desired.Pipeline, err, false)
-				continue
-			}
-			r.add(m, -1)
-		case reconciler.Invalid:
-			for _, p := range c.Problems {
-				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, c.Kept)
-			}
-		case reconciler.Unchanged:
-			if c.Desired != nil {
-				if m := r.get(c.ID); m != nil {
-					origin := c.Desired.Origin
-					m.origin.Store(&origin)
-				}
-			}
-		}
-		// A second definition of an id beside the valid one that runs. (A
-		// pipeline kept because its file could not be read has that
-		// file's problem, which is listed once, below.)
-		if c.Desired != nil && !c.Kept {
-			for _, p := range c.Problems {
-				invalidate(config.Pipeline{ID: c.ID, File: p.File, Line: p.Line}, p.Err, false)
-			}
-		}
+	entries, err := reconciler.Apply(ctx, plan, planTarget{r: r, owned: owned}, asked, r.log)
+	if err != nil {
+		return plan, err
 	}
-	for _, p := range plan.Problems {
-		invalidate(config.Pipeline{File: p.File, Line: p.Line}, p.Err, false)
+	var invalid []api.ConfigError
+	for _, e := range entries {
+		invalid = append(invalid, configError(e.Pipeline, e.Err))
 	}
 	r.mu.Lock()
 	r.invalid = invalid
@@ -191,18 +130,36 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked lif
 	return plan, nil
 }
 
-// actorFor is who a change is by: whoever asked, for the pipelines of
-// their source; a change to a file's pipeline that a reconciliation asked
-// for through the API finds is the files', by config.
-func actorFor(c reconciler.Change, asked lifecycle.Actor) lifecycle.Actor {
-	origin := c.Desired
-	switch {
-	case origin != nil && !origin.Origin.API():
-		return lifecycle.ActorConfig
-	case origin == nil && c.Before != nil && !c.Before.Origin.API():
-		return lifecycle.ActorConfig
+// planTarget is the runtime as reconciler.Apply changes it, with what the
+// plan means for ownership.
+type planTarget struct {
+	r     *Runtime
+	owned plannedOwnership
+}
+
+func (t planTarget) AppliesHere(c reconciler.Change) bool { return t.owned.appliesHere(c) }
+
+func (t planTarget) Create(ctx context.Context, d reconciler.Desired, actor lifecycle.Actor) error {
+	m, err := t.r.provision(ctx, d.Pipeline, d.Origin, actor)
+	if err != nil {
+		return err
 	}
-	return asked
+	t.r.add(m, -1)
+	return nil
+}
+
+func (t planTarget) Update(ctx context.Context, c reconciler.Change, actor lifecycle.Actor) error {
+	return t.r.updatePipeline(ctx, c, actor)
+}
+
+func (t planTarget) Delete(ctx context.Context, id string, actor lifecycle.Actor) {
+	t.r.deletePipeline(ctx, id, actor, t.owned)
+}
+
+func (t planTarget) Keep(id string, origin reconciler.Origin) {
+	if m := t.r.get(id); m != nil {
+		m.origin.Store(&origin)
+	}
 }
 
 // plan validates the desired pipelines - an entry that parses but names

@@ -1,7 +1,9 @@
 // Package reconciler decides how the set of running pipelines changes to
 // match the desired one: the pipelines of the files under pipelines.path
 // and those created through the API. Plan is pure (a table of what runs and
-// what is wanted in, the changes out); the runtime carries the changes out.
+// what is wanted in, the changes out); Apply carries a plan out on a
+// Target - the runtime's pipelines - one change after the other, and says
+// which entries are invalid.
 package reconciler
 
 import (
