@@ -42,6 +42,7 @@ import (
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/schemaregistry"
+	"github.com/conduitry/conduit/pkg/service"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -109,14 +110,14 @@ type Runtime struct {
 	// ready is true while Run supervises the pipelines (/readyz).
 	ready atomic.Bool
 
-	// degraded receives the id of every pipeline that becomes degraded
-	// while pipelines.exit-on-degraded is on.
-	degraded chan string
-	// disowned receives the store's refusal of this process's writes once
-	// another conduit process took the database over (store.ErrDisowned):
-	// this one stops.
-	disowned chan error
-	observer lifecycle.Observer
+	// services are the process's long-lived parts, started and stopped
+	// by Run as one tree; anything that must end the process (a pipeline
+	// degraded with pipelines.exit-on-degraded, the store's refusal of
+	// this process's writes, a failed cluster membership) fails it.
+	services *service.Tree
+	// supervising is closed once Run started the supervisors.
+	supervising chan struct{}
+	observer    lifecycle.Observer
 	// fds counts the descriptors left before a run opens its connectors.
 	fds *fdlimit.Gauge
 	// crashed says the last process on this store did not shut down
@@ -180,22 +181,22 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		return nil, err
 	}
 	r := &Runtime{
-		cfg:        cfg,
-		log:        log,
-		connectors: opts.Connectors,
-		processors: opts.Processors,
-		standalone: opts.standaloneProcessors,
-		clock:      opts.Clock,
-		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
-		managed:    lifecycle.NewManagedRules(),
-		observer:   opts.Observer,
-		byID:       map[string]*managedPipeline{},
-		reload:     make(chan struct{}, 1),
-		figures:    newRecoveryFigures(),
-		degraded:   make(chan string, 1),
-		disowned:   make(chan error, 1),
-		fds:        fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
+		cfg:         cfg,
+		log:         log,
+		connectors:  opts.Connectors,
+		processors:  opts.Processors,
+		standalone:  opts.standaloneProcessors,
+		clock:       opts.Clock,
+		restarts:    lifecycle.NewRestartScheduler(opts.Clock),
+		managed:     lifecycle.NewManagedRules(),
+		observer:    opts.Observer,
+		byID:        map[string]*managedPipeline{},
+		reload:      make(chan struct{}, 1),
+		figures:     newRecoveryFigures(),
+		supervising: make(chan struct{}),
+		fds:         fdlimit.NewGauge(250*time.Millisecond, opts.DescriptorsLeft),
 	}
+	r.services = service.New(r.stopping)
 	// Alone until openState finds cluster.enabled on.
 	r.ownership = solo{r}
 	r.policies = lifecycle.NewPolicies().WithManaged(r.managed)
@@ -294,10 +295,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 	writeFailed := func(writes int, err error) {
 		r.metrics.StoreWriteFailed(writeFailure(err), writes)
 		if errors.Is(err, store.ErrDisowned) {
-			select {
-			case r.disowned <- err:
-			default:
-			}
+			r.services.Fail(err)
 			return
 		}
 		if errors.Is(err, store.ErrFenced) {
@@ -975,10 +973,7 @@ func (r *Runtime) onEvent(m *managedPipeline, e auditlog.Event) {
 	r.metrics.PipelineEvent(m.metrics, e)
 	r.figures.count(&e)
 	if e.Kind == auditlog.KindDegraded && r.cfg.Pipelines.ExitOnDegraded && e.Reason != string(lifecycle.ReasonForceStop) {
-		select {
-		case r.degraded <- e.PipelineID:
-		default:
-		}
+		r.services.Fail(degradedError{e.PipelineID})
 	}
 	if r.observer != nil {
 		r.observer.PipelineEvent(e)
@@ -1016,72 +1011,120 @@ func (r *Runtime) AuditLog() *auditlog.Log { return r.audit }
 // pipelines.exit-on-degraded on.
 func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	defer func() { _ = r.close() }()
-	// Supervisors get their own context: a degraded pipeline with
-	// exit-on-degraded ends the run the same way a signal does.
-	supCtx, shutdown := context.WithCancel(context.WithoutCancel(ctx))
-	defer shutdown()
-	serverDone := make(chan error, 1)
+	// In start order; they stop in the reverse one. The API serves until
+	// everything else stopped; the scheduler outlives the supervisors (a
+	// restart launched while one shuts down is stopped by that
+	// supervisor, so none is left behind); ownership is kept current
+	// until the last pipeline stopped (in a cluster a shutdown drains
+	// them, which may take longer than a lease lasts).
 	if r.server != nil {
-		r.log.Info("API listening", zap.String("address", r.server.Addr()),
-			zap.String("console", consoleURL(r.server.Addr())), zap.Bool("auth", r.cfg.API.Auth.Token != ""))
-		logGRPCAddress(r.log, r.server)
-		go func() { serverDone <- r.server.Serve() }()
+		r.services.Add("API server", service.Func(r.runAPI))
 	}
-	// The scheduler outlives the supervisors: a restart launched while one
-	// shuts down is stopped by that supervisor, so none is left behind.
-	defer r.restarts.Start()()
+	r.services.Add("restart scheduler", service.Func(func(ctx context.Context) error {
+		stop := r.restarts.Start()
+		<-ctx.Done()
+		stop()
+		return nil
+	}))
+	r.services.Add("ownership", service.Func(r.serveOwnership))
+	r.services.Add("pipelines", service.Func(func(ctx context.Context) error { return r.servePipelines(ctx, force) }))
+	return r.services.Run(ctx)
+}
+
+// stopping is told when the process begins to stop, and why (nil: a
+// signal); it says so, and the process is not ready any more.
+func (r *Runtime) stopping(cause error) {
+	r.ready.Store(false)
+	var degraded degradedError
+	var api apiFailure
+	switch {
+	case cause == nil:
+		r.log.Info("stopping pipelines gracefully (send the signal again to force)",
+			zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
+	case errors.As(cause, &degraded):
+		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.String("pipeline_id", degraded.pipelineID))
+	case errors.Is(cause, store.ErrDisowned):
+		r.log.Error("stopping: nothing this process writes lands any more", zap.Error(cause))
+	case errors.As(cause, &api):
+		r.log.Error("the API server failed; stopping", zap.Error(api.err))
+	default:
+		r.log.Error("stopping", zap.Error(cause))
+	}
+}
+
+// degradedError ends Run when a pipeline became degraded with
+// pipelines.exit-on-degraded on.
+type degradedError struct{ pipelineID string }
+
+func (e degradedError) Error() string {
+	return ErrPipelineDegraded.Error() + ": pipeline " + e.pipelineID
+}
+
+func (degradedError) Unwrap() error { return ErrPipelineDegraded }
+
+// apiFailure is the API server's failure to serve.
+type apiFailure struct{ err error }
+
+func (e apiFailure) Error() string { return e.err.Error() }
+
+func (e apiFailure) Unwrap() error { return e.err }
+
+// runAPI serves the API until the process stops, then ends the audit
+// log's watch streams (which would keep the server's shutdown waiting)
+// and shuts the server down; the API answers while pipelines drain.
+func (r *Runtime) runAPI(ctx context.Context) error {
+	r.log.Info("API listening", zap.String("address", r.server.Addr()),
+		zap.String("console", consoleURL(r.server.Addr())), zap.Bool("auth", r.cfg.API.Auth.Token != ""))
+	logGRPCAddress(r.log, r.server)
+	served := make(chan error, 1)
+	go func() { served <- r.server.Serve() }()
+	select {
+	case err := <-served:
+		return apiFailure{err}
+	case <-ctx.Done():
+	}
+	_ = r.audit.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = r.server.Shutdown(shutdownCtx)
+	<-served
+	return nil
+}
+
+// serveOwnership keeps this process's ownership of its pipelines current
+// once the supervisors run, until the process stopped them. Pipelines are
+// taken up and handed over only until the process begins to stop; it is
+// ready once it took up its pipelines.
+func (r *Runtime) serveOwnership(ctx context.Context) error {
+	select {
+	case <-r.supervising:
+	case <-ctx.Done():
+		return nil
+	}
+	stopping := r.services.Stopping()
+	r.ownership.run(ctx, stopping, func() { r.ready.Store(stopping.Err() == nil) }, r.services.Fail)
+	return nil
+}
+
+// servePipelines runs a supervisor per pipeline, the reconciler, the
+// notifier and the file watcher until ctx ends, then stops them: each
+// supervisor stops its pipeline gracefully and records it as stopped for
+// the shutdown; after pipelines.graceful-stop-timeout, or when force is
+// closed, the runs are cancelled.
+func (r *Runtime) servePipelines(ctx context.Context, force <-chan struct{}) error {
 	r.mu.Lock()
-	r.supCtx = supCtx
+	r.supCtx = ctx
 	for _, m := range r.pipelines {
-		r.supervisors.Go(func() { m.sup.Run(supCtx) })
+		r.supervisors.Go(func() { m.sup.Run(ctx) })
 	}
 	r.mu.Unlock()
 	// The reconciler and the watcher are in the supervisors' group: a
 	// pipeline they start while the process shuts down is waited for.
-	r.supervisors.Go(func() { r.reconcileLoop(supCtx) })
-	r.supervisors.Go(func() { r.notifier.Run(supCtx) })
-	r.watchFiles(supCtx)
-	// Ownership is kept current until the last pipeline stopped (in a
-	// cluster, a shutdown drains them, which may take longer than a lease
-	// lasts); pipelines are taken up and handed over only until the
-	// shutdown begins. Ready once this process took up its pipelines.
-	fatal := make(chan error, 1)
-	ownershipCtx, stopOwnership := context.WithCancel(context.WithoutCancel(ctx))
-	ownershipDone := make(chan struct{})
-	go func() {
-		defer close(ownershipDone)
-		r.ownership.run(ownershipCtx, supCtx, func() { r.ready.Store(supCtx.Err() == nil) }, func(err error) {
-			select {
-			case fatal <- err:
-			default:
-			}
-		})
-	}()
-	defer func() {
-		stopOwnership()
-		<-ownershipDone
-	}()
-
-	var result error
-	select {
-	case err := <-fatal:
-		result = err
-		r.log.Error("stopping", zap.Error(err))
-	case <-ctx.Done():
-		r.log.Info("stopping pipelines gracefully (send the signal again to force)",
-			zap.Duration("timeout", r.cfg.Pipelines.GracefulStopTimeout))
-	case err := <-r.disowned:
-		result = err
-		r.log.Error("stopping: nothing this process writes lands any more", zap.Error(err))
-	case id := <-r.degraded:
-		result = fmt.Errorf("%w: pipeline %s", ErrPipelineDegraded, id)
-		r.log.Error("exiting because a pipeline is degraded (pipelines.exit-on-degraded)", zap.String("pipeline_id", id))
-	case err := <-serverDone:
-		result = fmt.Errorf("API server: %w", err)
-		r.log.Error("the API server failed; stopping", zap.Error(err))
-	}
-	r.ready.Store(false)
-	shutdown()
+	r.supervisors.Go(func() { r.reconcileLoop(ctx) })
+	r.supervisors.Go(func() { r.notifier.Run(ctx) })
+	r.watchFiles(ctx)
+	close(r.supervising)
+	<-ctx.Done()
 	stopped := make(chan struct{})
 	go func() {
 		r.supervisors.Wait()
@@ -1091,7 +1134,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	defer timeout.Stop()
 	select {
 	case <-stopped:
-		return result
+		return nil
 	case <-force:
 		r.log.Warn("second signal: force-stopping pipelines")
 	case <-timeout.C:
@@ -1103,7 +1146,7 @@ func (r *Runtime) Run(ctx context.Context, force <-chan struct{}) error {
 	}
 	r.mu.RUnlock()
 	<-stopped
-	return result
+	return nil
 }
 
 // degradedAtStartup refuses to run, with exit-on-degraded on, while a
