@@ -1,7 +1,9 @@
 // Package service runs the long-lived parts of a process as one tree with
-// one shutdown order, in the style of suture: services start in the order
-// they were added and stop in the reverse order, each once every service
-// added after it has returned, so a part never outlives what it serves
+// one shutdown order, in the style of suture: services are launched in the
+// order they were added, each on a goroutine of its own (one that needs
+// another one running waits for it itself), and stop in the reverse
+// order, each once every service added after it has returned, so a part
+// never outlives what it serves
 // (the API outlives the pipelines it shows, the pipelines' leases outlive
 // the pipelines). The tree stops when its context ends, when a service
 // returns an error, or when anything calls Fail; the first of these is
