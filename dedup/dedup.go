@@ -119,6 +119,8 @@ type Store struct {
 	now    func() time.Time
 	log    *zap.Logger
 	runs   atomic.Uint64
+	// index knows which destinations have entries once Sweep built it.
+	index *keyIndex
 }
 
 // writableStore is the optional ability of a store to say that its writes
@@ -145,7 +147,7 @@ func New(db store.Store, w *store.Batcher, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	s := &Store{db: db, writer: w, ttl: opts.TTL, now: opts.Now, log: opts.Logger}
+	s := &Store{db: db, writer: w, ttl: opts.TTL, now: opts.Now, log: opts.Logger, index: newKeyIndex()}
 	// Run ids only need to differ between runs of this process and from
 	// earlier processes' (whose entries may still be there): start from
 	// the clock.
@@ -225,6 +227,10 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	}
 	if held.Unsynced {
 		d.durability = store.Unsynced
+	}
+	if s.index.none(d.prefix) {
+		// Nothing to load, resolve or delete.
+		return d, nil
 	}
 	now := s.now()
 	var stale [][]byte
@@ -423,21 +429,32 @@ func (s *Store) Forget(ctx context.Context, pipelineID string) (int, error) {
 
 // Sweep deletes expired entries of every pipeline; the runtime calls it at
 // startup, so that entries of pipelines or destinations that no longer
-// exist do not outlive their TTL.
+// exist do not outlive their TTL. A process that owns its store alone
+// calls it before any run opens: it also builds the index of the entries
+// that lets Open skip destinations that have none (see keyIndex). The
+// index follows the store's writer from then on, so nothing else may
+// write entries but through it.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
+	watching := s.writer.Watch(s.index)
 	now := s.now()
-	var keys [][]byte
+	var expired, kept [][]byte
 	err := s.db.Scan(ctx, []byte(store.PrefixDedup), func(key, value []byte) error {
 		expires, _, _, _, err := decodeEntry(value)
 		if err != nil || !now.Before(expires) {
-			keys = append(keys, bytes.Clone(key))
+			expired = append(expired, bytes.Clone(key))
+		} else if watching {
+			kept = append(kept, bytes.Clone(key))
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	return s.deleteAll(ctx, keys)
+	n, err := s.deleteAll(ctx, expired)
+	if err == nil && watching {
+		s.index.build(kept)
+	}
+	return n, err
 }
 
 // deleteAll deletes keys in chunks that stay within a transaction's size

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -93,6 +94,8 @@ type Batcher struct {
 	onError      func(writes int, err error)
 	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
 	fenceOf func(key []byte) *Fence
+	// watcher is told about every write (see Watch); nil: none.
+	watcher atomic.Pointer[WriteWatcher]
 	// values and unsyncedValues are the buffers the encoded values of a
 	// chunk are appended to (Op.Encode), reused chunk after chunk: values
 	// by the goroutine of the synced lanes, unsyncedValues by whoever
@@ -325,6 +328,24 @@ type BatcherOptions struct {
 	FenceOf func(key []byte) *Fence
 }
 
+// WriteWatcher follows what the writes of a Batcher do to the store, for a
+// reader that keeps what it needs to know in memory instead of reading the
+// store (the dedup store's index of its entries).
+type WriteWatcher interface {
+	// Submitted is told the ops of a write when it is submitted, before
+	// they may commit. The slice is only valid during the call.
+	Submitted(ops []Op)
+	// Committed is told the ops of a commit once it is over: with err nil
+	// they are in the store, else some of them may or may not be. The
+	// slice is only valid during the call.
+	Committed(ops []Op, err error)
+}
+
+// Watch makes w follow the Batcher's writes from now on. A Batcher has one
+// watcher: Watch reports false, and changes nothing, when it has one
+// already.
+func (b *Batcher) Watch(w WriteWatcher) bool { return b.watcher.CompareAndSwap(nil, &w) }
+
 // NewBatcherWith is NewBatcher with options.
 func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 	b := &Batcher{
@@ -404,6 +425,9 @@ func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
 			return Pending{}, errExpectInBatcher
 		}
 		size += op.size()
+	}
+	if w := b.watcher.Load(); w != nil {
+		(*w).Submitted(ops)
 	}
 	wake := b.wake
 	if d == Unsynced && b.unsynced != nil {
@@ -712,6 +736,9 @@ func (b *Batcher) commit(r *round, between func(), synced bool) {
 			between()
 		}
 		c.err = b.commitChunk(c.ops, synced)
+		if w := b.watcher.Load(); w != nil {
+			(*w).Committed(c.ops, c.err)
+		}
 		if c.err != nil {
 			failed += c.writes
 			if firstErr == nil {
