@@ -26,6 +26,10 @@ type keyIndex struct {
 	perDestination map[string]int
 }
 
+// dedupPrefix is store.PrefixDedup as bytes, for the checks of every op
+// the writer commits.
+var dedupPrefix = []byte(store.PrefixDedup)
+
 func newKeyIndex() *keyIndex {
 	return &keyIndex{keys: map[string]struct{}{}, perDestination: map[string]int{}}
 }
@@ -34,7 +38,7 @@ func newKeyIndex() *keyIndex {
 // (PrefixDedup, the pipeline, the destination, each followed by "/"; the
 // ids are escaped, so the first two slashes after PrefixDedup end them).
 func destinationOf(key []byte) (string, bool) {
-	rest, ok := bytes.CutPrefix(key, []byte(store.PrefixDedup))
+	rest, ok := bytes.CutPrefix(key, dedupPrefix)
 	if !ok {
 		return "", false
 	}
@@ -65,7 +69,7 @@ func (x *keyIndex) add(key []byte) {
 // Submitted counts the entries a write sets.
 func (x *keyIndex) Submitted(ops []store.Op) {
 	for i := range ops {
-		if ops[i].Delete || !bytes.HasPrefix(ops[i].Key, []byte(store.PrefixDedup)) {
+		if ops[i].Delete || !bytes.HasPrefix(ops[i].Key, dedupPrefix) {
 			continue
 		}
 		x.mu.Lock()
@@ -78,7 +82,7 @@ func (x *keyIndex) Submitted(ops []store.Op) {
 // of entries makes the index unknown.
 func (x *keyIndex) Committed(ops []store.Op, err error) {
 	for i := range ops {
-		if !bytes.HasPrefix(ops[i].Key, []byte(store.PrefixDedup)) {
+		if !bytes.HasPrefix(ops[i].Key, dedupPrefix) {
 			continue
 		}
 		x.mu.Lock()

@@ -29,7 +29,7 @@ func (s *scanCountingStore) Scan(ctx context.Context, prefix []byte, fn func(key
 func (s *scanCountingStore) Commit(ctx context.Context, ops []store.Op) error {
 	if k := s.failKey.Load(); k != nil {
 		for _, op := range ops {
-			if string(op.Key) == *k || *k == "*" {
+			if string(op.Key) == *k {
 				return errors.New("disk on fire")
 			}
 		}
@@ -43,6 +43,14 @@ func newIndexFixture(t *testing.T) (*scanCountingStore, *store.Batcher, *Store) 
 	w := store.NewBatcher(db, nil)
 	t.Cleanup(w.Close)
 	return db, w, New(db, w, Options{TTL: time.Hour, Now: clocktest.New().Now})
+}
+
+// sweep runs the startup sweep, which builds s's index.
+func sweep(t *testing.T, s *Store) {
+	t.Helper()
+	if _, err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // openScans opens the destination and returns how many scans it took and
@@ -69,9 +77,7 @@ func TestOpenSkipsTheScanOfADestinationWithoutEntries(t *testing.T) {
 	if scans, _ := openScans(t, db, s, "p", "empty"); scans != 1 {
 		t.Fatalf("before Sweep: %d scans, want 1", scans)
 	}
-	if _, err := s.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sweep(t, s)
 	if scans, _ := openScans(t, db, s, "p", "empty"); scans != 0 {
 		t.Fatalf("a destination without entries: %d scans, want none", scans)
 	}
@@ -107,9 +113,7 @@ func TestOpenSkipsTheScanOfADestinationWithoutEntries(t *testing.T) {
 func TestOpenScansAgainAfterACommitOfEntriesFailed(t *testing.T) {
 	ctx := context.Background()
 	db, w, s := newIndexFixture(t)
-	if _, err := s.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sweep(t, s)
 	d, _ := s.Open(ctx, "p", "out", Holdings{})
 	key, wait, err := d.Remember(ctx, "", positions("1"))
 	if err != nil || wait() != nil {
@@ -128,15 +132,10 @@ func TestOpenScansAgainAfterACommitOfEntriesFailed(t *testing.T) {
 }
 
 func TestOnlyTheFirstStoreOnAWriterKeepsAnIndex(t *testing.T) {
-	ctx := context.Background()
 	db, w, s := newIndexFixture(t)
-	if _, err := s.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sweep(t, s)
 	second := New(db, w, Options{TTL: time.Hour})
-	if _, err := second.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sweep(t, second)
 	if scans, _ := openScans(t, db, second, "p", "out"); scans != 1 {
 		t.Fatalf("a second store on the same writer: %d scans, want 1 (it cannot follow the writes)", scans)
 	}
