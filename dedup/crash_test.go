@@ -66,6 +66,28 @@ func (d reportingDestination) LastPosition(context.Context) (record.Position, bo
 	return record.Position(strconv.Itoa(d.ids[len(d.ids)-1])), true, nil
 }
 
+// holdingDestination adds the ability to read back what it wrote, as the
+// file destination does: its output is ids, an offset an index in it.
+type holdingDestination struct{ *crashingDestination }
+
+func (d holdingDestination) Offset() (int64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return int64(len(d.ids)), true
+}
+
+func (d holdingDestination) HeldSince(_ context.Context, offset int64, visit func(int64, record.Position, string) error) (bool, error) {
+	d.mu.Lock()
+	ids := slices.Clone(d.ids)
+	d.mu.Unlock()
+	for i := offset; i < int64(len(ids)); i++ {
+		if err := visit(i, record.Position(strconv.Itoa(ids[i])), "p:src"); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // committedStore counts the dedup entries committed, and can be copied as
 // it is at one moment: what a crash leaves.
 type committedStore struct {
@@ -138,6 +160,8 @@ func runUntil(t *testing.T, db *committedStore, dst pipeline.Destination, limit 
 		crashed = c.crashed
 	case reportingDestination:
 		crashed = c.crashed
+	case holdingDestination:
+		crashed = c.crashed
 	}
 	deadline := time.After(20 * time.Second)
 	for {
@@ -164,20 +188,28 @@ func runUntil(t *testing.T, db *committedStore, dst pipeline.Destination, limit 
 
 // TestCrashDuplicatesAtMostOneBatch kills the process in the middle of a
 // write and starts again from what the store held at that moment: a
-// destination that reports what it holds ends with every record exactly
-// once; one that does not has at most the batch being written, and the one
-// before it, twice.
+// destination that reports what it holds, or reads it back, ends with
+// every record exactly once; one that does not has at most the batch being
+// written, and the one before it, twice. A destination that reads back
+// what it holds is killed a second time, while the records of the first
+// kill come again.
 func TestCrashDuplicatesAtMostOneBatch(t *testing.T) {
 	const limit, batch = 2000, 10
-	for _, reports := range []bool{true, false} {
+	for _, ability := range []string{"reads back", "reports", "does not report"} {
 		for _, crashAt := range []int{7, 555, 1234, 1999} {
-			name := map[bool]string{true: "reports", false: "does not report"}[reports] + "/crash at " + strconv.Itoa(crashAt)
-			t.Run(name, func(t *testing.T) {
+			t.Run(ability+"/crash at "+strconv.Itoa(crashAt), func(t *testing.T) {
 				db := &committedStore{InMemory: store.NewInMemory()}
 				cd := &crashingDestination{crashAt: crashAt, crashed: make(chan struct{})}
-				var conn = pipelineDestination(cd, reports)
+				conn := pipelineDestination(cd, ability)
 				runUntil(t, db, pipeline.Destination{ID: "out", Connector: conn}, limit)
 				left := db.snapshot(t)
+				if ability == "reads back" && crashAt < limit {
+					// The first record this run writes is the one after
+					// those the first kill left unacknowledged.
+					cd.crashAt, cd.crashed = crashAt+1, make(chan struct{})
+					runUntil(t, left, pipeline.Destination{ID: "out", Connector: conn}, limit)
+					left = left.snapshot(t)
+				}
 				cd.crashed = make(chan struct{})
 				runUntil(t, left, pipeline.Destination{ID: "out", Connector: conn}, limit)
 
@@ -192,10 +224,10 @@ func TestCrashDuplicatesAtMostOneBatch(t *testing.T) {
 					}
 					dups += counts[id] - 1
 				}
-				if reports && dups != 0 {
-					t.Fatalf("%d records written twice by a destination that reports what it holds, want 0", dups)
+				if ability != "does not report" && dups != 0 {
+					t.Fatalf("%d records written twice by a destination that %s what it holds, want 0", dups, ability)
 				}
-				if !reports && dups > 2*batch {
+				if dups > 2*batch {
 					t.Fatalf("%d records written twice, want at most two batches (%d)", dups, 2*batch)
 				}
 			})
@@ -203,12 +235,39 @@ func TestCrashDuplicatesAtMostOneBatch(t *testing.T) {
 	}
 }
 
-func pipelineDestination(cd *crashingDestination, reports bool) interface {
+// TestDestinationThatReadsBackCommitsNothingBeforeItsWrites: its writes
+// never wait for a dedup entry; only its mark is in the store.
+func TestDestinationThatReadsBackCommitsNothingBeforeItsWrites(t *testing.T) {
+	db := &committedStore{InMemory: store.NewInMemory()}
+	cd := &crashingDestination{crashed: make(chan struct{}), entries: db.committedEntries}
+	runUntil(t, db, pipeline.Destination{ID: "out", Connector: holdingDestination{cd}}, 500)
+	if len(cd.entriesAtWrite) < 10 {
+		t.Fatalf("only %d writes", len(cd.entriesAtWrite))
+	}
+	var keys []string
+	if err := db.Scan(context.Background(), []byte(store.PrefixDedup), func(k, _ []byte) error {
+		keys = append(keys, string(k))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 {
+		t.Fatalf("the store holds %d dedup keys, want the destination's mark alone: %q", len(keys), keys)
+	}
+	if !slices.Equal(cd.ids, seq(500)) {
+		t.Fatalf("wrote %d records, want 1..500 once", len(cd.ids))
+	}
+}
+
+func pipelineDestination(cd *crashingDestination, ability string) interface {
 	Open(context.Context) error
 	Write(context.Context, []record.Record) (int, error)
 	Teardown(context.Context) error
 } {
-	if reports {
+	switch ability {
+	case "reads back":
+		return holdingDestination{cd}
+	case "reports":
 		return reportingDestination{cd}
 	}
 	return cd

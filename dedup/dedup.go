@@ -18,13 +18,23 @@
 //     far the intents were written: the positions up to it are kept as
 //     written, the rest are dropped (they will be written again). A crash
 //     then duplicates nothing.
-//  3. When the source acknowledgement completed, the batch's entry is
+//  3. A destination that can read back what it wrote
+//     (connector.HoldingReporter, the file destination) needs neither: a
+//     mark, one per destination, says where in its output the records
+//     begin that the saved source positions may not cover. The engine
+//     moves it forward with every position save, in the same commit, and
+//     never past a record an earlier run wrote that is still to be
+//     skipped. At the next open the destination reads back what it holds
+//     from the mark on, and those records are skipped when they come
+//     again. Nothing is committed on the records' path, and a crash
+//     duplicates nothing.
+//  4. When the source acknowledgement completed, the batch's entry is
 //     deleted in the same commit that persists the new source position
 //     (pkg/pipeline hands the keys to the position save).
-//  4. When a run starts, each destination loads what earlier runs left:
+//  5. When a run starts, each destination loads what earlier runs left:
 //     a re-delivered record whose position is there is acknowledged
 //     without being written again (Skip), and counted.
-//  5. Entries carry an expiry (dedup.ttl), so an entry nobody consumes (a
+//  6. Entries carry an expiry (dedup.ttl), so an entry nobody consumes (a
 //     destination that was renamed, a source that never re-delivers) does
 //     not live for ever.
 //
@@ -45,6 +55,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -99,7 +110,46 @@ const (
 	// kindIntent: the destination was about to write these records, in
 	// this order; how far it got is what it reports at its next open.
 	kindIntent entryKind = 1
+	// kindMark: a point in the output of a destination that reads back
+	// what it wrote (see markVersion).
+	kindMark entryKind = 2
 )
+
+// markVersion is the version of a destination's mark. WARNING: pinned by
+// testdata/mark.v5.golden; a change needs a new version and a reader for
+// the old one.
+//
+//	mark = version:byte(5) kind:byte(2) uvarint(offset)
+//
+// A mark has no expiry: it is rewritten with every position save, and a
+// pipeline idle for longer than any TTL still needs it the moment a
+// record is written and the process dies before its position is saved.
+// It is deleted with the pipeline's entries (Forget) or when its
+// destination is gone (DropMarks).
+const markVersion = 5
+
+// markKey is where a destination's mark is kept: run and sequence 0,
+// which no entry has (runs start from the clock).
+func markKey(prefix []byte) []byte {
+	return append(bytes.Clone(prefix), make([]byte, 16)...)
+}
+
+func encodeMark(offset int64) []byte {
+	return binary.AppendUvarint([]byte{markVersion, byte(kindMark)}, uint64(offset))
+}
+
+// decodeMark returns the offset of a mark; ok is false for anything that
+// is not one.
+func decodeMark(b []byte) (offset int64, ok bool) {
+	if len(b) < 3 || b[0] != markVersion || b[1] != byte(kindMark) {
+		return 0, false
+	}
+	v, n := binary.Uvarint(b[2:])
+	if n <= 0 || 2+n != len(b) || v > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(v), true
+}
 
 // Options configure a Store.
 type Options struct {
@@ -182,6 +232,18 @@ type Destination struct {
 	// scratch is where entries are encoded before they are copied to
 	// their exact size.
 	scratch []byte
+
+	// Of a destination that reads back what it wrote: holding maps the
+	// records it held from its mark on, not skipped yet, to their index
+	// in heldAt, their offsets in write order; heldDone says which were
+	// skipped, and floor is the first of heldAt not skipped. They are
+	// forgotten when holdUntil passed, as entries expire.
+	markKey   []byte
+	holding   map[sourcePosition]int
+	heldAt    []int64
+	heldDone  []bool
+	floor     int
+	holdUntil time.Time
 }
 
 // Holdings is what a destination that reports what it holds
@@ -197,6 +259,14 @@ type Holdings struct {
 	// of named sources count as not written: their records may be written
 	// again, none is lost.
 	LastSource string
+	// Since, when set, reads back what the destination holds from an
+	// offset on (connector.HoldingReporter): visit gets each record's
+	// offset and its source ("" in a pipeline of one source); records of
+	// other pipelines are not visited. ok is false when it cannot tell.
+	// Offset is where it writes next: the mark of a destination that has
+	// none yet.
+	Since  func(offset int64, visit func(at int64, source string, pos record.Position)) (ok bool, err error)
+	Offset int64
 	// Unsynced says that the destination does not sync its writes: its
 	// entries are then written without a sync too (store.Unsynced). They
 	// survive a crash of the process as its records do, which is what a
@@ -228,14 +298,28 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	if held.Unsynced {
 		d.durability = store.Unsynced
 	}
+	if held.Since != nil {
+		d.markKey = markKey(d.prefix)
+	}
 	if s.index.none(d.prefix) {
-		// Nothing to load, resolve or delete.
+		// Nothing to load, resolve or delete; a destination that reads
+		// back what it wrote starts holding from here.
+		if held.Since != nil {
+			if err := s.writer.Apply(ctx, d.Mark(held.Offset)); err != nil {
+				return nil, fmt.Errorf("mark where %s/%s writes: %w", pipelineID, destinationID, err)
+			}
+		}
 		return d, nil
 	}
 	now := s.now()
 	var stale [][]byte
 	var entries []loadedEntry
+	mark, marked := int64(0), false
 	err := s.db.Scan(ctx, d.prefix, func(key, value []byte) error {
+		if offset, ok := decodeMark(value); ok {
+			mark, marked = offset, true
+			return nil
+		}
 		expires, kind, source, positions, err := decodeEntry(value)
 		switch {
 		case err != nil:
@@ -270,18 +354,91 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 			ops = append(ops, store.Op{Key: e.key, Delete: true})
 		}
 	}
+	if held.Since != nil {
+		if !marked {
+			ops = append(ops, d.Mark(held.Offset))
+		} else if err := d.hold(held, mark); err != nil {
+			return nil, fmt.Errorf("read back what %s/%s holds: %w", pipelineID, destinationID, err)
+		}
+	}
 	if len(ops) > 0 {
-		// One commit: the intents resolved, and what is of no use any more
-		// deleted, or nothing.
+		// One commit: the intents resolved, what is of no use any more
+		// deleted and the mark of a destination that had none, or nothing.
 		if err := s.writer.Apply(ctx, ops...); err != nil {
 			return nil, fmt.Errorf("resolve the dedup entries of %s/%s: %w", pipelineID, destinationID, err)
 		}
 	}
-	if len(d.pending) > 0 {
+	if n := d.Pending(); n > 0 {
 		s.log.Info("records an earlier run wrote but never saw acknowledged will be skipped if the source delivers them again",
-			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID), zap.Int("positions", len(d.pending)))
+			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID), zap.Int("positions", n))
 	}
 	return d, nil
+}
+
+// hold takes as written what the destination holds from mark on.
+func (d *Destination) hold(held Holdings, mark int64) error {
+	d.holding = map[sourcePosition]int{}
+	ok, err := held.Since(mark, func(at int64, source string, pos record.Position) {
+		sp := sourcePosition{source, string(pos)}
+		if _, dup := d.pending[sp]; dup {
+			return
+		}
+		if _, dup := d.holding[sp]; dup {
+			return
+		}
+		d.holding[sp] = len(d.heldAt)
+		d.heldAt = append(d.heldAt, at)
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		d.store.log.Warn("the destination cannot say what it holds of the last run (its output was replaced); records the last run wrote without seeing them acknowledged may be written again",
+			zap.ByteString("destination", d.prefix))
+		clear(d.holding)
+		d.heldAt = d.heldAt[:0]
+	}
+	d.heldDone = make([]bool, len(d.heldAt))
+	d.holdUntil = d.store.now().Add(d.store.ttl)
+	return nil
+}
+
+// Floor is the offset of the first record an earlier run wrote that is
+// still to be skipped, math.MaxInt64 when there is none: a mark must not
+// pass it, or a crash before that record came again would forget that it
+// is written.
+func (d *Destination) Floor() int64 {
+	if len(d.holding) == 0 {
+		return math.MaxInt64
+	}
+	if !d.store.now().Before(d.holdUntil) {
+		// Not delivered again within the TTL: as an entry, it expires.
+		d.store.log.Info("records an earlier run wrote were not delivered again within the dedup TTL; they are no longer skipped",
+			zap.ByteString("destination", d.prefix), zap.Int("positions", len(d.holding)))
+		clear(d.holding)
+		return math.MaxInt64
+	}
+	for d.heldDone[d.floor] {
+		d.floor++
+	}
+	return d.heldAt[d.floor]
+}
+
+// Mark returns the write that moves the destination's mark to offset (see
+// markVersion); the engine commits it with a position save. Unlike the
+// other methods it may be called from any goroutine.
+func (d *Destination) Mark(offset int64) store.Op {
+	return store.Op{Key: d.markKey, Value: encodeMark(offset)}
+}
+
+// DropMarks deletes the marks of destinations a pipeline no longer has:
+// nothing will move them, and they never expire.
+func (s *Store) DropMarks(ctx context.Context, pipelineID string, destinationIDs ...string) error {
+	ops := make([]store.Op, len(destinationIDs))
+	for i, id := range destinationIDs {
+		ops[i] = store.Op{Key: markKey(destinationPrefix(pipelineID, id)), Delete: true}
+	}
+	return s.writer.Apply(ctx, ops...)
 }
 
 // loadedEntry is an entry as Open found it.
@@ -341,7 +498,7 @@ func resolveIntents(entries []loadedEntry, held Holdings) []store.Op {
 
 // Pending is how many positions of earlier runs may still be skipped; the
 // engine only looks positions up while it is not zero.
-func (d *Destination) Pending() int { return len(d.pending) }
+func (d *Destination) Pending() int { return len(d.pending) + len(d.holding) }
 
 // Hits is how many records were skipped in this run.
 func (d *Destination) Hits() int64 { return d.hits }
@@ -354,7 +511,13 @@ func (d *Destination) Skip(source string, pos record.Position) (skip bool, done 
 	sp := sourcePosition{source, string(pos)}
 	k, ok := d.pending[sp]
 	if !ok {
-		return false, nil
+		i, held := d.holding[sp]
+		if held {
+			delete(d.holding, sp)
+			d.heldDone[i] = true
+			d.hits++
+		}
+		return held, nil
 	}
 	delete(d.pending, sp)
 	d.hits++
@@ -439,6 +602,12 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	now := s.now()
 	var expired, kept [][]byte
 	err := s.db.Scan(ctx, []byte(store.PrefixDedup), func(key, value []byte) error {
+		if _, ok := decodeMark(value); ok {
+			if watching {
+				kept = append(kept, bytes.Clone(key))
+			}
+			return nil
+		}
 		expires, _, _, _, err := decodeEntry(value)
 		if err != nil || !now.Before(expires) {
 			expired = append(expired, bytes.Clone(key))

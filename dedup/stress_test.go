@@ -122,7 +122,7 @@ func lastAcked(t *testing.T, p *pipeline.PositionStore) int {
 type dedupAdapter struct{ s *dedup.Store }
 
 func (a dedupAdapter) Open(ctx context.Context, p, d string, held pipeline.Held) (pipeline.DedupDestination, error) {
-	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource})
+	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource, Since: held.Since, Offset: held.Offset})
 }
 
 // TestExactlyOnceUnderFaults runs a pipeline again and again, each run

@@ -12,5 +12,6 @@ import (
 type dedupStore struct{ s *dedup.Store }
 
 func (d dedupStore) Open(ctx context.Context, pipelineID, destinationID string, held pipeline.Held) (pipeline.DedupDestination, error) {
-	return d.s.Open(ctx, pipelineID, destinationID, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource, Unsynced: held.Unsynced})
+	return d.s.Open(ctx, pipelineID, destinationID, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource,
+		Since: held.Since, Offset: held.Offset, Unsynced: held.Unsynced})
 }

@@ -173,13 +173,7 @@ func (m *managedPipeline) tapRun(cfg *pipeline.Config) {
 	}
 	for i := range cfg.Destinations {
 		d := &cfg.Destinations[i]
-		td := tappedDestination{Destination: d.Connector, t: t, at: api.InspectPoint{Connector: d.ID}}
-		if pr, ok := d.Connector.(connector.PositionReporter); ok {
-			sr, _ := d.Connector.(connector.SourceReporter)
-			d.Connector = tappedReportingDestination{tappedDestination: td, reporter: pr, sources: sr}
-		} else {
-			d.Connector = td
-		}
+		d.Connector = tappedDestination{Destination: d.Connector, t: t, at: api.InspectPoint{Connector: d.ID}}
 		tapProcessors(t, d.Processors)
 	}
 	tapProcessors(t, cfg.Processors)
@@ -237,38 +231,9 @@ func (d tappedDestination) Write(ctx context.Context, batch []record.Record) (in
 	return d.Destination.Write(ctx, batch)
 }
 
-// SyncsWrites keeps the destination's connector.SyncReporter answer, which
-// the engine looks for: without it, a destination that does not sync would
-// wait for synced dedup entries. One without the ability syncs, as the
-// engine takes it.
-func (d tappedDestination) SyncsWrites() bool {
-	if sr, ok := d.Destination.(connector.SyncReporter); ok {
-		return sr.SyncsWrites()
-	}
-	return true
-}
-
-// tappedReportingDestination keeps the destination's PositionReporter and
-// SourceReporter, which the engine looks for: without them a restart
-// could not tell what the destination already holds.
-type tappedReportingDestination struct {
-	tappedDestination
-	reporter connector.PositionReporter
-	sources  connector.SourceReporter // nil: the destination cannot tell
-}
-
-func (d tappedReportingDestination) LastPosition(ctx context.Context) (record.Position, bool, error) {
-	return d.reporter.LastPosition(ctx)
-}
-
-// LastSource answers "" - cannot tell - for a destination without the
-// ability, as the engine takes a destination that lacks it.
-func (d tappedReportingDestination) LastSource(ctx context.Context) (string, error) {
-	if d.sources == nil {
-		return "", nil
-	}
-	return d.sources.LastSource(ctx)
-}
+// Unwrap returns the destination tapped: the engine finds the abilities
+// it looks for (what the destination holds, whether it syncs) there.
+func (d tappedDestination) Unwrap() connector.Destination { return d.Destination }
 
 // tappedProcessor shows inspectors what a processor is given and what it
 // keeps.

@@ -61,10 +61,10 @@ func TestInspectTaps(t *testing.T) {
 		Processors:   []pipeline.Processor{{ID: "p", Processor: upper{}, Connector: "src"}},
 	}
 	m.tapRun(&cfg)
-	if _, ok := cfg.Destinations[1].Connector.(connector.PositionReporter); !ok {
+	if _, ok := connector.Ability[connector.PositionReporter](cfg.Destinations[1].Connector); !ok {
 		t.Fatal("the wrapped destination lost its PositionReporter")
 	}
-	if _, ok := cfg.Destinations[0].Connector.(connector.PositionReporter); ok {
+	if _, ok := connector.Ability[connector.PositionReporter](cfg.Destinations[0].Connector); ok {
 		t.Fatal("the wrapped destination gained a PositionReporter")
 	}
 	ctx := context.Background()
@@ -291,8 +291,22 @@ func TestTapsKeepTheEnginesOptionalAbilities(t *testing.T) {
 		name string
 		has  func(any) bool
 	}{
-		{"PositionReporter", func(v any) bool { _, ok := v.(connector.PositionReporter); return ok }},
-		{"SourceReporter", func(v any) bool { _, ok := v.(connector.SourceReporter); return ok }},
+		{"PositionReporter", func(v any) bool {
+			_, ok := connector.Ability[connector.PositionReporter](v.(connector.Destination))
+			return ok
+		}},
+		{"SourceReporter", func(v any) bool {
+			_, ok := connector.Ability[connector.SourceReporter](v.(connector.Destination))
+			return ok
+		}},
+		{"HoldingReporter", func(v any) bool {
+			_, ok := connector.Ability[connector.HoldingReporter](v.(connector.Destination))
+			return ok
+		}},
+		{"SyncReporter", func(v any) bool {
+			_, ok := connector.Ability[connector.SyncReporter](v.(connector.Destination))
+			return ok
+		}},
 	} {
 		if !c.has(file) {
 			t.Fatalf("the file destination itself lacks %s: the test no longer checks anything", c.name)
@@ -318,26 +332,26 @@ type syncAnswering struct {
 
 func (d syncAnswering) SyncsWrites() bool { return d.syncs }
 
-// A tapped destination keeps the answer of connector.SyncReporter: without
-// it, the engine would sync the dedup entries of a destination that does
-// not sync its writes. One without the ability syncs, as the engine takes
-// it.
+// A tapped destination keeps the answer of connector.SyncReporter, as the
+// engine finds it (connector.Ability): without it, the engine would sync
+// the dedup entries of a destination that does not sync its writes. One
+// without the ability gains none, and the engine takes it as syncing.
 func TestTappedDestinationKeepsWhetherItSyncs(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		dst  connector.Destination
-		want bool
+		name       string
+		dst        connector.Destination
+		can, syncs bool
 	}{
-		{"does not sync", syncAnswering{syncs: false}, false},
-		{"syncs", syncAnswering{syncs: true}, true},
-		{"cannot say", syncAnswering{}.Destination, true},
+		{"does not sync", syncAnswering{syncs: false}, true, false},
+		{"syncs", syncAnswering{syncs: true}, true, true},
+		{"cannot say", tapTestDestination{}, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := pipeline.Config{Destinations: []pipeline.Destination{{ID: "out", Connector: tt.dst}}}
 			(&managedPipeline{}).tapRun(&cfg)
-			sr, ok := cfg.Destinations[0].Connector.(connector.SyncReporter)
-			if !ok || sr.SyncsWrites() != tt.want {
-				t.Fatalf("tapped destination: SyncReporter %v, SyncsWrites %v; want %v", ok, ok && sr.SyncsWrites(), tt.want)
+			sr, ok := connector.Ability[connector.SyncReporter](cfg.Destinations[0].Connector)
+			if ok != tt.can || ok && sr.SyncsWrites() != tt.syncs {
+				t.Fatalf("tapped destination: SyncReporter %v, SyncsWrites %v; want %v, %v", ok, ok && sr.SyncsWrites(), tt.can, tt.syncs)
 			}
 		})
 	}

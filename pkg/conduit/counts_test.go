@@ -13,6 +13,7 @@ import (
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // Each run of countingRun reads runRecords records. Record i is filtered
@@ -89,7 +90,7 @@ func (sortingProcessor) Process(_ context.Context, rec *record.Record) error {
 type noPositions struct{}
 
 func (noPositions) Load(context.Context, string, string) (record.Position, error) { return nil, nil }
-func (noPositions) SaveLater(_, _ string, _ record.Position, _ [][]byte, done func(error)) error {
+func (noPositions) SaveLater(_, _ string, _ record.Position, _ []store.Op, done func(error)) error {
 	done(nil)
 	return nil
 }

@@ -651,7 +651,8 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 
 // warnOrphanedDedup says when dedup entries belong to a destination the
 // pipeline no longer has (renamed or removed): nothing will consume them,
-// and they expire after dedup.ttl.
+// and they expire after dedup.ttl. Such a destination's mark, which never
+// expires, is deleted.
 func (r *Runtime) warnOrphanedDedup(ctx context.Context, p config.Pipeline) {
 	dests, err := r.dedup.Destinations(ctx, p.ID)
 	if err != nil || len(dests) == 0 {
@@ -661,10 +662,26 @@ func (r *Runtime) warnOrphanedDedup(ctx context.Context, p config.Pipeline) {
 	for _, c := range p.Destinations() {
 		have[c.ID] = true
 	}
+	var gone []string
 	for _, d := range dests {
 		if !have[d] {
-			r.log.Warn("dedup entries of a destination this pipeline no longer has (renamed or removed) will expire unused",
-				zap.String("pipeline_id", p.ID), zap.String("destination", d), zap.Duration("dedup.ttl", r.cfg.Dedup.TTL))
+			gone = append(gone, d)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	if err := r.dedup.DropMarks(ctx, p.ID, gone...); err != nil {
+		r.log.Warn("could not delete the dedup marks of destinations this pipeline no longer has",
+			zap.String("pipeline_id", p.ID), zap.Strings("destinations", gone), zap.Error(err))
+		return
+	}
+	if left, err := r.dedup.Destinations(ctx, p.ID); err == nil {
+		for _, d := range left {
+			if !have[d] {
+				r.log.Warn("dedup entries of a destination this pipeline no longer has (renamed or removed) will expire unused",
+					zap.String("pipeline_id", p.ID), zap.String("destination", d), zap.Duration("dedup.ttl", r.cfg.Dedup.TTL))
+			}
 		}
 	}
 }

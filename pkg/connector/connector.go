@@ -109,6 +109,50 @@ type PositionReporter interface {
 	LastPosition(ctx context.Context) (last record.Position, ok bool, err error)
 }
 
+// Ability returns the optional ability T of d (PositionReporter,
+// HoldingReporter, SyncReporter...), looking through wrappers that have an
+// Unwrap() Destination method: a wrapper that only watches writes (the
+// inspector's tap) need not repeat every ability of what it wraps.
+func Ability[T any](d Destination) (T, bool) {
+	for {
+		if a, ok := d.(T); ok {
+			return a, true
+		}
+		w, ok := d.(interface{ Unwrap() Destination })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		d = w.Unwrap()
+	}
+}
+
+// HoldingReporter is the optional ability of a destination to read back
+// what it wrote: where the record it writes next begins, and the records
+// it holds from a point on. With dedup on, the engine then records nothing
+// on the records' path: it saves, with each source position, the point in
+// the destination's output before the first record that position does not
+// cover, and at the next open takes as written the records the destination
+// holds from there on. A crash at any moment duplicates nothing, and no
+// commit of the store sits before a write. The file destination has it
+// (the point is an offset in its file); implement it only when the answer
+// is exact.
+type HoldingReporter interface {
+	// Offset is where the record written next begins; ok is false when
+	// this instance cannot read its output back (the file destination
+	// writing to a pipe): the engine then treats it as a destination
+	// without the ability. Called after Open, from the destination's
+	// stage.
+	Offset() (offset int64, ok bool)
+	// HeldSince calls visit, in the order they were written, with the
+	// offset, position and conduit.source.connector.id ("" when it names
+	// none) of every record it holds from offset on. ok is false when it
+	// cannot tell (the output is not the one an earlier run wrote the
+	// offset in): the engine then takes none as written. Called once,
+	// after Open and before the first Write.
+	HeldSince(ctx context.Context, offset int64, visit func(at int64, pos record.Position, source string) error) (ok bool, err error)
+}
+
 // SyncReporter is the optional ability of a destination to say how
 // durable a Write that returned nil is. The engine keeps the destination's
 // dedup entries (intents, written positions) as durable as its writes: of

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -49,7 +50,11 @@ type fileDestination struct {
 	regular bool         // f is a regular file (not /dev/stdout, a pipe)
 	id      fileIdentity // f's identity; known when regular and idOK
 	idOK    bool
-	from    int64 // the offset this run started appending at
+	// sameAsBefore: the connector state says the last run of this
+	// destination wrote this very file, so offsets it recorded are offsets
+	// in it.
+	sameAsBefore bool
+	from         int64 // the offset this run started appending at
 	// size is the file's size after this run's last write, as far as its
 	// own writes tell (regular files only).
 	size int64
@@ -212,6 +217,7 @@ func (d *fileDestination) claim(ctx context.Context, f *os.File, fi os.FileInfo)
 			return err
 		}
 	}
+	d.sameAsBefore = prev != nil && prev.fileIdentity == d.id
 	size := fi.Size()
 	keep, endsWithNewline := size, true
 	if size > 0 {
@@ -307,6 +313,88 @@ func (d *fileDestination) LastPosition(context.Context) (record.Position, bool, 
 		return nil, ok, err
 	}
 	return positionOfLine(head), true, nil
+}
+
+// Offset implements HoldingReporter: the file's size, where the next line
+// begins. Only a regular file whose identity the connector state keeps can
+// be read back at the next open and known to be the same file.
+func (d *fileDestination) Offset() (int64, bool) {
+	if d.f == nil || !d.regular || d.state == nil || !d.idOK {
+		return 0, false
+	}
+	return d.size, true
+}
+
+// HeldSince implements HoldingReporter: it reads the lines from offset to
+// the end the run opened at (a torn last line already cut off) and visits
+// those this destination wrote. Lines that are not its own (foreign
+// content) are passed over. A file other than the one the last run wrote
+// (replaced, rotated) holds nothing of it: ok is false.
+func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(at int64, pos record.Position, source string) error) (bool, error) {
+	if _, ok := d.Offset(); !ok || !d.sameAsBefore {
+		return false, nil
+	}
+	if offset >= d.size {
+		// Cut shorter by someone since (the bytes are gone) or nothing
+		// written after offset.
+		return true, nil
+	}
+	r, err := os.Open(d.path)
+	if err != nil {
+		return false, fmt.Errorf("file destination %s: read back what it wrote: %w", d.path, err)
+	}
+	defer r.Close()
+	rfi, err := r.Stat()
+	if err != nil {
+		return false, fmt.Errorf("file destination %s: read back what it wrote: %w", d.path, err)
+	}
+	if fi, err := d.f.Stat(); err != nil || !os.SameFile(fi, rfi) {
+		// Replaced since Open: what is at the path is not what it writes.
+		return false, nil
+	}
+	if err := eachLineHead(io.NewSectionReader(r, offset, d.size-offset), offset, func(at int64, head []byte) error {
+		if pos := positionOfLine(head); pos != nil {
+			return visit(at, pos, sourceOfLine(head))
+		}
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("file destination %s: read back what it wrote: %w", d.path, err)
+	}
+	return true, nil
+}
+
+// eachLineHead calls fn with the offset and the first maxPositionLine
+// bytes of every newline-terminated line of r, which begins at base; a
+// last line without its newline is not one.
+func eachLineHead(r io.Reader, base int64, fn func(at int64, head []byte) error) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	head := make([]byte, 0, 4096)
+	at := base
+	for {
+		head = head[:0]
+		n := int64(0)
+		for {
+			chunk, err := br.ReadSlice('\n')
+			n += int64(len(chunk))
+			if room := maxPositionLine - len(head); room > 0 {
+				head = append(head, chunk[:min(room, len(chunk))]...)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			break
+		}
+		if err := fn(at, head); err != nil {
+			return err
+		}
+		at += n
+	}
 }
 
 // SyncsWrites implements SyncReporter: the lines are on the disk when

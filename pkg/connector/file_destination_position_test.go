@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/conduitry/conduit/pkg/record"
@@ -144,5 +146,114 @@ func TestFileDestinationSaysWhetherItSyncs(t *testing.T) {
 		if got := sr.SyncsWrites(); got != (sync == "true") {
 			t.Errorf("sync: %s: SyncsWrites %v", sync, got)
 		}
+	}
+}
+
+// heldSince opens a run on path and returns what it holds from offset on,
+// as "position@source" per line.
+func heldSince(t *testing.T, d *fileDestination, offset int64) ([]string, bool) {
+	t.Helper()
+	var held []string
+	ok, err := d.HeldSince(context.Background(), offset, func(_ int64, pos record.Position, source string) error {
+		held = append(held, string(pos)+"@"+source)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("HeldSince: %v", err)
+	}
+	return held, ok
+}
+
+// TestFileDestinationReadsBackWhatItHolds: after a crash, the records on
+// the lines from an offset on, with their sources; the torn line cut off,
+// foreign lines passed over, a line longer than the read buffer read
+// whole, and nothing from a file that is not the one written before.
+func TestFileDestinationReadsBackWhatItHolds(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	state := &memState{}
+	d, _ := fileDestRun(t, path, state)
+	writeRecords(t, d, "1", "2")
+	mark, ok := d.Offset()
+	if !ok {
+		t.Fatal("a regular file with connector state cannot say where it writes")
+	}
+	big := testRecord("3", record.RawData(strings.Repeat("x", 600<<10)))
+	big.Metadata = record.Metadata{record.MetadataSourceConnectorID: "p:gen"}
+	if n, err := d.Write(ctx, []record.Record{big}); n != 1 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	appendBytes(t, path, "a line someone else wrote\n")
+	d.size = fileSize(t, path)
+	writeRecords(t, d, "4")
+	appendBytes(t, path, `{"position":"NQ==","operation":"cre`)
+	crash(t, d)
+
+	d, _ = fileDestRun(t, path, state)
+	held, ok := heldSince(t, d, mark)
+	if want := []string{"3@p:gen", "4@"}; !ok || !slices.Equal(held, want) {
+		t.Fatalf("held since %d = %q, %v; want %q", mark, held, ok, want)
+	}
+	if held, ok := heldSince(t, d, 0); !ok || len(held) != 4 {
+		t.Fatalf("held since 0 = %q, %v; want the four records", held, ok)
+	}
+	end, _ := d.Offset()
+	if held, ok := heldSince(t, d, end+100); !ok || len(held) != 0 {
+		t.Fatalf("held past the end = %q, %v; want nothing", held, ok)
+	}
+	crash(t, d)
+
+	// The same path, another file: what the offset meant is gone.
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte{}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = fileDestRun(t, path, state)
+	if held, ok := heldSince(t, d, 0); ok || len(held) != 0 {
+		t.Fatalf("held in a replaced file = %q, %v; want it cannot tell", held, ok)
+	}
+	crash(t, d)
+
+	// Without connector state nothing says which file it wrote before.
+	d, _ = fileDestRun(t, path, nil)
+	if _, ok := d.Offset(); ok {
+		t.Fatal("a destination without connector state says where it writes")
+	}
+	crash(t, d)
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// watchingWrapper stands for a wrapper that only watches writes.
+type watchingWrapper struct{ Destination }
+
+func (w watchingWrapper) Unwrap() Destination { return w.Destination }
+
+// TestAbilityLooksThroughWrappers: a wrapper with Unwrap keeps the
+// abilities of the destination it wraps, however deep; one without hides
+// them.
+func TestAbilityLooksThroughWrappers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	d, _ := fileDestRun(t, path, &memState{})
+	defer crash(t, d)
+	wrapped := watchingWrapper{watchingWrapper{d}}
+	if hr, ok := Ability[HoldingReporter](wrapped); !ok || hr != HoldingReporter(d) {
+		t.Fatalf("HoldingReporter through two wrappers = %v, %v", hr, ok)
+	}
+	if _, ok := Ability[SyncReporter](wrapped); !ok {
+		t.Fatal("SyncReporter lost through the wrappers")
+	}
+	type hiding struct{ Destination }
+	if _, ok := Ability[PositionReporter](hiding{d}); ok {
+		t.Fatal("a wrapper without Unwrap passed an ability on")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // ack is the acker stage: it takes batches in read order, waits until every
@@ -24,10 +25,11 @@ import (
 // covers several (see ackGroup): a batch that is done waits for the source
 // only while the next one is done too (or its dedup entry is being
 // committed), never for one still being written.
-func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, persisters []*persister, window *nackWindow) error {
+func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []chan *batch, free *batchPool, persisters []*persister, marking []holdingDedup, window *nackWindow) error {
 	group := ackGroup{e: e, free: free, persisters: persisters, max: max(1, cap(inflight)/2),
-		positions: make([][]record.Position, len(persisters)), deletes: make([][][]byte, len(persisters)),
-		records: make([]int, len(persisters)), nacked: make([]int, len(persisters))}
+		positions: make([][]record.Position, len(persisters)), with: make([][]store.Op, len(persisters)),
+		records: make([]int, len(persisters)), nacked: make([]int, len(persisters)),
+		marking: marking, marks: slices.Repeat([]int64{noMark}, len(marking))}
 	var dlqBuf []record.Record
 	for {
 		b, ok, ready := tryReceive(inflight, len(group.batches) > 0)
@@ -179,9 +181,15 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 // batch in flight waits for it, and the source cannot read.
 //
 // The group holds the batches of every source; what it acknowledges is
-// kept per source (positions[i], deletes[i], records[i] and nacked[i] are
+// kept per source (positions[i], with[i], records[i] and nacked[i] are
 // sources[i]'s: the positions it read, not those of records derived from
 // them), and each source gets one Ack per flush.
+//
+// The marks of destinations that read back what they wrote go with every
+// source's position save of the flush: each is the mark of the group's
+// first batch, before which every record of the sources is acknowledged
+// once this flush's saves and the ones before them are durable (saves
+// commit in the order they are submitted).
 type ackGroup struct {
 	e          *Engine
 	free       *batchPool
@@ -190,7 +198,13 @@ type ackGroup struct {
 
 	batches   []*batch
 	positions [][]record.Position
-	deletes   [][][]byte
+	// with[i] are the writes sources[i]'s position save commits with it:
+	// the dedup entries its batches free.
+	with [][]store.Op
+	// marking[d] moves destination d's mark (nil when it has none), and
+	// marks[d] is the mark of the group's first batch, noMark before it.
+	marking []holdingDedup
+	marks   []int64
 	// records[i] counts the records positions[i] cover (more than
 	// positions when processors derived several from one), nacked[i]
 	// those of them sent to the dead-letter queue.
@@ -204,6 +218,11 @@ type ackGroup struct {
 func (g *ackGroup) add(b *batch, limit, nacked int) {
 	s := b.source
 	g.batches = append(g.batches, b)
+	for d, m := range g.marks {
+		if m == noMark {
+			g.marks[d] = b.marks[d]
+		}
+	}
 	read, _ := b.ackable(limit)
 	g.positions[s] = append(g.positions[s], b.readPositions()[:read]...)
 	g.records[s] += limit
@@ -214,7 +233,9 @@ func (g *ackGroup) add(b *batch, limit, nacked int) {
 		// must still be recognised. A batch's entries hold positions of
 		// its source only: they go with that source's position.
 		for _, keys := range b.dedupKeys {
-			g.deletes[s] = append(g.deletes[s], keys...)
+			for _, k := range keys {
+				g.with[s] = append(g.with[s], store.Op{Key: k, Delete: true})
+			}
 		}
 	}
 }
@@ -238,23 +259,44 @@ func (g *ackGroup) flush(ctx context.Context) error {
 		}
 		e.stats.RecordsAcked.Add(int64(n))
 		e.stats.RecordsWritten.Add(int64(g.records[s] - g.nacked[s]))
-		g.persisters[s].offer(positions[n-1], g.deletes[s]) // copies the keys it keeps
+		with := g.with[s]
+		for d, m := range g.marks {
+			if m != noMark {
+				with = append(with, g.marking[d].Mark(m))
+			}
+		}
+		g.persisters[s].offer(positions[n-1], with) // copies what it keeps
 		if e.cfg.OnAck != nil && g.records[s] > g.nacked[s] {
 			e.cfg.OnAck(g.records[s] - g.nacked[s])
 		}
 		clear(positions) // they point into the batches' records
 		g.positions[s] = positions[:0]
-		clear(g.deletes[s])
-		g.deletes[s] = g.deletes[s][:0]
+		clear(with)
+		g.with[s] = with[:0]
 		g.records[s], g.nacked[s] = 0, 0
 	}
 	for _, b := range g.batches {
 		b.reset()
 		g.free.put(b)
 	}
+	for d := range g.marks {
+		g.marks[d] = noMark
+	}
 	clear(g.batches)
 	g.batches = g.batches[:0]
 	return nil
+}
+
+// markers returns, per destination, what moves its mark: its dedup view
+// for a destination that reads back what it wrote, nil otherwise.
+func markers(dedups []DedupDestination, modes []dedupMode) []holdingDedup {
+	out := make([]holdingDedup, len(dedups))
+	for i, dd := range dedups {
+		if h, ok := dd.(holdingDedup); ok && modes[i] == markOutput {
+			out[i] = h
+		}
+	}
+	return out
 }
 
 // mergedNacks returns the batch's nacks in read order, one per record

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -58,7 +59,14 @@ type batch struct {
 	// delete with the source position that acknowledges this batch.
 	dedupWait []func() error
 	dedupKeys [][][]byte
+	// marks[i] is where destination i's output stood before it wrote
+	// this batch, capped at the first record an earlier run wrote that is
+	// still to be skipped (markOutput); noMark otherwise.
+	marks []int64
 }
+
+// noMark is a batch's mark for a destination that has none.
+const noMark = -1
 
 // nack is a record rejected by a processor or refused by a destination.
 type nack struct {
@@ -93,6 +101,7 @@ func newBatch(size, destinations int) *batch {
 		results:   make([]writeResult, destinations),
 		dedupWait: make([]func() error, destinations),
 		dedupKeys: make([][][]byte, destinations),
+		marks:     slices.Repeat([]int64{noMark}, destinations),
 	}
 }
 
@@ -277,4 +286,7 @@ func (b *batch) reset() {
 	}
 	clear(b.results)
 	clear(b.dedupWait)
+	for i := range b.marks {
+		b.marks[i] = noMark
+	}
 }

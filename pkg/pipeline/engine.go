@@ -15,6 +15,7 @@ import (
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // Defaults for Config fields left zero.
@@ -37,11 +38,12 @@ const (
 type Positions interface {
 	Load(ctx context.Context, pipelineID, connectorID string) (record.Position, error)
 	// SaveLater submits pos to be persisted and, in the same commit, the
-	// deletion of the keys in deletes (dedup entries of the records pos
-	// acknowledges), without waiting; done is called with the result once
-	// it is durable. Saves land in the order they were submitted. It may
-	// keep deletes' keys until done, not pos.
-	SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error
+	// writes in with (the deletion of the dedup entries of the records pos
+	// acknowledges, the marks of destinations that read back what they
+	// wrote), without waiting; done is called with the result once it is
+	// durable. Saves land in the order they were submitted. It may keep
+	// with's keys and values until done, not pos or the slice.
+	SaveLater(pipelineID, connectorID string, pos record.Position, with []store.Op, done func(error)) error
 }
 
 // Dedup is the acked-position dedup store (dedup/): it lets a restarted
@@ -64,6 +66,13 @@ type Held struct {
 	// record, "" when the pipeline has one source or the destination
 	// cannot tell (connector.SourceReporter).
 	LastSource string
+	// Since, when set, reads back what the destination holds from an
+	// offset on (connector.HoldingReporter): visit gets the offset, the
+	// dedup source and the position of each record of this pipeline's
+	// sources. Offset is where it writes next. Such a destination records
+	// no intent: its stage gives every batch a mark (see holdingDedup).
+	Since  func(offset int64, visit func(at int64, source string, pos record.Position)) (ok bool, err error)
+	Offset int64
 	// Unsynced says that the destination does not sync what it writes
 	// (connector.SyncReporter): its entries need survive only what its
 	// records survive, a crash of the process.
@@ -95,6 +104,19 @@ type DedupDestination interface {
 	// written before wait returned nil. key is deleted once they are
 	// acknowledged.
 	Intend(ctx context.Context, source string, positions []record.Position) (key []byte, wait func() error, err error)
+}
+
+// holdingDedup is the ability of the DedupDestination of a destination
+// that reads back what it wrote (Held.Since): Floor is the offset of the
+// first record an earlier run wrote that is still to be skipped
+// (math.MaxInt64 for none), and Mark the write that moves the
+// destination's mark to an offset, committed with a position save. A mark
+// says that the records of the saved positions end before it; it never
+// passes the floor, so what is still to be skipped is read back again
+// after another crash.
+type holdingDedup interface {
+	Floor() int64
+	Mark(offset int64) store.Op
 }
 
 // writableDedup is the optional ability of a DedupDestination to say that
@@ -428,7 +450,7 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 	}
 	dedups := make([]DedupDestination, len(e.cfg.Destinations))
-	reports := make([]bool, len(e.cfg.Destinations))
+	modes := make([]dedupMode, len(e.cfg.Destinations))
 	if e.cfg.Dedup != nil {
 		for i, d := range e.cfg.Destinations {
 			held, err := e.held(ctx, d)
@@ -438,7 +460,12 @@ func (e *Engine) run(ctx context.Context) error {
 				// twice.
 				return &StageError{Kind: KindDestination, ID: d.ID, Op: "report the last position held", Err: cerrors.Transient(err)}
 			}
-			reports[i] = held.Reports
+			switch {
+			case held.Since != nil:
+				modes[i] = markOutput
+			case held.Reports:
+				modes[i] = intendBefore
+			}
 			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID, held); err != nil {
 				return &StageError{Kind: KindDestination, ID: d.ID, Op: "load dedup entries", Err: cerrors.Transient(err)}
 			}
@@ -480,7 +507,7 @@ func (e *Engine) run(ctx context.Context) error {
 	})
 	defer unregister()
 
-	n := e.batchesInFlight(slices.Contains(reports, true) && e.cfg.Dedup != nil)
+	n := e.batchesInFlight(slices.Contains(modes, intendBefore))
 	// Batches are made on demand, up to n, and start small (see
 	// batchPool): a quiet pipeline holds a few hundred bytes, a busy one
 	// grows to n full batches. Ten thousand pipelines in one process stay
@@ -521,7 +548,7 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	for i, d := range e.cfg.Destinations {
 		g.Go(func() error {
-			return e.write(gctx, d, i, dedups[i], reports[i], intentsAhead(n), toDest[i], fromDest[i])
+			return e.write(gctx, d, i, dedups[i], modes[i], intentsAhead(n), toDest[i], fromDest[i])
 		})
 	}
 	for _, p := range persisters {
@@ -532,7 +559,7 @@ func (e *Engine) run(ctx context.Context) error {
 			return p.run(context.WithoutCancel(ctx))
 		})
 	}
-	ackErr := e.ack(gctx, inflight, fromDest, free, persisters, newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
+	ackErr := e.ack(gctx, inflight, fromDest, free, persisters, markers(dedups, modes), newNackWindow(e.cfg.DLQ.WindowSize, e.cfg.DLQ.WindowNackThreshold))
 	// Whoever failed first names the cause. If another stage had already
 	// failed (gctx is cancelled), whatever the acker saw since is a
 	// consequence of that, such as a write cut short by the cancellation.
@@ -604,29 +631,60 @@ func (e *Engine) dedupSource(i int) string {
 	return e.sources[i].ID
 }
 
+// dedupSourceOfNode maps the conduit.source.connector.id of a record a
+// destination holds to its dedup source; ours is false for a record of
+// another pipeline (another pipeline's records in the same output must
+// not be taken for this one's). A record that names no source counts as
+// the only source's in a pipeline of one: a processor may have removed
+// the metadata.
+func (e *Engine) dedupSourceOfNode(node string) (source string, ours bool) {
+	for i, n := range e.nodes.sources {
+		if n == node {
+			return e.dedupSource(i), true
+		}
+	}
+	return "", node == "" && len(e.sources) == 1
+}
+
 // held asks destination d what it holds, when it can tell. In a pipeline
 // of several sources, positions are unique only within a source: the
 // source of the last record is what makes its position say how far the
 // intents of the last run were written.
 func (e *Engine) held(ctx context.Context, d Destination) (Held, error) {
-	sr, ok := d.Connector.(connector.SyncReporter)
+	sr, ok := connector.Ability[connector.SyncReporter](d.Connector)
 	unsynced := ok && !sr.SyncsWrites()
-	r, ok := d.Connector.(connector.PositionReporter)
+	base := Held{Unsynced: unsynced}
+	if hr, ok := connector.Ability[connector.HoldingReporter](d.Connector); ok {
+		if offset, ok := hr.Offset(); ok {
+			base.Offset = offset
+			base.Since = func(offset int64, visit func(at int64, source string, pos record.Position)) (bool, error) {
+				return hr.HeldSince(ctx, offset, func(at int64, pos record.Position, node string) error {
+					if source, ours := e.dedupSourceOfNode(node); ours {
+						visit(at, source, pos)
+					}
+					return nil
+				})
+			}
+		}
+	}
+	r, ok := connector.Ability[connector.PositionReporter](d.Connector)
 	if !ok {
-		return Held{Unsynced: unsynced}, nil
+		return base, nil
 	}
 	last, reports, err := r.LastPosition(ctx)
 	if err != nil {
 		return Held{}, err
 	}
 	if !reports {
-		return Held{Unsynced: unsynced}, nil
+		return base, nil
 	}
-	held := Held{Reports: true, Last: last, Unsynced: unsynced}
+	// The last position still resolves intents an earlier build recorded.
+	held := base
+	held.Reports, held.Last = true, last
 	if len(e.sources) == 1 || last == nil {
 		return held, nil
 	}
-	if sr, ok := d.Connector.(connector.SourceReporter); ok {
+	if sr, ok := connector.Ability[connector.SourceReporter](d.Connector); ok {
 		node, err := sr.LastSource(ctx)
 		if err != nil {
 			return Held{}, err

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // seqSource produces records 1..limit (positions "1", "2", ...), at most
@@ -172,10 +173,10 @@ type memPositions struct {
 }
 
 type queuedSave struct {
-	key     string
-	pos     record.Position
-	deletes [][]byte
-	done    func(error)
+	key  string
+	pos  record.Position
+	with []store.Op
+	done func(error)
 }
 
 func (m *memPositions) Load(_ context.Context, pipelineID, connectorID string) (record.Position, error) {
@@ -184,9 +185,9 @@ func (m *memPositions) Load(_ context.Context, pipelineID, connectorID string) (
 	return m.pos[pipelineID+"/"+connectorID], nil
 }
 
-func (m *memPositions) SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error {
+func (m *memPositions) SaveLater(pipelineID, connectorID string, pos record.Position, with []store.Op, done func(error)) error {
 	m.mu.Lock()
-	m.queued = append(m.queued, queuedSave{key: pipelineID + "/" + connectorID, pos: bytes.Clone(pos), deletes: deletes, done: done})
+	m.queued = append(m.queued, queuedSave{key: pipelineID + "/" + connectorID, pos: bytes.Clone(pos), with: slices.Clone(with), done: done})
 	if m.saveGate != nil {
 		if !m.waiting {
 			m.waiting = true
@@ -218,8 +219,10 @@ func (m *memPositions) commit() {
 		}
 		for _, q := range queued {
 			m.pos[q.key] = q.pos
-			for _, k := range q.deletes {
-				m.deleted = append(m.deleted, string(k))
+			for _, op := range q.with {
+				if op.Delete {
+					m.deleted = append(m.deleted, string(op.Key))
+				}
 			}
 		}
 		m.saves = append(m.saves, string(queued[len(queued)-1].pos))

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 // persister is the acker's handle on the position saves of one run: the
@@ -43,10 +44,10 @@ func newPersister(p Positions, pipelineID, connectorID string, stats *Stats) *pe
 	}
 }
 
-// offer submits pos as the newest acknowledged position, and the deletion
-// of deletes with it. The store keeps deletes' keys until the save is
+// offer submits pos as the newest acknowledged position, and the writes
+// in with along. The store keeps their keys and values until the save is
 // durable: they must not change afterwards.
-func (p *persister) offer(pos record.Position, deletes [][]byte) {
+func (p *persister) offer(pos record.Position, with []store.Op) {
 	p.mu.Lock()
 	if p.err != nil || p.closed {
 		p.mu.Unlock()
@@ -54,7 +55,7 @@ func (p *persister) offer(pos record.Position, deletes [][]byte) {
 	}
 	p.submitted++
 	p.mu.Unlock()
-	err := p.positions.SaveLater(p.pipelineID, p.connectorID, pos, deletes, p.saved)
+	err := p.positions.SaveLater(p.pipelineID, p.connectorID, pos, with, p.saved)
 	if err != nil {
 		p.saved(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/store"
 )
 
 func TestPersisterRunWaitsForTheLastOfferedSave(t *testing.T) {
@@ -15,7 +16,7 @@ func TestPersisterRunWaitsForTheLastOfferedSave(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.run(context.Background()) }()
 	for _, s := range []string{"1", "2", "3"} {
-		p.offer(record.Position(s), [][]byte{[]byte("entry-" + s)})
+		p.offer(record.Position(s), []store.Op{{Key: []byte("entry-" + s), Delete: true}})
 	}
 	p.close()
 	select {

@@ -65,20 +65,17 @@ func (s *PositionStore) Load(ctx context.Context, pipelineID, connectorID string
 	return pos, nil
 }
 
-// SaveLater submits pos as the position to resume from, and the deletion
-// of the keys in deletes in the same commit (either both happen or
-// neither), without waiting: done gets the result once the write is
-// durable (see Positions).
-func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Position, deletes [][]byte, done func(error)) error {
+// SaveLater submits pos as the position to resume from, and the writes in
+// with in the same commit (either all happen or none), without waiting:
+// done gets the result once the write is durable (see Positions).
+func (s *PositionStore) SaveLater(pipelineID, connectorID string, pos record.Position, with []store.Op, done func(error)) error {
 	// Encoded by the writer at its commit: of the positions an acker offers
 	// while a commit is under way, only the last is ever encoded.
 	pos, savedAt := bytes.Clone(pos), s.now()
-	ops := make([]store.Op, 0, 1+len(deletes))
+	ops := make([]store.Op, 0, 1+len(with))
 	ops = append(ops, store.Op{Key: positionKey(pipelineID, connectorID),
 		Encode: func(dst []byte) ([]byte, error) { return appendPosition(dst, pos, savedAt) }})
-	for _, k := range deletes {
-		ops = append(ops, store.Op{Key: k, Delete: true})
-	}
+	ops = append(ops, with...)
 	// Positions and the dedup entries they delete are on the records'
 	// path: they go in the urgent lane, as the entries did.
 	_, err := s.writer.Submit(store.WriteOptions{Priority: store.Urgent, Done: func(err error) {

@@ -317,7 +317,7 @@ func TestSplitDedupWritesOnlyTheRestAfterARestart(t *testing.T) {
 type dedupStore struct{ s *dedup.Store }
 
 func (a dedupStore) Open(ctx context.Context, p, d string, held Held) (DedupDestination, error) {
-	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource})
+	return a.s.Open(ctx, p, d, dedup.Holdings{Reports: held.Reports, Last: held.Last, LastSource: held.LastSource, Since: held.Since, Offset: held.Offset})
 }
 
 // A derived record a later processor rejects goes to the dead-letter queue

@@ -4,11 +4,29 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
+)
+
+// dedupMode says how a destination's stage keeps what it wrote known to
+// the next run (see write).
+type dedupMode int
+
+const (
+	// rememberAfter: each batch is remembered after it is written.
+	rememberAfter dedupMode = iota
+	// intendBefore: an intent is recorded before each write
+	// (connector.PositionReporter).
+	intendBefore
+	// markOutput: nothing is recorded; every batch gets the offset it is
+	// written at, and position saves carry it as the destination's mark
+	// (connector.HoldingReporter).
+	markOutput
 )
 
 // write is one destination's stage. A record the destination refuses with
@@ -16,14 +34,24 @@ import (
 // transient error stops the stage, and the acker reports it once it has
 // acknowledged everything before it. With dedup, records an earlier run
 // already wrote are skipped, and a batch is never written while the batch
-// before is written but not yet remembered (see dedup/):
+// before is written but not yet known to the next run (see dedup/):
 //
-//   - a destination that reports what it holds (reports) records an intent
-//     before each write; the next batch is taken and its intent submitted
-//     while this one's commits, so no sync sits between two writes;
+//   - a destination that reads back what it wrote (markOutput) records
+//     nothing before or after a write: each batch notes where the
+//     destination's output stood before it (its mark), which the position
+//     save that acknowledges the batch commits;
+//   - a destination that reports what it holds (intendBefore) records an
+//     intent before each write; the next batch is taken and its intent
+//     submitted while this one's commits, so no sync sits between two
+//     writes;
 //   - any other destination remembers a batch after writing it, and waits
 //     for that before writing the next one.
-func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, ahead int, in <-chan *batch, out chan<- *batch) error {
+func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDestination, mode dedupMode, ahead int, in <-chan *batch, out chan<- *batch) error {
+	reports := mode == intendBefore
+	var output connector.HoldingReporter
+	if mode == markOutput {
+		output, _ = connector.Ability[connector.HoldingReporter](d.Connector)
+	}
 	// A slot's buffers are made on its first use: a quiet pipeline (ten
 	// thousand of them restarting in a fault storm) uses one or two of its
 	// ahead+1, and each holds a destination's split and skip buffers.
@@ -72,6 +100,14 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		}
 		cur := queue[0]
 		b := cur.b
+		if output != nil {
+			// The batches before are written: the output ends where this
+			// one begins. The mark stays before what an earlier run wrote
+			// and this run has not skipped yet (cur.floor).
+			if at, ok := output.Offset(); ok {
+				b.marks[idx] = min(at, cur.floor)
+			}
+		}
 		if cur.failed != nil {
 			b.results[idx] = *cur.failed
 			send(ctx, out, b)
@@ -111,7 +147,7 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		// Usually the destination writes exactly the batch's records, and
 		// their positions are already at hand; collecting them one by one
 		// is only needed when it writes fewer.
-		remember := dd != nil && !reports
+		remember := dd != nil && mode == rememberAfter
 		var res writeResult
 		res, written = e.writeAll(ctx, d, idx, b, cur.recs, cur.toRecord, written[:0], remember && !cur.whole)
 		toRemember := written
@@ -175,6 +211,10 @@ type preparedBatch struct {
 	whole bool
 	// intent, when set, returns once the intent of the records is durable.
 	intent func() error
+	// floor is where in the destination's output the first record an
+	// earlier run wrote that is still to be skipped after this batch
+	// begins (markOutput).
+	floor int64
 	// failed is the batch's result when it cannot be written at all.
 	failed *writeResult
 }
@@ -183,7 +223,7 @@ type preparedBatch struct {
 // run already wrote and, for a destination that reports what it holds,
 // submits the intent to write the rest.
 func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, b *batch, bufs *prepareBuffers) preparedBatch {
-	p := preparedBatch{b: b, recs: b.out, toRecord: b.recordIndex}
+	p := preparedBatch{b: b, recs: b.out, toRecord: b.recordIndex, floor: math.MaxInt64}
 	failed := func(res writeResult) preparedBatch {
 		p.failed = &res
 		return p
@@ -199,6 +239,12 @@ func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDe
 		before := dd.Hits()
 		p.recs, p.toRecord = bufs.skip.filter(b, idx, dd, e.dedupSource(b.source), p.recs, p.toRecord)
 		e.stats.DedupSkipped.Add(dd.Hits() - before)
+	}
+	if h, ok := dd.(holdingDedup); ok {
+		// Taken after this batch's skips and before the next batch's:
+		// records a later batch skips are still this batch's concern, as
+		// its position save does not cover them.
+		p.floor = h.Floor()
 	}
 	p.whole = len(p.recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
 	if dd == nil || len(p.recs) == 0 {
