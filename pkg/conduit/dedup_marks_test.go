@@ -69,5 +69,7 @@ pipelines:
 	}
 	reloaded(t, rt, logs)
 	clocktest.Eventually(t, func() bool { return slices.Equal(marked(), []string{"renamed"}) },
-		func() string { return fmt.Sprintf("destinations with dedup keys %q, want renamed's mark alone", marked()) })
+		func() string {
+			return fmt.Sprintf("destinations with dedup keys %q, want renamed's mark alone", marked())
+		})
 }
