@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -53,13 +54,9 @@ func heldLog(t *testing.T, maxHeld int) (*Log, *refusingStore, chan time.Time, *
 // waitPublished waits until the pipeline's last visible event is seq.
 func waitPublished(t *testing.T, l *Log, pipelineID string, seq uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.LastSequence(pipelineID) != seq {
-		if time.Now().After(deadline) {
-			t.Fatalf("pipeline %s: last visible event %d, want %d", pipelineID, l.LastSequence(pipelineID), seq)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return l.LastSequence(pipelineID) == seq }, func() string {
+		return fmt.Sprintf("pipeline %s: last visible event %d, want %d", pipelineID, l.LastSequence(pipelineID), seq)
+	})
 }
 
 func stateOp(pipelineID, state string) store.Op {

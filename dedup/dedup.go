@@ -286,7 +286,10 @@ type sourcePosition struct{ source, position string }
 // an old intent against a newer last position: positions up to held.Last,
 // in the order they were intended, become written, the others are dropped.
 // A destination that does not report (any more) keeps no intent position:
-// it may write them twice, never lose them.
+// it may write them twice, never lose them. A destination that reads back
+// what it wrote (held.Since) holds, to be skipped, the records it has from
+// its mark on; one without a mark yet gets one where it writes next, in
+// the same commit, before it writes anything.
 func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held Holdings) (*Destination, error) {
 	d := &Destination{
 		store:     s,

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"github.com/conduitry/conduit/pkg/clock"
 	"maps"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ type BreakerConfig struct {
 // over Stagger. DESIGN 5.3. Safe for concurrent use by every supervisor.
 type Breakers struct {
 	cfg   BreakerConfig
-	clock Clock
+	clock clock.Clock
 	// observe is told every change of a breaker, outside the lock.
 	observe func(BreakerChange)
 
@@ -70,11 +71,11 @@ type breaker struct {
 }
 
 // NewBreakers returns breakers with cfg; observe may be nil.
-func NewBreakers(cfg BreakerConfig, clock Clock, observe func(BreakerChange)) *Breakers {
+func NewBreakers(cfg BreakerConfig, clk clock.Clock, observe func(BreakerChange)) *Breakers {
 	if cfg.Threshold < 1 {
 		cfg.Threshold = 1
 	}
-	return &Breakers{cfg: cfg, clock: clock, observe: observe, deps: map[string]*breaker{}}
+	return &Breakers{cfg: cfg, clock: clk, observe: observe, deps: map[string]*breaker{}}
 }
 
 func (b *Breakers) get(dep string) *breaker {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 )
 
@@ -19,7 +20,7 @@ type breakerLog struct {
 	changes  []string
 }
 
-func (l *breakerLog) release(p string, _ *fakeClock) func(time.Duration) {
+func (l *breakerLog) release(p string, _ *clocktest.Clock) func(time.Duration) {
 	return func(after time.Duration) { l.released = append(l.released, fmt.Sprintf("%s+%s", p, after)) }
 }
 
@@ -104,7 +105,7 @@ func TestBreakerStateMachine(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := newFakeClock()
+			clock := clocktest.New()
 			log := &breakerLog{}
 			b := NewBreakers(BreakerConfig{Threshold: 3, Window: time.Minute, Stagger: 5 * time.Second}, clock, func(c BreakerChange) {
 				s := fmt.Sprintf("closed %s canary %s released %v", c.Dependency, c.Canary, c.Released)
@@ -150,7 +151,7 @@ func TestBreakerStateMachine(t *testing.T) {
 // opened it wait without restarting; the canary's first record releases
 // them, spread out; a pipeline whose rule degrades still degrades.
 func TestSupervisorsShareABreaker(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	b := NewBreakers(BreakerConfig{Threshold: 2, Window: time.Minute, Stagger: 10 * time.Second}, clock, nil)
 	withBreaker := func(id string) func(*Config) {
 		return func(c *Config) {
@@ -233,7 +234,7 @@ func TestDependencyFromTheErrorsDetails(t *testing.T) {
 // A pipeline whose own rule degrades it degrades, breaker or not, and
 // leaves the breaker.
 func TestARuleThatDegradesWinsOverTheBreaker(t *testing.T) {
-	b := NewBreakers(BreakerConfig{Threshold: 1, Window: time.Minute, Stagger: time.Second}, newFakeClock(), nil)
+	b := NewBreakers(BreakerConfig{Threshold: 1, Window: time.Minute, Stagger: time.Second}, clocktest.New(), nil)
 	dep := func(id string) func(*Config) {
 		return func(c *Config) {
 			c.PipelineID, c.Breakers = id, b
@@ -262,7 +263,7 @@ func TestARuleThatDegradesWinsOverTheBreaker(t *testing.T) {
 // many: an error that puts a request id in its dependency cannot grow the
 // breakers without end.
 func TestBreakersForgetOldDependencies(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	b := NewBreakers(BreakerConfig{Threshold: 3, Window: time.Minute}, clock, nil)
 	for i := range 5000 {
 		b.Fault(fmt.Sprintf("db-%d", i), "p", func(time.Duration) {})
@@ -281,7 +282,7 @@ func TestBreakersForgetOldDependencies(t *testing.T) {
 // An idle canary that reconnected and stayed up for its probation closes
 // its breaker: the dependency is back without a record going through.
 func TestIdleCanaryClosesTheBreakerAfterItsProbation(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	b := NewBreakers(BreakerConfig{Threshold: 2, Window: time.Minute, Stagger: 10 * time.Second}, clock, nil)
 	withBreaker := func(id string) func(*Config) {
 		return func(c *Config) {

@@ -9,74 +9,10 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-// fakeClock moves only when told to. Timers fire when Advance passes them.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]struct{}
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), timers: map[*fakeTimer]struct{}{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{clock: c, at: c.now.Add(d), c: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.c <- c.now
-		return t
-	}
-	c.timers[t] = struct{}{}
-	return t
-}
-
-// Advance moves time forward and fires every timer that is due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			t.c <- c.now
-			delete(c.timers, t)
-		}
-	}
-}
-
-// pending returns how many timers wait to fire.
-func (c *fakeClock) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.timers)
-}
-
-type fakeTimer struct {
-	clock *fakeClock
-	at    time.Time
-	c     chan time.Time
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.c }
-
-func (t *fakeTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	_, ok := t.clock.timers[t]
-	delete(t.clock.timers, t)
-	return ok
-}
 
 // fakeRun is a run the test drives: fail ends it with an error, ack
 // reports progress, and it records Stop and force.
@@ -163,7 +99,7 @@ func (e *stageErr) Component() (kind cerrors.ComponentKind, id string) {
 // harness runs one supervisor with fakes.
 type harness struct {
 	t       *testing.T
-	clock   *fakeClock
+	clock   *clocktest.Clock
 	states  *memStates
 	sup     *Supervisor
 	runs    chan *fakeRun
@@ -191,7 +127,7 @@ func newHarnessWith(t *testing.T, p Policy, initial State, customize func(*Confi
 	bugs, logs := observer.New(zap.ErrorLevel)
 	h := &harness{
 		t:      t,
-		clock:  newFakeClock(),
+		clock:  clocktest.New(),
 		states: &memStates{},
 		runs:   make(chan *fakeRun, 100),
 		events: make(chan auditlog.Event, 1000),

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"container/heap"
 	"context"
+	"github.com/conduitry/conduit/pkg/clock"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,7 @@ import (
 // its supervisor "restarted at" through the supervisor's inbox before it
 // does anything else.
 type RestartScheduler struct {
-	clock Clock
+	clock clock.Clock
 
 	// earliest is the due time of the first queued restart in Unix
 	// nanoseconds (math.MaxInt64: none), so that Help costs one atomic
@@ -59,11 +60,11 @@ type restartTicket struct {
 
 // NewRestartScheduler returns a scheduler on clock (nil: the wall clock).
 // Restarts are launched by Run, which its owner runs, and by Help.
-func NewRestartScheduler(clock Clock) *RestartScheduler {
-	if clock == nil {
-		clock = RealClock{}
+func NewRestartScheduler(clk clock.Clock) *RestartScheduler {
+	if clk == nil {
+		clk = clock.Real{}
 	}
-	s := &RestartScheduler{clock: clock, wake: make(chan struct{}, 1)}
+	s := &RestartScheduler{clock: clk, wake: make(chan struct{}, 1)}
 	s.earliest.Store(math.MaxInt64)
 	return s
 }
@@ -158,7 +159,7 @@ func (s *RestartScheduler) Start() (stop func()) {
 // queued then are not launched: the process is shutting down, and each
 // pipeline's persisted state says when to restart it next time.
 func (s *RestartScheduler) Run(ctx context.Context) {
-	var timer Timer
+	var timer clock.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func equalNames(a, b []string) bool {
 }
 
 func TestRestartSchedulerLaunchesInDueOrderWhenTheClockGetsThere(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s := NewRestartScheduler(clock)
 	log := newLaunchLog()
 	now := clock.Now()
@@ -94,7 +95,7 @@ func TestRestartSchedulerLaunchesInDueOrderWhenTheClockGetsThere(t *testing.T) {
 // storm on schedule: when the scheduler's own goroutine is starved, any
 // goroutine that calls Help launches what is due.
 func TestRestartSchedulerHelpLaunchesWithoutItsGoroutine(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s := NewRestartScheduler(clock) // Run is never called
 	log := newLaunchLog()
 	s.schedule(clock.Now().Add(time.Second), log.launcher("a"))
@@ -116,7 +117,7 @@ func TestRestartSchedulerHelpLaunchesWithoutItsGoroutine(t *testing.T) {
 }
 
 func TestRestartSchedulerCancel(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s := NewRestartScheduler(clock)
 	log := newLaunchLog()
 	first := s.schedule(clock.Now().Add(time.Second), log.launcher("cancelled"))
@@ -144,7 +145,7 @@ func TestRestartSchedulerCancel(t *testing.T) {
 }
 
 func TestRestartSchedulerWakesForAnEarlierRestartAndLaunchesPastDueAtOnce(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s := NewRestartScheduler(clock)
 	log := newLaunchLog()
 	t.Cleanup(s.Start())

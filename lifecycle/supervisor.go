@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/pkg/clock"
 )
 
 // StateSaver persists state; *StateStore implements it. SaveLater must not
@@ -72,7 +73,7 @@ type Config struct {
 	Policy     Policy
 	NewRun     RunFactory
 	States     StateSaver
-	Clock      Clock
+	Clock      clock.Clock
 	Logger     *zap.Logger
 	// Observer, if set, receives every event (audit log, metrics, the
 	// process's exit-on-degraded).
@@ -138,7 +139,7 @@ type Supervisor struct {
 	// window is the healthy window's timer after a restart (onWindow),
 	// probation the probation's, from when the restarted run's connectors
 	// are open (onProbation).
-	window, probation Timer
+	window, probation clock.Timer
 	waiters           []chan error // stop requests waiting for the run to end
 	shuttingDown      bool
 	// retirement is why the supervisor ends, once it does.
@@ -170,7 +171,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		return nil, fmt.Errorf("lifecycle: pipeline %s: invalid initial status %v", cfg.PipelineID, initial.Status)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

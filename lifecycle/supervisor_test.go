@@ -11,6 +11,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 )
 
@@ -64,8 +65,8 @@ func TestTransientFaultRecoversOnFirstRecord(t *testing.T) {
 	if st.Status != StatusRunning || st.FailCount != 0 || st.Episode == nil || st.Episode.Outcome != "recovered (record)" {
 		t.Fatalf("persisted %+v, want running with fail count 0 and the episode closed", st)
 	}
-	if h.clock.pending() != 0 {
-		t.Fatalf("%d timers still pending after recovery", h.clock.pending())
+	if h.clock.Pending() != 0 {
+		t.Fatalf("%d timers still pending after recovery", h.clock.Pending())
 	}
 
 	// The status and fail count were reset; once the flap window has
@@ -339,13 +340,9 @@ func TestStopRacingALaunchedRestart(t *testing.T) {
 // waitInbox waits until n messages are queued for the supervisor.
 func waitInbox(t *testing.T, s *Supervisor, n int) {
 	t.Helper()
-	deadline := time.Now().Add(guard)
-	for len(s.inbox) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages queued, want %d", len(s.inbox), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return len(s.inbox) >= n }, func() string {
+		return fmt.Sprintf("%d messages queued, want %d", len(s.inbox), n)
+	})
 }
 
 func TestGracefulStopDrainsTheRun(t *testing.T) {
@@ -489,7 +486,7 @@ func TestShutdownWhileRecoveringResumesRecovering(t *testing.T) {
 // A saved next attempt further away than the policy allows (a clock that
 // ran fast when it was saved) is cut to the policy's delay.
 func TestResumeCapsANextAttemptTooFarAhead(t *testing.T) {
-	now := newFakeClock().Now()
+	now := clocktest.New().Now()
 	persisted := State{Status: StatusRecovering, FailCount: 2, NextAttemptAt: now.AddDate(1, 0, 0),
 		Episode: &Episode{StartedAt: now.Add(-time.Minute)}, UpdatedAt: now}
 	h := newResumedHarness(t, defaultPolicy(), persisted)
@@ -503,7 +500,7 @@ func TestResumeCapsANextAttemptTooFarAhead(t *testing.T) {
 }
 
 func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
-	clockStart := newFakeClock().Now()
+	clockStart := clocktest.New().Now()
 	// Attempt 3 of the default policy waits 4s; the process died 1s into it.
 	persisted := State{
 		Status:        StatusRecovering,
@@ -527,8 +524,8 @@ func TestResumeRecoveringWaitsForPersistedAttemptTime(t *testing.T) {
 }
 
 func TestResumeOverdueAttemptRestartsAtOnce(t *testing.T) {
-	persisted := State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: newFakeClock().Now().Add(-time.Hour),
-		Episode: &Episode{StartedAt: newFakeClock().Now().Add(-2 * time.Hour)}}
+	persisted := State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: clocktest.New().Now().Add(-time.Hour),
+		Episode: &Episode{StartedAt: clocktest.New().Now().Add(-2 * time.Hour)}}
 	h := newResumedHarness(t, defaultPolicy(), persisted)
 	h.expect(auditlog.KindResumed)
 	h.expect(auditlog.KindRestarted)
@@ -888,8 +885,8 @@ func TestIdleRestartIsRunningAfterProbation(t *testing.T) {
 	if st.Status != StatusRunning || st.FailCount != 0 || st.Episode == nil || st.Episode.Outcome != "recovered (window)" {
 		t.Fatalf("persisted %+v, want running with fail count 0 and the episode closed", st)
 	}
-	if h.clock.pending() != 0 {
-		t.Fatalf("%d timers still pending after the healthy window", h.clock.pending())
+	if h.clock.Pending() != 0 {
+		t.Fatalf("%d timers still pending after the healthy window", h.clock.Pending())
 	}
 }
 
@@ -915,8 +912,8 @@ func TestRecordAfterProbationResetsFailCount(t *testing.T) {
 	if st := h.state(); st.FailCount != 0 || st.Episode.Outcome != "recovered (record)" {
 		t.Fatalf("%+v, want fail count 0", st)
 	}
-	if h.clock.pending() != 0 {
-		t.Fatalf("%d timers still pending", h.clock.pending())
+	if h.clock.Pending() != 0 {
+		t.Fatalf("%d timers still pending", h.clock.Pending())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,17 +181,12 @@ func ids(t *testing.T, path string) []int {
 // pollInterval is how often the tests look again at what they wait for.
 const pollInterval = 20 * time.Millisecond
 
-// eventually is how these tests wait: it calls done every interval until
-// it returns true, and fails the test with failure() after e2eTimeout.
+// eventually is how these tests wait: it polls done, pausing up to
+// interval between polls, until it returns true, and fails the test with
+// failure() after e2eTimeout.
 func eventually(t *testing.T, interval time.Duration, done func() bool, failure func() string) {
 	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for !done() {
-		if time.Now().After(deadline) {
-			t.Fatal(failure())
-		}
-		time.Sleep(interval)
-	}
+	clocktest.Wait{Timeout: e2eTimeout, MaxPause: interval}.Until(t, done, failure)
 }
 
 // waitForRecords waits until path holds at least n lines (records). It

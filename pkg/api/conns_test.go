@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
 // idleHealthConn is a keep-alive connection that made one GET /healthz
@@ -35,24 +37,18 @@ func idleHealthConn(t *testing.T, addr string) net.Conn {
 // in flight.
 func waitNoneBusy(t *testing.T, l *connLimiter) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	busy := 0
+	clocktest.Eventually(t, func() bool {
 		l.mu.Lock()
-		busy := 0
+		defer l.mu.Unlock()
+		busy = 0
 		for c := range l.conns {
 			if c.busy {
 				busy++
 			}
 		}
-		l.mu.Unlock()
-		if busy == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still have a request in flight", busy)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return busy == 0
+	}, func() string { return fmt.Sprintf("%d connections still have a request in flight", busy) })
 }
 
 // answered makes a request on a new connection and returns its status.

@@ -4,13 +4,22 @@
 // watch a concurrent effect use the other, so that no test sleeps to get
 // its timing right.
 //
+// A Clock is a clock.Clock: its timers fire when Set or Advance moves the
+// time past them. Code that waits with a func(time.Duration) <-chan
+// time.Time (a rate limiter) gets Clock.After, whose waits take no time:
+// each moves the clock by its duration and fires at once, and Waits lists
+// them.
+//
 // It is for tests only; no production code imports it.
 package clocktest
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/pkg/clock"
 )
 
 // Start is where a Clock made by New starts: a fixed time, so that what a
@@ -20,8 +29,10 @@ var Start = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 // Clock is a time that moves only when Set or Advance moves it. Its Now is
 // the func() time.Time that options take. It is safe for concurrent use.
 type Clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	now    time.Time
+	timers map[*timer]struct{}
+	waits  []time.Duration
 }
 
 // New returns a Clock at Start.
@@ -37,18 +48,90 @@ func (c *Clock) Now() time.Time {
 	return c.now
 }
 
-// Set moves the clock to t, backwards too.
+// Set moves the clock to t, backwards too, and fires the timers due then.
 func (c *Clock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = t
+	c.fire()
 }
 
-// Advance moves the clock forward by d.
+// Advance moves the clock forward by d and fires the timers due then.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.fire()
+}
+
+// fire fires the timers that are due; c.mu is held.
+func (c *Clock) fire() {
+	for t := range c.timers {
+		if !t.at.After(c.now) {
+			t.c <- c.now
+			delete(c.timers, t)
+		}
+	}
+}
+
+// NewTimer implements clock.Clock: the timer fires when the clock reaches
+// d from now (at once when d <= 0).
+func (c *Clock) NewTimer(d time.Duration) clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &timer{clock: c, at: c.now.Add(d), c: make(chan time.Time, 1)}
+	if d <= 0 {
+		t.c <- c.now
+		return t
+	}
+	if c.timers == nil {
+		c.timers = map[*timer]struct{}{}
+	}
+	c.timers[t] = struct{}{}
+	return t
+}
+
+// Pending returns how many timers wait to fire.
+func (c *Clock) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+// After is a wait that takes no time: it moves the clock by d, records
+// the wait and returns a channel that has fired.
+func (c *Clock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.waits = append(c.waits, d)
+	c.fire()
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+// Waits returns the durations After was asked for, in order.
+func (c *Clock) Waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.waits)
+}
+
+type timer struct {
+	clock *Clock
+	at    time.Time
+	c     chan time.Time
+}
+
+func (t *timer) C() <-chan time.Time { return t.c }
+
+func (t *timer) Stop() bool {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	_, ok := t.clock.timers[t]
+	delete(t.clock.timers, t)
+	return ok
 }
 
 // Timeout is how long Eventually waits before it fails the test. It only
@@ -62,17 +145,33 @@ const Timeout = 30 * time.Second
 // what the test saw.
 func Eventually(t testing.TB, cond func() bool, failure func() string) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	pause := time.Millisecond
+	Wait{Timeout: Timeout, MaxPause: 10 * time.Millisecond}.Until(t, cond, failure)
+}
+
+// Wait is Eventually with a bound and a longest pause of its own: a test
+// of a whole process (reading the files it writes between polls) pauses
+// longer, one of a slow operation under the race detector waits longer.
+type Wait struct {
+	// Timeout fails the test; MaxPause is where the pause between polls
+	// stops growing (from a millisecond).
+	Timeout, MaxPause time.Duration
+}
+
+// Until returns once cond is true; after w.Timeout it fails the test with
+// the text of failure (nil: a generic one).
+func (w Wait) Until(t testing.TB, cond func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.Now().Add(w.Timeout)
+	pause := min(time.Millisecond, w.MaxPause)
 	for !cond() {
 		if time.Now().After(deadline) {
 			msg := "condition not met"
 			if failure != nil {
 				msg = failure()
 			}
-			t.Fatalf("after %s: %s", Timeout, msg)
+			t.Fatalf("after %s: %s", w.Timeout, msg)
 		}
 		time.Sleep(pause)
-		pause = min(2*pause, 10*time.Millisecond)
+		pause = min(2*pause, w.MaxPause)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/pkg/clock"
 )
 
 func TestClockMovesOnlyWhenTold(t *testing.T) {
@@ -32,5 +34,57 @@ func TestEventuallyWaitsForAnotherGoroutine(t *testing.T) {
 	Eventually(t, func() bool { polls++; return done.Load() }, nil)
 	if !done.Load() || polls == 0 {
 		t.Fatalf("Eventually returned after %d polls with the condition %v", polls, done.Load())
+	}
+}
+
+func TestTimersFireWhenTheClockPassesThem(t *testing.T) {
+	c := New()
+	var _ clock.Clock = c
+	soon, later, stopped := c.NewTimer(time.Second), c.NewTimer(time.Minute), c.NewTimer(time.Second)
+	if !stopped.Stop() || stopped.Stop() {
+		t.Fatal("Stop of a waiting timer must report true once")
+	}
+	if c.Pending() != 2 {
+		t.Fatalf("%d timers pending, want 2", c.Pending())
+	}
+	c.Advance(999 * time.Millisecond)
+	select {
+	case <-soon.C():
+		t.Fatal("a timer fired before its time")
+	default:
+	}
+	c.Advance(time.Millisecond)
+	if got := <-soon.C(); !got.Equal(Start.Add(time.Second)) {
+		t.Fatalf("fired at %v", got)
+	}
+	select {
+	case <-later.C():
+		t.Fatal("the later timer fired too")
+	case <-stopped.C():
+		t.Fatal("a stopped timer fired")
+	default:
+	}
+	c.Set(Start.Add(time.Hour))
+	<-later.C()
+	if c.Pending() != 0 {
+		t.Fatalf("%d timers pending after all fired", c.Pending())
+	}
+	select {
+	case <-c.NewTimer(0).C():
+	default:
+		t.Fatal("a timer of no duration did not fire at once")
+	}
+}
+
+func TestAfterTakesNoTime(t *testing.T) {
+	c := New()
+	timer := c.NewTimer(300 * time.Millisecond)
+	<-c.After(100 * time.Millisecond)
+	if got := <-c.After(250 * time.Millisecond); !got.Equal(Start.Add(350 * time.Millisecond)) {
+		t.Fatalf("After fired at %v", got)
+	}
+	<-timer.C() // passed by the second wait
+	if got := c.Waits(); len(got) != 2 || got[0] != 100*time.Millisecond || got[1] != 250*time.Millisecond {
+		t.Fatalf("Waits = %v", got)
 	}
 }

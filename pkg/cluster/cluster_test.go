@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/pgtest"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -534,13 +535,8 @@ func TestProcessRunsIsFalseForAZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not reaped until Wait: a zombie once the kill landed.
-	deadline := time.Now().Add(10 * time.Second)
-	for processRuns(cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("a killed, unreaped process still runs")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return !processRuns(cmd.Process.Pid) },
+		func() string { return "a killed, unreaped process still runs" })
 	_ = cmd.Wait()
 	if processRuns(cmd.Process.Pid) {
 		t.Fatal("a reaped process runs")

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/conduitry/conduit/pkg/api"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/store"
@@ -60,13 +61,9 @@ func reloaded(t *testing.T, rt *Runtime, logs *observer.ObservedLogs) {
 	t.Helper()
 	before := logs.FilterMessage("pipeline files applied").Len()
 	rt.Reload()
-	deadline := time.Now().Add(3 * time.Minute)
-	for logs.FilterMessage("pipeline files applied").Len() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the reload was not applied")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clocktest.Wait{Timeout: 3 * time.Minute, MaxPause: 5 * time.Millisecond}.Until(t,
+		func() bool { return logs.FilterMessage("pipeline files applied").Len() != before },
+		func() string { return "the reload was not applied" })
 }
 
 func invalidIDs(rt *Runtime) []string {

@@ -32,6 +32,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/assembly"
+	"github.com/conduitry/conduit/pkg/clock"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/console"
@@ -64,7 +65,7 @@ type Runtime struct {
 	assembler *assembly.Assembler
 	kept      keptBuilds
 	states    *lifecycle.StateStore
-	clock     lifecycle.Clock
+	clock     clock.Clock
 	// restarts launches every pipeline's restarts on time, even when
 	// thousands fall due at once (see lifecycle.RestartScheduler).
 	restarts *lifecycle.RestartScheduler
@@ -137,7 +138,7 @@ type Options struct {
 	// registry conduit.yml names.
 	Processors *processor.Registry
 	// Clock defaults to the wall clock.
-	Clock lifecycle.Clock
+	Clock clock.Clock
 	// Observer, if set, also receives every pipeline event.
 	Observer lifecycle.Observer
 	// DescriptorsLeft defaults to fdlimit.Left.
@@ -263,7 +264,7 @@ func (o Options) withDefaults(ctx context.Context, cfg config.Config, log *zap.L
 		o.standaloneProcessors = standalone
 	}
 	if o.Clock == nil {
-		o.Clock = lifecycle.RealClock{}
+		o.Clock = clock.Real{}
 	}
 	return o, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -391,14 +392,6 @@ func TestRefusedStartReleasesWhatItOpened(t *testing.T) {
 	}
 }
 
-// fixedClock is a lifecycle.Clock stopped at one time.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-func (c fixedClock) NewTimer(d time.Duration) lifecycle.Timer {
-	return lifecycle.RealClock{}.NewTimer(d)
-}
-
 // The runtime's clock is the clock of everything the process writes down:
 // an audit event appended without a time gets the runtime's now, not the
 // wall clock's.
@@ -408,7 +401,7 @@ func TestOneClockReachesTheAuditLog(t *testing.T) {
 	cfg.DB.Type = config.DBTypeInMemory
 	cfg.Pipelines.Path = t.TempDir()
 	then := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{Clock: fixedClock{then}})
+	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{Clock: clocktest.NewAt(then)})
 	if err != nil {
 		t.Fatal(err)
 	}

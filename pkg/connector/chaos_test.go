@@ -14,6 +14,7 @@ import (
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -24,7 +25,7 @@ import (
 type chaosHarness struct {
 	t      *testing.T
 	plugin Plugin
-	clock  *fakeClock
+	clock  *clocktest.Clock
 	cfg    Config
 	batch  int           // records per read or write
 	step   time.Duration // the clock advances this much after every step

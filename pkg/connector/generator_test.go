@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
 // newGenerator builds and opens a generator on a fake clock.
-func newGenerator(t *testing.T, settings map[string]string, pos string) (*generatorSource, *fakeClock) {
+func newGenerator(t *testing.T, settings map[string]string, pos string) (*generatorSource, *clocktest.Clock) {
 	t.Helper()
 	src, err := NewGeneratorSource(Config{PipelineID: "p1", ConnectorID: "gen-1", Settings: settings})
 	if err != nil {

@@ -3,53 +3,19 @@ package connector
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
-// fakeClock is a clock whose After advances time by the requested duration
-// and fires at once, so rate-limited code runs instantly while the times it
-// sees are exactly what a real clock would show. Advance moves time
-// without anyone waiting (a stall).
-type fakeClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	waits []time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	c.waits = append(c.waits, d)
-	ch := make(chan time.Time, 1)
-	ch <- c.t
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.waits...)
+// newFakeClock is a clock whose After advances time by the requested
+// duration and fires at once, so rate-limited code runs instantly while
+// the times it sees are exactly what a real clock would show; Advance
+// moves time without anyone waiting (a stall).
+func newFakeClock() *clocktest.Clock {
+	return clocktest.NewAt(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // blockingAfter returns an After that reports each wait on the returned

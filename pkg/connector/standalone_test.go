@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 )
 
@@ -108,18 +109,19 @@ func (h *standaloneHarness) destination(name string, settings map[string]string)
 // waitLog waits until the plugin wrote line to stream and returns the entry.
 func (h *standaloneHarness) waitLog(stream, line string) observer.LoggedEntry {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var found observer.LoggedEntry
+	clocktest.Eventually(h.t, func() bool {
 		for _, e := range h.logs.FilterMessage(line).All() {
 			if e.ContextMap()["stream"] == stream {
-				return e
+				found = e
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("the plugin did not write %q to %s; log:\n%s", line, stream, h.dump())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	}, func() string {
+		return fmt.Sprintf("the plugin did not write %q to %s; log:\n%s", line, stream, h.dump())
+	})
+	return found
 }
 
 func (h *standaloneHarness) dump() string {
@@ -224,15 +226,11 @@ func TestStandaloneSourceRoundTrip(t *testing.T) {
 		t.Errorf("second Teardown: %v", err)
 	}
 
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > goroutines {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines after Teardown, %d before Open:\n%s",
-				runtime.NumGoroutine(), goroutines, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clocktest.Eventually(t, func() bool { return runtime.NumGoroutine() <= goroutines }, func() string {
+		buf := make([]byte, 1<<20)
+		return fmt.Sprintf("%d goroutines after Teardown, %d before Open:\n%s",
+			runtime.NumGoroutine(), goroutines, buf[:runtime.Stack(buf, true)])
+	})
 }
 
 func TestStandaloneDestinationWrite(t *testing.T) {

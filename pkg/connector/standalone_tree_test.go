@@ -15,6 +15,7 @@ import (
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
 // silentExecutable writes an executable that never answers: it starts a
@@ -64,17 +65,10 @@ func markedProcesses(marker string) []int {
 // waitForMarked waits until the processes with marker number want.
 func waitForMarked(t *testing.T, marker string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := markedProcesses(marker)
-		if len(got) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d processes with %q (%v), want %d", len(got), marker, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var got []int
+	clocktest.Eventually(t, func() bool { got = markedProcesses(marker); return len(got) == want }, func() string {
+		return fmt.Sprintf("%d processes with %q (%v), want %d", len(got), marker, got, want)
+	})
 }
 
 // An executable in connectors.path that never prints its specification

@@ -12,60 +12,10 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-// fakeClock moves only when told to; Advance fires the timers it passes.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at    time.Time
-	c     chan time.Time
-	fired bool
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.c }
-func (t *fakeTimer) Stop() bool          { return true }
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) lifecycle.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), c: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.fired = true
-		t.c <- c.now
-	} else {
-		c.timers = append(c.timers, t)
-	}
-	return t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for _, t := range c.timers {
-		if !t.fired && !t.at.After(c.now) {
-			t.fired = true
-			t.c <- c.now
-		}
-	}
-}
 
 // receiver is an HTTP server on 127.0.0.1 that records what it gets and
 // answers as answer says (nil: 200).
@@ -120,7 +70,7 @@ type env struct {
 	w     *store.Batcher
 	log   *auditlog.Log
 	n     *Notifier
-	clock *fakeClock
+	clock *clocktest.Clock
 }
 
 func newTarget(name, kind, url string) config.ResolvedTarget {
@@ -133,7 +83,7 @@ func newTarget(name, kind, url string) config.ResolvedTarget {
 
 func newEnv(t *testing.T, db store.Store, opts Options) *env {
 	t.Helper()
-	e := &env{t: t, db: db, clock: newFakeClock()}
+	e := &env{t: t, db: db, clock: clocktest.NewAt(time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC))}
 	if db == nil {
 		e.db = store.NewInMemory()
 	}

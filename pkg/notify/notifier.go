@@ -18,6 +18,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/clock"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -37,7 +38,7 @@ type Options struct {
 	RetryMaxDelay   time.Duration
 	// Clock is the time of windows, backoffs and recovering-long; nil is
 	// the wall clock.
-	Clock lifecycle.Clock
+	Clock clock.Clock
 	// Client sends; nil is NewClient(DefaultTimeout).
 	Client *http.Client
 	// Record writes the audit event of a delivery or failed delivery
@@ -54,7 +55,7 @@ const recentDeliveries = 50
 // called by whoever writes events, Run is its one goroutine.
 type Notifier struct {
 	opts    Options
-	clock   lifecycle.Clock
+	clock   clock.Clock
 	log     *zap.Logger
 	targets []*target
 	// trackRecovering: some target wants recovering-long.
@@ -108,7 +109,7 @@ func New(opts Options) *Notifier {
 		opts.MaxListed = 20
 	}
 	if opts.Clock == nil {
-		opts.Clock = lifecycle.RealClock{}
+		opts.Clock = clock.Real{}
 	}
 	if opts.Client == nil {
 		opts.Client = NewClient(DefaultTimeout)
@@ -368,7 +369,7 @@ func (n *Notifier) Run(ctx context.Context) {
 			next = recoveringAt
 		}
 		var fire <-chan time.Time
-		var timer lifecycle.Timer
+		var timer clock.Timer
 		if !next.IsZero() {
 			timer = n.clock.NewTimer(max(next.Sub(now), 0))
 			fire = timer.C()

@@ -371,7 +371,7 @@ func TestRunGroupsAWindow(t *testing.T) {
 	for i := range 50 {
 		e.append(fmt.Sprintf("p-%d", i), auditlog.KindDegraded, nil)
 	}
-	clocktest.Eventually(t, func() bool { return e.clock.pendingTimers() > 0 }, nil)
+	clocktest.Eventually(t, func() bool { return e.clock.Pending() > 0 }, nil)
 	if len(rc.got()) != 0 {
 		t.Fatal("sent before the window ended")
 	}
@@ -380,18 +380,6 @@ func TestRunGroupsAWindow(t *testing.T) {
 	if got := rc.webhooks(t); len(got) != 1 || got[0].Count != 50 {
 		t.Fatalf("got %d messages (first count %d), want 1 of 50", len(got), got[0].Count)
 	}
-}
-
-func (c *fakeClock) pendingTimers() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.fired {
-			n++
-		}
-	}
-	return n
 }
 
 func TestFilters(t *testing.T) {

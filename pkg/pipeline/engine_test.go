@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -127,19 +128,17 @@ func TestEngineAcknowledgesFinishedBatchesTogether(t *testing.T) {
 	// The first Ack may cover several batches already (the acker groups
 	// what finished before it got to them), so what counts is that two
 	// more finish while it is held.
-	deadline := time.Now().Add(testTimeout)
 	first := -1
-	for first < 0 || len(dst.records()) < first+10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the destination got %d records while the first ack (of %d) was held, want 10 more", len(dst.records()), first)
-		}
+	clocktest.Eventually(t, func() bool {
 		src.mu.Lock()
 		if len(src.acks) > 0 {
 			first = len(src.acks[0])
 		}
 		src.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
+		return first >= 0 && len(dst.records()) >= first+10
+	}, func() string {
+		return fmt.Sprintf("the destination got %d records while the first ack (of %d) was held, want 10 more", len(dst.records()), first)
+	})
 	close(gate)
 	h.waitAcked(100)
 	h.engine.Stop()

@@ -8,41 +8,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/sdk"
 	"github.com/conduitry/conduit/pkg/sdk/sdktest"
 )
 
-// fakeClock is a clock whose after fires at once and moves the time on.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	now := c.now
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- now
-	return ch
-}
-
-func testClock(c *fakeClock) clock {
+func testClock(c *clocktest.Clock) clock {
 	if c == nil {
-		c = &fakeClock{now: time.Unix(1_700_000_000, 0)}
+		c = clocktest.NewAt(time.Unix(1_700_000_000, 0))
 	}
 	return clock{now: c.Now, after: c.After}
 }
@@ -134,7 +112,7 @@ func TestSourceSettings(t *testing.T) {
 // rate paces the records by the clock; recordCount stops them.
 func TestSourceRateAndRecordCount(t *testing.T) {
 	var fp fakeProcess
-	clk := &fakeClock{now: time.Unix(0, 0)}
+	clk := clocktest.NewAt(time.Unix(0, 0))
 	src := newSource(fp.process(), testClock(clk))
 	ctx := context.Background()
 	if err := src.Configure(ctx, cfg(map[string]string{"rate": "10", "recordCount": "4"})); err != nil {
