@@ -71,7 +71,10 @@ const unmatchedMessage = 80
 // rule is taken to match the faults it fits even when the error named no
 // record: the audit log does not say.
 type DryRunner struct {
-	compiled  []Rule
+	// rules are the compiled rules as a decision tries them; index maps
+	// each to its place in the report.
+	rules     RuleSet
+	index     map[*Rule]int
 	rep       DryRunReport
 	unmatched map[string]*UnmatchedFaults
 }
@@ -83,8 +86,11 @@ func NewDryRunner(rules []config.Rule, base config.ErrorRecovery) (*DryRunner, e
 	if err != nil {
 		return nil, err
 	}
-	d := &DryRunner{compiled: compiled, unmatched: map[string]*UnmatchedFaults{},
+	d := &DryRunner{rules: RuleSet{compiled}, index: make(map[*Rule]int, len(compiled)), unmatched: map[string]*UnmatchedFaults{},
 		rep: DryRunReport{Rules: make([]DryRunRule, len(compiled))}}
+	for i := range compiled {
+		d.index[&compiled[i]] = i
+	}
 	warnings := make(map[string]string, len(rules))
 	for _, r := range rules {
 		warnings[r.Name] = config.FloorWarning(r.Policy.BelowFloor())
@@ -107,14 +113,9 @@ const maxUnmatchedKinds = 1000
 func (d *DryRunner) Add(f PastFault) {
 	d.rep.Faults++
 	f.NamesRecord = true
-	i := -1
-	for j := range d.compiled {
-		if d.compiled[j].matches(f.Fault) {
-			i = j
-			break
-		}
-	}
-	if i < 0 {
+	// The matcher a live decision and the engine's dead-letter hook use.
+	matched := d.rules.Match(f.Fault)
+	if matched == nil {
 		d.rep.Unmatched++
 		// Faults that differ only in numbers (a counter, an id, a port)
 		// are one kind.
@@ -135,7 +136,7 @@ func (d *DryRunner) Add(f PastFault) {
 		u.Pipelines[f.Pipeline]++
 		return
 	}
-	r := &d.rep.Rules[i]
+	r := &d.rep.Rules[d.index[matched]]
 	r.Matched++
 	r.Pipelines[f.Pipeline]++
 	actual := f.ActualAction
