@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/dedup"
+	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
@@ -76,12 +77,12 @@ func (d holdingDestination) Offset() (int64, bool) {
 	return int64(len(d.ids)), true
 }
 
-func (d holdingDestination) HeldSince(_ context.Context, offset int64, visit func(int64, record.Position, string) error) (bool, error) {
+func (d holdingDestination) HeldSince(_ context.Context, offset int64, visit func(record.Position, string) error) (bool, error) {
 	d.mu.Lock()
 	ids := slices.Clone(d.ids)
 	d.mu.Unlock()
 	for i := offset; i < int64(len(ids)); i++ {
-		if err := visit(i, record.Position(strconv.Itoa(ids[i])), "p:src"); err != nil {
+		if err := visit(record.Position(strconv.Itoa(ids[i])), "p:src"); err != nil {
 			return false, err
 		}
 	}
@@ -298,4 +299,48 @@ func seq(n int) []int {
 		out[i] = i + 1
 	}
 	return out
+}
+
+// TestDrainedRunLeavesNothingToReadBack: the position saves of a pipeline
+// of several sources carry a mark a group of batches behind; a run that
+// drains moves it to the end, so the next start reads nothing back and
+// keeps nothing to skip.
+func TestDrainedRunLeavesNothingToReadBack(t *testing.T) {
+	ctx := context.Background()
+	db := &committedStore{InMemory: store.NewInMemory()}
+	w := store.NewBatcher(db, nil)
+	defer w.Close()
+	dd := dedup.New(db, w, dedup.Options{})
+	cd := &crashingDestination{crashed: make(chan struct{})}
+	eng, err := pipeline.New(pipeline.Config{PipelineID: "p",
+		Sources:      []pipeline.Source{{ID: "a", Connector: &seqSource{limit: 300}}, {ID: "b", Connector: &seqSource{limit: 300}}},
+		Destinations: []pipeline.Destination{{ID: "out", Connector: holdingDestination{cd}}},
+		Positions:    pipeline.NewPositionStore(db, w, nil), Dedup: dedupAdapter{dd}, BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	clocktest.Eventually(t, func() bool { return eng.Stats().RecordsAcked.Load() == 600 }, nil)
+	eng.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	from := int64(-1)
+	reopened, err := dd.Open(ctx, "p", "out", dedup.Holdings{Offset: 600, Since: func(offset int64, visit func(string, record.Position)) (bool, error) {
+		from = offset
+		return holdingDestination{cd}.HeldSince(ctx, offset, func(pos record.Position, _ string) error {
+			visit("a", pos)
+			return nil
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cd.ids) != 600 {
+		t.Fatalf("wrote %d records, want 600", len(cd.ids))
+	}
+	if from != 600 || reopened.Pending() != 0 {
+		t.Fatalf("the next start read back from %d and holds %d positions to skip; want from the end, 600, and none", from, reopened.Pending())
+	}
 }

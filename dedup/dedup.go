@@ -22,12 +22,12 @@
 //     (connector.HoldingReporter, the file destination) needs neither: a
 //     mark, one per destination, says where in its output the records
 //     begin that the saved source positions may not cover. The engine
-//     moves it forward with every position save, in the same commit, and
-//     never past a record an earlier run wrote that is still to be
-//     skipped. At the next open the destination reads back what it holds
-//     from the mark on, and those records are skipped when they come
-//     again. Nothing is committed on the records' path, and a crash
-//     duplicates nothing.
+//     moves it forward with every position save, in the same commit. At
+//     the next open the destination reads back what it holds from the
+//     mark on; those positions become a written entry, and the mark moves
+//     to where the destination writes next, in one commit. Nothing is
+//     committed on the records' path, a crash duplicates nothing, and what
+//     is read back is never more than the records that were in flight.
 //  4. When the source acknowledgement completed, the batch's entry is
 //     deleted in the same commit that persists the new source position
 //     (pkg/pipeline hands the keys to the position save).
@@ -233,17 +233,9 @@ type Destination struct {
 	// their exact size.
 	scratch []byte
 
-	// Of a destination that reads back what it wrote: holding maps the
-	// records it held from its mark on, not skipped yet, to their index
-	// in heldAt, their offsets in write order; heldDone says which were
-	// skipped, and floor is the first of heldAt not skipped. They are
-	// forgotten when holdUntil passed, as entries expire.
-	markKey   []byte
-	holding   map[sourcePosition]int
-	heldAt    []int64
-	heldDone  []bool
-	floor     int
-	holdUntil time.Time
+	// markKey is where the mark of a destination that reads back what it
+	// wrote is kept; nil for other destinations.
+	markKey []byte
 }
 
 // Holdings is what a destination that reports what it holds
@@ -261,11 +253,10 @@ type Holdings struct {
 	LastSource string
 	// Since, when set, reads back what the destination holds from an
 	// offset on (connector.HoldingReporter): visit gets each record's
-	// offset and its source ("" in a pipeline of one source); records of
+	// source ("" in a pipeline of one source) and position; records of
 	// other pipelines are not visited. ok is false when it cannot tell.
-	// Offset is where it writes next: the mark of a destination that has
-	// none yet.
-	Since  func(offset int64, visit func(at int64, source string, pos record.Position)) (ok bool, err error)
+	// Offset is where it writes next: where Open moves its mark.
+	Since  func(offset int64, visit func(source string, pos record.Position)) (ok bool, err error)
 	Offset int64
 	// Unsynced says that the destination does not sync its writes: its
 	// entries are then written without a sync too (store.Unsynced). They
@@ -286,10 +277,11 @@ type sourcePosition struct{ source, position string }
 // an old intent against a newer last position: positions up to held.Last,
 // in the order they were intended, become written, the others are dropped.
 // A destination that does not report (any more) keeps no intent position:
-// it may write them twice, never lose them. A destination that reads back
-// what it wrote (held.Since) holds, to be skipped, the records it has from
-// its mark on; one without a mark yet gets one where it writes next, in
-// the same commit, before it writes anything.
+// it may write them twice, never lose them. Of a destination that reads
+// back what it wrote (held.Since), the records it holds from its mark on
+// become written entries (one per source) and its mark moves to where it
+// writes next (held.Offset), in the same commit, before it writes
+// anything.
 func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held Holdings) (*Destination, error) {
 	d := &Destination{
 		store:     s,
@@ -306,7 +298,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	}
 	if s.index.none(d.prefix) {
 		// Nothing to load, resolve or delete; a destination that reads
-		// back what it wrote starts holding from here.
+		// back what it wrote gets its first mark.
 		if held.Since != nil {
 			if err := s.writer.Apply(ctx, d.Mark(held.Offset)); err != nil {
 				return nil, fmt.Errorf("mark where %s/%s writes: %w", pipelineID, destinationID, err)
@@ -358,11 +350,24 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 		}
 	}
 	if held.Since != nil {
-		if !marked {
-			ops = append(ops, d.Mark(held.Offset))
-		} else if err := d.hold(held, mark); err != nil {
-			return nil, fmt.Errorf("read back what %s/%s holds: %w", pipelineID, destinationID, err)
+		if marked {
+			entries, err := d.readBack(held, mark, now.Add(s.ttl))
+			if err != nil {
+				return nil, fmt.Errorf("read back what %s/%s holds: %w", pipelineID, destinationID, err)
+			}
+			for _, e := range entries {
+				ops = append(ops, store.Op{Key: e.key, Value: encodeEntry(e.expires, kindWritten, e.source, e.positions)})
+				k := string(e.key)
+				for _, p := range e.positions {
+					sp := sourcePosition{e.source, string(p)}
+					if _, dup := d.pending[sp]; !dup {
+						d.pending[sp] = k
+						d.remaining[k]++
+					}
+				}
+			}
 		}
+		ops = append(ops, d.Mark(held.Offset))
 	}
 	if len(ops) > 0 {
 		// One commit: the intents resolved, what is of no use any more
@@ -378,53 +383,31 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	return d, nil
 }
 
-// hold takes as written what the destination holds from mark on.
-func (d *Destination) hold(held Holdings, mark int64) error {
-	d.holding = map[sourcePosition]int{}
-	ok, err := held.Since(mark, func(at int64, source string, pos record.Position) {
-		sp := sourcePosition{source, string(pos)}
-		if _, dup := d.pending[sp]; dup {
-			return
+// readBack turns what the destination holds from mark on into written
+// entries, one per source in the order the sources first appear, expiring
+// at expires.
+func (d *Destination) readBack(held Holdings, mark int64, expires time.Time) ([]loadedEntry, error) {
+	var entries []loadedEntry
+	bySource := map[string]int{}
+	ok, err := held.Since(mark, func(source string, pos record.Position) {
+		i, seen := bySource[source]
+		if !seen {
+			d.seq++
+			i = len(entries)
+			bySource[source] = i
+			entries = append(entries, loadedEntry{key: d.entryKey(), kind: kindWritten, source: source, expires: expires})
 		}
-		if _, dup := d.holding[sp]; dup {
-			return
-		}
-		d.holding[sp] = len(d.heldAt)
-		d.heldAt = append(d.heldAt, at)
+		entries[i].positions = append(entries[i].positions, bytes.Clone(pos))
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
 		d.store.log.Warn("the destination cannot say what it holds of the last run (its output was replaced); records the last run wrote without seeing them acknowledged may be written again",
 			zap.ByteString("destination", d.prefix))
-		clear(d.holding)
-		d.heldAt = d.heldAt[:0]
+		return nil, nil
 	}
-	d.heldDone = make([]bool, len(d.heldAt))
-	d.holdUntil = d.store.now().Add(d.store.ttl)
-	return nil
-}
-
-// Floor is the offset of the first record an earlier run wrote that is
-// still to be skipped, math.MaxInt64 when there is none: a mark must not
-// pass it, or a crash before that record came again would forget that it
-// is written.
-func (d *Destination) Floor() int64 {
-	if len(d.holding) == 0 {
-		return math.MaxInt64
-	}
-	if !d.store.now().Before(d.holdUntil) {
-		// Not delivered again within the TTL: as an entry, it expires.
-		d.store.log.Info("records an earlier run wrote were not delivered again within the dedup TTL; they are no longer skipped",
-			zap.ByteString("destination", d.prefix), zap.Int("positions", len(d.holding)))
-		clear(d.holding)
-		return math.MaxInt64
-	}
-	for d.heldDone[d.floor] {
-		d.floor++
-	}
-	return d.heldAt[d.floor]
+	return entries, nil
 }
 
 // Mark returns the write that moves the destination's mark to offset (see
@@ -432,6 +415,12 @@ func (d *Destination) Floor() int64 {
 // other methods it may be called from any goroutine.
 func (d *Destination) Mark(offset int64) store.Op {
 	return store.Op{Key: d.markKey, Value: encodeMark(offset)}
+}
+
+// SettleMark commits the destination's mark at offset now: the engine
+// calls it when a run drained, everything before offset acknowledged.
+func (d *Destination) SettleMark(ctx context.Context, offset int64) error {
+	return d.store.writer.Apply(ctx, d.Mark(offset))
 }
 
 // DropMarks deletes the marks of destinations a pipeline no longer has:
@@ -501,7 +490,7 @@ func resolveIntents(entries []loadedEntry, held Holdings) []store.Op {
 
 // Pending is how many positions of earlier runs may still be skipped; the
 // engine only looks positions up while it is not zero.
-func (d *Destination) Pending() int { return len(d.pending) + len(d.holding) }
+func (d *Destination) Pending() int { return len(d.pending) }
 
 // Hits is how many records were skipped in this run.
 func (d *Destination) Hits() int64 { return d.hits }
@@ -514,13 +503,7 @@ func (d *Destination) Skip(source string, pos record.Position) (skip bool, done 
 	sp := sourcePosition{source, string(pos)}
 	k, ok := d.pending[sp]
 	if !ok {
-		i, held := d.holding[sp]
-		if held {
-			delete(d.holding, sp)
-			d.heldDone[i] = true
-			d.hits++
-		}
-		return held, nil
+		return false, nil
 	}
 	delete(d.pending, sp)
 	d.hits++
@@ -551,7 +534,7 @@ func (d *Destination) Intend(ctx context.Context, source string, positions []rec
 
 func (d *Destination) submit(ctx context.Context, kind entryKind, source string, positions []record.Position) (key []byte, wait func() error, err error) {
 	d.seq++
-	key = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
+	key = d.entryKey()
 	d.scratch = appendEntry(d.scratch[:0], d.store.now().Add(d.store.ttl), kind, source, positions)
 	value := bytes.Clone(d.scratch)
 	// The destination waits for it before it goes on: it must not queue
@@ -561,6 +544,11 @@ func (d *Destination) submit(ctx context.Context, kind entryKind, source string,
 		return nil, nil, fmt.Errorf("record written positions: %w", err)
 	}
 	return key, func() error { return pending.Wait(context.WithoutCancel(ctx)) }, nil
+}
+
+// entryKey is the key of this run's entry number d.seq.
+func (d *Destination) entryKey() []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(bytes.Clone(d.prefix), d.run), d.seq)
 }
 
 // Writable returns the error Remember would get now, or nil. A destination

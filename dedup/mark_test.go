@@ -3,7 +3,6 @@ package dedup
 import (
 	"context"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,21 +45,26 @@ func TestMarkFormatGolden(t *testing.T) {
 }
 
 // heldOutput is a destination's output as Holdings.Since reads it back:
-// positions at offsets 0, 1, 2...
+// positions at offsets 0, 1, 2..., each of a source ("" by default).
 type heldOutput struct {
 	positions []string
+	sources   []string
 	since     []int64 // the offsets it was asked to read from
 	cannot    bool
 }
 
 func (o *heldOutput) holdings() Holdings {
-	return Holdings{Offset: int64(len(o.positions)), Since: func(offset int64, visit func(int64, string, record.Position)) (bool, error) {
+	return Holdings{Offset: int64(len(o.positions)), Since: func(offset int64, visit func(string, record.Position)) (bool, error) {
 		o.since = append(o.since, offset)
 		if o.cannot {
 			return false, nil
 		}
 		for i := offset; i < int64(len(o.positions)); i++ {
-			visit(i, "", record.Position(o.positions[i]))
+			source := ""
+			if i < int64(len(o.sources)) {
+				source = o.sources[i]
+			}
+			visit(source, record.Position(o.positions[i]))
 		}
 		return true, nil
 	}}
@@ -82,11 +86,12 @@ func (f *fixture) mark(t *testing.T, pipelineID, destinationID string) (int64, b
 	return offset, true
 }
 
-// TestMarkedDestinationSkipsWhatItHoldsFromItsMark: the first open marks
-// where the destination writes; the next one reads back from the mark,
-// skips what it held there, and the floor stays before what is still to
-// be skipped.
-func TestMarkedDestinationSkipsWhatItHoldsFromItsMark(t *testing.T) {
+// TestWhatADestinationReadsBackBecomesAnEntry: the first open marks where
+// the destination writes; the next one reads back from the mark, and what
+// it holds there becomes written entries (one per source) while the mark
+// moves to where it writes next, so that another crash never reads it
+// back again.
+func TestWhatADestinationReadsBackBecomesAnEntry(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	out := &heldOutput{positions: []string{"a", "b"}}
@@ -97,12 +102,13 @@ func TestMarkedDestinationSkipsWhatItHoldsFromItsMark(t *testing.T) {
 	if at, ok := f.mark(t, "p", "out"); !ok || at != 2 {
 		t.Fatalf("mark after the first open = %d, %v; want 2, where it writes next", at, ok)
 	}
-	if len(out.since) != 0 || d.Pending() != 0 || d.Floor() != math.MaxInt64 {
-		t.Fatalf("a first open read back from %v, holds %d, floor %d", out.since, d.Pending(), d.Floor())
+	if len(out.since) != 0 || d.Pending() != 0 {
+		t.Fatalf("a first open read back from %v and holds %d", out.since, d.Pending())
 	}
-	// The run writes c, d, e; its position saves moved the mark to 3 (c
-	// acknowledged), then it died.
+	// The run writes c, d (of source s1) and e (of s2); its position saves
+	// moved the mark to 3 (c acknowledged), then it died.
 	out.positions = append(out.positions, "c", "d", "e")
+	out.sources = []string{"", "", "s1", "s1", "s2"}
 	if err := f.w.Apply(ctx, d.Mark(3)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,45 +120,34 @@ func TestMarkedDestinationSkipsWhatItHoldsFromItsMark(t *testing.T) {
 	if !slices.Equal(out.since, []int64{3}) || d.Pending() != 2 {
 		t.Fatalf("read back from %v, holds %d; want from 3, d and e", out.since, d.Pending())
 	}
-	if d.Floor() != 3 {
-		t.Fatalf("floor %d, want 3 (d)", d.Floor())
+	if at, _ := f.mark(t, "p", "out"); at != 5 {
+		t.Fatalf("mark after reading back = %d, want 5", at)
 	}
-	if skip, done := d.Skip("", record.Position("c")); skip || done != nil {
+	if f.keys(t) != 3 {
+		t.Fatalf("%d dedup keys, want the mark and an entry for each of two sources", f.keys(t))
+	}
+	if skip, _ := d.Skip("s1", record.Position("c")); skip {
 		t.Fatal("c skipped: it is before the mark, its position was saved")
 	}
-	if skip, done := d.Skip("", record.Position("d")); !skip || done != nil {
-		t.Fatalf("d: skip %v, done %q", skip, done)
+	if skip, _ := d.Skip("s2", record.Position("d")); skip {
+		t.Fatal("d skipped as a record of another source")
 	}
-	if d.Floor() != 4 || d.Pending() != 1 {
-		t.Fatalf("after d: floor %d, pending %d; want 4 (e), 1", d.Floor(), d.Pending())
+	if skip, done := d.Skip("s1", record.Position("d")); !skip || done == nil {
+		t.Fatalf("d: skip %v, done %q; want skipped, its entry done", skip, done)
 	}
-	if skip, _ := d.Skip("", record.Position("e")); !skip || d.Floor() != math.MaxInt64 || d.Pending() != 0 {
-		t.Fatalf("after e: skip %v, floor %d, pending %d", skip, d.Floor(), d.Pending())
+	if skip, done := d.Skip("s2", record.Position("e")); !skip || done == nil {
+		t.Fatalf("e: skip %v, done %q; want skipped, its entry done", skip, done)
 	}
-	if d.Hits() != 2 {
-		t.Fatalf("hits %d, want 2", d.Hits())
-	}
-	if f.keys(t) != 1 {
-		t.Fatalf("%d dedup keys, want the mark alone", f.keys(t))
-	}
-}
 
-// TestHeldRecordsExpireLikeEntries: records an earlier run wrote that do
-// not come again within the TTL stop holding the mark back.
-func TestHeldRecordsExpireLikeEntries(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	out := &heldOutput{positions: []string{"a"}}
-	if _, err := f.s.Open(ctx, "p", "out", Holdings{Offset: 0, Since: out.holdings().Since}); err != nil {
+	// A crash before they were acknowledged: the entries are still there,
+	// and nothing is read back twice.
+	out.since = nil
+	d, err = f.s.Open(ctx, "p", "out", out.holdings())
+	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := f.s.Open(ctx, "p", "out", out.holdings())
-	if err != nil || d.Floor() != 0 {
-		t.Fatalf("floor %d, %v; want 0 (a)", d.Floor(), err)
-	}
-	f.clock.Advance(time.Hour)
-	if d.Floor() != math.MaxInt64 || d.Pending() != 0 {
-		t.Fatalf("after the TTL: floor %d, pending %d", d.Floor(), d.Pending())
+	if !slices.Equal(out.since, []int64{5}) || d.Pending() != 2 {
+		t.Fatalf("read back from %v, holds %d; want from 5, the entries' d and e", out.since, d.Pending())
 	}
 }
 

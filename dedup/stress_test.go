@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -107,6 +108,28 @@ func (d *faultyDestination) Write(_ context.Context, batch []record.Record) (int
 	return n, err
 }
 
+// readingBackDestination is a faultyDestination that reads back what it
+// wrote, as the file destination does: an offset is an index in the log.
+type readingBackDestination struct{ *faultyDestination }
+
+func (d readingBackDestination) Offset() (int64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return int64(len(*d.written)), true
+}
+
+func (d readingBackDestination) HeldSince(_ context.Context, offset int64, visit func(record.Position, string) error) (bool, error) {
+	d.mu.Lock()
+	held := slices.Clone((*d.written)[min(offset, int64(len(*d.written))):])
+	d.mu.Unlock()
+	for _, id := range held {
+		if err := visit(record.Position(strconv.Itoa(id)), "p:src"); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // lastAcked is the persisted source position: the last record whose
 // acknowledgement completed.
 func lastAcked(t *testing.T, p *pipeline.PositionStore) int {
@@ -128,11 +151,15 @@ func (a dedupAdapter) Open(ctx context.Context, p, d string, held pipeline.Held)
 // TestExactlyOnceUnderFaults runs a pipeline again and again, each run
 // ending at a random fault (a lost source ack after the write, a failed
 // write, a write that failed half way), until every record arrived. With
-// dedup, the destination ends with every record exactly once.
+// dedup, the destination ends with every record exactly once, whether it
+// is remembered after each write or reads back what it wrote.
 func TestExactlyOnceUnderFaults(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
-			missing, dups, skipped := runUnderFaults(t, seed, true)
+	for _, tc := range []struct {
+		seed uint64
+		mode destinations
+	}{{1, remembered}, {2, remembered}, {3, remembered}, {1, readingBack}, {2, readingBack}, {3, readingBack}, {1, readingBackAndRemembered}, {2, readingBackAndRemembered}} {
+		t.Run(fmt.Sprint("seed ", tc.seed, " ", tc.mode), func(t *testing.T) {
+			missing, dups, skipped := runUnderFaults(t, tc.seed, true, tc.mode)
 			if missing != 0 || dups != 0 {
 				t.Fatalf("%d missing and %d duplicate records; want every record exactly once", missing, dups)
 			}
@@ -143,12 +170,30 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 	}
 	// The control: the same faults without dedup do write records twice, so
 	// the test above proves something.
-	if _, dups, _ := runUnderFaults(t, 1, false); dups == 0 {
+	if _, dups, _ := runUnderFaults(t, 1, false, remembered); dups == 0 {
 		t.Fatal("without dedup no record was written twice: the faults do not exercise the window")
 	}
 }
 
-func runUnderFaults(t *testing.T, seed uint64, withDedup bool) (missing, dups int, skipped int64) {
+// destinations are the destinations of a pipeline under faults.
+type destinations int
+
+const (
+	remembered  destinations = iota // one, remembered after each write
+	readingBack                     // one, reading back what it wrote
+	// one reading back and one remembered: the other's failures cut the
+	// acknowledgement of batches the one reading back wrote in full.
+	readingBackAndRemembered
+)
+
+func (d destinations) String() string {
+	return [...]string{"remembered", "reading back", "reading back and remembered"}[d]
+}
+
+// runUnderFaults counts what the first destination's log holds, and fails
+// the test when the second one's (if any) holds a record twice or misses
+// one.
+func runUnderFaults(t *testing.T, seed uint64, withDedup bool, mode destinations) (missing, dups int, skipped int64) {
 	t.Helper()
 	{
 		{
@@ -163,16 +208,23 @@ func runUnderFaults(t *testing.T, seed uint64, withDedup bool) (missing, dups in
 			}
 			f := &faults{rng: rand.New(rand.NewPCG(seed, seed))}
 			var mu sync.Mutex
-			var written []int
+			var written, other []int
 			runs := 0
 
 			finished := false
 			for runs = 1; runs < 5000 && !finished; runs++ {
 				progress := make(chan struct{}, 1)
+				dsts := []pipeline.Destination{{ID: "dst", Connector: &faultyDestination{mu: &mu, written: &written, f: f}}}
+				if mode != remembered {
+					dsts[0].Connector = readingBackDestination{dsts[0].Connector.(*faultyDestination)}
+				}
+				if mode == readingBackAndRemembered {
+					dsts = append(dsts, pipeline.Destination{ID: "other", Connector: &faultyDestination{mu: &mu, written: &other, f: f}})
+				}
 				e, err := pipeline.New(pipeline.Config{
 					PipelineID:   "p",
 					Source:       pipeline.Source{ID: "src", Connector: &faultySource{limit: records, f: f}},
-					Destinations: []pipeline.Destination{{ID: "dst", Connector: &faultyDestination{mu: &mu, written: &written, f: f}}},
+					Destinations: dsts,
 					Positions:    positions,
 					Dedup:        dd,
 					BatchSize:    64,
@@ -229,6 +281,23 @@ func runUnderFaults(t *testing.T, seed uint64, withDedup bool) (missing, dups in
 					missing++
 				case c > 1:
 					dups += c - 1
+				}
+			}
+			if mode == readingBackAndRemembered {
+				counts := make(map[int]int, records)
+				for _, id := range other {
+					counts[id]++
+				}
+				for id := 1; id <= records; id++ {
+					if counts[id] == 0 {
+						t.Errorf("the second destination misses record %d", id)
+					}
+				}
+				// A remembered destination may write the batch being
+				// written at a crash twice, never under faults of a live
+				// process.
+				if len(other) != records {
+					t.Errorf("the second destination holds %d records, want %d once each", len(other), records)
 				}
 			}
 			t.Logf("dedup %v: %d runs, %d records skipped, %d missing, %d duplicates", withDedup, runs, skipped, missing, dups)

@@ -145,12 +145,12 @@ type HoldingReporter interface {
 	// stage.
 	Offset() (offset int64, ok bool)
 	// HeldSince calls visit, in the order they were written, with the
-	// offset, position and conduit.source.connector.id ("" when it names
-	// none) of every record it holds from offset on. ok is false when it
-	// cannot tell (the output is not the one an earlier run wrote the
-	// offset in): the engine then takes none as written. Called once,
-	// after Open and before the first Write.
-	HeldSince(ctx context.Context, offset int64, visit func(at int64, pos record.Position, source string) error) (ok bool, err error)
+	// position and conduit.source.connector.id ("" when it names none) of
+	// every record it holds from offset on. ok is false when it cannot
+	// tell (the output is not the one an earlier run wrote the offset
+	// in): the engine then takes none as written. Called once, after Open
+	// and before the first Write.
+	HeldSince(ctx context.Context, offset int64, visit func(pos record.Position, source string) error) (ok bool, err error)
 }
 
 // SyncReporter is the optional ability of a destination to say how

@@ -330,7 +330,7 @@ func (d *fileDestination) Offset() (int64, bool) {
 // those this destination wrote. Lines that are not its own (foreign
 // content) are passed over. A file other than the one the last run wrote
 // (replaced, rotated) holds nothing of it: ok is false.
-func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(at int64, pos record.Position, source string) error) (bool, error) {
+func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(pos record.Position, source string) error) (bool, error) {
 	if _, ok := d.Offset(); !ok || !d.sameAsBefore {
 		return false, nil
 	}
@@ -352,9 +352,9 @@ func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(
 		// Replaced since Open: what is at the path is not what it writes.
 		return false, nil
 	}
-	if err := eachLineHead(io.NewSectionReader(r, offset, d.size-offset), offset, func(at int64, head []byte) error {
+	if err := eachLineHead(io.NewSectionReader(r, offset, d.size-offset), func(head []byte) error {
 		if pos := positionOfLine(head); pos != nil {
-			return visit(at, pos, sourceOfLine(head))
+			return visit(pos, sourceOfLine(head))
 		}
 		return nil
 	}); err != nil {
@@ -363,19 +363,16 @@ func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(
 	return true, nil
 }
 
-// eachLineHead calls fn with the offset and the first maxPositionLine
-// bytes of every newline-terminated line of r, which begins at base; a
-// last line without its newline is not one.
-func eachLineHead(r io.Reader, base int64, fn func(at int64, head []byte) error) error {
+// eachLineHead calls fn with the first maxPositionLine bytes of every
+// newline-terminated line of r; a last line without its newline is not
+// one.
+func eachLineHead(r io.Reader, fn func(head []byte) error) error {
 	br := bufio.NewReaderSize(r, 256<<10)
 	head := make([]byte, 0, 4096)
-	at := base
 	for {
 		head = head[:0]
-		n := int64(0)
 		for {
 			chunk, err := br.ReadSlice('\n')
-			n += int64(len(chunk))
 			if room := maxPositionLine - len(head); room > 0 {
 				head = append(head, chunk[:min(room, len(chunk))]...)
 			}
@@ -390,10 +387,9 @@ func eachLineHead(r io.Reader, base int64, fn func(at int64, head []byte) error)
 			}
 			break
 		}
-		if err := fn(at, head); err != nil {
+		if err := fn(head); err != nil {
 			return err
 		}
-		at += n
 	}
 }
 

@@ -154,7 +154,7 @@ func TestFileDestinationSaysWhetherItSyncs(t *testing.T) {
 func heldSince(t *testing.T, d *fileDestination, offset int64) ([]string, bool) {
 	t.Helper()
 	var held []string
-	ok, err := d.HeldSince(context.Background(), offset, func(_ int64, pos record.Position, source string) error {
+	ok, err := d.HeldSince(context.Background(), offset, func(pos record.Position, source string) error {
 		held = append(held, string(pos)+"@"+source)
 		return nil
 	})

@@ -29,7 +29,7 @@ func (e *Engine) ack(ctx context.Context, inflight <-chan *batch, fromDest []cha
 	group := ackGroup{e: e, free: free, persisters: persisters, max: max(1, cap(inflight)/2),
 		positions: make([][]record.Position, len(persisters)), with: make([][]store.Op, len(persisters)),
 		records: make([]int, len(persisters)), nacked: make([]int, len(persisters)),
-		marking: marking, marks: slices.Repeat([]int64{noMark}, len(marking))}
+		marking: marking, marks: slices.Repeat([]int64{-1}, len(marking))}
 	var dlqBuf []record.Record
 	for {
 		b, ok, ready := tryReceive(inflight, len(group.batches) > 0)
@@ -186,10 +186,13 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 // them), and each source gets one Ack per flush.
 //
 // The marks of destinations that read back what they wrote go with every
-// source's position save of the flush: each is the mark of the group's
-// first batch, before which every record of the sources is acknowledged
-// once this flush's saves and the ones before them are durable (saves
-// commit in the order they are submitted).
+// source's position save of the flush: the offset in the destination's
+// output before which every record is acknowledged once this flush's
+// saves and the ones before them are durable (saves commit in the order
+// they are submitted). With one source that is where the group's last
+// batch ends (where a batch acknowledged in part begins); with several,
+// where its first batch begins, since another source's save of the same
+// flush may not be durable yet.
 type ackGroup struct {
 	e          *Engine
 	free       *batchPool
@@ -202,9 +205,12 @@ type ackGroup struct {
 	// the dedup entries its batches free.
 	with [][]store.Op
 	// marking[d] moves destination d's mark (nil when it has none), and
-	// marks[d] is the mark of the group's first batch, noMark before it.
+	// marks[d] is the mark the flush commits, -1 before the group has one.
+	// cut says that a batch was acknowledged in part: the mark stays at
+	// its beginning.
 	marking []holdingDedup
 	marks   []int64
+	cut     bool
 	// records[i] counts the records positions[i] cover (more than
 	// positions when processors derived several from one), nacked[i]
 	// those of them sent to the dead-letter queue.
@@ -218,11 +224,7 @@ type ackGroup struct {
 func (g *ackGroup) add(b *batch, limit, nacked int) {
 	s := b.source
 	g.batches = append(g.batches, b)
-	for d, m := range g.marks {
-		if m == noMark {
-			g.marks[d] = b.marks[d]
-		}
-	}
+	g.addMarks(b, limit)
 	read, _ := b.ackable(limit)
 	g.positions[s] = append(g.positions[s], b.readPositions()[:read]...)
 	g.records[s] += limit
@@ -261,7 +263,7 @@ func (g *ackGroup) flush(ctx context.Context) error {
 		e.stats.RecordsWritten.Add(int64(g.records[s] - g.nacked[s]))
 		with := g.with[s]
 		for d, m := range g.marks {
-			if m != noMark {
+			if m >= 0 {
 				with = append(with, g.marking[d].Mark(m))
 			}
 		}
@@ -280,19 +282,47 @@ func (g *ackGroup) flush(ctx context.Context) error {
 		g.free.put(b)
 	}
 	for d := range g.marks {
-		g.marks[d] = noMark
+		g.marks[d] = -1
 	}
+	g.cut = false
 	clear(g.batches)
 	g.batches = g.batches[:0]
 	return nil
 }
 
+// addMarks moves the group's marks for b, the records up to limit of
+// which are acknowledged.
+func (g *ackGroup) addMarks(b *batch, limit int) {
+	if g.cut {
+		return
+	}
+	g.cut = limit < len(b.records)
+	for d := range g.marks {
+		span := b.marks[d]
+		switch {
+		case span == noMark:
+		case len(g.persisters) > 1:
+			if g.marks[d] < 0 {
+				g.marks[d] = span.begin
+			}
+		case g.cut:
+			g.marks[d] = span.begin
+		default:
+			g.marks[d] = span.end
+		}
+	}
+}
+
 // markers returns, per destination, what moves its mark: its dedup view
-// for a destination that reads back what it wrote, nil otherwise.
+// for a destination that reads back what it wrote, nil otherwise; nil
+// when no destination has a mark.
 func markers(dedups []DedupDestination, modes []dedupMode) []holdingDedup {
-	out := make([]holdingDedup, len(dedups))
+	var out []holdingDedup
 	for i, dd := range dedups {
 		if h, ok := dd.(holdingDedup); ok && modes[i] == markOutput {
+			if out == nil {
+				out = make([]holdingDedup, len(dedups))
+			}
 			out[i] = h
 		}
 	}

@@ -59,14 +59,17 @@ type batch struct {
 	// delete with the source position that acknowledges this batch.
 	dedupWait []func() error
 	dedupKeys [][][]byte
-	// marks[i] is where destination i's output stood before it wrote
-	// this batch, capped at the first record an earlier run wrote that is
-	// still to be skipped (markOutput); noMark otherwise.
-	marks []int64
+	// marks[i] is where the batch begins and ends in destination i's
+	// output (markOutput); noMark otherwise.
+	marks []outputSpan
 }
 
-// noMark is a batch's mark for a destination that has none.
-const noMark = -1
+// outputSpan is where a batch begins and ends in a destination's output.
+type outputSpan struct{ begin, end int64 }
+
+// noMark is the span of a batch in the output of a destination that has
+// no mark.
+var noMark = outputSpan{-1, -1}
 
 // nack is a record rejected by a processor or refused by a destination.
 type nack struct {
@@ -101,7 +104,7 @@ func newBatch(size, destinations int) *batch {
 		results:   make([]writeResult, destinations),
 		dedupWait: make([]func() error, destinations),
 		dedupKeys: make([][][]byte, destinations),
-		marks:     slices.Repeat([]int64{noMark}, destinations),
+		marks:     slices.Repeat([]outputSpan{noMark}, destinations),
 	}
 }
 

@@ -67,11 +67,12 @@ type Held struct {
 	// cannot tell (connector.SourceReporter).
 	LastSource string
 	// Since, when set, reads back what the destination holds from an
-	// offset on (connector.HoldingReporter): visit gets the offset, the
-	// dedup source and the position of each record of this pipeline's
-	// sources. Offset is where it writes next. Such a destination records
-	// no intent: its stage gives every batch a mark (see holdingDedup).
-	Since  func(offset int64, visit func(at int64, source string, pos record.Position)) (ok bool, err error)
+	// offset on (connector.HoldingReporter): visit gets the dedup source
+	// and the position of each record of this pipeline's sources. Offset
+	// is where it writes next. Such a destination records no intent: its
+	// stage notes where each batch begins and ends in its output, and the
+	// position saves carry that as its mark (see holdingDedup).
+	Since  func(offset int64, visit func(source string, pos record.Position)) (ok bool, err error)
 	Offset int64
 	// Unsynced says that the destination does not sync what it writes
 	// (connector.SyncReporter): its entries need survive only what its
@@ -107,16 +108,18 @@ type DedupDestination interface {
 }
 
 // holdingDedup is the ability of the DedupDestination of a destination
-// that reads back what it wrote (Held.Since): Floor is the offset of the
-// first record an earlier run wrote that is still to be skipped
-// (math.MaxInt64 for none), and Mark the write that moves the
-// destination's mark to an offset, committed with a position save. A mark
-// says that the records of the saved positions end before it; it never
-// passes the floor, so what is still to be skipped is read back again
-// after another crash.
+// that reads back what it wrote (Held.Since): Mark is the write that moves
+// the destination's mark to an offset, committed with a position save. A
+// mark says that every record before it in the destination's output is
+// covered by the saved positions. It may be called from any goroutine.
 type holdingDedup interface {
-	Floor() int64
 	Mark(offset int64) store.Op
+}
+
+// settlingDedup is the ability of a holdingDedup to commit its mark at
+// once (settleMarks).
+type settlingDedup interface {
+	SettleMark(ctx context.Context, offset int64) error
 }
 
 // writableDedup is the optional ability of a DedupDestination to say that
@@ -572,7 +575,11 @@ func (e *Engine) run(ctx context.Context) error {
 		_ = g.Wait()
 		return ackErr
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil || ctx.Err() != nil {
+		return err
+	}
+	e.settleMarks(ctx, dedups, modes)
+	return nil
 }
 
 func (e *Engine) teardown(ctx context.Context) error {
@@ -622,6 +629,30 @@ func send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	}
 }
 
+// settleMarks moves the mark of each destination that reads back what it
+// wrote to the end of its output, once the run drained: everything it
+// wrote is acknowledged and saved. The position saves' marks of a
+// pipeline of several sources lag a group of batches behind; without
+// this, the next start would read those lines back and keep their
+// positions to skip for a TTL. A failure only leaves that lag.
+func (e *Engine) settleMarks(ctx context.Context, dedups []DedupDestination, modes []dedupMode) {
+	for i, d := range e.cfg.Destinations {
+		s, ok := dedups[i].(settlingDedup)
+		if !ok || modes[i] != markOutput {
+			continue
+		}
+		hr, _ := connector.Ability[connector.HoldingReporter](d.Connector)
+		at, ok := hr.Offset()
+		if !ok {
+			continue
+		}
+		if err := s.SettleMark(ctx, at); err != nil {
+			e.log.Warn("could not move the dedup mark to the end of what the destination wrote; the next start reads back what the last batches wrote",
+				zap.String("destination", d.ID), zap.Error(err))
+		}
+	}
+}
+
 // dedupSource is the source the dedup store files positions of sources[i]
 // under (see DedupDestination): "" when the pipeline has one.
 func (e *Engine) dedupSource(i int) string {
@@ -657,10 +688,10 @@ func (e *Engine) held(ctx context.Context, d Destination) (Held, error) {
 	if hr, ok := connector.Ability[connector.HoldingReporter](d.Connector); ok {
 		if offset, ok := hr.Offset(); ok {
 			base.Offset = offset
-			base.Since = func(offset int64, visit func(at int64, source string, pos record.Position)) (bool, error) {
-				return hr.HeldSince(ctx, offset, func(at int64, pos record.Position, node string) error {
+			base.Since = func(offset int64, visit func(source string, pos record.Position)) (bool, error) {
+				return hr.HeldSince(ctx, offset, func(pos record.Position, node string) error {
 					if source, ours := e.dedupSourceOfNode(node); ours {
-						visit(at, source, pos)
+						visit(source, pos)
 					}
 					return nil
 				})

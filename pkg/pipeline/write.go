@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	cerrors "github.com/conduitry/conduit/errors"
@@ -23,9 +22,9 @@ const (
 	// intendBefore: an intent is recorded before each write
 	// (connector.PositionReporter).
 	intendBefore
-	// markOutput: nothing is recorded; every batch gets the offset it is
-	// written at, and position saves carry it as the destination's mark
-	// (connector.HoldingReporter).
+	// markOutput: nothing is recorded; every batch notes where it begins
+	// and ends in the destination's output, and position saves carry that
+	// as the destination's mark (connector.HoldingReporter).
 	markOutput
 )
 
@@ -37,9 +36,9 @@ const (
 // before is written but not yet known to the next run (see dedup/):
 //
 //   - a destination that reads back what it wrote (markOutput) records
-//     nothing before or after a write: each batch notes where the
-//     destination's output stood before it (its mark), which the position
-//     save that acknowledges the batch commits;
+//     nothing before or after a write: each batch notes where it begins
+//     and ends in the destination's output, and the position save that
+//     acknowledges it commits that as the destination's mark;
 //   - a destination that reports what it holds (intendBefore) records an
 //     intent before each write; the next batch is taken and its intent
 //     submitted while this one's commits, so no sync sits between two
@@ -102,10 +101,9 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		b := cur.b
 		if output != nil {
 			// The batches before are written: the output ends where this
-			// one begins. The mark stays before what an earlier run wrote
-			// and this run has not skipped yet (cur.floor).
+			// one begins.
 			if at, ok := output.Offset(); ok {
-				b.marks[idx] = min(at, cur.floor)
+				b.marks[idx].begin = at
 			}
 		}
 		if cur.failed != nil {
@@ -150,6 +148,11 @@ func (e *Engine) write(ctx context.Context, d Destination, idx int, dd DedupDest
 		remember := dd != nil && mode == rememberAfter
 		var res writeResult
 		res, written = e.writeAll(ctx, d, idx, b, cur.recs, cur.toRecord, written[:0], remember && !cur.whole)
+		if output != nil {
+			if at, ok := output.Offset(); ok {
+				b.marks[idx].end = at
+			}
+		}
 		toRemember := written
 		if remember && cur.whole {
 			// res.done counts the records handled from the first; a record
@@ -211,10 +214,6 @@ type preparedBatch struct {
 	whole bool
 	// intent, when set, returns once the intent of the records is durable.
 	intent func() error
-	// floor is where in the destination's output the first record an
-	// earlier run wrote that is still to be skipped after this batch
-	// begins (markOutput).
-	floor int64
 	// failed is the batch's result when it cannot be written at all.
 	failed *writeResult
 }
@@ -223,7 +222,7 @@ type preparedBatch struct {
 // run already wrote and, for a destination that reports what it holds,
 // submits the intent to write the rest.
 func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDestination, reports bool, b *batch, bufs *prepareBuffers) preparedBatch {
-	p := preparedBatch{b: b, recs: b.out, toRecord: b.recordIndex, floor: math.MaxInt64}
+	p := preparedBatch{b: b, recs: b.out, toRecord: b.recordIndex}
 	failed := func(res writeResult) preparedBatch {
 		p.failed = &res
 		return p
@@ -240,12 +239,7 @@ func (e *Engine) prepare(ctx context.Context, d Destination, idx int, dd DedupDe
 		p.recs, p.toRecord = bufs.skip.filter(b, idx, dd, e.dedupSource(b.source), p.recs, p.toRecord)
 		e.stats.DedupSkipped.Add(dd.Hits() - before)
 	}
-	if h, ok := dd.(holdingDedup); ok {
-		// Taken after this batch's skips and before the next batch's:
-		// records a later batch skips are still this batch's concern, as
-		// its position save does not cover them.
-		p.floor = h.Floor()
-	}
+
 	p.whole = len(p.recs) == len(b.records) && len(d.Processors) == 0 && len(b.nacks) == 0
 	if dd == nil || len(p.recs) == 0 {
 		return p
