@@ -351,7 +351,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	}
 	if held.Since != nil {
 		if marked {
-			entries, err := d.readBack(held, mark, now.Add(s.ttl))
+			entries, err := d.readBack(held, mark, now.Add(s.ttl), pipelineID, destinationID)
 			if err != nil {
 				return nil, fmt.Errorf("read back what %s/%s holds: %w", pipelineID, destinationID, err)
 			}
@@ -386,7 +386,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 // readBack turns what the destination holds from mark on into written
 // entries, one per source in the order the sources first appear, expiring
 // at expires.
-func (d *Destination) readBack(held Holdings, mark int64, expires time.Time) ([]loadedEntry, error) {
+func (d *Destination) readBack(held Holdings, mark int64, expires time.Time, pipelineID, destinationID string) ([]loadedEntry, error) {
 	var entries []loadedEntry
 	bySource := map[string]int{}
 	ok, err := held.Since(mark, func(source string, pos record.Position) {
@@ -404,7 +404,7 @@ func (d *Destination) readBack(held Holdings, mark int64, expires time.Time) ([]
 	}
 	if !ok {
 		d.store.log.Warn("the destination cannot say what it holds of the last run (its output was replaced); records the last run wrote without seeing them acknowledged may be written again",
-			zap.ByteString("destination", d.prefix))
+			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID))
 		return nil, nil
 	}
 	return entries, nil
