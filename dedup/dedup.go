@@ -350,6 +350,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 		}
 	}
 	if held.Since != nil {
+		moved := !marked || mark != held.Offset
 		if marked {
 			entries, err := d.readBack(held, mark, now.Add(s.ttl), pipelineID, destinationID)
 			if err != nil {
@@ -367,7 +368,11 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 				}
 			}
 		}
-		ops = append(ops, d.Mark(held.Offset))
+		if moved {
+			// A mark at the end already (a run that drained, or one
+			// whose last batch was saved) needs no write.
+			ops = append(ops, d.Mark(held.Offset))
+		}
 	}
 	if len(ops) > 0 {
 		// One commit: the intents resolved, what is of no use any more
