@@ -36,9 +36,15 @@
 // Decide, then act, in separate places: Decide is a pure function of
 // (policy, a snapshot of the rules, history, error class, now, a random
 // number) that says "restart after this delay" or "degrade, for this
-// reason"; stepFault derives everything a fault changes from the state the
-// same way; the Supervisor goroutine only waits and acts. One goroutine owns each pipeline's state; everything
-// else sends it messages. Time comes from a Clock, so tests never sleep.
+// reason"; stepFault decides about a fault from the state the same way
+// (the rule that matches, the record it keeps failing on), and
+// faultOutcome works out, without I/O, the state it changes and the
+// events that record it (lifecycle/fault.go, table-tested in
+// step_test.go); the Supervisor goroutine only waits and carries that out
+// (the transitions of the state machine, the restart's schedule, the
+// events). One goroutine owns each pipeline's state; everything else
+// sends it messages. Time comes from a Clock (pkg/clock), so tests never
+// sleep.
 //
 // Restarts are launched by a RestartScheduler that the supervisors of a
 // process share, not by each supervisor's own timer, so that ten thousand

@@ -1,7 +1,9 @@
 package lifecycle
 
 // The fault path: a run that ended with an error is decided about
-// (stepFault, from the state alone) and the decision applied.
+// (stepFault, from the state alone), what that changes is worked out
+// (faultOutcome, the state and the events, without I/O), and the
+// supervisor carries it out.
 
 import (
 	"errors"
@@ -13,7 +15,11 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 )
 
-// onFault applies the policy to a run that ended with err.
+// onFault applies the policy to a run that ended with err: stepFault
+// decides, the dependency's breaker (an outside party) says whether it
+// holds the restart, faultOutcome says what the fault changes and which
+// events record it, and this function only carries that out, in the order
+// that keeps a state and the event that records it together.
 func (s *Supervisor) onFault(err error) {
 	now := s.cfg.Clock.Now()
 	info := describeError(err, now)
@@ -24,80 +30,39 @@ func (s *Supervisor) onFault(err error) {
 	f := Fault{Pipeline: s.cfg.PipelineID, Class: info.Class, Code: info.Code, Message: info.Message,
 		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
 	step := stepFault(&s.state, info, f, &s.cfg.Policy, s.cfg.Policy.RuleSet(), now, s.cfg.Random())
-	d, info, quarantined, startsEpisode := step.decision, step.info, step.quarantined, step.episodeStart.IsZero()
-	s.state.LastError = &info
-	s.state.Poison = step.poison
-	if startsEpisode {
-		s.state.Flaps = d.Flaps
-	}
-	current := s.m.current()
-	// The fault is announced first, but after the restart is scheduled:
-	// writing the event durably must not delay the schedule.
-	fault := withError(auditlog.Event{Kind: auditlog.KindFault, Time: now, StatusBefore: current, StatusAfter: current, Actor: ActorSystem,
-		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}, &info)
-	if d.Action == ActionRestart {
-		fault.Delay, fault.NextAttemptAt = d.Delay, now.Add(d.Delay)
-		if quarantined {
-			fault.Message += fmt.Sprintf("; record quarantined: %d runs in a row failed on it this way, the next run sends it to the dead-letter queue", s.state.Poison.Runs)
-		}
-	}
-	s.stopWindow()
-
-	if d.Action == ActionDegrade {
-		s.leaveBreaker()
-		s.emit(fault)
-		from := s.mustTransition(eventDegrade)
-		s.state.DegradedReason = d.Reason
-		s.state.NextAttemptAt = time.Time{}
-		if s.state.Episode != nil && s.state.Episode.EndedAt.IsZero() {
-			s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info})
-			s.state.Episode.countRule(d.Rule)
-		}
-		s.endEpisode("degraded (" + string(d.Reason) + ")")
-		s.save()
-		s.emit(withError(auditlog.Event{Kind: auditlog.KindDegraded, Time: now, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorSystem,
-			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, s.cfg.Policy)}, &info))
-		return
-	}
-
-	from := s.mustTransition(eventFault)
-	next := now.Add(d.Delay)
-	if startsEpisode {
-		s.state.Episode = &Episode{StartedAt: now}
-	}
-	s.state.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy})
-	s.state.Episode.countRule(d.Rule)
-	s.state.FailCount = d.Attempt
-	s.state.NextAttemptAt = next
-	if dep := info.Dependency; dep != "" && s.cfg.Breakers != nil && !s.shuttingDown && s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
+	held := ""
+	if dep := step.info.Dependency; step.decision.Action == ActionRestart && dep != "" && s.cfg.Breakers != nil && !s.shuttingDown &&
+		s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
 		// The dependency's breaker is open: the canary retries it, this
 		// pipeline waits until it is back.
-		s.mustTransition(eventHold)
-		s.state.NextAttemptAt, s.state.HeldBy = time.Time{}, dep
-		s.emit(fault)
-		s.save()
-		s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
-			Attempt: d.Attempt, Reason: "breaker", Action: d.Action.String(),
-			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(dep) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"}, &info))
-		return
+		held = dep
 	}
-	if !s.shuttingDown {
-		// Scheduled from the decision, not from when the state is on disk:
-		// in a fault storm the saves queue up, and the schedule must not
-		// slip behind them.
-		s.scheduleRestart(next)
+	out := faultOutcome(step, s.m.current(), now, held, &s.cfg.Policy)
+	out.record(&s.state)
+	s.stopWindow()
+	if out.degrade {
+		s.leaveBreaker()
+		// Announced before the transition, as every fault is.
+		s.emit(out.fault)
+		s.mustTransition(eventDegrade)
+		out.apply(&s.state)
+	} else {
+		s.mustTransition(eventFault)
+		out.apply(&s.state)
+		if held != "" {
+			s.mustTransition(eventHold)
+			s.state.HeldBy = held
+		} else if !s.shuttingDown {
+			// Scheduled from the decision, not from when the state is on
+			// disk: in a fault storm the saves queue up, and the schedule
+			// must not slip behind them. The fault is announced after it:
+			// writing the event durably must not delay the schedule.
+			s.scheduleRestart(out.next)
+		}
+		s.emit(out.fault)
 	}
-	s.emit(fault)
 	s.save()
-	reason := ""
-	if d.Flapping {
-		// Said in a field, not only in the message, for whoever acts on
-		// it (notifications).
-		reason = string(ReasonFlapping)
-	}
-	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
-		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
-		Reason: reason, Message: recoveringMessage(d)}, &info))
+	s.emit(out.after)
 }
 
 func (s *Supervisor) pluginOf(component string) string {
@@ -141,6 +106,98 @@ func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, rules RuleSet, now
 	}
 	poison, quarantined := nextPoison(st.Poison, info, limit)
 	return faultStep{decision: d, info: info, poison: poison, quarantined: quarantined, episodeStart: h.EpisodeStart}
+}
+
+// faultChange is what a decided fault does: the error as recorded, the
+// state it changes (record, then apply), when the restart is due (next;
+// zero when the pipeline degrades or a breaker holds it), and the two
+// events that record it: the fault, then the pipeline degraded or
+// recovering.
+type faultChange struct {
+	step    faultStep
+	now     time.Time
+	held    string
+	degrade bool
+	next    time.Time
+	fault   auditlog.Event
+	after   auditlog.Event
+}
+
+// faultOutcome works out what step does to a pipeline whose status is
+// current: the state it changes and the events that record it, from the
+// decision alone. held names the dependency whose open breaker holds the
+// restart ("" when none does). It does no I/O and reads no clock.
+func faultOutcome(step faultStep, current Status, now time.Time, held string, p *Policy) *faultChange {
+	d := step.decision
+	c := &faultChange{step: step, now: now, held: held, degrade: d.Action == ActionDegrade}
+	info := &c.step.info
+	c.fault = withError(auditlog.Event{Kind: auditlog.KindFault, Time: now, StatusBefore: current, StatusAfter: current, Actor: ActorSystem,
+		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}, info)
+	if c.degrade {
+		c.after = withError(auditlog.Event{Kind: auditlog.KindDegraded, Time: now, StatusBefore: current, StatusAfter: StatusDegraded, Actor: ActorSystem,
+			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, *p)}, info)
+		return c
+	}
+	next := now.Add(d.Delay)
+	c.fault.Delay, c.fault.NextAttemptAt = d.Delay, next
+	if step.quarantined {
+		c.fault.Message += "; record quarantined: " + strconv.Itoa(step.poison.Runs) + " runs in a row failed on it this way, the next run sends it to the dead-letter queue"
+	}
+	if held != "" {
+		c.after = withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: ActorSystem,
+			Attempt: d.Attempt, Reason: "breaker", Action: d.Action.String(),
+			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(held) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"}, info)
+		return c
+	}
+	c.next = next
+	reason := ""
+	if d.Flapping {
+		// Said in a field, not only in the message, for whoever acts on
+		// it (notifications).
+		reason = string(ReasonFlapping)
+	}
+	c.after = withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: ActorSystem,
+		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
+		Reason: reason, Message: recoveringMessage(d)}, info)
+	return c
+}
+
+// record notes the fault in the state - its error, the record it failed
+// on, the flaps of an episode it starts - before the fault is announced.
+func (c *faultChange) record(st *State) {
+	st.LastError, st.Poison = &c.step.info, c.step.poison
+	if c.step.episodeStart.IsZero() {
+		st.Flaps = c.step.decision.Flaps
+	}
+}
+
+// apply changes the rest of the state as the decision says, except what
+// the state machine owns (the status, probation, the dependency that
+// holds it): the episode's attempts, the fail count and the next attempt,
+// or why the pipeline degraded.
+func (c *faultChange) apply(st *State) {
+	d, info, now := c.step.decision, c.step.info, c.now
+	if c.degrade {
+		st.DegradedReason = d.Reason
+		st.NextAttemptAt = time.Time{}
+		if e := st.Episode; e != nil && e.EndedAt.IsZero() {
+			e.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info})
+			e.countRule(d.Rule)
+			e.EndedAt, e.Outcome = now, "degraded ("+string(d.Reason)+")"
+		}
+		return
+	}
+	if c.step.episodeStart.IsZero() {
+		st.Episode = &Episode{StartedAt: now}
+	}
+	next := now.Add(d.Delay)
+	st.Episode.add(Attempt{Number: d.Attempt, FailedAt: now, Error: info, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy})
+	st.Episode.countRule(d.Rule)
+	st.FailCount = d.Attempt
+	st.NextAttemptAt = next
+	if c.held != "" {
+		st.NextAttemptAt = time.Time{}
+	}
 }
 
 // nextPoison counts the runs in a row that failed on the same record the

@@ -2,8 +2,11 @@ package lifecycle
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/auditlog"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/config"
@@ -108,4 +111,94 @@ func TestStepFault(t *testing.T) {
 // decide is Decide with the policy's rules as they are now.
 func decide(p Policy, h History, f Fault, now time.Time, random float64) Decision {
 	return Decide(p, p.RuleSet(), h, f, now, random)
+}
+
+// faultOutcome works out what a decided fault changes and the events that
+// record it, without I/O: the table gives it a state and a decision and
+// reads the state after record and apply, and the two events.
+func TestFaultOutcome(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	info := ErrorInfo{At: now, Code: 503, Class: "transient", Message: "unavailable", Component: "src", ComponentKind: "source", Dependency: "db"}
+	p := defaultPolicy()
+	restart := Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second, Strategy: "exponential", Flaps: 2, Flapping: true}
+	open := func() *Episode { return &Episode{StartedAt: now.Add(-time.Minute)} }
+
+	tests := []struct {
+		name    string
+		state   State
+		step    faultStep
+		held    string
+		check   func(t *testing.T, st State, c *faultChange)
+		fault   auditlog.Kind
+		after   auditlog.Kind
+		afterTo Status
+	}{{
+		name: "a first fault starts an episode and schedules the restart", state: State{Status: StatusRunning},
+		step: faultStep{decision: restart, info: info}, after: auditlog.KindRecovering, afterTo: StatusRecovering,
+		check: func(t *testing.T, st State, c *faultChange) {
+			if st.Episode == nil || !st.Episode.StartedAt.Equal(now) || len(st.Episode.Attempts) != 1 || st.FailCount != 1 || !st.NextAttemptAt.Equal(now.Add(time.Second)) {
+				t.Errorf("state %+v", st)
+			}
+			if st.Flaps != 2 || st.LastError == nil || st.LastError.Code != 503 {
+				t.Errorf("recorded flaps %d, error %+v", st.Flaps, st.LastError)
+			}
+			if !c.next.Equal(now.Add(time.Second)) || c.after.Reason != string(ReasonFlapping) || c.fault.Delay != time.Second {
+				t.Errorf("next %v, recovering reason %q, fault delay %v", c.next, c.after.Reason, c.fault.Delay)
+			}
+		},
+	}, {
+		name: "a breaker holds the restart: nothing is scheduled", state: State{Status: StatusRecovering, FailCount: 1, Episode: open()},
+		step: faultStep{decision: Decision{Action: ActionRestart, Attempt: 2, Delay: 2 * time.Second}, info: info, episodeStart: now.Add(-time.Minute)},
+		held: "db", after: auditlog.KindRecovering, afterTo: StatusRecovering,
+		check: func(t *testing.T, st State, c *faultChange) {
+			if !c.next.IsZero() || !st.NextAttemptAt.IsZero() || st.FailCount != 2 || c.after.Reason != "breaker" {
+				t.Errorf("next %v, state next %v, fails %d, reason %q", c.next, st.NextAttemptAt, st.FailCount, c.after.Reason)
+			}
+			if st.Flaps != 0 {
+				t.Errorf("a fault within an episode changed the flaps to %d", st.Flaps)
+			}
+		},
+	}, {
+		name: "a quarantined record is said in the fault", state: State{Status: StatusRecovering, Episode: open()},
+		step: faultStep{decision: restart, info: info, episodeStart: now.Add(-time.Minute), quarantined: true,
+			poison: &PoisonRecord{Runs: 3, Quarantined: true}}, after: auditlog.KindRecovering, afterTo: StatusRecovering,
+		check: func(t *testing.T, st State, c *faultChange) {
+			if st.Poison == nil || st.Poison.Runs != 3 || !strings.Contains(c.fault.Message, "record quarantined: 3 runs") {
+				t.Errorf("poison %+v, fault %q", st.Poison, c.fault.Message)
+			}
+		},
+	}, {
+		name: "a degrade ends the episode and schedules nothing", state: State{Status: StatusRecovering, FailCount: 4, NextAttemptAt: now, Episode: open()},
+		step:  faultStep{decision: Decision{Action: ActionDegrade, Attempt: 5, Reason: ReasonRetriesExhausted}, info: info, episodeStart: now.Add(-time.Minute)},
+		after: auditlog.KindDegraded, afterTo: StatusDegraded,
+		check: func(t *testing.T, st State, c *faultChange) {
+			if !c.degrade || !c.next.IsZero() || !st.NextAttemptAt.IsZero() || st.DegradedReason != ReasonRetriesExhausted {
+				t.Errorf("change %+v, state %+v", c, st)
+			}
+			if e := st.Episode; !e.EndedAt.Equal(now) || e.Outcome != "degraded ("+string(ReasonRetriesExhausted)+")" || len(e.Attempts) != 1 {
+				t.Errorf("episode %+v", e)
+			}
+			if st.FailCount != 4 {
+				t.Errorf("a degrade changed the fail count to %d", st.FailCount)
+			}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := tt.state.Clone()
+			c := faultOutcome(tt.step, tt.state.Status, now, tt.held, &p)
+			c.record(&st)
+			c.apply(&st)
+			if st.Status != tt.state.Status {
+				t.Errorf("the status changed to %s: the state machine owns it", st.Status)
+			}
+			if c.fault.Kind != auditlog.KindFault || c.fault.StatusBefore != tt.state.Status || c.fault.StatusAfter != tt.state.Status || c.fault.ErrorCode != 503 {
+				t.Errorf("fault event %+v", c.fault)
+			}
+			if c.after.Kind != tt.after || c.after.StatusBefore != tt.state.Status || c.after.StatusAfter != tt.afterTo || c.after.Component != "src" {
+				t.Errorf("second event %+v, want %s to %s", c.after, tt.after, tt.afterTo)
+			}
+			tt.check(t, st, c)
+		})
+	}
 }
