@@ -127,10 +127,10 @@ type faultChange struct {
 // current: the state it changes and the events that record it, from the
 // decision alone. held names the dependency whose open breaker holds the
 // restart ("" when none does). It does no I/O and reads no clock.
-func faultOutcome(step faultStep, current Status, now time.Time, held string, p *Policy) *faultChange {
+func faultOutcome(step faultStep, current Status, now time.Time, held string, p *Policy) faultChange {
 	d := step.decision
-	c := &faultChange{step: step, now: now, held: held, degrade: d.Action == ActionDegrade}
-	info := &c.step.info
+	c := faultChange{step: step, now: now, held: held, degrade: d.Action == ActionDegrade}
+	info := &step.info
 	c.fault = withError(auditlog.Event{Kind: auditlog.KindFault, Time: now, StatusBefore: current, StatusAfter: current, Actor: ActorSystem,
 		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}, info)
 	if c.degrade {
@@ -165,7 +165,8 @@ func faultOutcome(step faultStep, current Status, now time.Time, held string, p 
 // record notes the fault in the state - its error, the record it failed
 // on, the flaps of an episode it starts - before the fault is announced.
 func (c *faultChange) record(st *State) {
-	st.LastError, st.Poison = &c.step.info, c.step.poison
+	info := c.step.info
+	st.LastError, st.Poison = &info, c.step.poison
 	if c.step.episodeStart.IsZero() {
 		st.Flaps = c.step.decision.Flaps
 	}

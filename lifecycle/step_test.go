@@ -128,14 +128,14 @@ func TestFaultOutcome(t *testing.T) {
 		state   State
 		step    faultStep
 		held    string
-		check   func(t *testing.T, st State, c *faultChange)
+		check   func(t *testing.T, st State, c faultChange)
 		fault   auditlog.Kind
 		after   auditlog.Kind
 		afterTo Status
 	}{{
 		name: "a first fault starts an episode and schedules the restart", state: State{Status: StatusRunning},
 		step: faultStep{decision: restart, info: info}, after: auditlog.KindRecovering, afterTo: StatusRecovering,
-		check: func(t *testing.T, st State, c *faultChange) {
+		check: func(t *testing.T, st State, c faultChange) {
 			if st.Episode == nil || !st.Episode.StartedAt.Equal(now) || len(st.Episode.Attempts) != 1 || st.FailCount != 1 || !st.NextAttemptAt.Equal(now.Add(time.Second)) {
 				t.Errorf("state %+v", st)
 			}
@@ -150,7 +150,7 @@ func TestFaultOutcome(t *testing.T) {
 		name: "a breaker holds the restart: nothing is scheduled", state: State{Status: StatusRecovering, FailCount: 1, Episode: open()},
 		step: faultStep{decision: Decision{Action: ActionRestart, Attempt: 2, Delay: 2 * time.Second}, info: info, episodeStart: now.Add(-time.Minute)},
 		held: "db", after: auditlog.KindRecovering, afterTo: StatusRecovering,
-		check: func(t *testing.T, st State, c *faultChange) {
+		check: func(t *testing.T, st State, c faultChange) {
 			if !c.next.IsZero() || !st.NextAttemptAt.IsZero() || st.FailCount != 2 || c.after.Reason != "breaker" {
 				t.Errorf("next %v, state next %v, fails %d, reason %q", c.next, st.NextAttemptAt, st.FailCount, c.after.Reason)
 			}
@@ -162,7 +162,7 @@ func TestFaultOutcome(t *testing.T) {
 		name: "a quarantined record is said in the fault", state: State{Status: StatusRecovering, Episode: open()},
 		step: faultStep{decision: restart, info: info, episodeStart: now.Add(-time.Minute), quarantined: true,
 			poison: &PoisonRecord{Runs: 3, Quarantined: true}}, after: auditlog.KindRecovering, afterTo: StatusRecovering,
-		check: func(t *testing.T, st State, c *faultChange) {
+		check: func(t *testing.T, st State, c faultChange) {
 			if st.Poison == nil || st.Poison.Runs != 3 || !strings.Contains(c.fault.Message, "record quarantined: 3 runs") {
 				t.Errorf("poison %+v, fault %q", st.Poison, c.fault.Message)
 			}
@@ -171,7 +171,7 @@ func TestFaultOutcome(t *testing.T) {
 		name: "a degrade ends the episode and schedules nothing", state: State{Status: StatusRecovering, FailCount: 4, NextAttemptAt: now, Episode: open()},
 		step:  faultStep{decision: Decision{Action: ActionDegrade, Attempt: 5, Reason: ReasonRetriesExhausted}, info: info, episodeStart: now.Add(-time.Minute)},
 		after: auditlog.KindDegraded, afterTo: StatusDegraded,
-		check: func(t *testing.T, st State, c *faultChange) {
+		check: func(t *testing.T, st State, c faultChange) {
 			if !c.degrade || !c.next.IsZero() || !st.NextAttemptAt.IsZero() || st.DegradedReason != ReasonRetriesExhausted {
 				t.Errorf("change %+v, state %+v", c, st)
 			}
