@@ -301,10 +301,10 @@ func seq(n int) []int {
 	return out
 }
 
-// TestDrainedRunLeavesNothingToReadBack: the position saves of a pipeline
-// of several sources carry a mark a group of batches behind; a run that
-// drains moves it to the end, so the next start reads nothing back and
-// keeps nothing to skip.
+// TestDrainedRunLeavesNothingToReadBack: in a pipeline of several
+// sources too, the last position save of a run that drained carries a
+// mark at the end of the destination's output, so the next start reads
+// nothing back and keeps nothing to skip.
 func TestDrainedRunLeavesNothingToReadBack(t *testing.T) {
 	ctx := context.Background()
 	db := &committedStore{InMemory: store.NewInMemory()}

@@ -422,12 +422,6 @@ func (d *Destination) Mark(offset int64) store.Op {
 	return store.Op{Key: d.markKey, Value: encodeMark(offset)}
 }
 
-// SettleMark commits the destination's mark at offset now: the engine
-// calls it when a run drained, everything before offset acknowledged.
-func (d *Destination) SettleMark(ctx context.Context, offset int64) error {
-	return d.store.writer.Apply(ctx, d.Mark(offset))
-}
-
 // DropMarks deletes the marks of destinations a pipeline no longer has:
 // nothing will move them, and they never expire.
 func (s *Store) DropMarks(ctx context.Context, pipelineID string, destinationIDs ...string) error {

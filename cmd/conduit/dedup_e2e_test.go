@@ -56,8 +56,8 @@ func killWhileMoving(t *testing.T, w *workspace) (keys, largest int) {
 // reads the dedup keys it left.
 //
 // The file destination reads back what it wrote: nothing is recorded on
-// its records' path, and the store holds its mark alone, however often it
-// is killed.
+// its records' path, and the store holds its mark and at most the entry a
+// start read back of what the kill before it left in flight.
 //
 // The standalone example destination cannot: each batch it wrote is
 // remembered before its source is acknowledged, and those entries are what
@@ -70,9 +70,14 @@ func TestDedupEntriesOfSequenceNumbersAreSmall(t *testing.T) {
 		t.Parallel()
 		w := newWorkspace(t, generatorPipeline("builtin:file"))
 		w.write("conduit.yml", "log:\n  format: json\ndedup:\n  enabled: true\n")
-		for range 2 {
-			if keys, _ := killWhileMoving(t, w); keys != 1 {
-				t.Fatalf("%d dedup keys after a kill, want the file destination's mark alone", keys)
+		// The first run starts with nothing to read back; the second reads
+		// back what the first had in flight, as one entry that is deleted
+		// once the saved position passes it, which may still be ahead when
+		// the kill lands (position saves lag behind on a loaded machine).
+		for kill, most := range []int{1, 2} {
+			keys, _ := killWhileMoving(t, w)
+			if keys < 1 || keys > most {
+				t.Fatalf("kill %d: %d dedup keys, want the file destination's mark and at most %d entry read back", kill+1, keys, most-1)
 			}
 		}
 	})

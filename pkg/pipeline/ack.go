@@ -185,14 +185,12 @@ func tryReceive(in <-chan *batch, hurry bool) (b *batch, ok, ready bool) {
 // sources[i]'s: the positions it read, not those of records derived from
 // them), and each source gets one Ack per flush.
 //
-// The marks of destinations that read back what they wrote go with every
-// source's position save of the flush: the offset in the destination's
-// output before which every record is acknowledged once this flush's
-// saves and the ones before them are durable (saves commit in the order
-// they are submitted). With one source that is where the group's last
-// batch ends (where a batch acknowledged in part begins); with several,
-// where its first batch begins, since another source's save of the same
-// flush may not be durable yet.
+// The marks of destinations that read back what they wrote go with the
+// last position save of the flush: saves commit in the order they are
+// submitted, so once it is durable every save of the flush is, and every
+// record before the mark is acknowledged. The mark is where the group's
+// last batch ends in the destination's output (where a batch acknowledged
+// in part begins: what follows it comes again).
 type ackGroup struct {
 	e          *Engine
 	free       *batchPool
@@ -250,6 +248,12 @@ func (g *ackGroup) flush(ctx context.Context) error {
 		return nil
 	}
 	e := g.e
+	last := -1 // the source whose save is submitted last carries the marks
+	for s, positions := range g.positions {
+		if len(positions) > 0 {
+			last = s
+		}
+	}
 	for s, positions := range g.positions {
 		n := len(positions)
 		if n == 0 {
@@ -263,7 +267,7 @@ func (g *ackGroup) flush(ctx context.Context) error {
 		e.stats.RecordsWritten.Add(int64(g.records[s] - g.nacked[s]))
 		with := g.with[s]
 		for d, m := range g.marks {
-			if m >= 0 {
+			if m >= 0 && s == last {
 				with = append(with, g.marking[d].Mark(m))
 			}
 		}
@@ -301,10 +305,6 @@ func (g *ackGroup) addMarks(b *batch, limit int) {
 		span := b.marks[d]
 		switch {
 		case span == noMark:
-		case len(g.persisters) > 1:
-			if g.marks[d] < 0 {
-				g.marks[d] = span.begin
-			}
 		case g.cut:
 			g.marks[d] = span.begin
 		default:

@@ -116,12 +116,6 @@ type holdingDedup interface {
 	Mark(offset int64) store.Op
 }
 
-// settlingDedup is the ability of a holdingDedup to commit its mark at
-// once (settleMarks).
-type settlingDedup interface {
-	SettleMark(ctx context.Context, offset int64) error
-}
-
 // writableDedup is the optional ability of a DedupDestination to say that
 // Remember would fail now (the store's disk is full), so that a batch is
 // not written only to be written again after the restart.
@@ -575,11 +569,7 @@ func (e *Engine) run(ctx context.Context) error {
 		_ = g.Wait()
 		return ackErr
 	}
-	if err := g.Wait(); err != nil || ctx.Err() != nil {
-		return err
-	}
-	e.settleMarks(ctx, dedups, modes)
-	return nil
+	return g.Wait()
 }
 
 func (e *Engine) teardown(ctx context.Context) error {
@@ -626,30 +616,6 @@ func send[T any](ctx context.Context, ch chan<- T, v T) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// settleMarks moves the mark of each destination that reads back what it
-// wrote to the end of its output, once the run drained: everything it
-// wrote is acknowledged and saved. The position saves' marks of a
-// pipeline of several sources lag a group of batches behind; without
-// this, the next start would read those lines back and keep their
-// positions to skip for a TTL. A failure only leaves that lag.
-func (e *Engine) settleMarks(ctx context.Context, dedups []DedupDestination, modes []dedupMode) {
-	for i, d := range e.cfg.Destinations {
-		s, ok := dedups[i].(settlingDedup)
-		if !ok || modes[i] != markOutput {
-			continue
-		}
-		hr, _ := connector.Ability[connector.HoldingReporter](d.Connector)
-		at, ok := hr.Offset()
-		if !ok {
-			continue
-		}
-		if err := s.SettleMark(ctx, at); err != nil {
-			e.log.Warn("could not move the dedup mark to the end of what the destination wrote; the next start reads back what the last batches wrote",
-				zap.String("destination", d.ID), zap.Error(err))
-		}
 	}
 }
 
