@@ -597,7 +597,7 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	if err != nil {
 		return nil, err
 	}
-	r.warnOrphanedDedup(ctx, p)
+	r.tidyOrphanedDedup(ctx, p)
 	if !r.cfg.Dedup.Enabled {
 		if n, err := r.dedup.Forget(ctx, p.ID); err != nil {
 			return nil, fmt.Errorf("dedup is off: deleting the entries of earlier runs: %w", err)
@@ -650,11 +650,11 @@ func (r *Runtime) provisionAfter(ctx context.Context, p config.Pipeline, origin 
 	return m, nil
 }
 
-// warnOrphanedDedup says when dedup entries belong to a destination the
+// tidyOrphanedDedup says when dedup entries belong to a destination the
 // pipeline no longer has (renamed or removed): nothing will consume them,
 // and they expire after dedup.ttl. Such a destination's mark, which never
 // expires, is deleted.
-func (r *Runtime) warnOrphanedDedup(ctx context.Context, p config.Pipeline) {
+func (r *Runtime) tidyOrphanedDedup(ctx context.Context, p config.Pipeline) {
 	dests, err := r.dedup.Destinations(ctx, p.ID)
 	if err != nil || len(dests) == 0 {
 		return
