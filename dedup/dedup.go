@@ -337,15 +337,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 		ops = append(ops, store.Op{Key: k, Delete: true})
 	}
 	for _, e := range entries {
-		k := string(e.key)
-		for _, p := range e.positions {
-			sp := sourcePosition{e.source, string(p)}
-			if _, dup := d.pending[sp]; !dup {
-				d.pending[sp] = k
-				d.remaining[k]++
-			}
-		}
-		if d.remaining[k] == 0 && e.kind == kindWritten && len(e.positions) > 0 {
+		if d.hold(e) == 0 && e.kind == kindWritten && len(e.positions) > 0 {
 			ops = append(ops, store.Op{Key: e.key, Delete: true})
 		}
 	}
@@ -357,14 +349,10 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 				return nil, fmt.Errorf("read back what %s/%s holds: %w", pipelineID, destinationID, err)
 			}
 			for _, e := range entries {
-				ops = append(ops, store.Op{Key: e.key, Value: encodeEntry(e.expires, kindWritten, e.source, e.positions)})
-				k := string(e.key)
-				for _, p := range e.positions {
-					sp := sourcePosition{e.source, string(p)}
-					if _, dup := d.pending[sp]; !dup {
-						d.pending[sp] = k
-						d.remaining[k]++
-					}
+				// An entry whose positions are all held already would
+				// never be consumed: it is not written.
+				if d.hold(e) > 0 {
+					ops = append(ops, store.Op{Key: e.key, Value: encodeEntry(e.expires, kindWritten, e.source, e.positions)})
 				}
 			}
 		}
@@ -386,6 +374,20 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID), zap.Int("positions", n))
 	}
 	return d, nil
+}
+
+// hold makes e's positions that no entry holds yet skippable, and returns
+// how many it took.
+func (d *Destination) hold(e loadedEntry) int {
+	k := string(e.key)
+	for _, p := range e.positions {
+		sp := sourcePosition{e.source, string(p)}
+		if _, dup := d.pending[sp]; !dup {
+			d.pending[sp] = k
+			d.remaining[k]++
+		}
+	}
+	return d.remaining[k]
 }
 
 // readBack turns what the destination holds from mark on into written
