@@ -221,12 +221,9 @@ func (d *fileDestination) claim(ctx context.Context, f *os.File, fi os.FileInfo)
 	size := fi.Size()
 	keep, endsWithNewline := size, true
 	if size > 0 {
-		r, err := os.Open(d.path)
+		r, err := d.openToRead(fi)
 		if err == nil {
 			defer r.Close()
-			if rfi, err2 := r.Stat(); err2 != nil || !os.SameFile(fi, rfi) {
-				err = errors.New("the file was replaced while it was being opened")
-			}
 		}
 		if err != nil {
 			// Without reading, nothing is cut and no newline is added: the
@@ -284,6 +281,34 @@ func (d *fileDestination) claim(ctx context.Context, f *os.File, fi os.FileInfo)
 	return nil
 }
 
+// errReplaced says that the file at the path is not the one the
+// destination writes.
+var errReplaced = errors.New("the file was replaced while it was being opened")
+
+// openToRead opens the destination's path for reading back what it
+// wrote, and checks that it is the file it writes (fi): someone who may
+// write the directory could have put another file, a link or a named pipe
+// there since. It neither follows a symbolic link (unless follow-symlinks
+// is set) nor waits on a named pipe.
+func (d *fileDestination) openToRead(fi os.FileInfo) (*os.File, error) {
+	flags := os.O_RDONLY | openNonBlock
+	if !d.followSymlinks {
+		flags |= openNoFollow
+	}
+	r, err := os.OpenFile(d.path, flags, 0)
+	if err != nil {
+		if !d.followSymlinks && isSymlinkRefusal(err) {
+			return nil, errReplaced
+		}
+		return nil, err
+	}
+	if rfi, err := r.Stat(); err != nil || !os.SameFile(fi, rfi) {
+		_ = r.Close()
+		return nil, errReplaced
+	}
+	return r, nil
+}
+
 // lineEnd returns the offset just after the last newline in r's bytes
 // [from, size), or from when there is none.
 func lineEnd(r io.ReaderAt, from, size int64) (int64, error) {
@@ -339,19 +364,19 @@ func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(
 		// written after offset.
 		return true, nil
 	}
-	r, err := os.Open(d.path)
+	fi, err := d.f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("file destination %s: read back what it wrote: %w", d.path, err)
+	}
+	r, err := d.openToRead(fi)
+	if errors.Is(err, errReplaced) {
+		// What is at the path is not what it writes.
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("file destination %s: read back what it wrote: %w", d.path, err)
 	}
 	defer r.Close()
-	rfi, err := r.Stat()
-	if err != nil {
-		return false, fmt.Errorf("file destination %s: read back what it wrote: %w", d.path, err)
-	}
-	if fi, err := d.f.Stat(); err != nil || !os.SameFile(fi, rfi) {
-		// Replaced since Open: what is at the path is not what it writes.
-		return false, nil
-	}
 	if err := eachLineHead(io.NewSectionReader(r, offset, d.size-offset), func(head []byte) error {
 		if pos := positionOfLine(head); pos != nil {
 			return visit(pos, sourceOfLine(head))
@@ -419,7 +444,15 @@ func (d *fileDestination) lastLine() (head []byte, ok bool, err error) {
 	if end == 0 {
 		return nil, true, nil
 	}
-	r, err := os.Open(d.path)
+	fi, err := d.f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
+	}
+	r, err := d.openToRead(fi)
+	if errors.Is(err, errReplaced) {
+		// What is at the path is not what it writes: it cannot tell.
+		return nil, false, nil
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("file destination %s: read back its last line: %w", d.path, err)
 	}

@@ -11,6 +11,9 @@ func identityOf(*os.File, os.FileInfo) (fileIdentity, bool) { return fileIdentit
 // linkCount is 1: hard links are not counted here.
 func linkCount(os.FileInfo) uint64 { return 1 }
 
+// openNonBlock is 0: no named pipes to wait on.
+const openNonBlock = 0
+
 // openNoFollow is 0: the check after opening compares the resolved path.
 const openNoFollow = 0
 

@@ -26,6 +26,10 @@ func linkCount(fi os.FileInfo) uint64 {
 	return 1
 }
 
+// openNonBlock keeps opening for reading from waiting on a named pipe
+// someone put at the path: a regular file is read as usual.
+const openNonBlock = syscall.O_NONBLOCK
+
 // openNoFollow makes opening fail on a symbolic link at the path itself.
 const openNoFollow = syscall.O_NOFOLLOW
 
