@@ -153,7 +153,7 @@ func Eventually(t testing.TB, cond func() bool, failure func() string) {
 // longer, one of a slow operation under the race detector waits longer.
 type Wait struct {
 	// Timeout fails the test; MaxPause is where the pause between polls
-	// stops growing (from a millisecond).
+	// stops growing (from a millisecond), ten milliseconds when zero.
 	Timeout, MaxPause time.Duration
 }
 
@@ -161,6 +161,9 @@ type Wait struct {
 // the text of failure (nil: a generic one).
 func (w Wait) Until(t testing.TB, cond func() bool, failure func() string) {
 	t.Helper()
+	if w.MaxPause <= 0 {
+		w.MaxPause = 10 * time.Millisecond // a zero pause would spin
+	}
 	deadline := time.Now().Add(w.Timeout)
 	pause := min(time.Millisecond, w.MaxPause)
 	for !cond() {
