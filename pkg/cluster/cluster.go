@@ -11,7 +11,8 @@
 // what leaves it is one of its own errors, the context's, ErrUnavailable
 // or PostgreSQL's refusal as text. It holds the mechanics; which pipelines
 // an instance runs, and what it does when a lease moves, is decided by the
-// runtime's ownership (pkg/conduit ownership.go and fleet.go).
+// instance of the cluster (pkg/cluster/instance), the runtime's ownership
+// in a cluster.
 package cluster
 
 import (

@@ -69,9 +69,6 @@ func (a runtimeConduitV1) Inspect(ctx context.Context, pipelineID string, at api
 // Config implements api.Configured.
 func (m *managedPipeline) Config() config.Pipeline { return m.cfg }
 
-// Config implements api.Configured: the configuration the database has.
-func (p remotePipeline) Config() config.Pipeline { return p.k.Pipeline }
-
 func (m *managedPipeline) hasComponent(at api.InspectPoint) bool {
 	for _, c := range m.cfg.Connectors {
 		if at.Processor == "" && c.ID == at.Connector {

@@ -14,6 +14,7 @@ import (
 	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/ownership"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
@@ -184,7 +185,7 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return reconciler.Plan{}, err
 	}
-	r.ownership.changed(ctx, changedPipelines)
+	r.ownership.Changed(ctx, ownership.PipelinesChanged)
 	if err := r.audit.Flush(ctx); err != nil {
 		return reconciler.Plan{}, err
 	}
@@ -354,7 +355,7 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return err
 	}
-	r.ownership.changed(ctx, changedPipelines)
+	r.ownership.Changed(ctx, ownership.PipelinesChanged)
 	return r.audit.Flush(ctx)
 }
 

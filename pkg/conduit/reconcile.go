@@ -16,6 +16,7 @@ import (
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/ownership"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -99,7 +100,7 @@ func (r *Runtime) reconcileFiles(ctx context.Context) {
 
 // running is what the reconciler compares the desired pipelines with.
 func (r *Runtime) running() []reconciler.Running {
-	return r.ownership.knownPipelines()
+	return r.ownership.KnownPipelines()
 }
 
 // applyPlan makes the running pipelines what plan says (reconciler.Apply
@@ -114,7 +115,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked lif
 	if r.shuttingDown() {
 		return plan, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
 	}
-	owned := r.ownership.plan(ctx, plan)
+	owned := r.ownership.Plan(ctx, plan)
 	entries, err := reconciler.Apply(ctx, plan, planTarget{r: r, owned: owned}, asked, r.log)
 	if err != nil {
 		return plan, err
@@ -126,7 +127,7 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked lif
 	r.mu.Lock()
 	r.invalid = invalid
 	r.mu.Unlock()
-	owned.applied(ctx)
+	owned.Applied(ctx)
 	return plan, nil
 }
 
@@ -134,10 +135,10 @@ func (r *Runtime) applyPlan(ctx context.Context, plan reconciler.Plan, asked lif
 // plan means for ownership.
 type planTarget struct {
 	r     *Runtime
-	owned plannedOwnership
+	owned ownership.Planned
 }
 
-func (t planTarget) AppliesHere(c reconciler.Change) bool { return t.owned.appliesHere(c) }
+func (t planTarget) AppliesHere(c reconciler.Change) bool { return t.owned.AppliesHere(c) }
 
 func (t planTarget) Create(ctx context.Context, d reconciler.Desired, actor lifecycle.Actor) error {
 	m, err := t.r.provision(ctx, d.Pipeline, d.Origin, actor)
@@ -181,6 +182,18 @@ func (r *Runtime) plan(desired []reconciler.Desired, problems []reconciler.Probl
 		valid = append(valid, d)
 	}
 	return reconciler.Make(r.running(), valid, problems)
+}
+
+// known are the pipelines this process supervises, in the order of the
+// files: all it knows when it runs alone (ownership.Solo).
+func (r *Runtime) known() []reconciler.Running {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]reconciler.Running, len(r.pipelines))
+	for i, m := range r.pipelines {
+		out[i] = reconciler.Running{Pipeline: m.cfg, Origin: *m.origin.Load(), Fingerprint: m.fingerprint}
+	}
+	return out
 }
 
 func (r *Runtime) get(id string) *managedPipeline {
@@ -275,10 +288,10 @@ func (r *Runtime) retireWithin(ctx context.Context, m *managedPipeline, why life
 // it: its state, its dedup entries and its metrics go, its positions stay
 // (a pipeline of the same id resumes where it was, as after a restart).
 // owned is told of the deletion, whether the pipeline ran here or not.
-func (r *Runtime) deletePipeline(ctx context.Context, id string, actor lifecycle.Actor, owned plannedOwnership) {
+func (r *Runtime) deletePipeline(ctx context.Context, id string, actor lifecycle.Actor, owned ownership.Planned) {
 	m := r.get(id)
 	if m == nil {
-		owned.deleted(ctx, id, false, actor)
+		owned.Deleted(ctx, id, false, actor)
 		return
 	}
 	r.log.Info("pipeline deleted: stopping it", zap.String("pipeline_id", id), zap.Stringer("from", *m.origin.Load()))
@@ -291,7 +304,7 @@ func (r *Runtime) deletePipeline(ctx context.Context, id string, actor lifecycle
 		"pipeline deleted; its state is forgotten, its position kept")
 	r.metrics.ForgetPipeline(id)
 	r.notifier.SetPipeline(id, config.PipelineNotifications{})
-	owned.deleted(ctx, id, true, actor)
+	owned.Deleted(ctx, id, true, actor)
 }
 
 // deleteTimeout bounds a connector's cleanup after its pipeline was

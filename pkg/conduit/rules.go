@@ -15,6 +15,7 @@ import (
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/ownership"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -204,7 +205,7 @@ func (rr runtimeRules) Load(ctx context.Context, files []config.FileContent, rep
 		return api.LoadResult{}, fmt.Errorf("storing the recovery rules: %w", err)
 	}
 	r.setManaged(next)
-	r.ownership.changed(ctx, changedRules)
+	r.ownership.Changed(ctx, ownership.RulesChanged)
 	r.log.Info("managed recovery rules loaded", zap.Strings("loaded", res.Loaded), zap.Strings("replaced", res.Replaced),
 		zap.Strings("removed", res.Removed), zap.Int("managed", len(next)))
 	for _, w := range res.Warnings {
@@ -272,7 +273,7 @@ func (rr runtimeRules) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting recovery rule %s: %w", name, err)
 	}
 	r.setManaged(slices.Delete(slices.Clone(r.managedInfo), i, i+1))
-	r.ownership.changed(ctx, changedRules)
+	r.ownership.Changed(ctx, ownership.RulesChanged)
 	r.log.Info("managed recovery rule deleted", zap.String("rule", name))
 	return nil
 }
@@ -293,7 +294,7 @@ func (rr runtimeRules) Clear(ctx context.Context) (int, error) {
 		return 0, errors.Join(errors.New("deleting the managed recovery rules"), err)
 	}
 	r.setManaged(nil)
-	r.ownership.changed(ctx, changedRules)
+	r.ownership.Changed(ctx, ownership.RulesChanged)
 	r.log.Info("managed recovery rules cleared", zap.Int("deleted", len(ops)))
 	return len(ops), nil
 }
@@ -323,7 +324,7 @@ func (rr runtimeRules) DryRun(ctx context.Context, files []config.FileContent, s
 	ids := r.audit.PipelineIDs()
 	// In a cluster, the faults of every instance's pipelines: those run
 	// elsewhere are read from the database first.
-	if ids, err = r.ownership.eventsOfOthers(ctx, ids); err != nil {
+	if ids, err = r.ownership.EventsOfOthers(ctx, ids); err != nil {
 		return api.DryRunResult{}, err
 	}
 	for _, id := range ids {

@@ -5,11 +5,11 @@
 // what happens to a pipeline, the engine (pkg/pipeline) moves its records.
 //
 // Which pipelines this process runs is decided in one place, the ownership
-// interface (ownership.go): a process alone runs every pipeline it knows
-// (solo); an instance of a cluster runs those whose lease it holds, fences
-// their writes and hands them over (fleet.go, with fleet_api.go for how
-// its API shows the pipelines other instances run, over pkg/cluster's
-// leases and membership). The runtime calls it the same way in both modes.
+// interface (pkg/ownership): a process alone runs every pipeline it knows
+// (ownership.Solo); an instance of a cluster runs those whose lease it
+// holds, fences their writes and hands them over (pkg/cluster/instance,
+// which runs pipelines in the runtime through clusterHost). The runtime
+// calls it the same way in both modes.
 package conduit
 
 import (
@@ -33,12 +33,14 @@ import (
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/clock"
+	"github.com/conduitry/conduit/pkg/cluster/instance"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/console"
 	"github.com/conduitry/conduit/pkg/fdlimit"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/notify"
+	"github.com/conduitry/conduit/pkg/ownership"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -87,11 +89,12 @@ type Runtime struct {
 	dedup       *dedup.Store
 	metrics     *metrics.Metrics
 	server      *api.Server
-	// ownership decides which pipelines this process runs (ownership.go):
+	// ownership decides which pipelines this process runs (pkg/ownership):
 	// all of them when it runs alone, those whose lease it holds as an
-	// instance of a cluster (fleet.go); writeGuards are its guards.
-	ownership   ownership
-	writeGuards writeGuards
+	// instance of a cluster (pkg/cluster/instance); writeGuards are its
+	// guards.
+	ownership   ownership.Ownership
+	writeGuards ownership.Guards
 
 	// mu guards the set of pipelines, which the reconciler changes while
 	// the API, the metrics and shutdown read it.
@@ -199,7 +202,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	}
 	r.services = service.New(r.stopping)
 	// Alone until openState finds cluster.enabled on.
-	r.ownership = solo{r}
+	r.ownership = ownership.Solo{Known: r.known}
 	r.policies = lifecycle.NewPolicies().WithManaged(r.managed)
 	if b := cfg.Pipelines.Breakers; b.Enabled {
 		r.breakers = lifecycle.NewBreakers(lifecycle.BreakerConfig{Threshold: b.Threshold, Window: b.Window, Stagger: b.Stagger},
@@ -227,7 +230,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 	if err := r.provisionAll(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.ownership.join(ctx); err != nil {
+	if err := r.ownership.Join(ctx); err != nil {
 		return nil, err
 	}
 	r.serveAPI()
@@ -318,15 +321,19 @@ func (r *Runtime) openState(ctx context.Context) error {
 			zap.Int("writes", writes), zap.Error(err))
 	}
 	if r.cfg.Cluster.Enabled {
-		f, err := openFleet(ctx, r)
+		member, err := instance.Open(ctx, clusterHost{r}, instance.Options{
+			URL: r.cfg.DB.Postgres.URL, ID: r.cfg.InstanceID(), TTL: r.cfg.Cluster.LeaseTTL,
+			Recovery: r.cfg.Pipelines.ErrorRecovery, GracefulStopTimeout: r.cfg.Pipelines.GracefulStopTimeout,
+			Log: r.log, Metrics: r.metrics,
+		})
 		if err != nil {
 			return err
 		}
-		r.ownership = f
+		r.ownership = member
 	}
-	r.writeGuards = r.ownership.guards()
-	r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, FenceOf: r.writeGuards.fenceOf})
-	if r.ownership.alone() {
+	r.writeGuards = r.ownership.Guards()
+	r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, FenceOf: r.writeGuards.FenceOf})
+	if r.ownership.Alone() {
 		// The process marker is one process's: in a cluster, whether a
 		// pipeline's last instance stopped cleanly is in its state.
 		crashed, err := markRunning(ctx, db, r.writer)
@@ -352,7 +359,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		MaxEventsPerPipeline: r.cfg.AuditLog.MaxEventsPerPipeline,
 		MaxAge:               r.cfg.AuditLog.MaxAge,
 		Logger:               r.log.Named("auditlog"),
-		Owns:                 r.writeGuards.owns,
+		Owns:                 r.writeGuards.Owns,
 		Now:                  r.clock.Now,
 	})
 	if err != nil {
@@ -384,7 +391,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		opts.Dedup = r.dedup
 	}
 	r.assembler = assembly.New(opts)
-	if !r.ownership.alone() {
+	if !r.ownership.Alone() {
 		// Other instances' entries are theirs to expire; a pipeline's own
 		// expire when a run of it loads them.
 		return nil
@@ -423,8 +430,8 @@ func (r *Runtime) provisionAll(ctx context.Context) error {
 		return err
 	}
 	r.log.Info("pipelines loaded", zap.String("path", r.cfg.Pipelines.Path),
-		zap.Int("valid", len(r.ownership.knownPipelines())), zap.Int("invalid", len(r.invalid)))
-	if !r.ownership.alone() {
+		zap.Int("valid", len(r.ownership.KnownPipelines())), zap.Int("invalid", len(r.invalid)))
+	if !r.ownership.Alone() {
 		// A pipeline missing from this instance's files may run on
 		// another: deletions are seen while the instances run.
 		return nil
@@ -444,7 +451,7 @@ func (r *Runtime) serveAPI() {
 	if r.server == nil {
 		return
 	}
-	pipelines, events := r.ownership.api(apiPipelines{r}, r.audit)
+	pipelines, events := r.ownership.API(apiPipelines{r}, r.audit)
 	svc := api.NewPipelineService(pipelines, events, nil).WithChanges(apiChanges{r}).WithSummaries(r)
 	if r.breakers != nil {
 		svc.WithDependencies(r.breakers)
@@ -527,7 +534,7 @@ func clusterStoreOptions(cfg config.Config) store.PostgresOptions {
 	if !cfg.Cluster.Enabled {
 		return store.PostgresOptions{Exclusive: true}
 	}
-	return store.PostgresOptions{Shared: true, NotifyEvents: true, IdleInTransactionTimeout: idleInTransactionTimeout(cfg.Cluster.LeaseTTL)}
+	return store.PostgresOptions{Shared: true, NotifyEvents: true, IdleInTransactionTimeout: instance.IdleInTransactionTimeout(cfg.Cluster.LeaseTTL)}
 }
 
 // policyOf resolves p's recovery policy and compiles it, and says when
@@ -918,7 +925,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	}
 	cfg.OnAck = hooks.OnAck
 	m.tapRun(&cfg)
-	if mayWrite := r.writeGuards.mayWrite; mayWrite != nil {
+	if mayWrite := r.writeGuards.MayWrite; mayWrite != nil {
 		id := m.cfg.ID
 		cfg.WriteGuard = func() error { return mayWrite(id) }
 	}
@@ -1120,7 +1127,7 @@ func (r *Runtime) serveOwnership(ctx context.Context) error {
 		return nil
 	}
 	stopping := r.services.Stopping()
-	r.ownership.run(ctx, stopping, func() { r.ready.Store(stopping.Err() == nil) }, r.services.Fail)
+	r.ownership.Run(ctx, stopping, func() { r.ready.Store(stopping.Err() == nil) }, r.services.Fail)
 	return nil
 }
 
@@ -1216,7 +1223,7 @@ func (r *Runtime) close() error {
 	}
 	// After the last write of the pipelines' states: the instance that
 	// takes one over next reads what this one left.
-	r.ownership.leave()
+	r.ownership.Leave()
 	if r.db == nil {
 		return nil
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package conduit
+package instance
 
 import "time"
 

@@ -1,4 +1,4 @@
-package conduit
+package instance
 
 import (
 	"context"
@@ -20,16 +20,17 @@ import (
 	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/metrics"
+	"github.com/conduitry/conduit/pkg/ownership"
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
 // fleet is the runtime's part in a cluster (cluster.enabled, DESIGN 12),
-// its ownership there (see ownership):
+// its ownership there (pkg/ownership), opened by Open:
 // every instance knows every pipeline (the same pipeline files, and those
 // created through the API, from the database) and runs those whose lease
 // it holds. A renewal loop heartbeats and renews the leases on a
-// connection of its own; a balance loop takes up the pipelines cluster.Assign
+// connection of its own; a balance loop takes up the pipelines Assign
 // gives this instance and hands over the others; a listener hears
 // the other instances (instances joining and leaving, leases released,
 // commands for this instance, pipelines and rules changed through the
@@ -44,7 +45,8 @@ import (
 // instance's clock (mayWrite), so that a process that was paused and
 // continues writes nothing its successor also writes.
 type fleet struct {
-	r      *Runtime
+	host   Host
+	opts   Options
 	member *cluster.Membership
 	pool   *pgxpool.Pool
 	// renewer is member on a pool of its own (renewPool), so that a
@@ -140,9 +142,9 @@ const (
 	renewRetry     = 250 * time.Millisecond
 )
 
-func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet {
+func newFleet(host Host, opts Options, member *cluster.Membership, pool *pgxpool.Pool) *fleet {
 	f := &fleet{
-		r: r, member: member, pool: pool, ttl: member.TTL(), log: r.log.With(zap.String("instance_id", member.ID())),
+		host: host, opts: opts, member: member, pool: pool, ttl: member.TTL(), log: opts.Log.With(zap.String("instance_id", member.ID())),
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
 		epoch: leaseClock(),
 		held:  map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
@@ -157,30 +159,76 @@ func newFleet(r *Runtime, member *cluster.Membership, pool *pgxpool.Pool) *fleet
 // listings and commands.
 const controlConnections = takeUpParallelism + 2
 
-// idleInTransactionTimeout is how long PostgreSQL lets a session of a
+// IdleInTransactionTimeout is how long PostgreSQL lets a session of a
 // cluster instance wait inside a transaction: well within the time after
 // which the instance's leases may be taken over, so that a paused process
 // does not keep the lease rows its commit locked.
-func idleInTransactionTimeout(ttl time.Duration) time.Duration {
+func IdleInTransactionTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/4, time.Second)
 }
 
-// openFleet prepares this instance's part in the cluster; join makes it
-// a member once its pipelines are loaded. An id a live instance has is
-// refused at once, before anything is loaded.
-func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
-	id := r.cfg.InstanceID()
-	idle := idleInTransactionTimeout(r.cfg.Cluster.LeaseTTL)
-	pool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, controlConnections, idle)
+// Host is the runtime an instance of a cluster runs its pipelines in.
+type Host interface {
+	// Supervised is the pipeline this process supervises with the id, nil
+	// when there is none; retiring when its supervisor is ending (handed
+	// over, about to be removed).
+	Supervised(id string) (p api.Supervised, retiring bool)
+	// TakeUp starts a pipeline whose lease this instance acquired, from
+	// the state its last instance saved (position, dedup entries, status,
+	// next attempt time), as run by instance.
+	TakeUp(ctx context.Context, k reconciler.Running, takeover lifecycle.Takeover, instance string) error
+	// Retire stops a pipeline this process runs, within timeout (0: at
+	// once), and forgets it; nothing when it runs none with the id.
+	Retire(ctx context.Context, id string, how lifecycle.Retirement, timeout time.Duration)
+	// Forget deletes a pipeline that runs nowhere: its connectors are told,
+	// its state forgotten (its position kept), durably.
+	Forget(ctx context.Context, p config.Pipeline, actor lifecycle.Actor) error
+	// SavedState is the state a pipeline's instance saved last.
+	SavedState(ctx context.Context, id string) (lifecycle.State, bool, error)
+	// Reload reads the pipelines again (another instance changed those
+	// created through the API); ReloadRules the managed rules.
+	Reload()
+	ReloadRules(ctx context.Context) error
+	// BetweenPlans runs fn while no plan is applied.
+	BetweenPlans(fn func())
+	// Audit is the audit log, once it is open (before Join).
+	Audit() *auditlog.Log
+}
+
+// Options configure this process's instance of a cluster.
+type Options struct {
+	// URL is the PostgreSQL database the instances share (db.postgres.url).
+	URL string
+	// ID is this instance's id (cluster.instance-id), TTL the leases'
+	// (cluster.lease-ttl).
+	ID  string
+	TTL time.Duration
+	// Recovery is the global error recovery policy, to describe the
+	// pipelines other instances run.
+	Recovery config.ErrorRecovery
+	// GracefulStopTimeout bounds a hand-over's drain
+	// (pipelines.graceful-stop-timeout).
+	GracefulStopTimeout time.Duration
+	Log                 *zap.Logger
+	Metrics             *metrics.Metrics
+}
+
+// Open prepares this process's part in the cluster; Join makes
+// it a member once its pipelines are loaded. An id a live instance has
+// is refused at once, before anything is loaded.
+func Open(ctx context.Context, host Host, opts Options) (ownership.Ownership, error) {
+	id := opts.ID
+	idle := IdleInTransactionTimeout(opts.TTL)
+	pool, err := cluster.OpenPool(ctx, opts.URL, controlConnections, idle)
 	if err != nil {
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	renewPool, err := cluster.OpenPool(ctx, r.cfg.DB.Postgres.URL, 1, idle)
+	renewPool, err := cluster.OpenPool(ctx, opts.URL, 1, idle)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("db.postgres.url: %w", err)
 	}
-	member := cluster.New(pool, id, r.cfg.Cluster.LeaseTTL)
+	member := cluster.New(pool, id, opts.TTL)
 	if err := member.Check(ctx); err != nil {
 		pool.Close()
 		renewPool.Close()
@@ -192,14 +240,14 @@ func openFleet(ctx context.Context, r *Runtime) (*fleet, error) {
 		}
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	f := newFleet(r, member, pool)
+	f := newFleet(host, opts, member, pool)
 	f.renewPool = renewPool
 	return f, nil
 }
 
-// join makes this instance a member: the others hand it its share of the
+// Join makes this instance a member: the others hand it its share of the
 // pipelines from now on.
-func (f *fleet) join(ctx context.Context) error {
+func (f *fleet) Join(ctx context.Context) error {
 	f.mu.RLock()
 	view, ids := f.view, f.knownIDs
 	f.mu.RUnlock()
@@ -210,27 +258,27 @@ func (f *fleet) join(ctx context.Context) error {
 		return fmt.Errorf("cluster.instance-id %s: %w", f.member.ID(), err)
 	}
 	f.renewer = f.member.Using(f.renewPool)
-	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl), zap.Int("pipelines", len(f.knownPipelines())))
-	f.r.metrics.WatchCluster(f.member.ID(), f.clusterFigures)
+	f.log.Info("joined the cluster", zap.Duration("cluster.lease-ttl", f.ttl), zap.Int("pipelines", len(f.KnownPipelines())))
+	f.opts.Metrics.WatchCluster(f.member.ID(), f.clusterFigures)
 	return nil
 }
 
-var _ ownership = (*fleet)(nil)
+var _ ownership.Ownership = (*fleet)(nil)
 
-// guards fence every write of a pipeline with its lease's token, trim
+// Guards fence every write of a pipeline with its lease's token, trim
 // the events only of the pipelines held here, and stop destination
 // writes once a lease may have expired.
-func (f *fleet) guards() writeGuards {
-	return writeGuards{fenceOf: f.fenceOf, owns: f.holds, mayWrite: f.mayWrite}
+func (f *fleet) Guards() ownership.Guards {
+	return ownership.Guards{FenceOf: f.fenceOf, Owns: f.holds, MayWrite: f.mayWrite}
 }
 
-// alone: the instances share the store.
-func (f *fleet) alone() bool { return false }
+// Alone: the instances share the store.
+func (f *fleet) Alone() bool { return false }
 
-// plan tells the other instances at once what this one will know after
+// Plan tells the other instances at once what this one will know after
 // plan (when it deletes pipelines of this instance's files), and hands
 // over those of them that other live instances still know (dropping).
-func (f *fleet) plan(ctx context.Context, plan reconciler.Plan) plannedOwnership {
+func (f *fleet) Plan(ctx context.Context, plan reconciler.Plan) ownership.Planned {
 	p := fleetPlan{f: f, plan: plan, handedOff: f.dropping(ctx, plan)}
 	for _, c := range plan.Changes {
 		if ctx.Err() != nil {
@@ -250,10 +298,10 @@ type fleetPlan struct {
 	handedOff map[string][]string
 }
 
-// appliesHere: a pipeline handed over is not deleted; a created one is
+// AppliesHere: a pipeline handed over is not deleted; a created one is
 // taken up by the instance it belongs to (balance); an updated one is
 // updated by the instance that runs it.
-func (p fleetPlan) appliesHere(c reconciler.Change) bool {
+func (p fleetPlan) AppliesHere(c reconciler.Change) bool {
 	switch c.Action {
 	case reconciler.Delete:
 		_, handedOff := p.handedOff[c.ID]
@@ -261,14 +309,15 @@ func (p fleetPlan) appliesHere(c reconciler.Change) bool {
 	case reconciler.Create:
 		return false
 	case reconciler.Update:
-		return p.f.r.get(c.ID) != nil
+		p, _ := p.f.host.Supervised(c.ID)
+		return p != nil
 	}
 	return true
 }
 
-// deleted drops the lease of a pipeline deleted here, and deletes one
+// Deleted drops the lease of a pipeline deleted here, and deletes one
 // that no instance runs (deletedElsewhere).
-func (p fleetPlan) deleted(ctx context.Context, id string, ranHere bool, actor lifecycle.Actor) {
+func (p fleetPlan) Deleted(ctx context.Context, id string, ranHere bool, actor lifecycle.Actor) {
 	if ranHere {
 		p.f.dropLease(ctx, id)
 		return
@@ -276,16 +325,16 @@ func (p fleetPlan) deleted(ctx context.Context, id string, ranHere bool, actor l
 	p.f.deletedElsewhere(ctx, id, actor)
 }
 
-// applied makes what this instance knows what the plan left, and asks
+// Applied makes what this instance knows what the plan left, and asks
 // for a round so that new pipelines are taken up.
-func (p fleetPlan) applied(ctx context.Context) {
-	p.f.setKnown(ctx, knownAfter(p.f.knownPipelines(), p.plan))
+func (p fleetPlan) Applied(ctx context.Context) {
+	p.f.setKnown(ctx, knownAfter(p.f.KnownPipelines(), p.plan))
 }
 
-// api shows every pipeline of the cluster, each with its instance, and
+// API shows every pipeline of the cluster, each with its instance, and
 // their events, those written by other instances included.
-func (f *fleet) api(local apiPipelines, events *auditlog.Log) (api.Pipelines, api.Events) {
-	return clusterPipelines{apiPipelines: local, f: f}, clusterEvents{log: events, f: f}
+func (f *fleet) API(local api.Pipelines, events *auditlog.Log) (api.Pipelines, api.Events) {
+	return clusterPipelines{Pipelines: local, f: f}, clusterEvents{log: events, f: f}
 }
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
@@ -375,7 +424,7 @@ func (f *fleet) setKnown(ctx context.Context, known []reconciler.Running) {
 // connectors' resources are the cluster's). A pipeline created through
 // the API is deleted for all; so is one no other instance knows.
 func (f *fleet) dropping(ctx context.Context, plan reconciler.Plan) map[string][]string {
-	known := f.knownPipelines()
+	known := f.KnownPipelines()
 	fromFiles := map[string]bool{}
 	for _, k := range known {
 		if !k.Origin.API() {
@@ -466,7 +515,8 @@ func (f *fleet) knownSomewhereLocked(id string) bool {
 	return f.foreign[id] != nil || slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 }
 
-func (f *fleet) knownPipelines() []reconciler.Running {
+// KnownPipelines are the valid desired pipelines this instance knows.
+func (f *fleet) KnownPipelines() []reconciler.Running {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return slices.Clone(f.known)
@@ -479,14 +529,14 @@ func (f *fleet) kickRound() {
 	}
 }
 
-// run is the renewal loop, the balance loop and the command loop, with
+// Run is the renewal loop, the balance loop and the command loop, with
 // the listener, until ctx is done; pipelines are taken up and handed over
 // only until balance is done (the process shuts down). The renewals have
 // a loop of their own: taking up a thousand pipelines must not delay
 // them. The pipelines it started are the runtime's supervisors'. ready is
 // called after the first balance round; fatal when another process took
 // this instance's id.
-func (f *fleet) run(ctx, balance context.Context, ready func(), fatal func(error)) {
+func (f *fleet) Run(ctx, balance context.Context, ready func(), fatal func(error)) {
 	f.ready, f.fatal = ready, fatal
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -549,7 +599,7 @@ func (f *fleet) notified(n cluster.Notification) {
 			}
 		}
 	case cluster.PipelinesChannel:
-		f.r.Reload()
+		f.host.Reload()
 	case cluster.RulesChannel:
 		f.reloadRules()
 	case store.EventsChannel:
@@ -557,7 +607,7 @@ func (f *fleet) notified(n cluster.Notification) {
 	case "":
 		// The listener reconnected: what was sent meanwhile is lost.
 		f.kickRound()
-		f.r.Reload()
+		f.host.Reload()
 		f.reloadRules()
 		select {
 		case f.commands <- struct{}{}:
@@ -572,7 +622,7 @@ func (f *fleet) notified(n cluster.Notification) {
 		f.mu.RUnlock()
 		if every {
 			ids = ids[:0]
-			for _, k := range f.knownPipelines() {
+			for _, k := range f.KnownPipelines() {
 				ids = append(ids, k.Pipeline.ID)
 			}
 		}
@@ -594,7 +644,7 @@ func (f *fleet) syncEvents(pipelineID string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
-	if _, err := f.r.audit.Sync(ctx, pipelineID); err != nil {
+	if _, err := f.host.Audit().Sync(ctx, pipelineID); err != nil {
 		f.log.Warn("could not read the events another instance wrote", zap.String("pipeline_id", pipelineID), zap.Error(err))
 	}
 }
@@ -627,12 +677,12 @@ func (f *fleet) watchEvery(ctx context.Context) {
 func (f *fleet) catchUp(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, f.ttl)
 	defer cancel()
-	for _, k := range f.knownPipelines() {
+	for _, k := range f.KnownPipelines() {
 		id := k.Pipeline.ID
 		if f.holds(id) {
 			continue
 		}
-		if err := f.r.audit.CatchUp(ctx, id); err != nil {
+		if err := f.host.Audit().CatchUp(ctx, id); err != nil {
 			f.log.Warn("could not read the events another instance wrote", zap.String("pipeline_id", id), zap.Error(err))
 			return
 		}
@@ -961,7 +1011,7 @@ const (
 	takeUpParallelism   = 4
 )
 
-// balance takes up the pipelines cluster.AssignKnown gives this instance
+// balance takes up the pipelines AssignKnown gives this instance
 // and whose lease is free, and hands over those it gives to another. It
 // returns how long until the first lease it waits for expires (0: none).
 // No plan is applied while pipelines change hands: a pipeline is not
@@ -970,7 +1020,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	self := f.member.ID()
 	var give []string
 	var take []reconciler.Running
-	known := f.knownPipelines()
+	known := f.KnownPipelines()
 	owners := cluster.AssignKnown(all, live, knows)
 	for _, k := range known {
 		id := k.Pipeline.ID
@@ -996,7 +1046,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
 	}
-	f.r.betweenPlans(func() { f.changeHands(ctx, take, give, owners, live, deletions) })
+	f.host.BetweenPlans(func() { f.changeHands(ctx, take, give, owners, live, deletions) })
 	return waiting
 }
 
@@ -1058,11 +1108,9 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 	if !ok {
 		return
 	}
-	r := f.r
 	// The resumed event says how the pipeline left its last instance.
 	takeover := lifecycle.Takeover{From: lease.Previous, Self: lease.Previous == f.member.ID()}
-	m, err := r.provisionAfter(ctx, k.Pipeline, k.Origin, lifecycle.ActorSystem, takeover, true)
-	if err != nil {
+	if err := f.host.TakeUp(ctx, k, takeover, f.member.ID()); err != nil {
 		if ctx.Err() != nil {
 			f.log.Info("shutting down: giving back the lease of a pipeline this instance was taking up", zap.String("pipeline_id", id))
 		} else {
@@ -1071,10 +1119,8 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 		f.giveBack(ctx, id)
 		return
 	}
-	m.instance = f.member.ID()
 	f.figures.takenOver.Add(1)
 	f.log.Info("pipeline taken up", zap.String("pipeline_id", id), zap.Int64("fencing_token", lease.Token))
-	r.add(m, -1)
 }
 
 // acquire takes a pipeline's lease when it is free or expired, holds it,
@@ -1099,7 +1145,7 @@ func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
 	// their sequence numbers and overwrite them: the lease is given back,
 	// to be taken up again in a later round.
 	sctx, cancel := context.WithTimeout(ctx, f.ttl)
-	_, err = f.r.audit.Sync(sctx, id)
+	_, err = f.host.Audit().Sync(sctx, id)
 	cancel()
 	if err != nil {
 		f.log.Warn("could not read the pipeline's events; giving its lease back to take it up later", zap.String("pipeline_id", id), zap.Error(err))
@@ -1113,18 +1159,13 @@ func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
 // gracefully (drain, then the state is written, then the lease released)
 // when it still holds it, at once when the lease is lost.
 func (f *fleet) release(ctx context.Context, id, why string, graceful bool) {
-	r := f.r
-	if m := r.get(id); m != nil {
-		timeout := r.cfg.Pipelines.GracefulStopTimeout
-		if !graceful {
-			timeout = 0
-		}
-		r.retireWithin(ctx, m, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
-			Stopping: "pipeline stopping: " + why + "; source stops reading, in-flight records drain",
-			Stopped:  "pipeline stopped: " + why}, timeout)
-		r.remove(m)
-		r.metrics.ForgetPipeline(id)
+	timeout := f.opts.GracefulStopTimeout
+	if !graceful {
+		timeout = 0
 	}
+	f.host.Retire(ctx, id, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
+		Stopping: "pipeline stopping: " + why + "; source stops reading, in-flight records drain",
+		Stopped:  "pipeline stopped: " + why}, timeout)
 	f.figures.handedOver.Add(1)
 	if graceful {
 		f.giveBack(ctx, id)
@@ -1169,14 +1210,9 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {
-			r := f.r
-			if m := r.get(id); m != nil {
-				r.retireWithin(ctx, m, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
-					Stopping: "pipeline stopping: " + why,
-					Stopped:  "pipeline stopped: " + why}, left)
-				r.remove(m)
-				r.metrics.ForgetPipeline(id)
-			}
+			f.host.Retire(ctx, id, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
+				Stopping: "pipeline stopping: " + why,
+				Stopped:  "pipeline stopped: " + why}, left)
 			f.figures.handedOver.Add(1)
 			f.unhold(id)
 		})
@@ -1184,9 +1220,9 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 	wg.Wait()
 }
 
-// leave gives every lease up once the pipelines stopped (a graceful
+// Leave gives every lease up once the pipelines stopped (a graceful
 // shutdown): the others take them at once.
-func (f *fleet) leave() {
+func (f *fleet) Leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
 	defer f.pool.Close()
@@ -1243,7 +1279,7 @@ func (f *fleet) answerLoop(ctx context.Context) {
 
 // answer carries out one command and records the result.
 func (f *fleet) answer(ctx context.Context, c cluster.Command) {
-	m := f.r.get(c.PipelineID)
+	m, _ := f.host.Supervised(c.PipelineID)
 	var err error
 	switch {
 	case m == nil:
@@ -1285,7 +1321,7 @@ func (f *fleet) nextHolder(ctx context.Context, pipelineID string) (string, erro
 		// This instance, once it runs the pipeline (it holds the lease a
 		// moment before); another, once its lease is live.
 		if f.holds(pipelineID) {
-			if f.r.get(pipelineID) != nil {
+			if p, _ := f.host.Supervised(pipelineID); p != nil {
 				return f.member.ID(), nil
 			}
 		} else {
@@ -1405,17 +1441,8 @@ func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 		f.mu.Unlock()
 		return
 	}
-	cfg := reconciler.Running{Pipeline: d.cfg}
-	actor := d.actor
-	r := f.r
 	f.log.Info("pipeline deleted while no instance ran it: forgetting it", zap.String("pipeline_id", id))
-	r.connectorsDeleted(context.WithoutCancel(ctx), cfg.Pipeline)
-	before := ""
-	if st, ok, err := r.states.Load(ctx, id); err == nil && ok {
-		before = st.Status.String()
-	}
-	r.forget(context.WithoutCancel(ctx), id, before, actor, "pipeline deleted; its state is forgotten, its position kept")
-	if err := r.durable(context.WithoutCancel(ctx)); err != nil {
+	if err := f.host.Forget(ctx, d.cfg, d.actor); err != nil {
 		f.log.Warn("could not write the deletion", zap.String("pipeline_id", id), zap.Error(err))
 	}
 	f.dropLease(ctx, id)
@@ -1490,16 +1517,16 @@ func (f *fleet) dropLease(ctx context.Context, id string) {
 func (f *fleet) reloadRules() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
-	if err := f.r.reloadManagedRules(ctx); err != nil {
+	if err := f.host.ReloadRules(ctx); err != nil {
 		f.log.Warn("could not read the managed recovery rules another instance changed", zap.Error(err))
 	}
 }
 
 // changed tells every instance that what changed here (pipelines
 // through the API, managed rules) changed.
-func (f *fleet) changed(ctx context.Context, what sharedChange) {
+func (f *fleet) Changed(ctx context.Context, what ownership.Change) {
 	channel := cluster.PipelinesChannel
-	if what == changedRules {
+	if what == ownership.RulesChanged {
 		channel = cluster.RulesChannel
 	}
 	if err := cluster.Notify(context.WithoutCancel(ctx), f.pool, channel); err != nil {

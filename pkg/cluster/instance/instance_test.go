@@ -1,6 +1,7 @@
-package conduit
+package instance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/cluster"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -55,7 +59,7 @@ func TestKnownAfterAPlan(t *testing.T) {
 // are not fenced. Destination writes stop once the lease may have
 // expired by this instance's clock.
 func TestFenceAndWriteGuard(t *testing.T) {
-	f := newFleet(&Runtime{log: zap.NewNop()}, &cluster.Membership{}, nil)
+	f := newFleet(nil, Options{Log: zap.NewNop()}, &cluster.Membership{}, nil)
 	f.ttl = time.Minute
 	f.held["mine"] = cluster.Lease{PipelineID: "mine", Token: 7}
 	key := func(prefix, id string) []byte { return []byte(prefix + store.KeyPart(id) + "/x") }
@@ -91,5 +95,66 @@ func TestFenceAndWriteGuard(t *testing.T) {
 	f.renewed.Store(int64(f.sinceEpoch() - f.ttl*writePercent/100 - time.Millisecond))
 	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
 		t.Fatalf("renewed %s ago: %v", f.ttl*writePercent/100, err)
+	}
+}
+
+// supervising is a Host that supervises the given pipelines and does
+// nothing else.
+type supervising map[string]bool
+
+func (s supervising) Supervised(id string) (api.Supervised, bool) {
+	if s[id] {
+		return nopSupervised{}, false
+	}
+	return nil, false
+}
+func (supervising) TakeUp(context.Context, reconciler.Running, lifecycle.Takeover, string) error {
+	return nil
+}
+func (supervising) Retire(context.Context, string, lifecycle.Retirement, time.Duration) {}
+func (supervising) Forget(context.Context, config.Pipeline, lifecycle.Actor) error      { return nil }
+func (supervising) SavedState(context.Context, string) (lifecycle.State, bool, error) {
+	return lifecycle.State{}, false, nil
+}
+func (supervising) Reload()                           {}
+func (supervising) ReloadRules(context.Context) error { return nil }
+func (supervising) BetweenPlans(fn func())            { fn() }
+func (supervising) Audit() *auditlog.Log              { return nil }
+
+type nopSupervised struct{}
+
+func (nopSupervised) Info() api.PipelineInfo                         { return api.PipelineInfo{} }
+func (nopSupervised) State(context.Context) (lifecycle.State, error) { return lifecycle.State{}, nil }
+func (nopSupervised) Start(context.Context) error                    { return nil }
+func (nopSupervised) Stop(context.Context, bool) error               { return nil }
+
+// What a plan's changes mean for an instance of a cluster: it leaves
+// creations to the instance each pipeline belongs to, updates to the
+// instance that runs it, and does not delete a pipeline it hands over to
+// the instances that still know it.
+func TestWhatAPlanMeansInACluster(t *testing.T) {
+	f := newFleet(supervising{"here": true}, Options{Log: zap.NewNop()}, &cluster.Membership{}, nil)
+	inCluster := fleetPlan{f: f, handedOff: map[string][]string{"handed": {"i2"}}}
+	changes := map[string]reconciler.Change{
+		"create":        {Action: reconciler.Create, ID: "new"},
+		"update here":   {Action: reconciler.Update, ID: "here"},
+		"update there":  {Action: reconciler.Update, ID: "there"},
+		"delete":        {Action: reconciler.Delete, ID: "gone"},
+		"delete handed": {Action: reconciler.Delete, ID: "handed"},
+		"unchanged":     {Action: reconciler.Unchanged, ID: "here"},
+		"invalid":       {Action: reconciler.Invalid, ID: "broken"},
+	}
+	want := map[string]bool{"create": false, "update here": true, "update there": false, "delete": true,
+		"delete handed": false, "unchanged": true, "invalid": true}
+	for name, c := range changes {
+		if got := inCluster.AppliesHere(c); got != want[name] {
+			t.Errorf("%s: applied here %v, want %v", name, got, want[name])
+		}
+	}
+	if f.Alone() {
+		t.Error("an instance of a cluster is alone on its store")
+	}
+	if g := f.Guards(); g.FenceOf == nil || g.Owns == nil || g.MayWrite == nil {
+		t.Error("an instance of a cluster leaves writes unguarded")
 	}
 }

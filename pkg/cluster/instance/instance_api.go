@@ -1,4 +1,4 @@
-package conduit
+package instance
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/cluster"
+	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/reconciler"
 )
 
 // clusterPipelines is api.Pipelines as one instance of a cluster shows
 // them: every pipeline of the cluster, each run here or elsewhere.
 type clusterPipelines struct {
-	apiPipelines
+	api.Pipelines
 	f *fleet
 }
 
@@ -29,7 +30,7 @@ var _ api.Pipelines = clusterPipelines{}
 func (a clusterPipelines) List() []api.Supervised {
 	f := a.f
 	f.refreshHolders(context.Background())
-	known := append(f.knownPipelines(), f.foreignPipelines()...)
+	known := append(f.KnownPipelines(), f.foreignPipelines()...)
 	out := make([]api.Supervised, 0, len(known))
 	for _, k := range known {
 		out = append(out, a.get(k))
@@ -39,7 +40,7 @@ func (a clusterPipelines) List() []api.Supervised {
 
 func (a clusterPipelines) Get(id string) (api.Supervised, bool) {
 	f := a.f
-	for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
+	for _, k := range append(f.KnownPipelines(), f.foreignPipelines()...) {
 		if k.Pipeline.ID == id {
 			f.refreshHolders(context.Background())
 			return a.get(k), true
@@ -49,19 +50,18 @@ func (a clusterPipelines) Get(id string) (api.Supervised, bool) {
 }
 
 func (a clusterPipelines) get(k reconciler.Running) api.Supervised {
-	if m := a.r.get(k.Pipeline.ID); m != nil && !m.retired() {
-		return clusterLocal{m}
+	if p, retiring := a.f.host.Supervised(k.Pipeline.ID); p != nil && !retiring {
+		return clusterLocal{Supervised: p, k: k}
 	}
 	// Not run here, or just handed over (its supervisor ended, and it is
 	// about to be removed): as the database has it.
-	return remotePipeline{r: a.r, f: a.f, k: k, holder: a.f.holder(k.Pipeline.ID)}
+	return remotePipeline{f: a.f, k: k, holder: a.f.holder(k.Pipeline.ID)}
 }
 
 // remotePipeline is a pipeline another instance runs (or none, for a
 // moment, while it moves): its state is what that instance last wrote,
 // and start and stop are sent to it through the database.
 type remotePipeline struct {
-	r      *Runtime
 	f      *fleet
 	k      reconciler.Running
 	holder cluster.Holder
@@ -76,7 +76,7 @@ func (p remotePipeline) Info() api.PipelineInfo {
 	// A pipeline defined in another instance's files only has no
 	// configuration here: its policy is that instance's to tell.
 	if len(cfg.Connectors) > 0 {
-		if recovery, err := cfg.ResolveErrorRecovery(p.r.cfg.Pipelines.ErrorRecovery); err == nil {
+		if recovery, err := cfg.ResolveErrorRecovery(p.f.opts.Recovery); err == nil {
 			info.Recovery = recovery
 		}
 	}
@@ -89,7 +89,7 @@ func (p remotePipeline) Info() api.PipelineInfo {
 // State is the state the pipeline's instance saved last; a pipeline no
 // instance took up yet is stopped.
 func (p remotePipeline) State(ctx context.Context) (lifecycle.State, error) {
-	st, ok, err := p.r.states.Load(ctx, p.k.Pipeline.ID)
+	st, ok, err := p.f.host.SavedState(ctx, p.k.Pipeline.ID)
 	if err != nil {
 		return lifecycle.State{}, err
 	}
@@ -113,12 +113,27 @@ func moving(st lifecycle.State) lifecycle.State {
 
 // clusterLocal is a pipeline this instance runs, as the cluster shows it
 // (see moving).
-type clusterLocal struct{ *managedPipeline }
+type clusterLocal struct {
+	api.Supervised
+	k reconciler.Running
+}
 
 func (c clusterLocal) State(ctx context.Context) (lifecycle.State, error) {
-	st, err := c.managedPipeline.State(ctx)
+	st, err := c.Supervised.State(ctx)
 	return moving(st), err
 }
+
+// Config implements api.Configured: the configuration the pipeline runs
+// with here.
+func (c clusterLocal) Config() config.Pipeline {
+	if cfg, ok := c.Supervised.(api.Configured); ok {
+		return cfg.Config()
+	}
+	return c.k.Pipeline
+}
+
+// Config implements api.Configured: the configuration the database has.
+func (p remotePipeline) Config() config.Pipeline { return p.k.Pipeline }
 
 func (p remotePipeline) Start(ctx context.Context) error {
 	return p.send(ctx, cluster.ActionStart)
@@ -148,7 +163,7 @@ func (p remotePipeline) send(ctx context.Context, action string) error {
 	id := p.k.Pipeline.ID
 	// A failover takes up to two TTLs; the answer then as long as on the
 	// instance itself.
-	ctx, cancel := context.WithTimeout(ctx, p.r.cfg.Pipelines.GracefulStopTimeout+3*p.f.ttl)
+	ctx, cancel := context.WithTimeout(ctx, p.f.opts.GracefulStopTimeout+3*p.f.ttl)
 	defer cancel()
 	instance := p.holder.Instance
 	for {
@@ -167,7 +182,7 @@ func (p remotePipeline) send(ctx context.Context, action string) error {
 			return withdrawn{fmt.Errorf("pipeline %s: instance %s stopped running it before it answered, and %w", id, instance, err)}
 		}
 		if next == p.f.member.ID() {
-			m := p.r.get(id)
+			m, _ := p.f.host.Supervised(id)
 			if m == nil {
 				return fmt.Errorf("pipeline %s: %w", id, api.ErrPipelineMoving)
 			}
@@ -214,17 +229,17 @@ func (e clusterEvents) sync(ctx context.Context, pipelineID string) error {
 	return err
 }
 
-// eventsOfOthers reads the events that other instances wrote of the
+// EventsOfOthers reads the events that other instances wrote of the
 // pipelines this one does not run, of the given ids and every pipeline
 // the cluster knows, and returns all those ids, sorted.
-func (f *fleet) eventsOfOthers(ctx context.Context, ids []string) ([]string, error) {
+func (f *fleet) EventsOfOthers(ctx context.Context, ids []string) ([]string, error) {
 	all := slices.Clone(ids)
-	for _, k := range append(f.knownPipelines(), f.foreignPipelines()...) {
+	for _, k := range append(f.KnownPipelines(), f.foreignPipelines()...) {
 		all = append(all, k.Pipeline.ID)
 	}
 	slices.Sort(all)
 	all = slices.Compact(all)
-	events := clusterEvents{log: f.r.audit, f: f}
+	events := clusterEvents{log: f.host.Audit(), f: f}
 	for _, id := range all {
 		if err := events.sync(ctx, id); err != nil {
 			return nil, err
