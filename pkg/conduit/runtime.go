@@ -1240,11 +1240,19 @@ func (r *Runtime) Close() error {
 }
 
 // processMarker is the value of store.KeyProcess: who runs on the store.
+// Only its presence is read (a crash leaves it behind); the rest is for
+// the operator who looks into the store, and Version tells its format
+// (processMarkerVersion; golden file in testdata/).
 type processMarker struct {
+	Version   int       `json:"version"`
 	PID       int       `json:"pid"`
 	Host      string    `json:"host,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
 }
+
+// processMarkerVersion is the format of the process marker this build
+// writes. Version 0 (no version key) had the same fields.
+const processMarkerVersion = 1
 
 // markRunning records that a process runs on db and reports whether the
 // last one left its record behind, i.e. did not shut down cleanly.
@@ -1257,7 +1265,7 @@ func markRunning(ctx context.Context, db store.Store, w *store.Batcher) (crashed
 		return false, fmt.Errorf("reading the process marker: %w", err)
 	}
 	host, _ := os.Hostname()
-	b, err := json.Marshal(processMarker{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()})
+	b, err := json.Marshal(processMarker{Version: processMarkerVersion, PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()})
 	if err != nil {
 		return false, err
 	}
