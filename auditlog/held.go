@@ -13,8 +13,9 @@ import (
 	"github.com/conduitry/conduit/pkg/store"
 )
 
-// While the store refuses writes for a while (its disk is full, or the
-// process is short of file descriptors), a recorded event - and the state
+// While the store refuses writes for a while (its disk is full, the
+// process is short of file descriptors, or its database cannot be
+// reached), a recorded event - and the state
 // committed with it - is not dropped: it waits in memory, in order, and is
 // written once the store takes writes again. Events recorded meanwhile
 // queue behind it, so that a pipeline's states land in the order they were
@@ -69,7 +70,7 @@ type holdQueue struct {
 // holdable reports whether err is the store refusing writes for now, which
 // ends by itself.
 func holdable(err error) bool {
-	return errors.Is(err, store.ErrNoSpace) || errors.Is(err, store.ErrNoDescriptors)
+	return errors.Is(err, store.ErrNoSpace) || errors.Is(err, store.ErrNoDescriptors) || errors.Is(err, store.ErrUnavailable)
 }
 
 // waitRoom blocks while the queue is full; it returns ErrClosed when the

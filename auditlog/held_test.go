@@ -3,6 +3,7 @@ package auditlog
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,16 +17,33 @@ import (
 )
 
 // refusingStore refuses every commit with ErrNoSpace while refusing is set,
-// as the Badger store does while its disk is full.
+// as the Badger store does while its disk is full (or with refusal, when
+// set). It keeps the fences of the ops it commits.
 type refusingStore struct {
 	store.Store
 	refusing atomic.Bool
+	refusal  error
+	mu       sync.Mutex
+	fences   map[string]store.Fence
 }
 
 func (s *refusingStore) Commit(ctx context.Context, ops []store.Op) error {
 	if s.refusing.Load() {
+		if s.refusal != nil {
+			return fmt.Errorf("database test: %w", s.refusal)
+		}
 		return fmt.Errorf("database test: %w", store.ErrNoSpace)
 	}
+	s.mu.Lock()
+	for _, op := range ops {
+		if op.Fence != nil {
+			if s.fences == nil {
+				s.fences = map[string]store.Fence{}
+			}
+			s.fences[string(op.Key)] = *op.Fence
+		}
+	}
+	s.mu.Unlock()
 	return s.Store.Commit(ctx, ops)
 }
 
@@ -114,6 +132,60 @@ func TestRecordedEventsWaitWhileTheStoreRefusesWrites(t *testing.T) {
 	}
 	if held, failed := l.WriteFigures(); held != 0 || failed != 0 {
 		t.Errorf("after the retry WriteFigures = %d held, %d failed; want 0 and 0", held, failed)
+	}
+}
+
+// While the database cannot be reached (PostgreSQL restarting, or cut off)
+// a recorded event is held as while the disk is full, and it is written
+// later under the lease it was recorded under - not under the one the
+// instance holds by then (none, after it stopped the pipeline for want of
+// a renewal): an expired lease nobody took over still takes it, and one
+// another instance took over refuses it.
+func TestHeldWritesKeepTheLeaseTheyWereRecordedUnder(t *testing.T) {
+	ctx := context.Background()
+	db := &refusingStore{Store: store.NewInMemory(), refusal: store.ErrUnavailable}
+	t.Cleanup(func() { _ = db.Store.Close() })
+	db.refusing.Store(true)
+	var token atomic.Int64
+	token.Store(7)
+	w := store.NewBatcherWith(db, store.BatcherOptions{FenceOf: func(key []byte) *store.Fence {
+		if id, ok := store.PipelineOfKey(key); ok {
+			return &store.Fence{Pipeline: id, Token: token.Load()}
+		}
+		return nil
+	}})
+	t.Cleanup(w.Close)
+	core, logs := observer.New(zapcore.InfoLevel)
+	l, err := open(ctx, db, w, Options{Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := make(chan time.Time)
+	l.after = func(time.Duration) <-chan time.Time { return tick }
+	l.start()
+	t.Cleanup(func() { _ = l.Close() })
+
+	if err := l.Record(Event{PipelineID: "p", Kind: KindStopping}, stateOp("p", "stopping")); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Flush(ctx)
+	if held, failed := l.WriteFigures(); held != 1 || failed != 0 {
+		t.Fatalf("while the database is away: %d held, %d failed; want 1 and 0", held, failed)
+	}
+	if n := logs.FilterMessage("could not write an audit event").Len(); n != 0 {
+		t.Fatalf("%d events logged as lost while the database was away", n)
+	}
+	// The lease is given up meanwhile; the database comes back.
+	token.Store(0)
+	db.refusing.Store(false)
+	tick <- time.Time{}
+	waitPublished(t, l, "p", 1)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for key, want := range map[string]string{string(eventKey(pipelinePrefix("p"), 1)): "event", store.PrefixPipelineState + "p": "state"} {
+		if f, ok := db.fences[key]; !ok || f.Token != 7 {
+			t.Errorf("the %s was written under %+v (present %v), want the token it was recorded under, 7", want, f, ok)
+		}
 	}
 }
 

@@ -472,6 +472,9 @@ func (l *Log) submit(e *Event, extra []store.Op, recorded bool) (*pipelineLog, s
 	}
 	ops := make([]store.Op, 0, 1+len(extra)+len(caused))
 	ops = append(append(append(ops, op), extra...), caused...)
+	// Fenced now, under the lease the pipeline is recorded under: a write
+	// held and tried again later lands under that lease or not at all.
+	ops = l.w.Fence(ops)
 	ticket := l.tickets.Add(1)
 	if recorded && l.queueIfHolding(heldWrite{p: p, event: event, ops: ops, ticket: ticket}) {
 		p.last = e.Sequence

@@ -308,7 +308,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 			r.log.Info("writes of pipelines another instance took over were refused", zap.Int("writes", writes), zap.Error(err))
 			return
 		}
-		if errors.Is(err, store.ErrNoSpace) || errors.Is(err, store.ErrNoDescriptors) {
+		if errors.Is(err, store.ErrNoSpace) || errors.Is(err, store.ErrNoDescriptors) || errors.Is(err, store.ErrUnavailable) {
 			// The audit log holds what it recorded (the events and the
 			// states committed with them) and writes it once the store
 			// takes writes again; saying "could not write" would read as

@@ -401,21 +401,32 @@ type WriteOptions struct {
 	Done func(error)
 }
 
+// Fence returns ops with the fence each is written under now (see
+// BatcherOptions.FenceOf) on the ops that have none, and ops themselves
+// when there is nothing to fence. A caller that may submit the same ops
+// again later (the audit log holding a write the store refused) fences
+// them once, at the first submission: a write must land under the lease
+// it was made under, or not at all.
+func (b *Batcher) Fence(ops []Op) []Op {
+	if b.fenceOf == nil {
+		return ops
+	}
+	fenced := slices.Clone(ops)
+	for i := range fenced {
+		if fenced[i].Fence == nil {
+			fenced[i].Fence = b.fenceOf(fenced[i].Key)
+		}
+	}
+	return fenced
+}
+
 // Submit queues ops to land together, as opts say, without waiting. The
 // Batcher keeps the slices until the write is durable: the caller must not
 // change them. It fails only after Close, or for an op no store can write.
 func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
 	p, d, done := opts.Priority, opts.Durability, opts.Done
-	if b.fenceOf != nil {
-		// The caller's slice stays as it is: the fences go on copies.
-		fenced := slices.Clone(ops)
-		for i := range fenced {
-			if fenced[i].Fence == nil {
-				fenced[i].Fence = b.fenceOf(fenced[i].Key)
-			}
-		}
-		ops = fenced
-	}
+	// The caller's slice stays as it is: the fences go on copies.
+	ops = b.Fence(ops)
 	size := 0
 	for _, op := range ops {
 		if err := checkKey(op.Key); err != nil {
