@@ -343,6 +343,12 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 	grown()
 	w.waitPlacement(address, "after the restart", func(p placement) bool { return p.settled(n, "i1", "i2") })
 
+	// Counted from here: the restart above may have stopped some already.
+	const leaseStopped = `"msg":"pipeline stopped: this instance's leases could not be renewed`
+	stoppedSoFar := func() int {
+		return strings.Count(i1.stderr.String(), leaseStopped) + strings.Count(i2.stderr.String(), leaseStopped)
+	}
+	before := stoppedSoFar()
 	pg.Stop()
 	for _, p := range []*process{i1, i2} {
 		eventually(t, pollInterval, func() bool {
@@ -351,6 +357,11 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 			return "an instance does not stop its pipelines while PostgreSQL is away:\n" + p.stderr.String()
 		})
 	}
+	// Their in-flight records drain before they stop (on a loaded machine
+	// that takes a moment); counted once every pipeline stopped.
+	eventually(t, pollInterval, func() bool { return stoppedSoFar() >= before+n }, func() string {
+		return fmt.Sprintf("%d of %d pipelines stopped while PostgreSQL is away", stoppedSoFar()-before, n)
+	})
 	// Away longer than a lease: nothing is written meanwhile.
 	counts := make([]int, n)
 	for i := range outs {

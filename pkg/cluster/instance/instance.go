@@ -68,52 +68,31 @@ type fleet struct {
 	ready     func()
 	readyOnce sync.Once
 
-	mu   sync.RWMutex
-	held map[string]cluster.Lease
-	// revoked are held leases a renewal found taken over: nothing more
-	// is written to their destinations from then on, although the
-	// balance loop stops their pipelines a moment later.
-	revoked map[string]bool
-	// known are the valid desired pipelines, in the order of the files:
-	// what this instance runs when it holds their lease.
-	known []reconciler.Running
+	// leases are the leases this instance holds (leases.go).
+	leases *leaseTable
+
+	// known is what this instance knows of the pipelines; each plan
+	// replaces it whole (setKnown).
+	known atomic.Pointer[knownPipelines]
+	// round is the database's view as of the last round; the balance loop
+	// replaces it whole each round, and refreshHolders its holders.
+	round atomic.Pointer[roundView]
 	// undeleted are the pipelines deleted from every instance's files (or
 	// through the API) while another instance still held them, handing
 	// them over: deleted once their lease is free (retryDeletions).
-	undeleted map[string]pendingDeletion
-	// holders and live are the database's view as of the last round.
-	holders map[string]cluster.Holder
-	live    []string
-	// view is what this instance knows of the pipelines, as it tells the
-	// others in its heartbeat (viewOf known), and knownIDs their ids,
-	// sorted.
-	view     string
-	knownIDs []string
+	undeleted *deletions
 	// viewSets are the pipelines of the views other instances heartbeat
-	// (cluster Known), by view, for the views of the live instances.
+	// (cluster Known), by view, for the views of the live instances; the
+	// balance loop's own.
 	viewSets map[string]map[string]bool
-	// foreign are the pipelines only other live instances know (their
-	// pipeline files differ), with those instances, sorted: this one
-	// lists them, and sends them start and stop, as of the last round.
-	foreign map[string][]string
 	// differSince is when the live instances' views were first seen to
-	// differ, zero while they agree; viewsDiffer is set once they have
-	// differed for viewGrace.
+	// differ, zero while they agree (the balance loop's own); viewsDiffer
+	// is set once they have differed for viewGrace.
 	differSince time.Time
-	viewsDiffer bool
-	// watched counts the watchers of pipelines run elsewhere, whose
-	// events this instance reads when told of them.
-	watched map[string]int
-	// watchingEvery counts the watchers of every pipeline's events.
-	watchingEvery int
-	// everyGate serializes the starts of watchers of every pipeline's
-	// events, so that none starts before the first has caught up.
-	everyGate sync.Mutex
-	// answering are the commands being carried out.
-	answering map[int64]bool
-	// lost are the leases the last renewal found taken over, for the
-	// balance loop to stop their pipelines.
-	lost []cluster.Lease
+	viewsDiffer atomic.Bool
+	// watchers follow the events of pipelines run elsewhere, which this
+	// instance reads when told of them (watchers.go).
+	watchers *watchers
 
 	figures struct {
 		renewalFailures, takenOver, handedOver, lost atomic.Uint64
@@ -123,6 +102,46 @@ type fleet struct {
 	fatal func(error)
 	// renewFailing is set while renewals fail (the renewal loop's own).
 	renewFailing bool
+}
+
+// knownPipelines are the valid desired pipelines an instance knows, in the
+// order of the files: what it runs when it holds their lease; view is
+// what it tells the others in its heartbeat (viewOf), ids their ids,
+// sorted. Never changed once published.
+type knownPipelines struct {
+	pipelines []reconciler.Running
+	view      string
+	ids       []string
+}
+
+// has reports whether the pipeline is known.
+func (k *knownPipelines) has(id string) bool {
+	return slices.ContainsFunc(k.pipelines, func(r reconciler.Running) bool { return r.Pipeline.ID == id })
+}
+
+// roundView is the database's view as of the last round: the live
+// instances and who holds which lease; and foreign, the pipelines only
+// other live instances know (their pipeline files differ), with those
+// instances, sorted: this one lists them, and sends them start and stop.
+// Never changed once published.
+type roundView struct {
+	live    []string
+	holders map[string]cluster.Holder
+	foreign map[string][]string
+}
+
+// knownSomewhere reports whether this instance (known) or another live
+// one knows the pipeline.
+func (v *roundView) knownSomewhere(known *knownPipelines, id string) bool {
+	return v.foreign[id] != nil || known.has(id)
+}
+
+// orphaned reports whether the pipeline has a lease that no live holder
+// has, and no live instance knows it: its instance died, and no other
+// instance's files define it.
+func (v *roundView) orphaned(known *knownPipelines, id string) bool {
+	h, leased := v.holders[id]
+	return leased && !h.Live && !v.knownSomewhere(known, id)
 }
 
 // Shares of the lease TTL: leases are renewed every fifth of it, and a
@@ -146,11 +165,12 @@ func newFleet(host Host, opts Options, member *cluster.Membership, pool *pgxpool
 	f := &fleet{
 		host: host, opts: opts, member: member, pool: pool, ttl: member.TTL(), log: opts.Log.With(zap.String("instance_id", member.ID())),
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
-		epoch: leaseClock(),
-		held:  map[string]cluster.Lease{}, revoked: map[string]bool{}, watched: map[string]int{}, answering: map[int64]bool{},
-		undeleted: map[string]pendingDeletion{},
-		viewSets:  map[string]map[string]bool{},
+		epoch:  leaseClock(),
+		leases: newLeaseTable(), watchers: newWatchers(), undeleted: newDeletions(),
+		viewSets: map[string]map[string]bool{},
 	}
+	f.known.Store(&knownPipelines{})
+	f.round.Store(&roundView{})
 	return f
 }
 
@@ -248,10 +268,8 @@ func Open(ctx context.Context, host Host, opts Options) (ownership.Ownership, er
 // Join makes this instance a member: the others hand it its share of the
 // pipelines from now on.
 func (f *fleet) Join(ctx context.Context) error {
-	f.mu.RLock()
-	view, ids := f.view, f.knownIDs
-	f.mu.RUnlock()
-	if err := f.member.Join(ctx, view, ids); err != nil {
+	known := f.known.Load()
+	if err := f.member.Join(ctx, known.view, known.ids); err != nil {
 		if errors.Is(err, cluster.ErrTTLMismatch) {
 			return fmt.Errorf("cluster.lease-ttl: %w", err)
 		}
@@ -338,11 +356,9 @@ func (f *fleet) API(local api.Pipelines, events *auditlog.Log) (api.Pipelines, a
 }
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return metrics.ClusterFigures{Leases: len(f.held), Live: len(f.live),
+	return metrics.ClusterFigures{Leases: f.leases.count(), Live: len(f.round.Load().live),
 		RenewalFailures: f.figures.renewalFailures.Load(), TakenOver: f.figures.takenOver.Load(),
-		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.viewsDiffer}
+		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.viewsDiffer.Load()}
 }
 
 // fenceOf fences a write of a pipeline's keys with the token of the lease
@@ -353,9 +369,7 @@ func (f *fleet) fenceOf(key []byte) *store.Fence {
 	if !ok {
 		return nil
 	}
-	f.mu.RLock()
-	l := f.held[id]
-	f.mu.RUnlock()
+	l, _ := f.leases.get(id)
 	return &store.Fence{Pipeline: id, Token: l.Token}
 }
 
@@ -366,11 +380,7 @@ var errLeaseExpired = errors.New("this instance's lease of the pipeline may have
 // mayWrite is the engine's write guard: nil while this instance holds the
 // pipeline's lease and renewed it recently enough.
 func (f *fleet) mayWrite(pipelineID string) error {
-	f.mu.RLock()
-	_, held := f.held[pipelineID]
-	revoked := f.revoked[pipelineID]
-	f.mu.RUnlock()
-	if !held || revoked || f.renewed.Load() == 0 || f.sinceEpoch() > f.deadline(writePercent) {
+	if !f.leases.writable(pipelineID) || f.renewed.Load() == 0 || f.sinceEpoch() > f.deadline(writePercent) {
 		return errLeaseExpired
 	}
 	return nil
@@ -388,9 +398,7 @@ func (f *fleet) deadline(percent int) time.Duration {
 // holds reports whether this instance holds the pipeline's lease: the
 // audit log trims only those pipelines' events.
 func (f *fleet) holds(pipelineID string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	_, ok := f.held[pipelineID]
+	_, ok := f.leases.get(pipelineID)
 	return ok
 }
 
@@ -398,10 +406,8 @@ func (f *fleet) holds(pipelineID string) bool {
 // round so that new ones are taken up.
 func (f *fleet) setKnown(ctx context.Context, known []reconciler.Running) {
 	view, ids := viewOf(known)
-	f.mu.Lock()
-	changed := view != f.view
-	f.known, f.view, f.knownIDs = known, view, ids
-	f.mu.Unlock()
+	before := f.known.Swap(&knownPipelines{pipelines: known, view: view, ids: ids})
+	changed := view != before.view
 	if changed && f.member.Joined() {
 		// Told at once, not with the next heartbeat: until the others know
 		// that this instance knows a new pipeline, they give it only to
@@ -478,15 +484,14 @@ func (f *fleet) handOff(ctx context.Context, id string, others []string) {
 // no live instance knows any more (the only instance whose files had
 // them is gone), which run nowhere until such an instance comes back.
 func (f *fleet) foreignPipelines() []reconciler.Running {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]reconciler.Running, 0, len(f.foreign))
-	for id, instances := range f.foreign {
+	round, known := f.round.Load(), f.known.Load()
+	out := make([]reconciler.Running, 0, len(round.foreign))
+	for id, instances := range round.foreign {
 		out = append(out, reconciler.Running{Pipeline: config.Pipeline{ID: id},
 			Origin: reconciler.Origin{File: "pipeline files of instance " + strings.Join(instances, ", ")}})
 	}
-	for id, h := range f.holders {
-		if f.orphanedLocked(id) {
+	for id, h := range round.holders {
+		if round.orphaned(known, id) {
 			out = append(out, reconciler.Running{Pipeline: config.Pipeline{ID: id},
 				Origin: reconciler.Origin{File: "no live instance has its pipeline file (instance " + h.Instance + " ran it last)"}})
 		}
@@ -495,31 +500,13 @@ func (f *fleet) foreignPipelines() []reconciler.Running {
 	return out
 }
 
-// orphaned reports whether the pipeline has a lease that no live holder
-// has, and no live instance knows it: its instance died, and no other
-// instance's files define it.
-func (f *fleet) orphaned(id string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.orphanedLocked(id)
-}
-
-func (f *fleet) orphanedLocked(id string) bool {
-	h, leased := f.holders[id]
-	return leased && !h.Live && !f.knownSomewhereLocked(id)
-}
-
-// knownSomewhereLocked reports whether this instance or another live one
-// knows the pipeline.
-func (f *fleet) knownSomewhereLocked(id string) bool {
-	return f.foreign[id] != nil || slices.ContainsFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
-}
+// orphaned reports whether the pipeline runs nowhere as of the last
+// round (roundView.orphaned).
+func (f *fleet) orphaned(id string) bool { return f.round.Load().orphaned(f.known.Load(), id) }
 
 // KnownPipelines are the valid desired pipelines this instance knows.
 func (f *fleet) KnownPipelines() []reconciler.Running {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return slices.Clone(f.known)
+	return slices.Clone(f.known.Load().pipelines)
 }
 
 func (f *fleet) kickRound() {
@@ -613,13 +600,7 @@ func (f *fleet) notified(n cluster.Notification) {
 		case f.commands <- struct{}{}:
 		default:
 		}
-		f.mu.RLock()
-		ids := make([]string, 0, len(f.watched))
-		for id := range f.watched {
-			ids = append(ids, id)
-		}
-		every := f.watchingEvery > 0
-		f.mu.RUnlock()
+		ids, every := f.watchers.followed()
 		if every {
 			ids = ids[:0]
 			for _, k := range f.KnownPipelines() {
@@ -635,11 +616,7 @@ func (f *fleet) notified(n cluster.Notification) {
 // syncEvents reads the events another instance wrote of a pipeline that
 // somebody watches here.
 func (f *fleet) syncEvents(pipelineID string) {
-	f.mu.RLock()
-	_, held := f.held[pipelineID]
-	watched := f.watched[pipelineID] > 0 || f.watchingEvery > 0
-	f.mu.RUnlock()
-	if held || !watched {
+	if f.holds(pipelineID) || !f.watchers.watched(pipelineID) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
@@ -655,22 +632,7 @@ func (f *fleet) syncEvents(pipelineID string) {
 // pipeline first: the events written elsewhere while nobody here followed
 // them are history, and must not reach the new watcher as news when the
 // next event of their pipeline is notified.
-func (f *fleet) watchEvery(ctx context.Context) {
-	f.everyGate.Lock()
-	defer f.everyGate.Unlock()
-	f.mu.Lock()
-	first := f.watchingEvery == 0
-	f.watchingEvery++
-	f.mu.Unlock()
-	if first {
-		f.catchUp(ctx)
-	}
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.watchingEvery--
-	})
-}
+func (f *fleet) watchEvery(ctx context.Context) { f.watchers.watchEvery(ctx, f.catchUp) }
 
 // catchUp takes up, as history, the events other instances wrote of the
 // pipelines this one does not run.
@@ -690,18 +652,7 @@ func (f *fleet) catchUp(ctx context.Context) {
 }
 
 // watch counts a watcher of a pipeline's events until ctx is done.
-func (f *fleet) watch(ctx context.Context, pipelineID string) {
-	f.mu.Lock()
-	f.watched[pipelineID]++
-	f.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.watched[pipelineID]--; f.watched[pipelineID] <= 0 {
-			delete(f.watched, pipelineID)
-		}
-	})
-}
+func (f *fleet) watch(ctx context.Context, pipelineID string) { f.watchers.watch(ctx, pipelineID) }
 
 // renewRound heartbeats and renews the leases, and reports whether it
 // could; when that fails for longer than half a TTL, it stops every
@@ -737,9 +688,6 @@ func (f *fleet) renewRound(ctx context.Context) bool {
 		f.renewFailing = false
 	}
 	if len(lost) > 0 {
-		f.mu.Lock()
-		f.lost = append(f.lost, lost...)
-		f.mu.Unlock()
 		f.kickRound()
 	}
 	return true
@@ -752,15 +700,8 @@ func (f *fleet) renewRound(ctx context.Context) bool {
 // that a dead instance's pipelines move as soon as they may.
 func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 	every := f.ttl / balanceShare
-	f.mu.Lock()
-	lost := f.lost
-	f.lost = nil
-	f.mu.Unlock()
-	for _, l := range lost {
-		f.mu.RLock()
-		still := f.held[l.PipelineID] == l
-		f.mu.RUnlock()
-		if !still {
+	for _, l := range f.leases.takeLost() {
+		if !f.leases.still(l) {
 			continue // given up meanwhile
 		}
 		f.figures.lost.Add(1)
@@ -785,14 +726,12 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 		return every
 	}
 	f.compareViews(instances.Views)
-	all, knows, err := f.knowledge(qctx, instances)
+	all, knows, foreign, err := f.knowledge(qctx, instances)
 	if err != nil {
 		f.log.Warn("could not read the pipelines the other instances know", zap.Error(err))
 		return every
 	}
-	f.mu.Lock()
-	f.live, f.holders = live, holders
-	f.mu.Unlock()
+	f.round.Store(&roundView{live: live, holders: holders, foreign: foreign})
 	if waiting := f.balance(ctx, live, holders, all, knows); waiting > 0 {
 		next = min(next, waiting)
 	}
@@ -810,70 +749,63 @@ const viewGrace = 2
 // instances' pipeline files differ. Pipelines are still spread over the
 // instances that know them (knowledge); the warning is for the operator.
 func (f *fleet) compareViews(views map[string]string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	mine := f.known.Load().view
 	agree := true
 	for _, v := range views {
 		// An instance that has not said its view (an older conduit) is not
 		// counted.
-		if v != "" && v != f.view {
+		if v != "" && v != mine {
 			agree = false
 		}
 	}
 	switch {
 	case agree:
-		if f.viewsDiffer {
+		if f.viewsDiffer.Swap(false) {
 			f.log.Info("the live instances know the same pipelines again")
 		}
-		f.differSince, f.viewsDiffer = time.Time{}, false
+		f.differSince = time.Time{}
 	case f.differSince.IsZero():
 		f.differSince = time.Now()
-	case !f.viewsDiffer && time.Since(f.differSince) >= viewGrace*f.ttl:
-		f.viewsDiffer = true
+	case !f.viewsDiffer.Load() && time.Since(f.differSince) >= viewGrace*f.ttl:
+		f.viewsDiffer.Store(true)
 		described := make([]string, 0, len(views))
 		for id, v := range views {
 			described = append(described, id+": "+v)
 		}
 		slices.Sort(described)
 		f.log.Warn("the live instances do not know the same pipelines (their pipeline files differ): each pipeline runs on one of the instances that know it, and the shares may be uneven; give every instance the same pipeline files",
-			zap.String("this_view", f.view), zap.Strings("views", described))
+			zap.String("this_view", mine), zap.Strings("views", described))
 	}
 }
 
-// knowledge returns every pipeline some live instance knows, and which
-// instance knows which: nil when they all know what this one knows (or
+// knowledge returns every pipeline some live instance knows, which
+// instance knows which, and the pipelines only other instances know
+// (roundView.foreign): nil when they all know what this one knows (or
 // have not said, being older conduits), the common case. The pipelines of
 // a view are read from the database once, when an instance first
-// heartbeats it.
-func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) ([]string, func(instance, pipelineID string) bool, error) {
-	f.mu.RLock()
-	mine, own := f.view, f.knownIDs
+// heartbeats it. The balance loop's: it alone keeps viewSets.
+func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) (all []string, knows func(instance, pipelineID string) bool, foreign map[string][]string, err error) {
+	known := f.known.Load()
+	mine, own := known.view, known.ids
 	var missing []string
 	for _, id := range instances.IDs {
 		if v := instances.Views[id]; v != "" && v != mine && f.viewSets[v] == nil {
 			missing = append(missing, id)
 		}
 	}
-	f.mu.RUnlock()
 	differ := false
 	for _, v := range instances.Views {
 		differ = differ || (v != "" && v != mine)
 	}
 	if !differ {
-		f.mu.Lock()
-		f.foreign = nil
-		f.mu.Unlock()
-		return own, nil, nil
+		return own, nil, nil, nil
 	}
 	var read map[string]cluster.KnownPipelines
 	if len(missing) > 0 {
-		var err error
 		if read, err = f.member.Known(ctx, missing); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, k := range read {
 		set := make(map[string]bool, len(k.IDs))
 		for _, id := range k.IDs {
@@ -911,12 +843,12 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 		}
 	}
 	union := slices.Clone(own)
-	f.foreign = map[string][]string{}
+	foreign = map[string][]string{}
 	for _, instance := range instances.IDs {
 		for id := range sets[instance] {
 			if !mineSet[id] {
 				union = append(union, id)
-				f.foreign[id] = append(f.foreign[id], instance)
+				foreign[id] = append(foreign[id], instance)
 			}
 		}
 	}
@@ -925,7 +857,7 @@ func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) 
 	return union, func(instance, pipelineID string) bool {
 		set, ok := sets[instance]
 		return !ok || set == nil || set[pipelineID]
-	}, nil
+	}, foreign, nil
 }
 
 // viewOf says which pipelines an instance knows: their count and a digest
@@ -960,18 +892,11 @@ func (f *fleet) renewedRecently() bool {
 func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
-	f.mu.RLock()
-	view, knownIDs := f.view, f.knownIDs
-	f.mu.RUnlock()
-	if err := f.renewer.Heartbeat(rctx, view, knownIDs); err != nil {
+	known := f.known.Load()
+	if err := f.renewer.Heartbeat(rctx, known.view, known.ids); err != nil {
 		return nil, err
 	}
-	f.mu.RLock()
-	leases := make([]cluster.Lease, 0, len(f.held))
-	for _, l := range f.held {
-		leases = append(leases, l)
-	}
-	f.mu.RUnlock()
+	leases := f.leases.all()
 	ids, err := f.renewer.Renew(rctx, leases)
 	if err != nil {
 		return nil, err
@@ -985,22 +910,12 @@ func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	// not write a record of a pipeline another instance runs now in the
 	// moment between this renewal and the stop of the pipeline.
 	if len(lost) > 0 {
-		f.mu.Lock()
-		for _, l := range lost {
-			if f.held[l.PipelineID] == l {
-				f.revoked[l.PipelineID] = true
-			}
-		}
-		f.mu.Unlock()
+		f.leases.revoke(lost)
 	}
 	return lost, nil
 }
 
-func (f *fleet) holdsAny() bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return len(f.held) > 0
-}
+func (f *fleet) holdsAny() bool { return f.leases.count() > 0 }
 
 // handoverParallelism bounds the pipelines drained at once when handing
 // over: each drains for up to pipelines.graceful-stop-timeout.
@@ -1040,9 +955,7 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 			give = append(give, id)
 		}
 	}
-	f.mu.RLock()
-	deletions := len(f.undeleted) > 0 || len(f.abandonedLocked()) > 0
-	f.mu.RUnlock()
+	deletions := f.undeleted.any() || len(f.abandoned()) > 0
 	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
 	}
@@ -1055,6 +968,9 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 func (f *fleet) changeHands(ctx context.Context, take []reconciler.Running, give []string, owners map[string]string, live []string, deletions bool) {
 	if deletions {
 		f.retryDeletions(ctx)
+	}
+	if len(take) > 0 && !f.writesSettled(ctx) {
+		take = nil // the next round
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, takeUpParallelism)
@@ -1089,12 +1005,31 @@ func (f *fleet) changeHands(ctx context.Context, take []reconciler.Running, give
 	wg.Wait()
 }
 
+// writesSettled waits a moment for what this process wrote before to be
+// durable, and reports whether it is: the events and states of the
+// pipelines it stopped when it could not renew their leases wait in
+// memory while the database is away, under those leases' tokens. Taking a
+// lease again gives it a new token, which would fence them out.
+func (f *fleet) writesSettled(ctx context.Context) bool {
+	audit := f.host.Audit()
+	ctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
+	defer cancel()
+	// A write that failed was held or logged: only the wait counts (Flush
+	// reports the last failure until something is written after it).
+	if err := audit.Flush(ctx); err != nil && ctx.Err() != nil {
+		return false
+	}
+	if held, _ := audit.WriteFigures(); held > 0 {
+		f.log.Info("taking up pipelines once the events and states written while the database was away are stored", zap.Int("held", held))
+		return false
+	}
+	return true
+}
+
 // stillKnown reports whether this instance knows k as it is: the same
 // pipeline, with the same configuration.
 func (f *fleet) stillKnown(k reconciler.Running) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return slices.ContainsFunc(f.known, func(c reconciler.Running) bool {
+	return slices.ContainsFunc(f.known.Load().pipelines, func(c reconciler.Running) bool {
 		return c.Pipeline.ID == k.Pipeline.ID && c.Fingerprint == k.Fingerprint
 	})
 }
@@ -1137,10 +1072,7 @@ func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
 	if !ok {
 		return cluster.Lease{}, false
 	}
-	f.mu.Lock()
-	f.held[id] = lease
-	delete(f.revoked, id)
-	f.mu.Unlock()
+	f.leases.hold(lease)
 	// Without the events the last instance wrote, this one's would take
 	// their sequence numbers and overwrite them: the lease is given back,
 	// to be taken up again in a later round.
@@ -1171,22 +1103,12 @@ func (f *fleet) release(ctx context.Context, id, why string, graceful bool) {
 		f.giveBack(ctx, id)
 		return
 	}
-	f.unhold(id)
-}
-
-// unhold forgets a lease this instance held and returns it.
-func (f *fleet) unhold(id string) (cluster.Lease, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.held[id]
-	delete(f.held, id)
-	delete(f.revoked, id)
-	return l, ok
+	f.leases.unhold(id)
 }
 
 // giveBack releases a held lease.
 func (f *fleet) giveBack(ctx context.Context, id string) {
-	l, ok := f.unhold(id)
+	l, ok := f.leases.unhold(id)
 	if !ok {
 		return
 	}
@@ -1199,12 +1121,7 @@ func (f *fleet) giveBack(ctx context.Context, id string) {
 // their leases: they are stopped before another instance may take them
 // over, forced if they do not drain before the leases may expire.
 func (f *fleet) abandon(ctx context.Context, why string) {
-	f.mu.RLock()
-	ids := make([]string, 0, len(f.held))
-	for id := range f.held {
-		ids = append(ids, id)
-	}
-	f.mu.RUnlock()
+	ids := f.leases.ids()
 	f.log.Error("stopping every pipeline of this instance: "+why, zap.Int("pipelines", len(ids)))
 	left := max(f.deadline(writePercent)-f.sinceEpoch(), 0)
 	var wg sync.WaitGroup
@@ -1214,7 +1131,7 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 				Stopping: "pipeline stopping: " + why,
 				Stopped:  "pipeline stopped: " + why}, left)
 			f.figures.handedOver.Add(1)
-			f.unhold(id)
+			f.leases.unhold(id)
 		})
 	}
 	wg.Wait()
@@ -1237,42 +1154,58 @@ func (f *fleet) Leave() {
 	f.log.Info("left the cluster; the other instances take over its pipelines")
 }
 
-// answerLoop carries out the commands other instances' APIs send here.
+// answerLoop carries out the commands other instances' APIs send here,
+// each on a goroutine of its own that reports back when it is done; the
+// loop alone knows which are being carried out, so that a command read
+// again meanwhile is not carried out twice.
 func (f *fleet) answerLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tick := time.NewTicker(f.ttl)
 	defer tick.Stop()
+	answering := map[int64]bool{}
+	answered := make(chan int64)
 	for {
 		cmds, err := f.member.Pending(ctx)
 		if err != nil && ctx.Err() == nil {
 			f.log.Warn("could not read the commands for this instance", zap.Error(err))
 		}
 		for _, c := range cmds {
-			f.mu.Lock()
-			busy := f.answering[c.ID]
-			f.answering[c.ID] = true
-			f.mu.Unlock()
-			if busy {
+			if answering[c.ID] {
 				continue
 			}
+			answering[c.ID] = true
 			wg.Go(func() {
-				defer func() {
-					f.mu.Lock()
-					delete(f.answering, c.ID)
-					f.mu.Unlock()
-				}()
 				f.answer(ctx, c)
+				select {
+				case answered <- c.ID:
+				case <-ctx.Done():
+				}
 			})
 		}
+		if !f.awaitCommands(ctx, tick, answered, answering) {
+			return
+		}
+	}
+}
+
+// awaitCommands waits until there may be new commands (notified, or the
+// tick), forgetting the commands carried out meanwhile; false once ctx is
+// done.
+func (f *fleet) awaitCommands(ctx context.Context, tick *time.Ticker, answered <-chan int64, answering map[int64]bool) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case id := <-answered:
+			delete(answering, id)
 		case <-f.commands:
+			return true
 		case <-tick.C:
 			if err := f.member.PruneCommands(ctx); err != nil && ctx.Err() == nil {
 				f.log.Debug("could not delete old commands", zap.Error(err))
 			}
+			return true
 		}
 	}
 }
@@ -1303,12 +1236,10 @@ func (f *fleet) answer(ctx context.Context, c cluster.Command) {
 
 // holder is who runs a pipeline as the last round saw it.
 func (f *fleet) holder(id string) cluster.Holder {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if _, ok := f.held[id]; ok {
+	if f.holds(id) {
 		return cluster.Holder{Instance: f.member.ID(), Live: true}
 	}
-	return f.holders[id]
+	return f.round.Load().holders[id]
 }
 
 // nextHolder waits until an instance holds the pipeline's lease again -
@@ -1347,9 +1278,14 @@ func (f *fleet) refreshHolders(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	f.mu.Lock()
-	f.holders = holders
-	f.mu.Unlock()
+	// The rest of the round stays as it was, whatever round was stored
+	// meanwhile.
+	for {
+		old := f.round.Load()
+		if f.round.CompareAndSwap(old, &roundView{live: old.live, holders: holders, foreign: old.foreign}) {
+			return
+		}
+	}
 }
 
 // knownAfter is the pipelines an instance knows once plan is applied to
@@ -1395,23 +1331,13 @@ func knownAfter(known []reconciler.Running, plan reconciler.Plan) []reconciler.R
 // The instance that holds a live lease deletes its pipeline itself; one
 // that never ran has nothing to delete.
 func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor lifecycle.Actor) {
-	f.mu.RLock()
-	i := slices.IndexFunc(f.known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
-	var cfg reconciler.Running
-	if i >= 0 {
-		cfg = f.known[i]
-	}
-	f.mu.RUnlock()
+	known := f.known.Load().pipelines
+	i := slices.IndexFunc(known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 	if i < 0 {
 		return
 	}
+	cfg := known[i]
 	f.forgetUnheld(ctx, pendingDeletion{cfg: cfg.Pipeline, actor: actor})
-}
-
-// pendingDeletion is a pipeline deleted while another instance held it.
-type pendingDeletion struct {
-	cfg   config.Pipeline
-	actor lifecycle.Actor
 }
 
 // forgetUnheld deletes a pipeline this instance does not run, once no
@@ -1422,23 +1348,18 @@ type pendingDeletion struct {
 func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 	id := d.cfg.ID
 	f.refreshHolders(ctx)
-	f.mu.Lock()
-	h, leased := f.holders[id]
+	h, leased := f.round.Load().holders[id]
 	if leased && h.Live && h.Instance != f.member.ID() {
-		f.undeleted[id] = d
-		f.mu.Unlock()
+		f.undeleted.add(d)
 		f.log.Info("pipeline deleted while instance "+h.Instance+" runs it: deleting it once that instance has let it go", zap.String("pipeline_id", id))
 		return
 	}
-	delete(f.undeleted, id)
-	f.mu.Unlock()
+	f.undeleted.remove(id)
 	if !leased {
 		return // never ran: nothing to forget
 	}
 	if _, ok := f.acquire(ctx, id); !ok {
-		f.mu.Lock()
-		f.undeleted[id] = d // taken meanwhile: next round
-		f.mu.Unlock()
+		f.undeleted.add(d) // taken meanwhile: next round
 		return
 	}
 	f.log.Info("pipeline deleted while no instance ran it: forgetting it", zap.String("pipeline_id", id))
@@ -1452,48 +1373,43 @@ func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 // held them, once it let them go; one that is known again (its file came
 // back) is not deleted. No plan is applied meanwhile (changeHands).
 func (f *fleet) retryDeletions(ctx context.Context) {
-	f.mu.RLock()
-	pending := make([]pendingDeletion, 0, len(f.undeleted))
-	for id, d := range f.undeleted {
-		if !f.knownSomewhereLocked(id) {
+	round, known := f.round.Load(), f.known.Load()
+	var pending []pendingDeletion
+	for _, d := range f.undeleted.list() {
+		if !round.knownSomewhere(known, d.cfg.ID) {
 			pending = append(pending, d)
 		}
 	}
 	// Also those another instance meant to delete but could not carry out
 	// (it stopped before the holder let go), left by a live instance that
 	// does not know them any more; the first live instance does it.
-	for _, id := range f.abandonedLocked() {
-		if _, ok := f.undeleted[id]; !ok {
+	for _, id := range f.abandoned() {
+		if !f.undeleted.has(id) {
 			pending = append(pending, pendingDeletion{cfg: config.Pipeline{ID: id}, actor: lifecycle.ActorConfig})
 		}
 	}
-	f.mu.RUnlock()
 	for _, d := range pending {
 		if ctx.Err() != nil {
 			return
 		}
 		f.forgetUnheld(ctx, d)
 	}
-	f.mu.Lock()
-	for id := range f.undeleted {
-		if f.knownSomewhereLocked(id) {
-			delete(f.undeleted, id)
-		}
-	}
-	f.mu.Unlock()
+	round, known = f.round.Load(), f.known.Load()
+	f.undeleted.removeIf(func(id string) bool { return round.knownSomewhere(known, id) })
 }
 
-// abandonedLocked returns the pipelines whose lease a live instance let
-// go and that no live instance knows: removed from every instance's
-// files. Only the first live instance returns them. (A pipeline whose
-// last instance died is not one: that instance may come back with it.)
-func (f *fleet) abandonedLocked() []string {
-	if len(f.live) == 0 || f.live[0] != f.member.ID() {
+// abandoned returns the pipelines whose lease a live instance let go and
+// that no live instance knows: removed from every instance's files. Only
+// the first live instance returns them. (A pipeline whose last instance
+// died is not one: that instance may come back with it.)
+func (f *fleet) abandoned() []string {
+	round, known := f.round.Load(), f.known.Load()
+	if len(round.live) == 0 || round.live[0] != f.member.ID() {
 		return nil
 	}
 	var out []string
-	for id, h := range f.holders {
-		if !h.Live && slices.Contains(f.live, h.Instance) && f.orphanedLocked(id) {
+	for id, h := range round.holders {
+		if !h.Live && slices.Contains(round.live, h.Instance) && round.orphaned(known, id) {
 			out = append(out, id)
 		}
 	}
@@ -1503,7 +1419,7 @@ func (f *fleet) abandonedLocked() []string {
 
 // dropLease deletes the lease of a pipeline this instance deleted.
 func (f *fleet) dropLease(ctx context.Context, id string) {
-	l, ok := f.unhold(id)
+	l, ok := f.leases.unhold(id)
 	if !ok {
 		return
 	}

@@ -61,7 +61,7 @@ func TestKnownAfterAPlan(t *testing.T) {
 func TestFenceAndWriteGuard(t *testing.T) {
 	f := newFleet(nil, Options{Log: zap.NewNop()}, &cluster.Membership{}, nil)
 	f.ttl = time.Minute
-	f.held["mine"] = cluster.Lease{PipelineID: "mine", Token: 7}
+	f.leases.hold(cluster.Lease{PipelineID: "mine", Token: 7})
 	key := func(prefix, id string) []byte { return []byte(prefix + store.KeyPart(id) + "/x") }
 	cases := []struct {
 		key  []byte
