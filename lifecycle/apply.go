@@ -37,47 +37,87 @@ func (s *Supervisor) ApplyRule(ctx context.Context, name string, actor auditlog.
 }
 
 func (s *Supervisor) onApplyRule(name string, actor auditlog.Actor) ApplyOutcome {
-	switch {
-	case s.shuttingDown:
-		return ApplyOutcome{Why: "conduit is shutting down"}
-	case s.m.current() != StatusDegraded:
-		return ApplyOutcome{Why: "not degraded (" + s.m.current().String() + ")"}
-	case s.state.DegradedReason == ReasonForceStop:
-		return ApplyOutcome{Why: "force-stopped by a user: start it to run it again"}
-	case s.state.LastError == nil:
-		return ApplyOutcome{Why: "no error recorded"}
+	a := ruleApplicationOf(&s.state, s.m.current(), s.shuttingDown, s.cfg.Policy.ManagedRule(name),
+		func(f *Fault) { f.Pipeline, f.Plugin = s.cfg.PipelineID, s.pluginOf(f.Component) },
+		actor, s.cfg.Clock.Now(), s.cfg.Random)
+	if !a.outcome.Restarted {
+		return a.outcome
 	}
-	r := s.cfg.Policy.ManagedRule(name)
-	if r == nil {
-		return ApplyOutcome{Why: "the rule does not apply to this pipeline's policy"}
-	}
-	info := *s.state.LastError
-	f := Fault{Pipeline: s.cfg.PipelineID, Code: info.Code, Message: info.Message, Component: info.Component,
-		Plugin: s.pluginOf(info.Component), NamesRecord: true,
-		Class: CodeClass(info.Class, info.Source, info.Code, info.ComponentKind)}
-	if !r.matches(f) {
-		return ApplyOutcome{Why: "its last error does not match the rule"}
-	}
-	if r.Action == config.ActionDegrade {
-		return ApplyOutcome{Why: "the rule degrades: it would decide the same"}
-	}
-	now := s.cfg.Clock.Now()
-	delay := Delay(r.Policy, 1, s.cfg.Random())
-	next := now.Add(delay)
-	from := s.mustTransition(eventRetry)
-	s.state.DegradedReason = ""
-	s.state.FailCount = 1
-	s.state.NextAttemptAt = next
-	info.Rule, info.Class, info.Source = r.Name, cerrors.ClassTransient, cerrors.SourceRule
-	s.state.LastError = &info
-	s.state.Episode = &Episode{StartedAt: now}
-	s.state.Episode.add(Attempt{Number: 1, FailedAt: info.At, Error: info, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy})
-	s.state.Episode.countRule(r)
-	s.scheduleRestart(next)
+	s.mustTransition(eventRetry)
+	a.apply(&s.state)
+	s.scheduleRestart(a.outcome.NextAttemptAt)
 	s.save()
-	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: from, StatusAfter: StatusRecovering, Actor: actor,
-		Attempt: 1, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy, Action: ActionRestart.String(),
-		Message: fmt.Sprintf("rule %s applied by %s to the degraded pipeline: its last error matches; restart 1 scheduled in %s (strategy %s)",
-			strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)}, &info))
-	return ApplyOutcome{Restarted: true, NextAttemptAt: next, Why: fmt.Sprintf("restart in %s", delay)}
+	s.emit(a.event)
+	return a.outcome
+}
+
+// ruleApplication is what applying a managed rule does to a pipeline:
+// nothing, and why (outcome), or a restart on the rule's schedule - the
+// state it changes and the event that records it.
+type ruleApplication struct {
+	outcome ApplyOutcome
+	rule    *Rule
+	// info is the pipeline's last error as the rule classifies it.
+	info  ErrorInfo
+	delay time.Duration
+	now   time.Time
+	event auditlog.Event
+}
+
+// ruleApplicationOf works out what applying r (nil: the pipeline's
+// policy has no managed rule of that name) does to a pipeline in state
+// st, whose status is current. fault fills in what the state does not
+// say of the last error's fault (the pipeline, the component's plugin);
+// random is drawn only for a restart. It does no I/O and reads no clock.
+func ruleApplicationOf(st *State, current Status, shuttingDown bool, r *Rule, fault func(*Fault),
+	actor auditlog.Actor, now time.Time, random func() float64) ruleApplication {
+	not := func(why string) ruleApplication { return ruleApplication{outcome: ApplyOutcome{Why: why}} }
+	switch {
+	case shuttingDown:
+		return not("conduit is shutting down")
+	case current != StatusDegraded:
+		return not("not degraded (" + current.String() + ")")
+	case st.DegradedReason == ReasonForceStop:
+		return not("force-stopped by a user: start it to run it again")
+	case st.LastError == nil:
+		return not("no error recorded")
+	case r == nil:
+		return not("the rule does not apply to this pipeline's policy")
+	}
+	info := *st.LastError
+	f := Fault{Code: info.Code, Message: info.Message, Component: info.Component, NamesRecord: true,
+		Class: CodeClass(info.Class, info.Source, info.Code, info.ComponentKind)}
+	fault(&f)
+	switch {
+	case !r.matches(f):
+		return not("its last error does not match the rule")
+	case r.Action == config.ActionDegrade:
+		return not("the rule degrades: it would decide the same")
+	}
+	delay := Delay(r.Policy, 1, random())
+	next := now.Add(delay)
+	info.Rule, info.Class, info.Source = r.Name, cerrors.ClassTransient, cerrors.SourceRule
+	return ruleApplication{
+		outcome: ApplyOutcome{Restarted: true, NextAttemptAt: next, Why: fmt.Sprintf("restart in %s", delay)},
+		rule:    r, info: info, delay: delay, now: now,
+		event: withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: actor,
+			Attempt: 1, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy, Action: ActionRestart.String(),
+			Message: fmt.Sprintf("rule %s applied by %s to the degraded pipeline: its last error matches; restart 1 scheduled in %s (strategy %s)",
+				strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)}, &info),
+	}
+}
+
+// apply changes the state as a restart the rule decided says, except what
+// the state machine owns (the status): a new episode with its first
+// attempt, the fail count and the next attempt.
+func (a *ruleApplication) apply(st *State) {
+	next := a.outcome.NextAttemptAt
+	info := a.info
+	st.DegradedReason = ""
+	st.FailCount = 1
+	st.NextAttemptAt = next
+	st.LastError = &info
+	st.Episode = &Episode{StartedAt: a.now}
+	st.Episode.add(Attempt{Number: 1, FailedAt: info.At, Error: info, Delay: a.delay, NextAttemptAt: next, Strategy: a.rule.Policy.Strategy})
+	st.Episode.countRule(a.rule)
 }

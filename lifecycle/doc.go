@@ -40,7 +40,8 @@
 // (the rule that matches, the record it keeps failing on), and
 // faultOutcome works out, without I/O, the state it changes and the
 // events that record it (lifecycle/fault.go, table-tested in
-// step_test.go); the Supervisor goroutine only waits and carries that out
+// step_test.go); ruleApplicationOf does the same for a managed rule
+// applied to a degraded pipeline (apply.go); the Supervisor goroutine only waits and carries that out
 // (the transitions of the state machine, the restart's schedule, the
 // events). One goroutine owns each pipeline's state; everything else
 // sends it messages. Time comes from a Clock (pkg/clock), so tests never

@@ -202,3 +202,90 @@ func TestFaultOutcome(t *testing.T) {
 		})
 	}
 }
+
+// Applying a managed rule to a pipeline decides from its state alone:
+// the pipeline must be degraded by an error (not shutting down, not
+// force-stopped by a user), the rule must be the policy's, match the
+// error with its plugin and retry; then the pipeline waits for a restart
+// on the rule's schedule in a new episode, its error reclassified by the
+// rule. Only a restart draws a random number.
+func TestRuleApplication(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	failed := ErrorInfo{At: now.Add(-time.Hour), Code: 503, Class: "fatal", Source: "rule", Message: "unavailable", Component: "src", ComponentKind: "source", Rule: "give-up"}
+	rule := func(action string, plugins ...string) *Rule {
+		p := mustPolicy(config.ErrorRecoveryOverride{Rules: []config.Rule{{Name: "retry-503", Action: action,
+			Match:  config.RuleMatch{Codes: []config.CodeRange{{From: 503, To: 503}}, Plugins: plugins},
+			Policy: config.ErrorRecoveryOverride{Strategy: ptr("fixed"), MinDelay: ptr(30 * time.Second)}}}})
+		for _, rules := range p.RuleSet() {
+			for i := range rules {
+				if rules[i].Name == "retry-503" {
+					return &rules[i]
+				}
+			}
+		}
+		panic("the rule did not compile into the policy")
+	}
+	degraded := State{Status: StatusDegraded, DegradedReason: ReasonFatal, FailCount: 3, LastError: &failed}
+	forced := degraded
+	forced.DegradedReason = ReasonForceStop
+	noError := degraded
+	noError.LastError = nil
+	tests := []struct {
+		name         string
+		state        State
+		current      Status
+		shuttingDown bool
+		rule         *Rule
+		why          string
+	}{
+		{"shutting down", degraded, StatusDegraded, true, rule(config.ActionRetry), "conduit is shutting down"},
+		{"not degraded", degraded, StatusRecovering, false, rule(config.ActionRetry), "not degraded (recovering)"},
+		{"force-stopped", forced, StatusDegraded, false, rule(config.ActionRetry), "force-stopped by a user: start it to run it again"},
+		{"no error", noError, StatusDegraded, false, rule(config.ActionRetry), "no error recorded"},
+		{"not the policy's", degraded, StatusDegraded, false, nil, "the rule does not apply to this pipeline's policy"},
+		{"another plugin", degraded, StatusDegraded, false, rule(config.ActionRetry, "builtin:kafka"), "its last error does not match the rule"},
+		{"a rule that degrades", degraded, StatusDegraded, false, rule(config.ActionDegrade), "the rule degrades: it would decide the same"},
+		{"a rule that retries", degraded, StatusDegraded, false, rule(config.ActionRetry), "restart in 30s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			draws := 0
+			before := tt.state
+			a := ruleApplicationOf(&tt.state, tt.current, tt.shuttingDown, tt.rule,
+				func(f *Fault) { f.Pipeline, f.Plugin = "orders", "builtin:postgres" },
+				auditlog.ActorUser, now, func() float64 { draws++; return 0.5 })
+			if a.outcome.Why != tt.why {
+				t.Fatalf("why %q, want %q", a.outcome.Why, tt.why)
+			}
+			if !reflect.DeepEqual(tt.state, before) {
+				t.Fatalf("the state given changed: %+v", tt.state)
+			}
+			if !a.outcome.Restarted {
+				if draws != 0 {
+					t.Errorf("%d random draws without a restart", draws)
+				}
+				return
+			}
+			next := now.Add(30 * time.Second)
+			if draws != 1 || !a.outcome.NextAttemptAt.Equal(next) {
+				t.Fatalf("next attempt %v after %d draws, want %v after 1", a.outcome.NextAttemptAt, draws, next)
+			}
+			e := a.event
+			if e.Kind != auditlog.KindRecovering || e.StatusBefore != StatusDegraded || e.StatusAfter != StatusRecovering || e.Actor != auditlog.ActorUser ||
+				e.Attempt != 1 || e.Delay != 30*time.Second || !e.NextAttemptAt.Equal(next) || e.ErrorRule != "retry-503" || e.ErrorClass != cerrors.ClassTransient ||
+				!strings.Contains(e.Message, `rule "retry-503" applied by user`) {
+				t.Errorf("event %+v", e)
+			}
+			st := tt.state
+			a.apply(&st)
+			if st.DegradedReason != "" || st.FailCount != 1 || !st.NextAttemptAt.Equal(next) || st.LastError.Rule != "retry-503" ||
+				st.LastError.Source != cerrors.SourceRule || st.LastError.Class != cerrors.ClassTransient || failed.Rule != "give-up" {
+				t.Errorf("state after %+v (error %+v)", st, st.LastError)
+			}
+			if ep := st.Episode; ep == nil || !ep.StartedAt.Equal(now) || len(ep.Attempts) != 1 || ep.Attempts[0].Number != 1 ||
+				!ep.Attempts[0].FailedAt.Equal(failed.At) || ep.RuleCounts["retry-503"] != 1 {
+				t.Errorf("episode %+v", st.Episode)
+			}
+		})
+	}
+}
