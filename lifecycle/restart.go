@@ -140,14 +140,7 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	if le := s.state.LastError; le != nil && le.Dependency != "" && s.cfg.Breakers != nil {
 		s.cfg.Breakers.Success(le.Dependency, s.cfg.PipelineID)
 	}
-	attempts := s.state.FailCount
-	s.state.FailCount = 0
-	// Remembered for flap detection: a failure within flap-window
-	// continues this episode's backoff.
-	s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = s.cfg.Clock.Now(), attempts
-	// Records go through again: whatever it failed on is behind it.
-	s.state.Poison = nil
-	s.endEpisode("recovered (" + string(reason) + ")")
+	attempts := s.state.recovered(s.cfg.Clock.Now(), reason)
 	s.save()
 	message := "pipeline recovered: running again, fail count reset"
 	if from == StatusRunning {
@@ -155,13 +148,6 @@ func (s *Supervisor) recovered(reason RecoveredReason) {
 	}
 	s.emit(auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(reason),
 		Attempt: attempts, Message: message})
-}
-
-func (s *Supervisor) endEpisode(outcome string) {
-	if e := s.state.Episode; e != nil && e.EndedAt.IsZero() {
-		e.EndedAt = s.cfg.Clock.Now()
-		e.Outcome = outcome
-	}
 }
 
 // stopWindow stops the healthy window's timer and the probation's.

@@ -106,12 +106,7 @@ func (s *Supervisor) onStart(actor auditlog.Actor) error {
 	if err != nil {
 		return err
 	}
-	s.state.FailCount = 0
-	// A human started it: what came before no longer counts as flapping.
-	s.state.Flaps, s.state.LastRecoveredAt, s.state.LastEpisodeAttempts = 0, time.Time{}, 0
-	s.state.Poison = nil
-	s.state.NextAttemptAt = time.Time{}
-	s.state.DegradedReason = ""
+	s.state.startedByUser()
 	s.emit(auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: from, StatusAfter: StatusRunning, Actor: actor, Message: "pipeline starting"})
 	s.save()
 	s.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: actor, Message: "pipeline running"})
@@ -132,8 +127,7 @@ func (s *Supervisor) onStop(m stopMsg) {
 	s.stopWindow()
 	s.takeOverRestart()
 	s.leaveBreaker()
-	s.state.NextAttemptAt = time.Time{}
-	s.endEpisode("stopped")
+	s.state.stopped(s.cfg.Clock.Now())
 	s.save()
 	if s.run == nil {
 		s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"})
@@ -167,9 +161,7 @@ func (s *Supervisor) forceStop(reply chan error) {
 	s.stopWindow()
 	s.takeOverRestart()
 	s.leaveBreaker()
-	s.state.DegradedReason = ReasonForceStop
-	s.state.NextAttemptAt = time.Time{}
-	s.endEpisode("degraded (" + string(ReasonForceStop) + ")")
+	s.state.forceStopped(s.cfg.Clock.Now())
 	s.save()
 	s.emit(auditlog.Event{Kind: auditlog.KindDegraded, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
 		Message: "pipeline force-stopped: in-flight records were dropped and will be read again on the next start"})
@@ -221,7 +213,7 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 		// recover from.
 		from := s.mustTransition(eventStop)
 		s.stopWindow()
-		s.endEpisode("stopped")
+		s.state.stopped(s.cfg.Clock.Now())
 		s.save()
 		s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
 			Message: "pipeline finished: its source has no more records"})
