@@ -1,17 +1,13 @@
 package auditlog
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // TestEventFormatGolden pins the persisted event format: if this fails,
 // existing audit logs can no longer be read.
@@ -42,19 +38,7 @@ func TestEventFormatGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "event.golden.json")
-	if *updateGolden {
-		if err := os.WriteFile(golden, append(encoded, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if string(encoded)+"\n" != string(want) {
-		t.Fatalf("event encoding changed:\n got %s\nwant %s", encoded, want)
-	}
+	want := golden.File(t, "event.golden.json", append(encoded, '\n'))
 	decoded, err := decodeEvent(want, escapeID(e.PipelineID), e.Sequence)
 	if err != nil {
 		t.Fatal(err)

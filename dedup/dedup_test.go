@@ -3,7 +3,6 @@ package dedup
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,11 +11,10 @@ import (
 	"time"
 
 	"github.com/conduitry/conduit/pkg/clocktest"
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 type fixture struct {
 	db    store.Store
@@ -172,20 +170,8 @@ func TestEntryFormatGolden(t *testing.T) {
 		{"entry.v4.golden", kindWritten, "orders-eu"},
 		{"entry.v4-intent.golden", kindIntent, "orders-eu"},
 	} {
-		golden := filepath.Join("testdata", tc.file)
 		got := encodeEntry(at, tc.kind, tc.source, goldenPositions())
-		if *updateGolden {
-			if err := os.WriteFile(golden, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("read golden file (run with -update to create it): %v", err)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("%s: entry encoding changed:\n got %x\nwant %x", tc.file, got, want)
-		}
+		want := golden.File(t, tc.file, got)
 		exp, kind, source, ps, err := decodeEntry(want)
 		if err != nil || !exp.Equal(at) || kind != tc.kind || source != tc.source || !slices.EqualFunc(ps, goldenPositions(), slices.Equal) {
 			t.Fatalf("%s decodes to %v %v %q %q %v", tc.file, exp, kind, source, ps, err)

@@ -3,12 +3,11 @@ package dedup
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -16,20 +15,8 @@ import (
 // TestMarkFormatGolden pins the persisted mark, and that neither a mark
 // passes for an entry nor an entry for a mark.
 func TestMarkFormatGolden(t *testing.T) {
-	golden := filepath.Join("testdata", "mark.v5.golden")
 	got := encodeMark(1<<40 + 12345)
-	if *updateGolden {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("mark encoding changed:\n got %x\nwant %x", got, want)
-	}
+	want := golden.File(t, "mark.v5.golden", got)
 	if offset, ok := decodeMark(want); !ok || offset != 1<<40+12345 {
 		t.Fatalf("golden mark decodes to %d, %v", offset, ok)
 	}

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,10 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/conduitry/conduit/auditlog"
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // goldenState is the state pinned by testdata/state.v2.golden.json: an
 // episode of 40 attempts of which 25 were dropped from the middle, with
@@ -60,19 +58,7 @@ func TestStateFormatGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "state.v2.golden.json")
-	if *updateGolden {
-		if err := os.WriteFile(golden, append(encoded, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if string(encoded)+"\n" != string(want) {
-		t.Fatalf("state encoding changed:\n got %s\nwant %s", encoded, want)
-	}
+	want := golden.File(t, "state.v2.golden.json", append(encoded, '\n'))
 	decoded, err := decodeState(want)
 	if err != nil {
 		t.Fatal(err)

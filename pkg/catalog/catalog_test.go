@@ -2,17 +2,15 @@ package catalog
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // TestStoredFormatsGolden pins the persisted formats of API-applied
 // pipelines and managed rules: a change that makes this fail makes the
@@ -48,23 +46,11 @@ func TestStoredFormatsGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
-			golden := filepath.Join("testdata", tt.golden)
 			encoded, err := tt.encode()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *updateGolden {
-				if err := os.WriteFile(golden, append(encoded, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden file (run with -update to create it): %v", err)
-			}
-			if string(encoded)+"\n" != string(want) {
-				t.Fatalf("encoded record changed; this is the on-disk format (a change needs a new version):\n got %s\nwant %s", encoded, want)
-			}
+			want := golden.File(t, tt.golden, append(encoded, '\n'))
 			got, err := tt.decode(want)
 			if err != nil {
 				t.Fatal(err)

@@ -3,40 +3,24 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
-
 // TestPositionFormatGolden pins the persisted position format: a change that
 // makes this fail makes every existing database unreadable.
 func TestPositionFormatGolden(t *testing.T) {
-	golden := filepath.Join("testdata", "position.golden.json")
 	savedAt := time.Date(2026, 11, 20, 12, 30, 0, 0, time.UTC)
 	encoded, err := encodePosition(record.Position("offset:4096"), savedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *updateGolden {
-		if err := os.WriteFile(golden, append(encoded, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if string(encoded)+"\n" != string(want) {
-		t.Fatalf("encoded position changed:\n got %s\nwant %s", encoded, want)
-	}
+	want := golden.File(t, "position.golden.json", append(encoded, '\n'))
 	pos, err := decodePosition(want)
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,11 +14,10 @@ import (
 	"go.uber.org/zap"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/golden"
 	"github.com/conduitry/conduit/pkg/pgtest"
 	"github.com/conduitry/conduit/pkg/store"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 const (
 	userSchema  = `{"type":"record","name":"user","fields":[{"name":"id","type":"int"},{"name":"name","type":"string"}]}`
@@ -227,19 +224,7 @@ func TestBuiltinPersistedFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "builtin.golden.json")
-	if *updateGolden {
-		if err := os.WriteFile(golden, append(encoded, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(bytes.TrimSpace(want), encoded) {
-		t.Fatalf("persisted keys changed; this is the on-disk format (a change needs a migration):\ngot  %s\nwant %s", encoded, want)
-	}
+	want := golden.File(t, "builtin.golden.json", append(encoded, '\n'))
 
 	// And a registry reads what the golden file holds.
 	var stored map[string]string
