@@ -102,6 +102,10 @@ type fleet struct {
 	fatal func(error)
 	// renewFailing is set while renewals fail (the renewal loop's own).
 	renewFailing bool
+	// abandons counts the times this instance stopped its pipelines for
+	// want of a renewal; settled is the count when what they wrote was
+	// last found durable (writesSettled).
+	abandons, settled atomic.Uint64
 }
 
 // knownPipelines are the valid desired pipelines an instance knows, in the
@@ -1005,12 +1009,17 @@ func (f *fleet) changeHands(ctx context.Context, take []reconciler.Running, give
 	wg.Wait()
 }
 
-// writesSettled waits a moment for what this process wrote before to be
-// durable, and reports whether it is: the events and states of the
-// pipelines it stopped when it could not renew their leases wait in
-// memory while the database is away, under those leases' tokens. Taking a
-// lease again gives it a new token, which would fence them out.
+// writesSettled reports whether what this process wrote before it last
+// stopped its pipelines for want of a renewal (abandon) is durable,
+// waiting a moment for it: the events and states of those pipelines wait
+// in memory while the database is away, under their leases' tokens, and
+// taking a lease again gives it a new token, which would fence them out.
+// Once they are, it answers at once until the next abandon.
 func (f *fleet) writesSettled(ctx context.Context) bool {
+	abandons := f.abandons.Load()
+	if f.settled.Load() == abandons {
+		return true
+	}
 	audit := f.host.Audit()
 	ctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
@@ -1023,6 +1032,7 @@ func (f *fleet) writesSettled(ctx context.Context) bool {
 		f.log.Info("taking up pipelines once the events and states written while the database was away are stored", zap.Int("held", held))
 		return false
 	}
+	f.settled.Store(abandons)
 	return true
 }
 
@@ -1121,6 +1131,7 @@ func (f *fleet) giveBack(ctx context.Context, id string) {
 // their leases: they are stopped before another instance may take them
 // over, forced if they do not drain before the leases may expire.
 func (f *fleet) abandon(ctx context.Context, why string) {
+	f.abandons.Add(1)
 	ids := f.leases.ids()
 	f.log.Error("stopping every pipeline of this instance: "+why, zap.Int("pipelines", len(ids)))
 	left := max(f.deadline(writePercent)-f.sinceEpoch(), 0)
