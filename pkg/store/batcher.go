@@ -406,9 +406,10 @@ type WriteOptions struct {
 // when there is nothing to fence. A caller that may submit the same ops
 // again later (the audit log holding a write the store refused) fences
 // them once, at the first submission: a write must land under the lease
-// it was made under, or not at all.
+// it was made under, or not at all. Ops that all carry a fence are
+// returned as they are.
 func (b *Batcher) Fence(ops []Op) []Op {
-	if b.fenceOf == nil {
+	if b.fenceOf == nil || !slices.ContainsFunc(ops, func(op Op) bool { return op.Fence == nil }) {
 		return ops
 	}
 	fenced := slices.Clone(ops)

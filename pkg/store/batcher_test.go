@@ -479,6 +479,19 @@ func TestBatcherFencesPipelineWrites(t *testing.T) {
 	if err := b.Apply(ctx, Op{Key: []byte(KeyProcess), Value: []byte("x")}); err != nil {
 		t.Fatalf("a write of no pipeline: %v", err)
 	}
+
+	// Fence fences copies, once: the caller's ops stay as they are, and
+	// ops that all carry a fence keep it (a write tried again later lands
+	// under the lease it was made under).
+	ops := []Op{{Key: []byte(PrefixPipelineState + "billing")}, {Key: []byte(KeyProcess)}}
+	fenced := b.Fence(ops)
+	if ops[0].Fence != nil || fenced[0].Fence == nil || fenced[0].Fence.Token != 7 || fenced[1].Fence != nil {
+		t.Fatalf("fenced %+v from %+v", fenced, ops)
+	}
+	old := []Op{{Key: []byte(PrefixPipelineState + "billing"), Fence: &Fence{Pipeline: "billing", Token: 3}}}
+	if again := b.Fence(old); &again[0] != &old[0] || again[0].Fence.Token != 3 {
+		t.Fatalf("ops fenced already were fenced again: %+v", again)
+	}
 }
 
 // syncRecordingStore records, for each commit, whether it was synced.
