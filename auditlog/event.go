@@ -27,7 +27,11 @@ const (
 	KindStopped      Kind = "stopped"       // the pipeline is stopped
 	KindDeleted      Kind = "deleted"       // the pipeline was deleted
 	KindDedupSkipped Kind = "dedup-skipped" // Count records already accepted by a destination were not written again
-	KindDeadLettered Kind = "dead-lettered" // Count records a dead-letter rule or quarantine (ErrorRule) sent to the dead-letter queue
+	// KindDedupUnverified: a destination that reads back what it wrote
+	// could not (its output was replaced or cut): records its last run
+	// wrote without seeing them acknowledged may be written again.
+	KindDedupUnverified Kind = "dedup-unverified"
+	KindDeadLettered    Kind = "dead-lettered" // Count records a dead-letter rule or quarantine (ErrorRule) sent to the dead-letter queue
 	// KindNotified: a notification about the pipeline was delivered to a
 	// target (pkg/notify); KindNotificationFailed: an attempt failed
 	// (ErrorMessage, Attempt, and Delay until the next).
@@ -39,7 +43,7 @@ const (
 func Kinds() []Kind {
 	return []Kind{KindCreated, KindProvisioned, KindStarting, KindRunning, KindResumed, KindFault,
 		KindRecovering, KindRestarted, KindRecovered, KindDegraded, KindStopping, KindStopped,
-		KindDeleted, KindDedupSkipped, KindDeadLettered, KindNotified, KindNotificationFailed}
+		KindDeleted, KindDedupSkipped, KindDedupUnverified, KindDeadLettered, KindNotified, KindNotificationFailed}
 }
 
 // SupervisorKinds returns the kinds the supervisor emits (metrics count

@@ -226,6 +226,9 @@ type Destination struct {
 	pending   map[sourcePosition]string
 	remaining map[string]int
 	hits      int64
+	// unverified: the destination could not read back what its last run
+	// wrote (Unverified).
+	unverified bool
 	// durability is what the entries must survive: what the
 	// destination's writes survive (Holdings.Unsynced).
 	durability store.Durability
@@ -344,7 +347,7 @@ func (s *Store) Open(ctx context.Context, pipelineID, destinationID string, held
 	if held.Since != nil {
 		moved := !marked || mark != held.Offset
 		if marked {
-			entries, err := d.readBack(held, mark, now.Add(s.ttl), pipelineID, destinationID)
+			entries, err := d.readBack(held, mark, now.Add(s.ttl))
 			if err != nil {
 				return nil, fmt.Errorf("read back what %s/%s holds: %w", pipelineID, destinationID, err)
 			}
@@ -393,7 +396,7 @@ func (d *Destination) hold(e loadedEntry) int {
 // readBack turns what the destination holds from mark on into written
 // entries, one per source in the order the sources first appear, expiring
 // at expires.
-func (d *Destination) readBack(held Holdings, mark int64, expires time.Time, pipelineID, destinationID string) ([]loadedEntry, error) {
+func (d *Destination) readBack(held Holdings, mark int64, expires time.Time) ([]loadedEntry, error) {
 	var entries []loadedEntry
 	bySource := map[string]int{}
 	ok, err := held.Since(mark, func(source string, pos record.Position) {
@@ -410,12 +413,18 @@ func (d *Destination) readBack(held Holdings, mark int64, expires time.Time, pip
 		return nil, err
 	}
 	if !ok {
-		d.store.log.Warn("the destination cannot say what it holds of the last run (its output was replaced); records the last run wrote without seeing them acknowledged may be written again",
-			zap.String("pipeline_id", pipelineID), zap.String("destination", destinationID))
+		d.unverified = true
 		return nil, nil
 	}
 	return entries, nil
 }
+
+// Unverified reports whether the destination, which reads back what it
+// wrote, could not say what it holds of the last run when this one opened
+// (its output was replaced or cut): records the last run wrote without
+// seeing them acknowledged may be written again. The engine reports it
+// (an audit event); the dedup store has nothing else to go on.
+func (d *Destination) Unverified() bool { return d.unverified }
 
 // Mark returns the write that moves the destination's mark to offset (see
 // markVersion); the engine commits it with a position save. Unlike the

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
@@ -72,4 +74,79 @@ pipelines:
 		func() string {
 			return fmt.Sprintf("destinations with dedup keys %q, want renamed's mark alone", marked())
 		})
+}
+
+// TestOutputReplacedBetweenRunsIsAnAuditedDecision: a file destination
+// whose output was replaced while its pipeline was stopped cannot read
+// back what its last run wrote; that dedup can then not skip those
+// records is said in the pipeline's audit log, not only in the process
+// log.
+func TestOutputReplacedBetweenRunsIsAnAuditedDecision(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "out.jsonl")
+	if err := os.WriteFile(filepath.Join(dir, "gen.yml"), fmt.Appendf(nil, `version: "2.2"
+pipelines:
+  - id: gen
+    connectors:
+      - id: gen
+        type: source
+        plugin: builtin:generator
+        settings:
+          rate: 100
+          format.options.id: int
+      - id: out
+        type: destination
+        plugin: builtin:file
+        settings:
+          path: %s
+`, out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt := newFilesRuntime(t, dir, zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runInBackground(rt, ctx, nil)
+	defer func() {
+		cancel()
+		waitDone(t, done)
+	}()
+	unverified := func() []auditlog.Event {
+		events, err := rt.AuditLog().List(context.Background(), "gen", auditlog.Query{Kinds: []auditlog.Kind{auditlog.KindDedupUnverified}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events
+	}
+	clocktest.Eventually(t, func() bool { return fileSize(t, out) > 0 }, func() string { return "nothing written" })
+	m := rt.get("gen")
+	if err := m.Stop(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := unverified(); len(got) != 0 {
+		t.Fatalf("before the output was replaced: %+v", got)
+	}
+	// Rotated away while stopped: a new file at the path.
+	if err := os.Rename(out, out+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clocktest.Eventually(t, func() bool { return len(unverified()) == 1 }, func() string {
+		return fmt.Sprintf("dedup-unverified events after the replaced output was opened: %+v", unverified())
+	})
+	e := unverified()[0]
+	if e.Component != "out" || !strings.Contains(e.Message, "could not say what it holds of the last run") {
+		t.Errorf("event %+v", e)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

@@ -939,6 +939,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 	}
 	if cfg.Dedup != nil {
 		cfg.OnDedupSkipped = func(destination string, skipped int64) { r.dedupSkipped(m, destination, skipped) }
+		cfg.OnDedupUnverified = func(destination string) { r.dedupUnverified(m, destination) }
 	}
 	e, err := pipeline.New(cfg)
 	if err != nil {
@@ -963,6 +964,17 @@ func (r *Runtime) dedupSkipped(m *managedPipeline, destination string, skipped i
 		Message: fmt.Sprintf("%d %s destination %s already accepted in an earlier run %s acknowledged without being written again", skipped, records, destination, were)}
 	m.recordEvent(r, &e, "")
 	r.metrics.CountEvent(string(auditlog.KindDedupSkipped))
+}
+
+// dedupUnverified writes the event of a destination that could not read
+// back what its last run wrote. It changes no status.
+func (r *Runtime) dedupUnverified(m *managedPipeline, destination string) {
+	const message = "destination %s could not say what it holds of the last run (its output was replaced or cut since): records that run wrote without seeing them acknowledged may be written again"
+	r.log.Warn(fmt.Sprintf(message, destination), zap.String("pipeline_id", m.cfg.ID), zap.String("destination", destination))
+	e := auditlog.Event{PipelineID: m.cfg.ID, Kind: auditlog.KindDedupUnverified, Actor: lifecycle.ActorSystem,
+		Component: destination, ComponentKind: "destination", Message: fmt.Sprintf(message, destination)}
+	m.recordEvent(r, &e, "")
+	r.metrics.CountEvent(string(auditlog.KindDedupUnverified))
 }
 
 // pipelineJournal persists what a pipeline's supervisor hands over: the

@@ -107,6 +107,15 @@ type DedupDestination interface {
 	Intend(ctx context.Context, source string, positions []record.Position) (key []byte, wait func() error, err error)
 }
 
+// unverifiedDedup is the optional ability of the DedupDestination of a
+// destination that reads back what it wrote to say that it could not this
+// time (its output was replaced or cut): records the last run wrote
+// without seeing them acknowledged may be written again
+// (Config.OnDedupUnverified).
+type unverifiedDedup interface {
+	Unverified() bool
+}
+
 // holdingDedup is the ability of the DedupDestination of a destination
 // that reads back what it wrote (Held.Since): Mark is the write that moves
 // the destination's mark to an offset, committed with a position save. A
@@ -204,6 +213,10 @@ type Config struct {
 	// records were skipped: when the last pending position was skipped, or
 	// at the end of the run.
 	OnDedupSkipped func(destinationID string, skipped int64)
+	// OnDedupUnverified, if set, is called when a destination that reads
+	// back what it wrote could not say what it holds of the last run, as
+	// the run opens (see unverifiedDedup).
+	OnDedupUnverified func(destinationID string)
 	// OnDeadLettered, if set, is called from the acknowledging stage once
 	// records a dead-letter rule or quarantine took are in the dead-letter
 	// queue: once per rule and batch. It must not block.
@@ -465,6 +478,9 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			if dedups[i], err = e.cfg.Dedup.Open(ctx, e.cfg.PipelineID, d.ID, held); err != nil {
 				return &StageError{Kind: KindDestination, ID: d.ID, Op: "load dedup entries", Err: cerrors.Transient(err)}
+			}
+			if u, ok := dedups[i].(unverifiedDedup); ok && u.Unverified() && e.cfg.OnDedupUnverified != nil {
+				e.cfg.OnDedupUnverified(d.ID)
 			}
 		}
 	}
