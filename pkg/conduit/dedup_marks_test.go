@@ -16,13 +16,11 @@ import (
 	"github.com/conduitry/conduit/pkg/clocktest"
 )
 
-// TestMarkOfARemovedDestinationIsDeleted: a file destination's dedup mark
-// never expires, so when the pipeline file renames the destination, the
-// old one's mark goes with it.
-func TestMarkOfARemovedDestinationIsDeleted(t *testing.T) {
-	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "out.jsonl")
-	file := func(destination string) []byte {
-		return fmt.Appendf(nil, `version: "2.2"
+// generatorToFile is a pipeline file of one pipeline, gen: a generator of
+// 100 records a second into a file destination called destination that
+// writes to out.
+func generatorToFile(destination, out string) []byte {
+	return fmt.Appendf(nil, `version: "2.2"
 pipelines:
   - id: gen
     connectors:
@@ -38,7 +36,14 @@ pipelines:
         settings:
           path: %s
 `, destination, out)
-	}
+}
+
+// TestMarkOfARemovedDestinationIsDeleted: a file destination's dedup mark
+// never expires, so when the pipeline file renames the destination, the
+// old one's mark goes with it.
+func TestMarkOfARemovedDestinationIsDeleted(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "out.jsonl")
+	file := func(destination string) []byte { return generatorToFile(destination, out) }
 	if err := os.WriteFile(filepath.Join(dir, "gen.yml"), file("out"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -83,22 +88,7 @@ pipelines:
 // log.
 func TestOutputReplacedBetweenRunsIsAnAuditedDecision(t *testing.T) {
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "out.jsonl")
-	if err := os.WriteFile(filepath.Join(dir, "gen.yml"), fmt.Appendf(nil, `version: "2.2"
-pipelines:
-  - id: gen
-    connectors:
-      - id: gen
-        type: source
-        plugin: builtin:generator
-        settings:
-          rate: 100
-          format.options.id: int
-      - id: out
-        type: destination
-        plugin: builtin:file
-        settings:
-          path: %s
-`, out), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "gen.yml"), generatorToFile("out", out), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rt := newFilesRuntime(t, dir, zap.NewNop())
