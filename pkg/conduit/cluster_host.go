@@ -12,8 +12,8 @@ import (
 	"github.com/conduitry/conduit/pkg/reconciler"
 )
 
-// clusterHost is the runtime as an instance of a cluster (pkg/cluster)
-// runs pipelines in it: the pipelines it takes up, hands over and deletes.
+// clusterHost is the runtime as an instance of a cluster
+// (pkg/cluster/instance) runs pipelines in it: the pipelines it takes up, hands over and deletes.
 type clusterHost struct{ r *Runtime }
 
 var _ instance.Host = clusterHost{}

@@ -1,6 +1,6 @@
 // Package ownership is the seam between the runtime and the way it runs:
-// alone (Solo, here) or as an instance of a cluster (pkg/cluster's
-// Instance). It says which pipelines this process runs, what it puts on
+// alone (Solo, here) or as an instance of a cluster (pkg/cluster/instance,
+// opened by instance.Open). It says which pipelines this process runs, what it puts on
 // their writes and what a plan's changes mean for it; the runtime calls it
 // the same way in both modes and asks nothing else about the mode.
 //
