@@ -291,22 +291,10 @@ func TestTapsKeepTheEnginesOptionalAbilities(t *testing.T) {
 		name string
 		has  func(any) bool
 	}{
-		{"PositionReporter", func(v any) bool {
-			_, ok := connector.Ability[connector.PositionReporter](v.(connector.Destination))
-			return ok
-		}},
-		{"SourceReporter", func(v any) bool {
-			_, ok := connector.Ability[connector.SourceReporter](v.(connector.Destination))
-			return ok
-		}},
-		{"HoldingReporter", func(v any) bool {
-			_, ok := connector.Ability[connector.HoldingReporter](v.(connector.Destination))
-			return ok
-		}},
-		{"SyncReporter", func(v any) bool {
-			_, ok := connector.Ability[connector.SyncReporter](v.(connector.Destination))
-			return ok
-		}},
+		{"PositionReporter", destinationHas[connector.PositionReporter]},
+		{"SourceReporter", destinationHas[connector.SourceReporter]},
+		{"HoldingReporter", destinationHas[connector.HoldingReporter]},
+		{"SyncReporter", destinationHas[connector.SyncReporter]},
 	} {
 		if !c.has(file) {
 			t.Fatalf("the file destination itself lacks %s: the test no longer checks anything", c.name)
@@ -317,6 +305,13 @@ func TestTapsKeepTheEnginesOptionalAbilities(t *testing.T) {
 			t.Errorf("tapped destination lost %s", c.name)
 		}
 	}
+}
+
+// destinationHas reports whether the destination v has the ability T,
+// looking through wrappers as the engine does (connector.Ability).
+func destinationHas[T any](v any) bool {
+	_, ok := connector.Ability[T](v.(connector.Destination))
+	return ok
 }
 
 // closingSplitter is a Splitter with something to close.
