@@ -11,6 +11,7 @@ import (
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/inspect"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/reconciler"
@@ -53,7 +54,7 @@ type managedPipeline struct {
 
 	records recordCounts
 	// taps are the inspectors of its records (Conduit's API v1).
-	taps inspectTaps
+	taps inspect.Taps
 	// deadLetters are the records its dead-letter rules and quarantine
 	// took.
 	deadLetters deadLetterTally

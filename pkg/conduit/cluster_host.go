@@ -65,7 +65,7 @@ func (h clusterHost) SavedState(ctx context.Context, id string) (lifecycle.State
 
 func (h clusterHost) Reload() { h.r.Reload() }
 
-func (h clusterHost) ReloadRules(ctx context.Context) error { return h.r.reloadManagedRules(ctx) }
+func (h clusterHost) ReloadRules(ctx context.Context) error { return h.r.rules.LoadStored(ctx) }
 
 func (h clusterHost) BetweenPlans(fn func()) { h.r.betweenPlans(fn) }
 

@@ -38,6 +38,7 @@ import (
 	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/console"
 	"github.com/conduitry/conduit/pkg/fdlimit"
+	"github.com/conduitry/conduit/pkg/managedrules"
 	"github.com/conduitry/conduit/pkg/metrics"
 	"github.com/conduitry/conduit/pkg/notify"
 	"github.com/conduitry/conduit/pkg/ownership"
@@ -80,15 +81,14 @@ type Runtime struct {
 	// pipelines.breakers.enabled is off.
 	breakers *lifecycle.Breakers
 	figures  *recoveryFigures
-	// rulesMu serializes changes to the managed rules; managedInfo is
-	// what the API lists of them.
-	rulesMu     sync.Mutex
-	managedInfo []api.RuleInfo
-	audit       *auditlog.Log
-	notifier    *notify.Notifier // nil: no notifications.targets
-	dedup       *dedup.Store
-	metrics     *metrics.Metrics
-	server      *api.Server
+	// rules are the managed recovery rules, which the API changes and
+	// managed makes effective.
+	rules    *managedrules.Rules
+	audit    *auditlog.Log
+	notifier *notify.Notifier // nil: no notifications.targets
+	dedup    *dedup.Store
+	metrics  *metrics.Metrics
+	server   *api.Server
 	// ownership decides which pipelines this process runs (pkg/ownership):
 	// all of them when it runs alone, those whose lease it holds as an
 	// instance of a cluster (pkg/cluster/instance); writeGuards are its
@@ -369,7 +369,10 @@ func (r *Runtime) openState(ctx context.Context) error {
 		held, failed := r.audit.WriteFigures()
 		return metrics.AuditFigures{Held: held, Failed: failed}
 	})
-	if err := r.loadManagedRules(ctx); err != nil {
+	r.rules = managedrules.New(managedrules.Options{Base: r.cfg.Pipelines.ErrorRecovery, DB: db, Writer: r.writer,
+		Effective: r.managed, Audit: r.audit, Ownership: r.ownership, Pipelines: rulePipelines{r}, Clock: r.clock,
+		Log: r.log})
+	if err := r.rules.LoadStored(ctx); err != nil {
 		return err
 	}
 	// One clock for everything the process writes down, so that a test's
@@ -465,7 +468,7 @@ func (r *Runtime) serveAPI() {
 	}
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
-		Health: runtimeHealth{r}, Rules: runtimeRules{r}, Notifications: r.notifications(), Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
+		Health: runtimeHealth{r}, Rules: r.rules, Notifications: r.notifications(), Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
 		ConduitV1: runtimeConduitV1{r}}))
 }
 
@@ -924,7 +927,7 @@ func (r *Runtime) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycl
 		}
 	}
 	cfg.OnAck = hooks.OnAck
-	m.tapRun(&cfg)
+	m.taps.Tap(&cfg)
 	if mayWrite := r.writeGuards.MayWrite; mayWrite != nil {
 		id := m.cfg.ID
 		cfg.WriteGuard = func() error { return mayWrite(id) }
