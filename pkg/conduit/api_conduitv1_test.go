@@ -34,18 +34,19 @@ func TestEditAppliedPipeline(t *testing.T) {
 		waitDone(t, done)
 	}()
 	file := strings.Replace(stoppedPipelineFile("a"), "format.options.id: int", "format.options.id: int\n          format.options.password: string", 1)
-	if plan, err := (apiChanges{rt}).Apply(ctx, []config.FileContent{{Name: "a.yml", Data: []byte(file)}}, false, false); err != nil ||
+	if plan, err := rt.pipes.Changes().Apply(ctx, []config.FileContent{{Name: "a.yml", Data: []byte(file)}}, false, false); err != nil ||
 		plan.Count(reconciler.Create) != 1 {
 		t.Fatalf("apply: %+v %v", plan, err)
 	}
-	ed := runtimeConduitV1{rt}
+	v1 := rt.pipes.ConduitV1()
+	ed := v1.(api.PipelineEditor)
 	cfg := func() config.Pipeline {
 		t.Helper()
-		m := rt.get("a")
+		m := supervised(rt, "a")
 		if m == nil {
 			t.Fatal("pipeline a is gone")
 		}
-		return m.Config()
+		return m.(api.Configured).Config()
 	}
 	steps := []struct {
 		name  string
@@ -79,11 +80,11 @@ func TestEditAppliedPipeline(t *testing.T) {
 			func(p config.Pipeline) bool { return p.Name == "renamed" && p.Description == "now described" }},
 	}
 	// An inspector of the pipeline as it ran is ended by the change.
-	inspected, err := ed.Inspect(ctx, "a", api.InspectPoint{Connector: "gen"})
+	inspected, err := v1.Inspect(ctx, "a", api.InspectPoint{Connector: "gen"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ed.Inspect(ctx, "a", api.InspectPoint{Connector: "nope"}); !errors.Is(err, api.ErrInspectUnknown) {
+	if _, err := v1.Inspect(ctx, "a", api.InspectPoint{Connector: "nope"}); !errors.Is(err, api.ErrInspectUnknown) {
 		t.Errorf("inspecting an unknown connector: %v", err)
 	}
 	for i, s := range steps {

@@ -106,7 +106,7 @@ func TestOutputReplacedBetweenRunsIsAnAuditedDecision(t *testing.T) {
 		return events
 	}
 	clocktest.Eventually(t, func() bool { return fileSize(t, out) > 0 }, func() string { return "nothing written" })
-	m := rt.get("gen")
+	m := supervised(rt, "gen")
 	if err := m.Stop(ctx, false); err != nil {
 		t.Fatal(err)
 	}

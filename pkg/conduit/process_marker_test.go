@@ -2,9 +2,10 @@ package conduit
 
 import (
 	"encoding/json"
-	"github.com/conduitry/conduit/pkg/golden"
 	"testing"
 	"time"
+
+	"github.com/conduitry/conduit/pkg/golden"
 )
 
 // The process marker's bytes are pinned: a change of its format needs a

@@ -68,7 +68,7 @@ func reloaded(t *testing.T, rt *Runtime, logs *observer.ObservedLogs) {
 
 func invalidIDs(rt *Runtime) []string {
 	var ids []string
-	for _, ce := range (apiPipelines{rt}).Invalid() {
+	for _, ce := range rt.pipes.Invalid() {
 		ids = append(ids, ce.PipelineID+": "+ce.Err.Error())
 	}
 	return ids
@@ -107,7 +107,7 @@ func TestReconcileThousandFilesAndBadInput(t *testing.T) {
 	}
 	write("p-0001.yml", full[:len(full)/2])
 	reloaded(t, rt, logs)
-	if rt.get("p-0001") == nil || len(rt.Pipelines()) != n {
+	if supervised(rt, "p-0001") == nil || len(rt.Pipelines()) != n {
 		t.Fatalf("half a file removed its pipeline: %d pipelines", len(rt.Pipelines()))
 	}
 	if inv := invalidIDs(rt); len(inv) != 1 || !strings.Contains(inv[0], "p-0001.yml") {
@@ -122,7 +122,7 @@ func TestReconcileThousandFilesAndBadInput(t *testing.T) {
 	// The same id in a second file: the first definition runs on.
 	write("zz-dup.yml", strings.Replace(stoppedPipelineFile("p-0002"), "builtin:log", "builtin:file", 1))
 	reloaded(t, rt, logs)
-	if m := rt.get("p-0002"); m == nil || !strings.HasSuffix(m.origin.Load().File, "p-0002.yml") {
+	if m := supervised(rt, "p-0002"); m == nil || !strings.HasSuffix(m.Info().File, "p-0002.yml") {
 		t.Fatalf("a duplicate id took p-0002 over: %v", m)
 	}
 	if inv := invalidIDs(rt); len(inv) != 1 || !strings.Contains(inv[0], "duplicate pipeline id") {
@@ -136,8 +136,8 @@ func TestReconcileThousandFilesAndBadInput(t *testing.T) {
 	// created.
 	write("p-0003.yml", stoppedPipelineFile("p-0003-renamed"))
 	reloaded(t, rt, logs)
-	if rt.get("p-0003") != nil || rt.get("p-0003-renamed") == nil || len(rt.Pipelines()) != n {
-		t.Fatalf("after renaming p-0003: old %v, new %v, %d pipelines", rt.get("p-0003"), rt.get("p-0003-renamed"), len(rt.Pipelines()))
+	if supervised(rt, "p-0003") != nil || supervised(rt, "p-0003-renamed") == nil || len(rt.Pipelines()) != n {
+		t.Fatalf("after renaming p-0003: old %v, new %v, %d pipelines", supervised(rt, "p-0003"), supervised(rt, "p-0003-renamed"), len(rt.Pipelines()))
 	}
 	if logs.FilterMessage("pipeline deleted: stopping it").Len() != 1 {
 		t.Errorf("deleted %d pipelines, want p-0003 only", logs.FilterMessage("pipeline deleted: stopping it").Len())
@@ -152,7 +152,7 @@ func TestAppliedPipelinesShareTheirFile(t *testing.T) {
 	rt := newFilesRuntime(t, dir, zap.NewNop())
 	defer rt.Close()
 	two := stoppedPipelineFile("a") + strings.TrimPrefix(stoppedPipelineFile("b"), "version: \"2.2\"\npipelines:\n")
-	plan, err := apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "two.yml", Data: []byte(two)}}, false, false)
+	plan, err := rt.pipes.Changes().Apply(ctx, []config.FileContent{{Name: "two.yml", Data: []byte(two)}}, false, false)
 	if err != nil || plan.Count(reconciler.Create) != 2 {
 		t.Fatalf("apply: %+v %v", plan, err)
 	}
@@ -166,26 +166,26 @@ func TestAppliedPipelinesShareTheirFile(t *testing.T) {
 	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 2 || f != 1 {
 		t.Fatalf("stored %d pipelines and %d files, want 2 and 1", p, f)
 	}
-	if err := (apiChanges{rt}).Delete(ctx, "a"); err != nil {
+	if err := rt.pipes.Changes().Delete(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 1 || f != 1 {
 		t.Fatalf("after deleting a: %d pipelines and %d files, want 1 and 1", p, f)
 	}
 	// Applied again from another file: the first is no longer needed.
-	if _, err := (apiChanges{rt}).Apply(ctx, []config.FileContent{{Name: "b.yml", Data: []byte(stoppedPipelineFile("b"))}}, false, false); err != nil {
+	if _, err := rt.pipes.Changes().Apply(ctx, []config.FileContent{{Name: "b.yml", Data: []byte(stoppedPipelineFile("b"))}}, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 1 || f != 1 {
 		t.Fatalf("after applying b again: %d pipelines and %d files, want 1 and 1", p, f)
 	}
-	if err := (apiChanges{rt}).Delete(ctx, "b"); err != nil {
+	if err := rt.pipes.Changes().Delete(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	if p, f := countKeys(store.PrefixAPIPipeline), countKeys(store.PrefixAPIPipelineFile); p != 0 || f != 0 {
 		t.Fatalf("after deleting everything: %d pipelines and %d files", p, f)
 	}
-	if err := (apiChanges{rt}).Delete(ctx, "b"); !errors.Is(err, api.ErrPipelineNotFound) {
+	if err := rt.pipes.Changes().Delete(ctx, "b"); !errors.Is(err, api.ErrPipelineNotFound) {
 		t.Fatalf("deleting b twice: %v", err)
 	}
 }
@@ -206,24 +206,24 @@ func TestApplyRefusesAnIdAnInvalidFileClaims(t *testing.T) {
 	ctx := context.Background()
 	rt := newFilesRuntime(t, dir, zap.NewNop())
 	defer rt.Close()
-	plan, err := apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("orders"))}}, false, false)
+	plan, err := rt.pipes.Changes().Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("orders"))}}, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(plan.Changes) != 1 || plan.Changes[0].Action != reconciler.Invalid || !strings.Contains(plan.Changes[0].Problems[0].Err.Error(), "is defined in "+filepath.Join(dir, "orders.yml")) {
 		t.Fatalf("plan %+v", plan)
 	}
-	if rt.get("orders") != nil {
+	if supervised(rt, "orders") != nil {
 		t.Fatal("the API's pipeline was created under an id a file claims")
 	}
-	plan, err = apiChanges{rt}.Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("billing"))}}, false, false)
+	plan, err = rt.pipes.Changes().Apply(ctx, []config.FileContent{{Name: "mine.yml", Data: []byte(stoppedPipelineFile("billing"))}}, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(plan.Changes) != 1 || plan.Changes[0].Action != reconciler.Invalid || !strings.Contains(fmt.Sprint(plan.Changes[0].Problems), "invalid there now") {
 		t.Fatalf("plan %+v", plan)
 	}
-	if rt.get("billing") != nil {
+	if supervised(rt, "billing") != nil {
 		t.Fatal("the API's pipeline was created under an id an unparsable file entry claims")
 	}
 }
@@ -239,4 +239,11 @@ func TestConsoleURL(t *testing.T) {
 			t.Errorf("consoleURL(%q) = %s, want %s", addr, got, want)
 		}
 	}
+}
+
+// supervised returns the pipeline id as the API sees it, nil when it does
+// not run here.
+func supervised(rt *Runtime, id string) api.Supervised {
+	s, _ := rt.pipes.Supervised(id)
+	return s
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/conduitry/conduit/pkg/reconciler"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
+	"github.com/conduitry/conduit/pkg/supervision"
 )
 
 // stuckDestination accepts nothing until its context is cancelled, like a
@@ -300,7 +301,7 @@ func TestShortOfDescriptorsARunWaits(t *testing.T) {
 	cfg.Pipelines.Path = dir
 	recovering := make(chan auditlog.Event, 10)
 	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{
-		DescriptorsLeft: func() (int, error) { return runDescriptors + runDescriptorsKept - 1, nil },
+		DescriptorsLeft: func() (int, error) { return supervision.RunDescriptors + supervision.RunDescriptorsKept - 1, nil },
 		Observer: lifecycle.ObserverFunc(func(e auditlog.Event) {
 			if e.Kind == auditlog.KindRecovering {
 				recovering <- e

@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/conduitio/conduit-connector-protocol/pconnector"
 	sdk "github.com/conduitio/conduit-processor-sdk"
-	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/pkg/api"
 	"github.com/conduitry/conduit/pkg/config"
@@ -14,34 +13,34 @@ import (
 	"github.com/conduitry/conduit/pkg/record"
 )
 
-// runtimeConduitV1 is the runtime as Conduit's API v1 needs it.
-type runtimeConduitV1 struct{ r *Runtime }
+// conduitV1 is the pipelines as Conduit's API v1 needs them.
+type conduitV1 struct{ ps *Pipelines }
 
-var _ api.ConduitV1 = runtimeConduitV1{}
+var _ api.ConduitV1 = conduitV1{}
 
-func (a runtimeConduitV1) ConnectorPlugins() []pconnector.Specification {
-	return a.r.connectors.Specifications()
+func (a conduitV1) ConnectorPlugins() []pconnector.Specification {
+	return a.ps.connectors.Specifications()
 }
 
-func (a runtimeConduitV1) ProcessorPlugins() []sdk.Specification {
-	return a.r.processors.Specifications()
+func (a conduitV1) ProcessorPlugins() []sdk.Specification {
+	return a.ps.processors.Specifications()
 }
 
-func (a runtimeConduitV1) ValidateConnector(source bool, plugin string, settings map[string]string) error {
+func (a conduitV1) ValidateConnector(source bool, plugin string, settings map[string]string) error {
 	// Only the settings are checked: nothing is opened, so conduit's own
 	// files (which a file destination refuses when it opens) are not at
 	// stake.
 	cfg := connector.Config{PipelineID: "validate", ConnectorID: "connector", Settings: settings}
 	if source {
-		_, err := a.r.connectors.NewSource(plugin, cfg)
+		_, err := a.ps.connectors.NewSource(plugin, cfg)
 		return err
 	}
-	_, err := a.r.connectors.NewDestination(plugin, cfg)
+	_, err := a.ps.connectors.NewDestination(plugin, cfg)
 	return err
 }
 
-func (a runtimeConduitV1) Inspect(ctx context.Context, pipelineID string, at api.InspectPoint) (<-chan record.Record, error) {
-	m := a.r.get(pipelineID)
+func (a conduitV1) Inspect(ctx context.Context, pipelineID string, at api.InspectPoint) (<-chan record.Record, error) {
+	m := a.ps.get(pipelineID)
 	if m == nil {
 		return nil, fmt.Errorf("pipeline %q does not run on this instance: %w", pipelineID, api.ErrInspectUnknown)
 	}
@@ -82,11 +81,4 @@ func (m *managedPipeline) hasComponent(at api.InspectPoint) bool {
 		}
 	}
 	return false
-}
-
-// logGRPCAddress says where api.grpc.address listens, when it is set.
-func logGRPCAddress(log *zap.Logger, s *api.Server) {
-	if a := s.GRPCAddr(); a != "" {
-		log.Info("API listening for Conduit's clients (api.grpc.address)", zap.String("address", a))
-	}
 }

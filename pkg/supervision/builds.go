@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"sync"
@@ -65,11 +65,11 @@ func (k *keptBuilds) drop() {
 
 // build is the run of p provisioning hands to the pipeline's first run:
 // the one planning kept when it is for this configuration, else a new one.
-func (r *Runtime) build(p config.Pipeline, hash string) (pipeline.Config, error) {
-	if cfg, ok := r.kept.take(p.ID, hash); ok {
+func (ps *Pipelines) build(p config.Pipeline, hash string) (pipeline.Config, error) {
+	if cfg, ok := ps.kept.take(p.ID, hash); ok {
 		return cfg, nil
 	}
-	return r.assembler.Build(p)
+	return ps.assembler.Build(p)
 }
 
 // check is every reason p cannot run, nil when it can, and then p's
@@ -77,9 +77,9 @@ func (r *Runtime) build(p config.Pipeline, hash string) (pipeline.Config, error)
 // processor, the dead-letter queue and the recovery policy are then
 // checked on their own, so that one problem does not hide the next and a
 // file is fixed in one pass.
-func (r *Runtime) check(p config.Pipeline) (pipeline.Config, []error) {
-	_, _, policyErr := r.policyOf(p)
-	cfg, err := r.assembler.Build(p)
+func (ps *Pipelines) check(p config.Pipeline) (pipeline.Config, []error) {
+	_, _, policyErr := ps.policyOf(p)
+	cfg, err := ps.assembler.Build(p)
 	if policyErr == nil && err == nil {
 		return cfg, nil
 	}
@@ -88,7 +88,7 @@ func (r *Runtime) check(p config.Pipeline) (pipeline.Config, []error) {
 		errs = append(errs, policyErr)
 	}
 	if err != nil {
-		parts := r.assembler.Problems(p)
+		parts := ps.assembler.Problems(p)
 		if len(parts) == 0 {
 			// Not found part by part (what the parts add up to).
 			parts = []error{err}

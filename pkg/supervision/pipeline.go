@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type managedPipeline struct {
 	// its file or to another one keeps running with a new origin.
 	origin atomic.Pointer[reconciler.Origin]
 	// durable waits until the states and events handed over so far are
-	// written (Runtime.durable).
+	// written (Pipelines.durable).
 	durable func(context.Context) error
 	// metrics are the pipeline's status, restart and fault series.
 	metrics *metrics.Pipeline
@@ -152,14 +152,14 @@ func addCounts(sum metrics.RecordCounts, s *pipeline.Stats) metrics.RecordCounts
 // recordEvent hands e, and extra to commit with it, to the audit log
 // without waiting. to is the status e leaves the pipeline in; "" means e
 // changes nothing, and it gets the current status as before and after.
-func (m *managedPipeline) recordEvent(r *Runtime, e *auditlog.Event, to lifecycle.Status, extra ...store.Op) {
+func (m *managedPipeline) recordEvent(ps *Pipelines, e *auditlog.Event, to lifecycle.Status, extra ...store.Op) {
 	m.events.Lock()
 	defer m.events.Unlock()
 	if to == "" && m.status != "" {
 		e.StatusBefore, e.StatusAfter = m.status, m.status
 	}
-	if err := r.audit.Record(*e, extra...); err != nil {
-		r.auditFailed(e, err)
+	if err := ps.audit.Record(*e, extra...); err != nil {
+		ps.auditFailed(e, err)
 	}
 	if to != "" {
 		m.status = to
@@ -170,8 +170,8 @@ func (m *managedPipeline) recordEvent(r *Runtime, e *auditlog.Event, to lifecycl
 // way: it runs deep in a supervisor's goroutine at every transition.
 //
 //go:noinline
-func (r *Runtime) auditFailed(e *auditlog.Event, err error) {
-	r.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
+func (ps *Pipelines) auditFailed(e *auditlog.Event, err error) {
+	ps.log.Error("could not write to the audit log", zap.String("pipeline_id", e.PipelineID),
 		zap.String("event", string(e.Kind)), zap.Error(err))
 }
 
@@ -179,8 +179,8 @@ func (r *Runtime) auditFailed(e *auditlog.Event, err error) {
 // totals when it ends.
 type trackedRun struct {
 	*pipeline.Engine
-	r *Runtime
-	m *managedPipeline
+	ps *Pipelines
+	m  *managedPipeline
 	// discard gives back the descriptors the run held for opening.
 	discard func()
 }
@@ -193,36 +193,36 @@ func (t trackedRun) Run(ctx context.Context) error {
 	err := t.Engine.Run(ctx)
 	// Run returns once every stage stopped: the counters are final.
 	t.m.records.runEnded(t.Stats())
-	if t.r != nil {
-		t.r.flushDeadLettered(t.m)
+	if t.ps != nil {
+		t.ps.flushDeadLettered(t.m)
 	}
 	return err
 }
 
-// apiPipelines adapts the runtime to api.Pipelines: the pipelines this
+// apiPipelines adapts the pipelines to api.Pipelines: the pipelines this
 // process runs (ownership.api shows a cluster's).
-type apiPipelines struct{ r *Runtime }
+type apiPipelines struct{ ps *Pipelines }
 
 func (a apiPipelines) List() []api.Supervised {
-	a.r.mu.RLock()
-	defer a.r.mu.RUnlock()
-	out := make([]api.Supervised, len(a.r.pipelines))
-	for i, m := range a.r.pipelines {
+	a.ps.mu.RLock()
+	defer a.ps.mu.RUnlock()
+	out := make([]api.Supervised, len(a.ps.pipelines))
+	for i, m := range a.ps.pipelines {
 		out[i] = m
 	}
 	return out
 }
 
 func (a apiPipelines) Invalid() []api.ConfigError {
-	a.r.mu.RLock()
-	defer a.r.mu.RUnlock()
-	return a.r.invalid
+	a.ps.mu.RLock()
+	defer a.ps.mu.RUnlock()
+	return a.ps.invalid
 }
 
 func (a apiPipelines) Get(id string) (api.Supervised, bool) {
-	a.r.mu.RLock()
-	m := a.r.byID[id]
-	a.r.mu.RUnlock()
+	a.ps.mu.RLock()
+	m := a.ps.byID[id]
+	a.ps.mu.RUnlock()
 	if m == nil {
 		return nil, false
 	}

@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"bytes"
@@ -18,20 +18,20 @@ import (
 	"github.com/conduitry/conduit/pkg/reconciler"
 )
 
-var _ api.PipelineEditor = runtimeConduitV1{}
+var _ api.PipelineEditor = conduitV1{}
 
 // EditPipeline implements api.PipelineEditor: the file the pipeline was
 // applied with is changed and applied again, as a user would with
 // `conduit pipelines apply`.
-func (a runtimeConduitV1) EditPipeline(ctx context.Context, id string, e api.PipelineEdit) error {
-	r := a.r
-	stored, files, err := r.loadAPIPipelines(ctx)
+func (a conduitV1) EditPipeline(ctx context.Context, id string, e api.PipelineEdit) error {
+	ps := a.ps
+	stored, files, err := ps.loadAPIPipelines(ctx)
 	if err != nil {
 		return err
 	}
 	i := slices.IndexFunc(stored, func(sp catalog.Pipeline) bool { return sp.ID == id })
 	if i < 0 {
-		if m := r.get(id); m != nil {
+		if m := ps.get(id); m != nil {
 			return &api.DefinedInFileError{ID: id, File: m.origin.Load().String()}
 		}
 		return api.ErrPipelineNotFound
@@ -45,7 +45,7 @@ func (a runtimeConduitV1) EditPipeline(ctx context.Context, id string, e api.Pip
 	if err != nil {
 		return err
 	}
-	plan, err := apiChanges{r}.Apply(ctx, []config.FileContent{{Name: sp.Name, Data: changed}}, false, false)
+	plan, err := apiChanges{ps}.Apply(ctx, []config.FileContent{{Name: sp.Name, Data: changed}}, false, false)
 	if err != nil {
 		return err
 	}

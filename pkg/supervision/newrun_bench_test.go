@@ -1,12 +1,10 @@
-package conduit
+package supervision
 
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/lifecycle"
 	"github.com/conduitry/conduit/pkg/config"
@@ -30,15 +28,14 @@ pipelines:
 	cfg.API.Enabled = false
 	cfg.DB.Type = config.DBTypeInMemory
 	cfg.Pipelines.Path = dir
-	rt, err := New(context.Background(), cfg, zap.NewNop(), Options{})
-	if err != nil {
+	ps := newTestPipelines(b, cfg)
+	if err := ps.ProvisionAll(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	defer rt.Close()
-	m := rt.byID["p"]
+	m := ps.byID["p"]
 	b.ReportAllocs()
 	for b.Loop() {
-		run, err := rt.newRun(m, lifecycle.RunHooks{})
+		run, err := ps.newRun(m, lifecycle.RunHooks{})
 		if err != nil {
 			b.Fatal(err)
 		}

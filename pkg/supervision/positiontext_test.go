@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"testing"

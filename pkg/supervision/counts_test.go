@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"context"
@@ -157,9 +157,9 @@ func countingRun(m *managedPipeline) (trackedRun, error) {
 // are over the counters must be exact.
 func TestRecordCountersNeverGoBack(t *testing.T) {
 	const pipelines, runsEach, scrapers = 2, 150, 2
-	r := &Runtime{}
+	ps := &Pipelines{}
 	for i := range pipelines {
-		r.pipelines = append(r.pipelines, &managedPipeline{cfg: config.Pipeline{ID: fmt.Sprintf("p%d", i)}})
+		ps.pipelines = append(ps.pipelines, &managedPipeline{cfg: config.Pipeline{ID: fmt.Sprintf("p%d", i)}})
 	}
 
 	// The runs start once every scraper is scraping.
@@ -167,7 +167,7 @@ func TestRecordCountersNeverGoBack(t *testing.T) {
 	scraping.Add(scrapers)
 	var runners sync.WaitGroup
 	runErrs := make(chan error, pipelines)
-	for _, m := range r.pipelines {
+	for _, m := range ps.pipelines {
 		runners.Go(func() {
 			scraping.Wait()
 			// One run at a time per pipeline, as its supervisor does.
@@ -196,7 +196,7 @@ func TestRecordCountersNeverGoBack(t *testing.T) {
 		scrapes.Go(func() {
 			last := map[string]metrics.RecordCounts{}
 			scrape := func() (drop string) {
-				r.recordCounts(func(id string, c metrics.RecordCounts) {
+				ps.RecordCounts(func(id string, c metrics.RecordCounts) {
 					if d := counterDrop(last[id], c); d != "" && drop == "" {
 						drop = fmt.Sprintf("pipeline %s: %s (previous scrape %+v, this one %+v)", id, d, last[id], c)
 					}
@@ -238,11 +238,11 @@ func TestRecordCountersNeverGoBack(t *testing.T) {
 
 	// The final values, through the collector Prometheus scrapes.
 	want := runsOf(runsEach)
-	families, err := metrics.New(r.recordCounts).Registry().Gather()
+	families, err := metrics.New(ps.RecordCounts).Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range r.pipelines {
+	for _, m := range ps.pipelines {
 		for name, w := range map[string]int64{
 			"conduit_pipeline_records_read_total":     want.Read,
 			"conduit_pipeline_records_written_total":  want.Written,

@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"maps"
@@ -48,12 +48,12 @@ func (f *recoveryFigures) count(e *auditlog.Event) {
 }
 
 // RecoverySummary implements api.Summaries.
-func (r *Runtime) RecoverySummary() api.RecoverySummary {
-	f := r.figures
+func (ps *Pipelines) RecoverySummary() api.RecoverySummary {
+	f := ps.figures
 	sm := api.RecoverySummary{Since: f.since, EpisodesRecovered: f.recovered.Load(), EpisodesDegraded: f.degrade.Load()}
-	sm.PendingRestarts, sm.EarliestNextAttempt, sm.LatestAttempt = r.restarts.Span()
-	if r.breakers != nil {
-		for _, st := range r.breakers.States() {
+	sm.PendingRestarts, sm.EarliestNextAttempt, sm.LatestAttempt = ps.restarts.Span()
+	if ps.breakers != nil {
+		for _, st := range ps.breakers.States() {
 			sm.HeldByBreakers += len(st.Held)
 		}
 	}

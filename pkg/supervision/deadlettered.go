@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"fmt"
@@ -59,9 +59,9 @@ func (t *deadLetterTally) DeadLettered() (total int64, last time.Time, rule stri
 // most once per deadLetterEventInterval and rule. Called from the run's
 // acknowledging stage: it only writes the event on its way, as the
 // dedup-skipped event is written.
-func (r *Runtime) deadLettered(m *managedPipeline, d pipeline.DeadLettered) {
-	r.metrics.DeadLettered(m.cfg.ID, d.Rule, d.Count)
-	now := r.clock.Now()
+func (ps *Pipelines) deadLettered(m *managedPipeline, d pipeline.DeadLettered) {
+	ps.metrics.DeadLettered(m.cfg.ID, d.Rule, d.Count)
+	now := ps.clock.Now()
 	t := &m.deadLetters
 	t.mu.Lock()
 	t.total += int64(d.Count)
@@ -87,13 +87,13 @@ func (r *Runtime) deadLettered(m *managedPipeline, d pipeline.DeadLettered) {
 	}
 	t.mu.Unlock()
 	if due != nil {
-		r.writeDeadLettered(m, *due)
+		ps.writeDeadLettered(m, *due)
 	}
 }
 
 // flushDeadLettered writes the events of the records taken since each
 // rule's last event: the run ended.
-func (r *Runtime) flushDeadLettered(m *managedPipeline) {
+func (ps *Pipelines) flushDeadLettered(m *managedPipeline) {
 	t := &m.deadLetters
 	t.mu.Lock()
 	var due []pipeline.DeadLettered
@@ -105,13 +105,13 @@ func (r *Runtime) flushDeadLettered(m *managedPipeline) {
 	}
 	t.mu.Unlock()
 	for _, d := range due {
-		r.writeDeadLettered(m, d)
+		ps.writeDeadLettered(m, d)
 	}
 }
 
 // writeDeadLettered writes one dead-lettered event and its log line. It
 // changes no status; it carries the one the pipeline is in.
-func (r *Runtime) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered) {
+func (ps *Pipelines) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered) {
 	c := d.Kind.Classify(d.Err)
 	by := "rule " + strconv.Quote(d.Rule)
 	if d.Rule == pipeline.QuarantineRule {
@@ -123,15 +123,15 @@ func (r *Runtime) writeDeadLettered(m *managedPipeline, d pipeline.DeadLettered)
 	}
 	message := fmt.Sprintf("%d %s sent to the dead-letter queue instead of the destinations by %s (%s); error of the last: %s",
 		d.Count, records, by, positions, c.Message)
-	r.log.Warn("records sent to the dead-letter queue", zap.String("pipeline_id", m.cfg.ID), zap.String("rule", d.Rule),
+	ps.log.Warn("records sent to the dead-letter queue", zap.String("pipeline_id", m.cfg.ID), zap.String("rule", d.Rule),
 		zap.Int("count", d.Count), zap.String("first_position", positionText(d.First)), zap.String("last_position", positionText(d.Last)),
 		zap.String("component", d.ComponentID), zap.Int("code", c.Code), zap.String("error", c.Message))
 	e := auditlog.Event{PipelineID: m.cfg.ID, Kind: auditlog.KindDeadLettered, Actor: lifecycle.ActorSystem,
 		Component: d.ComponentID, ComponentKind: d.Kind.Component(), Count: int64(d.Count), ErrorRule: d.Rule,
 		ErrorCode: c.Code, ErrorClass: c.Class, ErrorSource: cerrors.SourceRule, ErrorMessage: c.Message,
 		Message: message}
-	m.recordEvent(r, &e, "")
-	r.metrics.CountEvent(string(auditlog.KindDeadLettered))
+	m.recordEvent(ps, &e, "")
+	ps.metrics.CountEvent(string(auditlog.KindDeadLettered))
 }
 
 // positionText quotes a record position for people: as text when it is

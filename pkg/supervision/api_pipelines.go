@@ -1,4 +1,4 @@
-package conduit
+package supervision
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 	"github.com/conduitry/conduit/pkg/assembly"
 	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/config"
+	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/ownership"
+	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/reconciler"
-	"github.com/conduitry/conduit/pkg/schemaregistry"
 	"github.com/conduitry/conduit/pkg/store"
 )
 
@@ -25,8 +26,8 @@ import (
 func apiFileName(name string) string { return "api:" + name }
 
 // loadAPIPipelines reads the stored pipelines and the files they came from.
-func (r *Runtime) loadAPIPipelines(ctx context.Context) ([]catalog.Pipeline, map[string][]byte, error) {
-	return catalog.LoadPipelines(ctx, r.db)
+func (ps *Pipelines) loadAPIPipelines(ctx context.Context) ([]catalog.Pipeline, map[string][]byte, error) {
+	return catalog.LoadPipelines(ctx, ps.db)
 }
 
 // apiDesired parses the stored pipelines' files, each once, into desired
@@ -70,10 +71,10 @@ func apiDesired(stored []catalog.Pipeline, files map[string][]byte) ([]reconcile
 
 // desiredState is every pipeline that should run: those of the files and
 // those created through the API.
-func (r *Runtime) desiredState(ctx context.Context) (files, apiPipelines []reconciler.Desired, problems []reconciler.Problem, err error) {
-	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
+func (ps *Pipelines) desiredState(ctx context.Context) (files, apiPipelines []reconciler.Desired, problems []reconciler.Problem, err error) {
+	loaded, errs := config.LoadPipelines(ps.cfg.Pipelines.Path)
 	files, problems = reconciler.FromFiles(loaded, errs)
-	stored, contents, err := r.loadAPIPipelines(ctx)
+	stored, contents, err := ps.loadAPIPipelines(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -81,14 +82,14 @@ func (r *Runtime) desiredState(ctx context.Context) (files, apiPipelines []recon
 	return files, apiPipelines, append(problems, apiProblems...), nil
 }
 
-// apiChanges is the runtime as the API's Changes.
-type apiChanges struct{ r *Runtime }
+// apiChanges is the pipelines as the API's Changes.
+type apiChanges struct{ ps *Pipelines }
 
 var _ api.Changes = apiChanges{}
 
 // parseApplied parses applied files and refuses ids that a file under
 // pipelines.path defines: a pipeline has one source.
-func (r *Runtime) parseApplied(files []config.FileContent, fromFiles []reconciler.Desired, fileProblems []reconciler.Problem) ([]reconciler.Desired, []reconciler.Problem) {
+func (ps *Pipelines) parseApplied(files []config.FileContent, fromFiles []reconciler.Desired, fileProblems []reconciler.Problem) ([]reconciler.Desired, []reconciler.Problem) {
 	named := make([]config.FileContent, len(files))
 	for i, f := range files {
 		named[i] = config.FileContent{Name: apiFileName(f.Name), Data: f.Data}
@@ -122,17 +123,17 @@ func (r *Runtime) parseApplied(files []config.FileContent, fromFiles []reconcile
 
 // Apply implements api.Changes.
 func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRun, prune bool) (reconciler.Plan, error) {
-	r := a.r
-	r.reconciling.Lock()
-	defer r.reconciling.Unlock()
-	if !dryRun && r.shuttingDown() {
+	ps := a.ps
+	ps.reconciling.Lock()
+	defer ps.reconciling.Unlock()
+	if !dryRun && ps.shuttingDown() {
 		return reconciler.Plan{}, fmt.Errorf("not applied: %w", lifecycle.ErrSupervisorDone)
 	}
-	fromFiles, stored, problems, err := r.desiredState(ctx)
+	fromFiles, stored, problems, err := ps.desiredState(ctx)
 	if err != nil {
 		return reconciler.Plan{}, err
 	}
-	applied, appliedProblems := r.parseApplied(files, fromFiles, problems)
+	applied, appliedProblems := ps.parseApplied(files, fromFiles, problems)
 	appliedIDs := map[string]bool{}
 	for _, d := range applied {
 		appliedIDs[d.Pipeline.ID] = true
@@ -152,7 +153,7 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	desired = append(desired, applied...)
 	// An applied pipeline that is invalid keeps the version that runs:
 	// its stored version stays desired.
-	plan, err := r.plan(desired, append(problems, appliedProblems...))
+	plan, err := ps.plan(desired, append(problems, appliedProblems...))
 	if err != nil {
 		return plan, err
 	}
@@ -171,25 +172,25 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 	if dryRun {
 		return relevant, nil
 	}
-	ops, err := r.storeOps(ctx, plan, appliedIDs, files, "")
+	ops, err := ps.storeOps(ctx, plan, appliedIDs, files, "")
 	if err != nil {
 		return reconciler.Plan{}, err
 	}
 	if len(ops) > 0 {
-		if err := r.writer.Apply(ctx, ops...); err != nil {
+		if err := ps.writer.Apply(ctx, ops...); err != nil {
 			return reconciler.Plan{}, fmt.Errorf("storing the applied pipelines: %w", err)
 		}
 	}
 	// Carried out to the end even if the caller gives up waiting: a plan
 	// half applied would leave pipelines drained and not started again.
-	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
+	if _, err := ps.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return reconciler.Plan{}, err
 	}
-	r.ownership.Changed(ctx, ownership.PipelinesChanged)
-	if err := r.audit.Flush(ctx); err != nil {
+	ps.ownership.Changed(ctx, ownership.PipelinesChanged)
+	if err := ps.audit.Flush(ctx); err != nil {
 		return reconciler.Plan{}, err
 	}
-	r.log.Info("pipelines applied through the API",
+	ps.log.Info("pipelines applied through the API",
 		zap.Int("created", relevant.Count(reconciler.Create)), zap.Int("updated", relevant.Count(reconciler.Update)),
 		zap.Int("deleted", relevant.Count(reconciler.Delete)), zap.Int("unchanged", relevant.Count(reconciler.Unchanged)),
 		zap.Int("invalid", relevant.Count(reconciler.Invalid)+len(relevant.Problems)))
@@ -199,8 +200,8 @@ func (a apiChanges) Apply(ctx context.Context, files []config.FileContent, dryRu
 // storeOps are the writes that make the store hold what plan applies:
 // each applied pipeline with the file it came from, no pipeline that is
 // deleted, and no file that no pipeline needs any more.
-func (r *Runtime) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs map[string]bool, files []config.FileContent, removed string) ([]store.Op, error) {
-	stored, _, err := r.loadAPIPipelines(ctx)
+func (ps *Pipelines) storeOps(ctx context.Context, plan reconciler.Plan, appliedIDs map[string]bool, files []config.FileContent, removed string) ([]store.Op, error) {
+	stored, _, err := ps.loadAPIPipelines(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -288,23 +289,23 @@ func appliedSource(files []config.FileContent, file string) (data []byte, name s
 
 // Validate implements api.Changes.
 func (a apiChanges) Validate(files []config.FileContent) ([]string, []api.ConfigError) {
-	r := a.r
-	loaded, errs := config.LoadPipelines(r.cfg.Pipelines.Path)
+	ps := a.ps
+	loaded, errs := config.LoadPipelines(ps.cfg.Pipelines.Path)
 	fromFiles, fileProblems := reconciler.FromFiles(loaded, errs)
-	applied, problems := r.parseApplied(files, fromFiles, fileProblems)
-	return r.validateAll(applied, problems)
+	applied, problems := ps.parseApplied(files, fromFiles, fileProblems)
+	return ps.validateAll(applied, problems)
 }
 
 // validateAll validates desired pipelines and returns the valid ids and
 // every problem.
-func (r *Runtime) validateAll(desired []reconciler.Desired, problems []reconciler.Problem) ([]string, []api.ConfigError) {
+func (ps *Pipelines) validateAll(desired []reconciler.Desired, problems []reconciler.Problem) ([]string, []api.ConfigError) {
 	var ids []string
 	var out []api.ConfigError
 	for _, p := range problems {
 		out = append(out, api.ConfigError{PipelineID: p.PipelineID, File: p.File, Line: p.Line, Err: p.Err})
 	}
 	for _, d := range desired {
-		if _, errs := r.check(d.Pipeline); len(errs) > 0 {
+		if _, errs := ps.check(d.Pipeline); len(errs) > 0 {
 			for _, err := range errs {
 				out = append(out, configError(d.Pipeline, err))
 			}
@@ -317,13 +318,13 @@ func (r *Runtime) validateAll(desired []reconciler.Desired, problems []reconcile
 
 // Delete implements api.Changes.
 func (a apiChanges) Delete(ctx context.Context, id string) error {
-	r := a.r
-	r.reconciling.Lock()
-	defer r.reconciling.Unlock()
-	if r.shuttingDown() {
+	ps := a.ps
+	ps.reconciling.Lock()
+	defer ps.reconciling.Unlock()
+	if ps.shuttingDown() {
 		return fmt.Errorf("not deleted: %w", lifecycle.ErrSupervisorDone)
 	}
-	fromFiles, stored, problems, err := r.desiredState(ctx)
+	fromFiles, stored, problems, err := ps.desiredState(ctx)
 	if err != nil {
 		return err
 	}
@@ -332,7 +333,7 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 			return &api.DefinedInFileError{ID: id, File: d.Origin.String()}
 		}
 	}
-	if m := r.get(id); m != nil && !m.origin.Load().API() {
+	if m := ps.get(id); m != nil && !m.origin.Load().API() {
 		return &api.DefinedInFileError{ID: id, File: m.origin.Load().String()}
 	}
 	keep := slices.DeleteFunc(slices.Clone(stored), func(d reconciler.Desired) bool { return d.Pipeline.ID == id })
@@ -341,43 +342,34 @@ func (a apiChanges) Delete(ctx context.Context, id string) error {
 		return api.ErrPipelineNotFound
 	}
 	problems = slices.DeleteFunc(problems, func(p reconciler.Problem) bool { return p.PipelineID == id && isAPIFile(p.File) })
-	plan, err := r.plan(append(fromFiles, keep...), problems)
+	plan, err := ps.plan(append(fromFiles, keep...), problems)
 	if err != nil {
 		return err
 	}
-	ops, err := r.storeOps(ctx, plan, nil, nil, id)
+	ops, err := ps.storeOps(ctx, plan, nil, nil, id)
 	if err != nil {
 		return err
 	}
-	if err := r.writer.Apply(ctx, ops...); err != nil {
+	if err := ps.writer.Apply(ctx, ops...); err != nil {
 		return fmt.Errorf("deleting pipeline %s: %w", id, err)
 	}
-	if _, err := r.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
+	if _, err := ps.applyPlan(context.WithoutCancel(ctx), plan, api.ActorAPI); err != nil {
 		return err
 	}
-	r.ownership.Changed(ctx, ownership.PipelinesChanged)
-	return r.audit.Flush(ctx)
+	ps.ownership.Changed(ctx, ownership.PipelinesChanged)
+	return ps.audit.Flush(ctx)
 }
 
 func isAPIFile(file string) bool { return len(file) > 4 && file[:4] == "api:" }
 
-// ValidateFiles checks pipeline files as `conduit run` reads them, against
-// the connectors and processors cfg provides (built in, connectors.path and
-// processors.path);
-// it opens no store and starts nothing. It returns the ids of the valid
-// pipelines and every problem.
-func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []api.ConfigError) {
-	opts, err := Options{}.withDefaults(context.Background(), cfg, zap.NewNop())
-	if err != nil {
-		return nil, []api.ConfigError{{Err: err}}
-	}
-	// Building a processor does no I/O, so the avro ones are checked
-	// against a registry of their own that nothing is registered in.
-	opts.Processors = defaultProcessors(schemaregistry.NewBuiltin(store.NewInMemory()), opts.standaloneProcessors)
-	r := &Runtime{cfg: cfg, log: zap.NewNop(), connectors: opts.Connectors, processors: opts.Processors,
-		policies: lifecycle.NewPolicies(), assembler: assembly.New(assembly.Options{Connectors: opts.Connectors, Processors: opts.Processors,
+// Validate checks pipeline files as `conduit run` reads them, against
+// connectors and processors; it opens no store and starts nothing. It
+// returns the ids of the valid pipelines and every problem.
+func Validate(cfg config.Config, connectors *connector.Registry, processors *processor.Registry, files []config.FileContent) ([]string, []api.ConfigError) {
+	ps := &Pipelines{cfg: cfg, log: zap.NewNop(), connectors: connectors, processors: processors,
+		policies: lifecycle.NewPolicies(), assembler: assembly.New(assembly.Options{Connectors: connectors, Processors: processors,
 			Protected: assembly.ProtectedPaths(cfg)})}
 	loaded, errs := config.ParsePipelines(files...)
 	desired, problems := reconciler.FromFiles(loaded, errs)
-	return r.validateAll(desired, problems)
+	return ps.validateAll(desired, problems)
 }
