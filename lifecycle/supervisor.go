@@ -24,7 +24,7 @@ type StateSaver interface {
 // EventRecorder is the optional ability of a StateSaver to persist a
 // state together with the event that records the transition to it, in one
 // commit, so that what the audit log says happened is what a restart
-// resumes from (pkg/conduit writes both through the store's one writer).
+// resumes from (pkg/supervision writes both through the store's one writer).
 // A supervisor whose StateSaver has it hands every event to RecordLater,
 // with the state the event leads to when the event changed it (st is nil
 // otherwise); a state changed without an event is saved with SaveLater.

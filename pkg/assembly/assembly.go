@@ -5,7 +5,7 @@
 // nothing it does.
 //
 // It is the one place where a pipeline file's entries become running parts:
-// the runtime (pkg/conduit) builds every run through it, and so does the
+// pkg/supervision builds every run through it, and so does the
 // benchmark (cmd/conduit-bench), so that what is measured is what runs.
 // It holds no state between builds and does no I/O: connector and processor
 // constructors only parse and check their settings (connector.Plugin), so a

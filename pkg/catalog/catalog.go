@@ -1,9 +1,10 @@
 // Package catalog keeps what users create through the API rather than in
 // files: pipelines applied with ApplyPipelines (with the file they came
 // in, kept once per content) and managed recovery rules. It owns their
-// keys and persisted formats, and reads them back; the runtime (pkg/conduit)
-// turns them into desired pipelines and effective rules, and writes them
-// through the store's one writer, together with what else a change writes.
+// keys and persisted formats, and reads them back; pkg/supervision turns
+// the pipelines into desired ones and pkg/managedrules the rules into
+// effective ones, and each writes them through the store's one writer,
+// together with what else a change writes.
 package catalog
 
 import (

@@ -37,6 +37,10 @@ type Ownership interface {
 	// files while it was down. Instances of a cluster leave those to the
 	// pipelines' states, their runs and the live instances.
 	Alone() bool
+	// AfterShutdown says what becomes of a pipeline when this process
+	// shuts down, for its stopped event ("" when it waits for the next
+	// start of this process).
+	AfterShutdown() string
 	// Join makes this process take part once its pipelines are loaded;
 	// Run keeps its ownership current until ctx is done, taking up and
 	// handing over pipelines only until balance is done (the shutdown
@@ -113,6 +117,8 @@ func (Solo) Guards() Guards { return Guards{} }
 func (Solo) Plan(context.Context, reconciler.Plan) Planned { return soloPlan{} }
 
 func (Solo) Alone() bool { return true }
+
+func (Solo) AfterShutdown() string { return "" }
 
 func (Solo) Join(context.Context) error { return nil }
 

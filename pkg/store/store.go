@@ -154,18 +154,19 @@ const (
 	// PrefixAPIPipeline + "<pipeline id>" holds a pipeline created through
 	// the API, and PrefixAPIPipelineFile + "<sha256>" the text of a file
 	// pipelines were applied with, kept while one of them needs it
-	// (pkg/conduit).
+	// (pkg/supervision).
 	PrefixAPIPipeline     = "conduit/api-pipeline/"
 	PrefixAPIPipelineFile = "conduit/api-pipeline-file/"
 	// PrefixManagedRule + "<rule name>" holds a recovery rule managed
-	// through the API: its YAML and where it was loaded from (pkg/conduit).
+	// through the API: its YAML and where it was loaded from
+	// (pkg/managedrules).
 	PrefixManagedRule = "conduit/managed-rule/"
 	// KeyProcess is present while a conduit process runs on the store and
 	// removed by its clean shutdown: found at startup, it says the last
 	// process crashed (pkg/conduit).
 	KeyProcess = "conduit/process"
 	// PrefixConnectorState + "<pipeline id>/<connector id>" holds a
-	// connector's own durable memory (connector.State; pkg/conduit hands it
+	// connector's own durable memory (connector.State; pkg/assembly hands it
 	// to connectors, the file destination keeps what it wrote there).
 	PrefixConnectorState = "conduit/connector-state/"
 	// PrefixSchema holds the built-in schema registry's schemas (see

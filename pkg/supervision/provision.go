@@ -86,15 +86,6 @@ func (ps *Pipelines) provision(ctx context.Context, p config.Pipeline, origin re
 	return ps.provisionAfter(ctx, p, origin, actor, lifecycle.Takeover{}, false)
 }
 
-// afterShutdown is what becomes of a pipeline when this process shuts
-// down (lifecycle.Config.AfterShutdown).
-func (ps *Pipelines) afterShutdown() string {
-	if ps.cfg.Cluster.Enabled {
-		return "an instance of the cluster takes it up: another live one at once, or the first to start"
-	}
-	return ""
-}
-
 // provisionAfter is provision of a pipeline an instance of a cluster
 // takes over (lifecycle.Config.Takeover).
 // takingUp: an instance of a cluster takes the pipeline up; a state it
@@ -156,7 +147,7 @@ func (ps *Pipelines) provisionAfter(ctx context.Context, p config.Pipeline, orig
 		Persisted:      from.persisted,
 		ProcessCrashed: ps.crashed,
 		Takeover:       takeover,
-		AfterShutdown:  ps.afterShutdown(),
+		AfterShutdown:  ps.ownership.AfterShutdown(),
 	}, initial)
 	if err != nil {
 		return nil, err

@@ -297,6 +297,10 @@ func (f *fleet) Guards() ownership.Guards {
 // Alone: the instances share the store.
 func (f *fleet) Alone() bool { return false }
 
+func (f *fleet) AfterShutdown() string {
+	return "an instance of the cluster takes it up: another live one at once, or the first to start"
+}
+
 // Plan tells the other instances at once what this one will know after
 // plan (when it deletes pipelines of this instance's files), and hands
 // over those of them that other live instances still know (dropping).
