@@ -37,7 +37,7 @@ func (s *Supervisor) ApplyRule(ctx context.Context, name string, actor auditlog.
 }
 
 func (s *Supervisor) onApplyRule(name string, actor auditlog.Actor) ApplyOutcome {
-	a := ruleApplicationOf(&s.state, s.m.current(), s.shuttingDown, s.cfg.Policy.ManagedRule(name),
+	a := ruleApplicationOf(&s.state, s.m.current(), s.retiring(), s.cfg.Policy.ManagedRule(name),
 		func(f *Fault) { f.Pipeline, f.Plugin = s.cfg.PipelineID, s.pluginOf(f.Component) },
 		actor, s.cfg.Clock.Now(), s.cfg.Random)
 	if !a.outcome.Restarted {
@@ -69,11 +69,11 @@ type ruleApplication struct {
 // st, whose status is current. fault fills in what the state does not
 // say of the last error's fault (the pipeline, the component's plugin);
 // random is drawn only for a restart. It does no I/O and reads no clock.
-func ruleApplicationOf(st *State, current Status, shuttingDown bool, r *Rule, fault func(*Fault),
+func ruleApplicationOf(st *State, current Status, retiring bool, r *Rule, fault func(*Fault),
 	actor auditlog.Actor, now time.Time, random func() float64) ruleApplication {
 	not := func(why string) ruleApplication { return ruleApplication{outcome: ApplyOutcome{Why: why}} }
 	switch {
-	case shuttingDown:
+	case retiring:
 		return not("conduit is shutting down")
 	case current != StatusDegraded:
 		return not("not degraded (" + current.String() + ")")

@@ -31,7 +31,7 @@ func (s *Supervisor) onFault(err error) {
 		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
 	step := stepFault(&s.state, info, f, &s.cfg.Policy, s.cfg.Policy.RuleSet(), now, s.cfg.Random())
 	held := ""
-	if dep := step.info.Dependency; step.decision.Action == ActionRestart && dep != "" && s.cfg.Breakers != nil && !s.shuttingDown &&
+	if dep := step.info.Dependency; step.decision.Action == ActionRestart && dep != "" && s.cfg.Breakers != nil && !s.retiring() &&
 		s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
 		// The dependency's breaker is open: the canary retries it, this
 		// pipeline waits until it is back.
@@ -52,7 +52,7 @@ func (s *Supervisor) onFault(err error) {
 		if held != "" {
 			s.mustTransition(eventHold)
 			s.state.HeldBy = held
-		} else if !s.shuttingDown {
+		} else if !s.retiring() {
 			// Scheduled from the decision, not from when the state is on
 			// disk: in a fault storm the saves queue up, and the schedule
 			// must not slip behind them. The fault is announced after it:

@@ -34,7 +34,7 @@ func (s *Supervisor) releaser() func(after time.Duration) {
 // onRelease restarts a pipeline its dependency's breaker held, after a
 // delay.
 func (s *Supervisor) onRelease(after time.Duration) {
-	if s.m.phase() != phaseHeld || s.pending != nil || s.run != nil || s.shuttingDown {
+	if s.m.phase() != phaseHeld || s.pending != nil || s.run != nil || s.retiring() {
 		return
 	}
 	dep := s.state.HeldBy

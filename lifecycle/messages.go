@@ -149,8 +149,8 @@ func (s *Supervisor) handle(msg message) {
 	case applyRuleMsg:
 		m.reply <- s.onApplyRule(m.rule, m.actor)
 	case killMsg:
-		if s.run != nil && !s.run.forced {
-			s.run.forced = true
+		if s.run != nil && s.run.ending != runForced {
+			s.run.endBy(runForced)
 			s.run.cancel()
 		}
 	default:

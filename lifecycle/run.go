@@ -70,13 +70,30 @@ type activeRun struct {
 	// and its first record.
 	openedAt atomic.Pointer[time.Time]
 
-	// Owned by the supervisor goroutine.
-	stopping bool // a graceful stop was requested
-	forced   bool // its context was cancelled on purpose
+	// ending is how the supervisor is ending the run, if it is; owned by
+	// the supervisor goroutine.
+	ending runEnding
 
 	mu            sync.Mutex
 	built         Run
 	stopRequested bool
+}
+
+// runEnding is how the supervisor ends a run: not at all (it runs until
+// it ends by itself), by a graceful stop (its records drain), or by
+// cancelling its context (forced; a graceful stop can be cut short so).
+type runEnding int
+
+const (
+	runLive runEnding = iota
+	runDraining
+	runForced
+)
+
+// endBy notes that the supervisor ends the run by e: forced supersedes a
+// graceful stop, never the other way around.
+func (a *activeRun) endBy(e runEnding) {
+	a.ending = max(a.ending, e)
 }
 
 // stop asks the run to stop gracefully, now if it is built, or as soon as

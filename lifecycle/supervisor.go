@@ -141,8 +141,7 @@ type Supervisor struct {
 	// are open (onProbation).
 	window, probation clock.Timer
 	waiters           []chan error // stop requests waiting for the run to end
-	shuttingDown      bool
-	// retirement is why the supervisor ends, once it does.
+	// retirement is why the supervisor ends, once it does (retiring).
 	retirement *Retirement
 }
 
@@ -212,7 +211,7 @@ func (s *Supervisor) Run(ctx context.Context) {
 	s.resume()
 	s.saveUnsaved()
 	ctxDone := ctx.Done()
-	for !s.shuttingDown || s.run != nil {
+	for !s.retiring() || s.run != nil {
 		var windowC, probationC <-chan time.Time
 		if s.window != nil {
 			windowC = s.window.C()
@@ -274,11 +273,15 @@ func (s *Supervisor) Retire(ctx context.Context, why Retirement) error {
 	return err
 }
 
+// retiring reports whether the supervisor is ending (a shutdown, an
+// update, a deletion): nothing starts or restarts any more.
+func (s *Supervisor) retiring() bool { return s.retirement != nil }
+
 func (s *Supervisor) retire(why Retirement) {
-	if s.shuttingDown {
+	if s.retiring() {
 		return
 	}
-	s.shuttingDown, s.retirement = true, &why
+	s.retirement = &why
 	s.stopWindow()
 	if why.Reason != StopReasonShutdown {
 		// A shutdown keeps the pipeline recovering for the next process;
@@ -295,15 +298,15 @@ func (s *Supervisor) retire(why Retirement) {
 			s.state.StopReason = why.Reason
 			s.state.ResumeStatus = from
 			s.save()
-			if s.run == nil || s.run.stopping {
+			if s.run == nil || s.run.ending != runLive {
 				s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
 			} else {
 				s.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
 			}
 		}
 	}
-	if s.run != nil && !s.run.stopping {
-		s.run.stopping = true
+	if s.run != nil && s.run.ending == runLive {
+		s.run.endBy(runDraining)
 		s.run.stop()
 	}
 }

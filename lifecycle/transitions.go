@@ -136,7 +136,7 @@ func (s *Supervisor) onStop(m stopMsg) {
 	}
 	// Asked first, then told: whoever sees the stopping event knows the
 	// run was asked to stop (one still being built is then discarded).
-	s.run.stopping = true
+	s.run.endBy(runDraining)
 	s.run.stop()
 	s.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser,
 		Message: "pipeline stopping: source stops reading, in-flight records drain"})
@@ -148,7 +148,7 @@ func (s *Supervisor) forceStop(reply chan error) {
 		// A graceful stop is under way and taking too long: cut it short.
 		// The status stays stopped; the dropped records are read again on
 		// the next start because their positions were never saved.
-		s.run.forced = true
+		s.run.endBy(runForced)
 		s.run.cancel()
 		s.waiters = append(s.waiters, reply)
 		return
@@ -169,7 +169,7 @@ func (s *Supervisor) forceStop(reply chan error) {
 		reply <- nil
 		return
 	}
-	s.run.forced = true
+	s.run.endBy(runForced)
 	s.run.cancel()
 	s.waiters = append(s.waiters, reply)
 }
@@ -181,11 +181,11 @@ func (s *Supervisor) onRunEnded(id int, err error) {
 	}
 	s.run = nil
 	r.cancel()
-	if r.forced || r.stopping {
-		if r.forced {
+	if r.ending != runLive {
+		if r.ending == runForced {
 			s.log.Warn("pipeline run force-stopped; in-flight records were dropped and will be read again on the next start")
 		}
-		if err != nil && !r.forced {
+		if err != nil && r.ending != runForced {
 			// The drain itself failed; the stop still happened. Keep the
 			// error so the user sees it, but do not restart.
 			info := describeError(err, s.cfg.Clock.Now())
