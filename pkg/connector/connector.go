@@ -147,9 +147,9 @@ type HoldingReporter interface {
 	// HeldSince calls visit, in the order they were written, with the
 	// position and conduit.source.connector.id ("" when it names none) of
 	// every record it holds from offset on. ok is false when it cannot
-	// tell (the output is not the one an earlier run wrote the offset
-	// in): the engine then takes none as written. Called once, after Open
-	// and before the first Write.
+	// tell (the output is not the one an earlier run wrote the offset in,
+	// and that run may have written after it): the engine then takes none
+	// as written. Called once, after Open and before the first Write.
 	HeldSince(ctx context.Context, offset int64, visit func(pos record.Position, source string) error) (ok bool, err error)
 }
 

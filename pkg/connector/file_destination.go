@@ -54,7 +54,10 @@ type fileDestination struct {
 	// destination wrote this very file, so offsets it recorded are offsets
 	// in it.
 	sameAsBefore bool
-	from         int64 // the offset this run started appending at
+	// lastEnd is where the last run stopped writing, when it ended cleanly
+	// and said so (fileDestState.StoppedAt); nil when unknown.
+	lastEnd *int64
+	from    int64 // the offset this run started appending at
 	// size is the file's size after this run's last write, as far as its
 	// own writes tell (regular files only).
 	size int64
@@ -91,6 +94,11 @@ type fileDestState struct {
 	OwnedFrom int64 `json:"owned_from"`
 	// Stopped: the run ended cleanly, so it left no partial line.
 	Stopped bool `json:"stopped,omitempty"`
+	// StoppedAt is where a run that ended cleanly stopped writing (the
+	// file's size then): a dedup mark there means every record it wrote
+	// was acknowledged. Absent in states written before it was recorded,
+	// which then say nothing of it.
+	StoppedAt *int64 `json:"stopped_at,omitempty"`
 }
 
 // NewFileDestination builds the destination side of builtin:file. It only
@@ -218,6 +226,9 @@ func (d *fileDestination) claim(ctx context.Context, f *os.File, fi os.FileInfo)
 		}
 	}
 	d.sameAsBefore = prev != nil && prev.fileIdentity == d.id
+	if prev != nil && prev.Stopped {
+		d.lastEnd = prev.StoppedAt
+	}
 	size := fi.Size()
 	keep, endsWithNewline := size, true
 	if size > 0 {
@@ -354,10 +365,15 @@ func (d *fileDestination) Offset() (int64, bool) {
 // the end the run opened at (a torn last line already cut off) and visits
 // those this destination wrote. Lines that are not its own (foreign
 // content) are passed over. A file other than the one the last run wrote
-// (replaced, rotated) holds nothing of it: ok is false.
+// (replaced, rotated) holds nothing of it: ok is false, unless the last run
+// ended cleanly exactly at offset - it wrote nothing after it, so there is
+// nothing to tell.
 func (d *fileDestination) HeldSince(_ context.Context, offset int64, visit func(pos record.Position, source string) error) (bool, error) {
-	if _, ok := d.Offset(); !ok || !d.sameAsBefore {
+	if _, ok := d.Offset(); !ok {
 		return false, nil
+	}
+	if !d.sameAsBefore {
+		return d.lastEnd != nil && *d.lastEnd == offset, nil
 	}
 	if offset >= d.size {
 		// Cut shorter by someone since (the bytes are gone) or nothing
@@ -571,7 +587,12 @@ func (d *fileDestination) loadState(ctx context.Context) (*fileDestState, error)
 }
 
 func (d *fileDestination) saveState(ctx context.Context, stopped bool) error {
-	data, err := json.Marshal(fileDestState{Version: fileDestStateVersion, fileIdentity: d.id, OwnedFrom: d.from, Stopped: stopped})
+	st := fileDestState{Version: fileDestStateVersion, fileIdentity: d.id, OwnedFrom: d.from, Stopped: stopped}
+	if stopped {
+		end := d.size
+		st.StoppedAt = &end
+	}
+	data, err := json.Marshal(st)
 	if err == nil {
 		err = d.state.Save(ctx, data)
 	}

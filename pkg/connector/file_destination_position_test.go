@@ -216,6 +216,30 @@ func TestFileDestinationReadsBackWhatItHolds(t *testing.T) {
 	}
 	crash(t, d)
 
+	// A run that ended cleanly says where: a mark there means it wrote
+	// nothing after it, in whatever file now is at the path; a mark before
+	// it still cannot be told.
+	d, _ = fileDestRun(t, path, state)
+	writeRecords(t, d, "5", "6")
+	stoppedAt, _ := d.Offset()
+	if err := d.Teardown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte{}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = fileDestRun(t, path, state)
+	if held, ok := heldSince(t, d, stoppedAt); !ok || len(held) != 0 {
+		t.Fatalf("held since a clean stop's end in a replaced file = %q, %v; want nothing, known", held, ok)
+	}
+	if held, ok := heldSince(t, d, stoppedAt-1); ok || len(held) != 0 {
+		t.Fatalf("held since before a clean stop's end in a replaced file = %q, %v; want it cannot tell", held, ok)
+	}
+	crash(t, d)
+
 	// Without connector state nothing says which file it wrote before.
 	d, _ = fileDestRun(t, path, nil)
 	if _, ok := d.Offset(); ok {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -381,26 +382,38 @@ func TestFileDestinationStateErrors(t *testing.T) {
 	wantFile(t, path, []byte("x\n"), "1")
 }
 
-// TestFileDestinationStateGolden pins the persisted state's JSON.
+// TestFileDestinationStateGolden pins the persisted state's JSON: as
+// states were written before the clean stop's offset was recorded, and
+// as they are written now.
 func TestFileDestinationStateGolden(t *testing.T) {
-	golden, err := os.ReadFile(filepath.Join("testdata", "file_destination_state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st fileDestState
-	if err := json.Unmarshal(golden, &st); err != nil {
-		t.Fatal(err)
-	}
-	want := fileDestState{Version: 1, fileIdentity: fileIdentity{Dev: 2049, Ino: 1234567, Birth: 1732390000123456789}, OwnedFrom: 4096, Stopped: true}
-	if st != want {
-		t.Errorf("golden decodes to %+v, want %+v", st, want)
-	}
-	got, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != strings.TrimSpace(string(golden)) {
-		t.Errorf("state encodes to\n%s\nwant\n%s", got, golden)
+	stoppedAt := int64(8192)
+	for _, tt := range []struct {
+		file string
+		want fileDestState
+	}{
+		{"file_destination_state.json", fileDestState{Version: 1, fileIdentity: fileIdentity{Dev: 2049, Ino: 1234567, Birth: 1732390000123456789},
+			OwnedFrom: 4096, Stopped: true}},
+		{"file_destination_state_stopped_at.json", fileDestState{Version: 1, fileIdentity: fileIdentity{Dev: 2049, Ino: 1234567, Birth: 1732390000123456789},
+			OwnedFrom: 4096, Stopped: true, StoppedAt: &stoppedAt}},
+	} {
+		golden, err := os.ReadFile(filepath.Join("testdata", tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st fileDestState
+		if err := json.Unmarshal(golden, &st); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(st, tt.want) {
+			t.Errorf("%s decodes to %+v, want %+v", tt.file, st, tt.want)
+		}
+		got, err := json.Marshal(tt.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != strings.TrimSpace(string(golden)) {
+			t.Errorf("state encodes to\n%s\nwant %s:\n%s", got, tt.file, golden)
+		}
 	}
 }
 
