@@ -41,11 +41,14 @@
 // faultOutcome works out, without I/O, the state it changes and the
 // events that record it (lifecycle/fault.go, table-tested in
 // step_test.go); ruleApplicationOf does the same for a managed rule
-// applied to a degraded pipeline (apply.go); the Supervisor goroutine only waits and carries that out
-// (the transitions of the state machine, the restart's schedule, the
-// events). One goroutine owns each pipeline's state; everything else
-// sends it messages. Time comes from a Clock (pkg/clock), so tests never
-// sleep.
+// applied to a degraded pipeline (apply.go); Policy.DeadLetterRule
+// decides, with the same matcher, about a record the engine asks about
+// while the run goes on (policy.go), and the dry runner replays the audit
+// log's faults with it too (dryrun.go). The Supervisor goroutine only
+// waits and carries that out (the transitions of the state machine, the
+// restart's schedule, the events). One goroutine owns each pipeline's
+// state; everything else sends it messages. Time comes from a Clock
+// (pkg/clock), so tests never sleep.
 //
 // Restarts are launched by a RestartScheduler that the supervisors of a
 // process share, not by each supervisor's own timer, so that ten thousand

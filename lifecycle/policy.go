@@ -289,6 +289,20 @@ func (p *Policy) Match(f Fault) *Rule {
 	return rs.Match(f)
 }
 
+// DeadLetterRule decides about an error that names its record while the
+// run goes on (the engine asks, pkg/pipeline's Config.DeadLetter): the
+// first rule that matches it decides, as for a fault, and only a
+// dead-letter rule takes the record off the pipeline's hands - it is named
+// then. f need not say it names a record: it does.
+func (p *Policy) DeadLetterRule(f Fault) (rule string, ok bool) {
+	f.NamesRecord = true
+	r := p.Match(f)
+	if r == nil || r.Action != config.ActionDeadLetter {
+		return "", false
+	}
+	return r.Name, true
+}
+
 func (r *Rule) matches(f Fault) bool {
 	if r.Action == config.ActionDeadLetter && !f.NamesRecord {
 		return false

@@ -763,3 +763,34 @@ func TestBuiltinRulesComeLast(t *testing.T) {
 		}
 	}
 }
+
+// The engine's question about an error that names its record is decided
+// by the matcher faults are decided by: the first rule that matches, and
+// only a dead-letter rule takes the record; a rule tried before it that
+// matches too keeps the record in the pipeline.
+func TestDeadLetterRule(t *testing.T) {
+	rules := []config.Rule{
+		{Name: "poison-rows", Match: config.RuleMatch{Codes: []config.CodeRange{{From: 422, To: 422}}}, Action: config.ActionDeadLetter},
+		{Name: "partner-422", Match: config.RuleMatch{Codes: []config.CodeRange{{From: 422, To: 422}}, Components: []string{"partner-*"}},
+			Action: config.ActionRetry, Priority: 500, PrioritySet: true},
+		{Name: "slow-503", Match: config.RuleMatch{Codes: []config.CodeRange{{From: 503, To: 503}}}, Action: config.ActionRetry},
+	}
+	p := mustPolicy(config.ErrorRecoveryOverride{Rules: rules})
+	for _, tt := range []struct {
+		name string
+		f    Fault
+		want string
+	}{
+		{"a dead-letter rule matches", Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 422, Component: "pg-out"}, "poison-rows"},
+		{"a retry rule tried first matches too", Fault{Pipeline: "orders", Class: cerrors.ClassFatal, Code: 422, Component: "partner-out"}, ""},
+		{"only a retry rule matches", Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 503, Component: "pg-out"}, ""},
+		{"no rule matches", Fault{Pipeline: "orders", Class: cerrors.ClassTransient, Code: 500, Component: "pg-out"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := p.DeadLetterRule(tt.f)
+			if got != tt.want || ok != (tt.want != "") {
+				t.Fatalf("DeadLetterRule = %q, %v; want %q", got, ok, tt.want)
+			}
+		})
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
-	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/pipeline"
 	"github.com/conduitry/conduit/pkg/store"
 )
@@ -25,16 +24,11 @@ const (
 )
 
 // deadLetter answers the engine's question about a transient error that
-// names its record: the first recovery rule that matches it decides, and
-// only a dead-letter rule takes the record off the pipeline's hands.
+// names its record, with the pipeline's policy (lifecycle decides).
 func (m *managedPipeline) deadLetter(err error, kind pipeline.Kind, id string) (string, bool) {
 	c := kind.Classify(err)
-	rule := m.policy.Match(lifecycle.Fault{Pipeline: m.cfg.ID, Class: c.Class, Code: c.Code, Message: c.Message,
-		Component: id, Plugin: m.pluginOf(id), NamesRecord: true})
-	if rule == nil || rule.Action != config.ActionDeadLetter {
-		return "", false
-	}
-	return rule.Name, true
+	return m.policy.DeadLetterRule(lifecycle.Fault{Pipeline: m.cfg.ID, Class: c.Class, Code: c.Code, Message: c.Message,
+		Component: id, Plugin: m.pluginOf(id)})
 }
 
 // componentKind maps the kind an error info names to the engine's.
