@@ -35,7 +35,7 @@ func TestOutputRotatedAfterACrashIsAnAuditedDecision(t *testing.T) {
 	waitForRecords(t, p, out, 100)
 	events := w.mustPipelines(address, "events", "seq", "--kind", "dedup-unverified", "-o", "json")
 	if n := strings.Count(strings.TrimSpace(events), "\n") + 1; strings.TrimSpace(events) == "" || n != 1 ||
-		!strings.Contains(events, "destination out could not say what it holds of the last run") {
+		!strings.Contains(events, `"component":"out"`) || !strings.Contains(events, "destination out could not say what it holds of the last run") {
 		t.Errorf("dedup-unverified events after the output was rotated away from a killed run:\n%s", events)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -582,7 +582,7 @@ func eventToProto(e auditlog.Event) *conduitv1.PipelineEvent {
 		StatusBefore: statusToProto[e.StatusBefore], StatusAfter: statusToProto[e.StatusAfter],
 		Message: e.Message, Actor: string(e.Actor), Attempt: int32(e.Attempt), Delay: durationToProto(e.Delay),
 		NextAttemptAt: timeToProto(e.NextAttemptAt), Reason: e.Reason, Count: e.Count,
-		Action: e.Action, Strategy: e.Strategy,
+		Action: e.Action, Strategy: e.Strategy, Component: e.Component, ComponentKind: string(e.ComponentKind),
 	}
 	if e.HasError() {
 		pb.Error = &conduitv1.PipelineError{

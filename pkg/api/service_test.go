@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/conduitry/conduit/auditlog"
+	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/lifecycle"
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 	"github.com/conduitry/conduit/pkg/api/gen/conduit/v1/conduitv1connect"
@@ -802,5 +803,20 @@ func TestListSkipsAPipelineRetiredMeanwhile(t *testing.T) {
 	}
 	if len(res.Msg.GetPipelines()) != len(testPipelines())+1 { // and "bad", invalid
 		t.Fatalf("%d pipelines listed", len(res.Msg.GetPipelines()))
+	}
+}
+
+// An event about one connector says which, also when it carries no error:
+// dedup-skipped and dedup-unverified are about a destination.
+func TestEventsNameTheirComponentWithoutAnError(t *testing.T) {
+	pb := eventToProto(auditlog.Event{Sequence: 3, PipelineID: "orders", Kind: auditlog.KindDedupUnverified,
+		Component: "out", ComponentKind: cerrors.ComponentDestination, Message: "destination out could not say what it holds"})
+	if pb.GetComponent() != "out" || pb.GetComponentKind() != "destination" || pb.GetError() != nil {
+		t.Fatalf("event %v: want component out (destination) and no error", pb)
+	}
+	withError := eventToProto(auditlog.Event{Kind: auditlog.KindFault, Component: "pg", ComponentKind: cerrors.ComponentSource,
+		ErrorCode: 503, ErrorClass: cerrors.ClassTransient, ErrorMessage: "unavailable"})
+	if withError.GetComponent() != "pg" || withError.GetError().GetComponent() != "pg" {
+		t.Fatalf("fault event %v: want its component at the top and in its error", withError)
 	}
 }

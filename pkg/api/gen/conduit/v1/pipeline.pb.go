@@ -1048,7 +1048,8 @@ type PipelineEvent struct {
 	PipelineId string                 `protobuf:"bytes,3,opt,name=pipeline_id,json=pipelineId,proto3" json:"pipeline_id,omitempty"`
 	// created, provisioned, starting, running, resumed, fault, recovering,
 	// restarted, recovered, degraded, stopping, stopped, deleted,
-	// dedup-skipped, dead-lettered, notified or notification-failed.
+	// dedup-skipped, dedup-unverified, dead-lettered, notified or
+	// notification-failed.
 	Kind         string         `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	StatusBefore PipelineStatus `protobuf:"varint,5,opt,name=status_before,json=statusBefore,proto3,enum=conduit.v1.PipelineStatus" json:"status_before,omitempty"`
 	StatusAfter  PipelineStatus `protobuf:"varint,6,opt,name=status_after,json=statusAfter,proto3,enum=conduit.v1.PipelineStatus" json:"status_after,omitempty"`
@@ -1072,7 +1073,13 @@ type PipelineEvent struct {
 	// What the policy decided about a fault: restart or degrade.
 	Action string `protobuf:"bytes,15,opt,name=action,proto3" json:"action,omitempty"`
 	// The strategy that gave the delay (fault, recovering).
-	Strategy      string `protobuf:"bytes,16,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Strategy string `protobuf:"bytes,16,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// The connector or processor the event is about, also when it has no
+	// error (dedup-skipped, dedup-unverified: the destination); empty when
+	// it is about the whole pipeline.
+	Component string `protobuf:"bytes,17,opt,name=component,proto3" json:"component,omitempty"`
+	// source, destination, processor or dead-letter-queue.
+	ComponentKind string `protobuf:"bytes,18,opt,name=component_kind,json=componentKind,proto3" json:"component_kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1215,6 +1222,20 @@ func (x *PipelineEvent) GetAction() string {
 func (x *PipelineEvent) GetStrategy() string {
 	if x != nil {
 		return x.Strategy
+	}
+	return ""
+}
+
+func (x *PipelineEvent) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
+func (x *PipelineEvent) GetComponentKind() string {
+	if x != nil {
+		return x.ComponentKind
 	}
 	return ""
 }
@@ -2749,7 +2770,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\x12#\n" +
 	"\rdead_lettered\x18\x14 \x01(\x03R\fdeadLettered\x12M\n" +
 	"\x15last_dead_lettered_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastDeadLetteredAt\x121\n" +
-	"\x15last_dead_letter_rule\x18\x16 \x01(\tR\x12lastDeadLetterRule\"\xe2\x04\n" +
+	"\x15last_dead_letter_rule\x18\x16 \x01(\tR\x12lastDeadLetterRule\"\xa7\x05\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
@@ -2768,7 +2789,9 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12\x14\n" +
 	"\x05count\x18\x0e \x01(\x03R\x05count\x12\x16\n" +
 	"\x06action\x18\x0f \x01(\tR\x06action\x12\x1a\n" +
-	"\bstrategy\x18\x10 \x01(\tR\bstrategy\"N\n" +
+	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12\x1c\n" +
+	"\tcomponent\x18\x11 \x01(\tR\tcomponent\x12%\n" +
+	"\x0ecomponent_kind\x18\x12 \x01(\tR\rcomponentKind\"N\n" +
 	"\x14ListPipelinesRequest\x126\n" +
 	"\bstatuses\x18\x01 \x03(\x0e2\x1a.conduit.v1.PipelineStatusR\bstatuses\"\x89\x01\n" +
 	"\x15ListPipelinesResponse\x122\n" +
