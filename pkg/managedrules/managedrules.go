@@ -89,6 +89,9 @@ func New(o Options) *Rules {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
 	return &Rules{o: o}
 }
 
@@ -241,6 +244,8 @@ func (r *Rules) Load(ctx context.Context, files []config.FileContent, replaceAll
 		rule.File = fileName(p.file)
 		loaded = append(loaded, api.RuleInfo{Rule: rule, Managed: true, YAML: p.YAML, LoadedAt: now})
 	}
+	// Before mu: clashWarnings reads the pipelines under their own lock,
+	// and the two locks are never held together.
 	res := api.LoadResult{Warnings: r.clashWarnings(loaded)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
