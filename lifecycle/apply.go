@@ -36,19 +36,19 @@ func (s *Supervisor) ApplyRule(ctx context.Context, name string, actor auditlog.
 	return answer(ctx, s, reply)
 }
 
-func (s *Supervisor) onApplyRule(name string, actor auditlog.Actor) ApplyOutcome {
-	a := ruleApplicationOf(&s.state, s.m.current(), s.retiring(), s.cfg.Policy.ManagedRule(name),
-		func(f *Fault) { f.Pipeline, f.Plugin = s.cfg.PipelineID, s.pluginOf(f.Component) },
-		actor, s.cfg.Clock.Now(), s.cfg.Random)
-	if !a.outcome.Restarted {
-		return a.outcome
+// stepApplyRule hands a degraded pipeline to a managed rule (snap.rule).
+func (p *pipeline) stepApplyRule(m applyRuleMsg, snap *snapshot, fx *effects) {
+	a := ruleApplicationOf(&p.state, p.m.phase(), p.retiring(), snap.rule,
+		func(f *Fault) { f.Pipeline, f.Plugin = snap.pipelineID, snap.plugin(f.Component) },
+		m.actor, snap.now, snap.random)
+	if a.outcome.Restarted {
+		p.must(eventRetry, fx)
+		a.apply(&p.state)
+		fx.add(effect{do: doScheduleRestart, at: a.outcome.NextAttemptAt})
+		p.save(snap, fx)
+		fx.emit(a.event, snap.now)
 	}
-	s.mustTransition(eventRetry)
-	a.apply(&s.state)
-	s.scheduleRestart(a.outcome.NextAttemptAt)
-	s.save()
-	s.emit(a.event)
-	return a.outcome
+	fx.add(effect{do: doAnswerApply, apply: &appliedRule{reply: m.reply, outcome: a.outcome}})
 }
 
 // ruleApplication is what applying a managed rule does to a pipeline:
@@ -66,18 +66,20 @@ type ruleApplication struct {
 
 // ruleApplicationOf works out what applying r (nil: the pipeline's
 // policy has no managed rule of that name) does to a pipeline in state
-// st, whose status is current. fault fills in what the state does not
-// say of the last error's fault (the pipeline, the component's plugin);
-// random is drawn only for a restart. It does no I/O and reads no clock.
-func ruleApplicationOf(st *State, current Status, retiring bool, r *Rule, fault func(*Fault),
-	actor auditlog.Actor, now time.Time, random func() float64) ruleApplication {
+// st, whose machine is in phase ph. fault fills in what the state does
+// not say of the last error's fault (the pipeline, the component's
+// plugin); random gives a restart's jitter. It does no I/O and reads no
+// clock.
+func ruleApplicationOf(st *State, ph phase, retiring bool, r *Rule, fault func(*Fault),
+	actor auditlog.Actor, now time.Time, random float64) ruleApplication {
 	not := func(why string) ruleApplication { return ruleApplication{outcome: ApplyOutcome{Why: why}} }
+	current := ph.status()
 	switch {
 	case retiring:
 		return not("conduit is shutting down")
 	case current != StatusDegraded:
 		return not("not degraded (" + current.String() + ")")
-	case st.DegradedReason == ReasonForceStop:
+	case st.DegradedReason == ReasonForceStop || ph != phaseDegraded:
 		return not("force-stopped by a user: start it to run it again")
 	case st.LastError == nil:
 		return not("no error recorded")
@@ -94,7 +96,7 @@ func ruleApplicationOf(st *State, current Status, retiring bool, r *Rule, fault 
 	case r.Action == config.ActionDegrade:
 		return not("the rule degrades: it would decide the same")
 	}
-	delay := Delay(r.Policy, 1, random())
+	delay := Delay(r.Policy, 1, random)
 	next := now.Add(delay)
 	info.Rule, info.Class, info.Source = r.Name, cerrors.ClassTransient, cerrors.SourceRule
 	return ruleApplication{

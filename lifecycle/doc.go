@@ -24,7 +24,10 @@
 //	     breaker open: v    │ released          │ fault
 //	                   held ┘                   └──────> waiting
 //
-// Any of them goes to degraded or stopped as recovering does.
+// Any of them goes to degraded or stopped as recovering does. A stop or a
+// force stop of a pipeline with a run goes through a phase of its own
+// until the run has ended (stopped/stopping, degraded/stopping): no start
+// is taken before.
 //
 // A crash-looping pipeline stays recovering the whole time: it goes back to
 // running only when a record makes it end to end after a restart, or when
@@ -33,22 +36,24 @@
 // has lasted max-retries-window: a failure in between continues the
 // episode's backoff and counts against max-retries.
 //
-// Decide, then act, in separate places: Decide is a pure function of
-// (policy, a snapshot of the rules, history, error class, now, a random
-// number) that says "restart after this delay" or "degrade, for this
-// reason"; stepFault decides about a fault from the state the same way
-// (the rule that matches, the record it keeps failing on), and
-// faultOutcome works out, without I/O, the state it changes and the
-// events that record it (lifecycle/fault.go, table-tested in
-// step_test.go); ruleApplicationOf does the same for a managed rule
-// applied to a degraded pipeline (apply.go); Policy.DeadLetterRule
+// Decide, then act, in separate places. Every decision is made by one
+// step (step.go): from the pipeline's state (its machine, its persisted
+// State, its run), an input (a request, a run's report, a timer, the
+// breaker's answer) and a snapshot (the policy and a snapshot of its
+// rules, now, a random number), it changes the state and lists the
+// effects - events to record, the state to save, runs to start, stop or
+// cancel, restarts to schedule, timers, the breaker, answers - which the
+// supervisor's loop carries out in order (perform.go) and nothing else.
+// Within the step, Decide is the pure rule of restart or degrade
+// (policy.go); stepFault and faultOutcome decide a fault and work out what
+// it changes (fault.go); ruleApplicationOf does the same for a managed
+// rule applied to a degraded pipeline (apply.go). Policy.DeadLetterRule
 // decides, with the same matcher, about a record the engine asks about
 // while the run goes on (policy.go), and the dry runner replays the audit
-// log's faults with it too (dryrun.go). The Supervisor goroutine only
-// waits and carries that out (the transitions of the state machine, the
-// restart's schedule, the events). One goroutine owns each pipeline's
-// state; everything else sends it messages. Time comes from a Clock
-// (pkg/clock), so tests never sleep.
+// log's faults with it too (dryrun.go). Every step is table-tested
+// (step_machine_test.go, step_test.go). One goroutine owns each
+// pipeline's state; everything else sends it messages. Time comes from a
+// Clock (pkg/clock), so tests never sleep.
 //
 // Restarts are launched by a RestartScheduler that the supervisors of a
 // process share, not by each supervisor's own timer, so that ten thousand

@@ -54,7 +54,7 @@ func (f ObserverFunc) PipelineEvent(e auditlog.Event) { f(e) }
 // gravity: info for running, warn for recovering, error for degraded. A
 // fault and a start request are not logged on their own: the recovering,
 // degraded or running event that follows carries the same facts.
-func logEvent(log *zap.Logger, e auditlog.Event) {
+func logEvent(log *zap.Logger, e *auditlog.Event) {
 	level := zapcore.InfoLevel
 	switch e.Kind {
 	case auditlog.KindFault, auditlog.KindStarting:

@@ -2,8 +2,8 @@ package lifecycle
 
 // The fault path: a run that ended with an error is decided about
 // (stepFault, from the state alone), what that changes is worked out
-// (faultOutcome, the state and the events, without I/O), and the
-// supervisor carries it out.
+// (faultOutcome, the state and the events), and carryOutFault applies it
+// to the state and appends the effects; all of it is part of the step.
 
 import (
 	"errors"
@@ -15,61 +15,62 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 )
 
-// onFault applies the policy to a run that ended with err: stepFault
-// decides, the dependency's breaker (an outside party) says whether it
-// holds the restart, faultOutcome says what the fault changes and which
-// events record it, and this function only carries that out, in the order
-// that keeps a state and the event that records it together.
-func (s *Supervisor) onFault(err error) {
-	now := s.cfg.Clock.Now()
+// stepRunFailed decides about a run that ended with err: stepFault
+// decides from the state, and carryOutFault changes the state and says
+// what records it. A decision to restart a pipeline whose failure names a
+// dependency first asks the dependency's breaker (an outside party, which
+// counts the failure): its answer comes back as breakerAnswered, which
+// carries the fault out.
+func (p *pipeline) stepRunFailed(err error, snap *snapshot, fx *effects) {
+	now := snap.now
 	info := describeError(err, now)
-	if info.Dependency == "" && s.cfg.DependencyOf != nil && info.Component != "" {
-		info.Dependency = s.cfg.DependencyOf(info.Component)
+	if info.Dependency == "" && snap.dependencyOf != nil && info.Component != "" {
+		info.Dependency = snap.dependencyOf(info.Component)
 	}
 	var window deadLetterWindowError
-	f := Fault{Pipeline: s.cfg.PipelineID, Class: info.Class, Code: info.Code, Message: info.Message,
-		Component: info.Component, Plugin: s.pluginOf(info.Component), DeadLetterWindow: errors.As(err, &window)}
-	step := stepFault(&s.state, info, f, &s.cfg.Policy, s.cfg.Policy.RuleSet(), now, s.cfg.Random())
-	held := ""
-	if dep := step.info.Dependency; step.decision.Action == ActionRestart && dep != "" && s.cfg.Breakers != nil && !s.retiring() &&
-		s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
-		// The dependency's breaker is open: the canary retries it, this
-		// pipeline waits until it is back.
-		held = dep
+	f := Fault{Pipeline: snap.pipelineID, Class: info.Class, Code: info.Code, Message: info.Message,
+		Component: info.Component, Plugin: snap.plugin(info.Component), DeadLetterWindow: errors.As(err, &window)}
+	step := stepFault(&p.state, info, f, snap.policy, snap.rules, now, snap.random)
+	if step.info.Dependency != "" && step.decision.Action == ActionRestart && snap.breakers && !p.retiring() {
+		fx.add(effect{do: doAskBreaker, dep: step.info.Dependency, fault: &step})
+		return
 	}
-	out := faultOutcome(step, s.m.current(), now, held, &s.cfg.Policy)
-	out.record(&s.state)
-	s.stopWindow()
+	p.carryOutFault(step, "", snap, fx)
+}
+
+// carryOutFault applies a decided fault: faultOutcome says what it
+// changes and which events record it, and this function puts that in the
+// order that keeps a state and the event that records it together. held
+// names the dependency whose open breaker holds the restart ("" when none
+// does).
+func (p *pipeline) carryOutFault(step faultStep, held string, snap *snapshot, fx *effects) {
+	now := snap.now
+	out := faultOutcome(step, p.m.current(), now, held, snap.policy)
+	out.record(&p.state)
+	fx.add(effect{do: doStopTimers})
 	if out.degrade {
-		s.leaveBreaker()
+		p.leaveBreaker(snap, fx)
 		// Announced before the transition, as every fault is.
-		s.emit(out.fault)
-		s.mustTransition(eventDegrade)
-		out.apply(&s.state)
+		fx.emit(out.fault, now)
+		p.must(eventDegrade, fx)
+		out.apply(&p.state)
 	} else {
-		s.mustTransition(eventFault)
-		out.apply(&s.state)
+		p.must(eventFault, fx)
+		out.apply(&p.state)
 		if held != "" {
-			s.mustTransition(eventHold)
-			s.state.HeldBy = held
-		} else if !s.retiring() {
+			p.must(eventHold, fx)
+			p.state.HeldBy = held
+		} else if !p.retiring() {
 			// Scheduled from the decision, not from when the state is on
 			// disk: in a fault storm the saves queue up, and the schedule
 			// must not slip behind them. The fault is announced after it:
 			// writing the event durably must not delay the schedule.
-			s.scheduleRestart(out.next)
+			fx.add(effect{do: doScheduleRestart, at: out.next})
 		}
-		s.emit(out.fault)
+		fx.emit(out.fault, now)
 	}
-	s.save()
-	s.emit(out.after)
-}
-
-func (s *Supervisor) pluginOf(component string) string {
-	if s.cfg.PluginOf == nil || component == "" {
-		return ""
-	}
-	return s.cfg.PluginOf(component)
+	p.save(snap, fx)
+	fx.emit(out.after, now)
 }
 
 // faultStep is what a fault does to a pipeline, decided from its state
@@ -84,11 +85,10 @@ type faultStep struct {
 	episodeStart time.Time
 }
 
-// stepFault decides about a fault: the pure part of the supervisor's fault
-// path, which then applies the step - transitions, state, events, the
-// restart's schedule, the breaker - in the order that keeps a state and the
-// event that records it together. st is only read; rules is the snapshot
-// of the rules the decision tries.
+// stepFault decides about a fault from the state without touching it (st
+// is only read; rules is the snapshot of the rules the decision tries):
+// the rule that matches, restart or degrade (Decide), the record it keeps
+// failing on.
 func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, rules RuleSet, now time.Time, random float64) faultStep {
 	h := History{FailCount: st.FailCount, LastRecoveredAt: st.LastRecoveredAt,
 		LastEpisodeAttempts: st.LastEpisodeAttempts, Flaps: st.Flaps}

@@ -6,14 +6,13 @@ import (
 	"fmt"
 
 	"github.com/looplab/fsm"
-	"go.uber.org/zap"
 )
 
-// phase is a state of a pipeline's machine: a status, and for recovering
-// where in its recovery the pipeline is. The sub-states of recovering are
-// states of the machine, not flags beside it, so that what may happen next
-// is in one table: a restart only from waiting, a release only from held,
-// running again only from probation.
+// phase is a state of a pipeline's machine: a status, and where in it the
+// pipeline is. The sub-states are states of the machine, not flags beside
+// it, so that what may happen next is in one table: a restart only from
+// waiting, a release only from held, running again only from probation, a
+// start only once the last run has ended.
 type phase string
 
 const (
@@ -27,7 +26,13 @@ const (
 	// the probation not over).
 	phaseProbation = phase("recovering/probation")
 	phaseDegraded  = phase("degraded")
-	phaseStopped   = phase("stopped")
+	// phaseForceStopping: force-stopped (degraded); its cancelled run has
+	// not ended yet.
+	phaseForceStopping = phase("degraded/stopping")
+	phaseStopped       = phase("stopped")
+	// phaseStopping: stopped (by a user, a shutdown, an update); its run
+	// drains, or is being cut short, and has not ended yet.
+	phaseStopping = phase("stopped/stopping")
 )
 
 // status is the status the phase belongs to.
@@ -37,16 +42,20 @@ func (p phase) status() Status {
 		return StatusRunning
 	case phaseWaiting, phaseHeld, phaseProbation:
 		return StatusRecovering
-	case phaseDegraded:
+	case phaseDegraded, phaseForceStopping:
 		return StatusDegraded
 	default:
 		return StatusStopped
 	}
 }
 
+// ending reports whether the pipeline was stopped or force-stopped and its
+// last run has not ended yet.
+func (p phase) ending() bool { return p == phaseStopping || p == phaseForceStopping }
+
 // entryPhase is the phase a pipeline of status s starts in: a recovering
 // one waits for a restart (a hold or a probation does not outlive the
-// process).
+// process, nor does a run).
 func entryPhase(s Status) phase {
 	switch s {
 	case StatusRunning:
@@ -61,19 +70,21 @@ func entryPhase(s Status) phase {
 }
 
 // event is what moves a pipeline between phases (the table of DESIGN.md
-// section 5, with recovering's sub-states).
+// section 5, with the sub-states).
 type event string
 
 const (
-	eventStart     event = "start"     // stopped, degraded -> running
-	eventFault     event = "fault"     // running, recovering -> recovering/waiting (transient error)
-	eventHold      event = "hold"      // recovering/waiting -> recovering/held (the dependency's breaker is open)
-	eventRelease   event = "release"   // recovering/held -> recovering/waiting (the breaker let it go)
-	eventRestart   event = "restart"   // recovering/waiting -> recovering/probation (backoff elapsed)
-	eventRecovered event = "recovered" // recovering/probation -> running
-	eventDegrade   event = "degrade"   // running, recovering -> degraded
-	eventStop      event = "stop"      // running, recovering -> stopped
-	eventRetry     event = "retry"     // degraded -> recovering/waiting (a rule applied to it)
+	eventStart     event = "start"      // stopped, degraded -> running
+	eventFault     event = "fault"      // running, recovering/probation -> recovering/waiting (a run failed, transient)
+	eventHold      event = "hold"       // recovering/waiting -> recovering/held (the dependency's breaker is open)
+	eventRelease   event = "release"    // recovering/held -> recovering/waiting (the breaker let it go)
+	eventRestart   event = "restart"    // recovering/waiting -> recovering/probation (backoff elapsed)
+	eventRecovered event = "recovered"  // recovering/probation -> running
+	eventDegrade   event = "degrade"    // running, recovering/probation -> degraded (a run failed, the decision degrades)
+	eventStop      event = "stop"       // running, recovering -> stopped/stopping
+	eventForceStop event = "force-stop" // running, recovering -> degraded/stopping
+	eventRunEnded  event = "run-ended"  // stopped/stopping -> stopped, degraded/stopping -> degraded
+	eventRetry     event = "retry"      // degraded -> recovering/waiting (a rule applied to it)
 )
 
 // ErrInvalidTransition is wrapped by every *TransitionError.
@@ -93,8 +104,8 @@ func (e *TransitionError) Error() string {
 
 func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 
-// machine is a pipeline's FSM. It is owned by the supervisor goroutine; the
-// looplab/fsm underneath only guards the transition table.
+// machine is a pipeline's FSM, part of the pipeline's state that a step
+// changes. The looplab/fsm underneath guards the transition table.
 type machine struct {
 	f *fsm.FSM
 }
@@ -102,16 +113,21 @@ type machine struct {
 func newMachine(initial Status) *machine {
 	running, waiting, held := string(phaseRunning), string(phaseWaiting), string(phaseHeld)
 	probation, degraded, stopped := string(phaseProbation), string(phaseDegraded), string(phaseStopped)
+	stopping, forceStopping := string(phaseStopping), string(phaseForceStopping)
 	active := []string{running, waiting, held, probation}
+	withRun := []string{running, probation}
 	return &machine{f: fsm.NewFSM(string(entryPhase(initial)), fsm.Events{
 		{Name: string(eventStart), Src: []string{stopped, degraded}, Dst: running},
-		{Name: string(eventFault), Src: active, Dst: waiting},
+		{Name: string(eventFault), Src: withRun, Dst: waiting},
 		{Name: string(eventHold), Src: []string{waiting}, Dst: held},
 		{Name: string(eventRelease), Src: []string{held}, Dst: waiting},
 		{Name: string(eventRestart), Src: []string{waiting}, Dst: probation},
 		{Name: string(eventRecovered), Src: []string{probation}, Dst: running},
-		{Name: string(eventDegrade), Src: active, Dst: degraded},
-		{Name: string(eventStop), Src: active, Dst: stopped},
+		{Name: string(eventDegrade), Src: withRun, Dst: degraded},
+		{Name: string(eventStop), Src: active, Dst: stopping},
+		{Name: string(eventForceStop), Src: active, Dst: forceStopping},
+		{Name: string(eventRunEnded), Src: []string{stopping}, Dst: stopped},
+		{Name: string(eventRunEnded), Src: []string{forceStopping}, Dst: degraded},
 		{Name: string(eventRetry), Src: []string{degraded}, Dst: waiting},
 	}, nil)}
 }
@@ -125,60 +141,44 @@ func (m *machine) current() Status { return m.phase().status() }
 // can reports whether ev applies to the current phase.
 func (m *machine) can(ev event) bool { return m.f.Can(string(ev)) }
 
-// fire applies ev and returns the status before it.
+// fire applies ev and returns the status before it. No event of the table
+// leads back to the phase it left, so every error is a refusal.
 func (m *machine) fire(ev event) (from Status, err error) {
 	from = m.current()
-	err = m.f.Event(context.Background(), string(ev))
-	var noTransition fsm.NoTransitionError
-	switch {
-	case err == nil:
-		return from, nil
-	case errors.As(err, &noTransition):
-		// The table allows it and it leads where the machine is: a fault
-		// of a run while the pipeline already waits for a restart (a run a
-		// stop took over). The library reports that as no transition.
-		return from, nil
-	default:
+	if err := m.f.Event(context.Background(), string(ev)); err != nil {
 		return from, &TransitionError{Event: string(ev), From: from}
 	}
+	return from, nil
 }
 
 // transition fires ev on the state machine, the single source of the
-// status and of the sub-state of recovering: State.Status, Probation and
-// HeldBy are copied from it and never set by hand (HeldBy names the
-// dependency while held).
-func (s *Supervisor) transition(ev event) (from Status, err error) {
-	from, err = s.m.fire(ev)
-	s.syncPhase()
+// status and of its sub-state: State.Status, Probation and HeldBy are
+// copied from it and never set by hand (HeldBy names the dependency while
+// held).
+func (p *pipeline) transition(ev event) (from Status, err error) {
+	from, err = p.m.fire(ev)
+	p.syncPhase()
 	return from, err
 }
 
 // syncPhase copies what the machine's phase says into the state that is
 // persisted and shown: the status, whether the pipeline is on probation,
 // and no dependency holding it outside the held phase.
-func (s *Supervisor) syncPhase() {
-	p := s.m.phase()
-	s.state.Status = p.status()
-	s.state.Probation = p == phaseProbation
-	if p != phaseHeld {
-		s.state.HeldBy = ""
+func (p *pipeline) syncPhase() {
+	ph := p.m.phase()
+	p.state.Status = ph.status()
+	p.state.Probation = ph == phaseProbation
+	if ph != phaseHeld {
+		p.state.HeldBy = ""
 	}
 }
 
-// mustTransition is transition for an event the supervisor's own logic
-// chose for the current status; a refusal is a bug.
-func (s *Supervisor) mustTransition(ev event) Status {
-	from, err := s.transition(ev)
+// must is transition for an event the step chose itself; a refusal is a
+// bug, which the loop reports (doBug).
+func (p *pipeline) must(ev event, fx *effects) Status {
+	from, err := p.transition(ev)
 	if err != nil {
-		s.bug(ev, err)
+		fx.bug(ev, err, p.m.current())
 	}
 	return from
-}
-
-// bug reports a transition the state machine refused although the
-// supervisor chose it: the status stays what the machine says. It panics
-// in development loggers and is logged otherwise; tests fail on it.
-func (s *Supervisor) bug(ev event, err error) {
-	s.log.DPanic("bug: the state machine refused a transition the supervisor chose",
-		zap.String("event", string(ev)), zap.Stringer("status", s.m.current()), zap.Error(err))
 }

@@ -8,17 +8,20 @@ import (
 // The machine's table, phase by phase: every event either leads where the
 // table says or is refused with a *TransitionError naming the status. A
 // restart comes only after waiting, a release only while held, running
-// again only after a probation.
+// again only after a probation, a fault or a degradation only of a phase
+// with a run, a start only once a stopped or force-stopped run has ended.
 func TestMachineTable(t *testing.T) {
-	phases := []phase{phaseRunning, phaseWaiting, phaseHeld, phaseProbation, phaseDegraded, phaseStopped}
-	events := []event{eventStart, eventFault, eventHold, eventRelease, eventRestart, eventRecovered, eventDegrade, eventStop, eventRetry}
+	phases := []phase{phaseRunning, phaseWaiting, phaseHeld, phaseProbation, phaseDegraded, phaseForceStopping, phaseStopped, phaseStopping}
+	events := []event{eventStart, eventFault, eventHold, eventRelease, eventRestart, eventRecovered, eventDegrade, eventStop,
+		eventForceStop, eventRunEnded, eventRetry}
 	active := map[phase]bool{phaseRunning: true, phaseWaiting: true, phaseHeld: true, phaseProbation: true}
+	withRun := map[phase]bool{phaseRunning: true, phaseProbation: true}
 	want := func(from phase, ev event) (phase, bool) {
 		switch ev {
 		case eventStart:
 			return phaseRunning, from == phaseStopped || from == phaseDegraded
 		case eventFault:
-			return phaseWaiting, active[from]
+			return phaseWaiting, withRun[from]
 		case eventHold:
 			return phaseHeld, from == phaseWaiting
 		case eventRelease:
@@ -28,9 +31,16 @@ func TestMachineTable(t *testing.T) {
 		case eventRecovered:
 			return phaseRunning, from == phaseProbation
 		case eventDegrade:
-			return phaseDegraded, active[from]
+			return phaseDegraded, withRun[from]
 		case eventStop:
-			return phaseStopped, active[from]
+			return phaseStopping, active[from]
+		case eventForceStop:
+			return phaseForceStopping, active[from]
+		case eventRunEnded:
+			if from == phaseForceStopping {
+				return phaseDegraded, true
+			}
+			return phaseStopped, from == phaseStopping
 		case eventRetry:
 			return phaseWaiting, from == phaseDegraded
 		}
@@ -46,6 +56,12 @@ func TestMachineTable(t *testing.T) {
 				mustFire(t, m, eventHold)
 			case phaseProbation:
 				mustFire(t, m, eventRestart)
+			case phaseStopping:
+				m = newMachine(StatusRunning)
+				mustFire(t, m, eventStop)
+			case phaseForceStopping:
+				m = newMachine(StatusRunning)
+				mustFire(t, m, eventForceStop)
 			}
 			if m.phase() != from {
 				t.Fatalf("setting up %s: machine in %s", from, m.phase())

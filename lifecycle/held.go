@@ -31,30 +31,21 @@ func (s *Supervisor) releaser() func(after time.Duration) {
 	}
 }
 
-// onRelease restarts a pipeline its dependency's breaker held, after a
+// stepRelease restarts a pipeline its dependency's breaker held, after a
 // delay.
-func (s *Supervisor) onRelease(after time.Duration) {
-	if s.m.phase() != phaseHeld || s.pending != nil || s.run != nil || s.retiring() {
+func (p *pipeline) stepRelease(after time.Duration, snap *snapshot, fx *effects) {
+	if p.m.phase() != phaseHeld || p.pending != nil || p.run != nil || p.retiring() {
 		return
 	}
-	dep := s.state.HeldBy
-	now := s.cfg.Clock.Now()
+	dep := p.state.HeldBy
+	now := snap.now
 	at := now.Add(after)
-	s.mustTransition(eventRelease)
-	s.state.NextAttemptAt = at
-	s.scheduleRestart(at)
-	s.save()
-	s.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
-		Attempt: s.state.FailCount, Delay: at.Sub(now), NextAttemptAt: at, Reason: "breaker",
+	p.must(eventRelease, fx)
+	p.state.NextAttemptAt = at
+	fx.add(effect{do: doScheduleRestart, at: at})
+	p.save(snap, fx)
+	fx.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
+		Attempt: p.state.FailCount, Delay: at.Sub(now), NextAttemptAt: at, Reason: "breaker",
 		Action:  ActionRestart.String(),
-		Message: "pipeline recovering: dependency " + strconv.Quote(dep) + " is back (its canary got a record through); restart scheduled in " + at.Sub(now).Round(time.Millisecond).String()}, s.state.LastError))
-}
-
-// leaveBreaker tells the breaker of the dependency the pipeline last
-// failed on that it no longer waits for nor retries it.
-func (s *Supervisor) leaveBreaker() {
-	if s.cfg.Breakers == nil || s.state.LastError == nil || s.state.LastError.Dependency == "" {
-		return
-	}
-	s.cfg.Breakers.Leave(s.state.LastError.Dependency, s.cfg.PipelineID)
+		Message: "pipeline recovering: dependency " + strconv.Quote(dep) + " is back (its canary got a record through); restart scheduled in " + at.Sub(now).Round(time.Millisecond).String()}, p.state.LastError), now)
 }

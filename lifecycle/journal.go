@@ -14,7 +14,6 @@ import (
 // written behind the supervisor's back: a crash before the write lands
 // resumes from the state before, the same as crashing a moment earlier.
 func (s *Supervisor) save() {
-	s.state.UpdatedAt = s.cfg.Clock.Now()
 	s.unsaved = true
 	if _, ok := s.cfg.States.(EventRecorder); !ok {
 		s.saveUnsaved()
@@ -34,23 +33,21 @@ func (s *Supervisor) saveUnsaved() {
 	}
 }
 
-func (s *Supervisor) emit(e auditlog.Event) {
+// emit records e, the step's (it is not kept).
+func (s *Supervisor) emit(e *auditlog.Event) {
 	e.PipelineID = s.cfg.PipelineID
-	if e.Time.IsZero() {
-		e.Time = s.cfg.Clock.Now()
-	}
 	if rec, ok := s.cfg.States.(EventRecorder); ok {
 		var st *State
 		if s.unsaved {
 			c := s.state.Clone()
 			st, s.unsaved = &c, false
 		}
-		if err := rec.RecordLater(s.cfg.PipelineID, st, &e); err != nil {
+		if err := rec.RecordLater(s.cfg.PipelineID, st, e); err != nil {
 			s.log.Error("could not record pipeline event", zap.String("event", string(e.Kind)), zap.Error(err))
 		}
 	}
 	logEvent(s.log, e)
 	if s.cfg.Observer != nil {
-		s.cfg.Observer.PipelineEvent(e)
+		s.cfg.Observer.PipelineEvent(*e)
 	}
 }

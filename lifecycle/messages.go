@@ -124,35 +124,15 @@ func answer[T any](ctx context.Context, s *Supervisor, reply <-chan T) (T, error
 	}
 }
 
+// handle answers a query, and steps every other message (step.go).
 func (s *Supervisor) handle(msg message) {
 	switch m := msg.(type) {
-	case startMsg:
-		m.reply <- s.onStart(m.actor)
-	case stopMsg:
-		s.onStop(m)
-	case runEndedMsg:
-		s.onRunEnded(m.id, m.err)
-	case firstAckMsg:
-		if s.run != nil && s.run.id == m.id && (s.state.Probation || s.provingHealthy()) {
-			s.recovered(RecoveredByRecord)
-		}
-	case restartedMsg:
-		s.onRestarted(m)
 	case stateMsg:
 		m.reply <- s.state.Clone()
 	case syncMsg:
 		close(m.reply)
-	case retireMsg:
-		s.retire(m.why)
-	case releaseMsg:
-		s.onRelease(m.after)
-	case applyRuleMsg:
-		m.reply <- s.onApplyRule(m.rule, m.actor)
-	case killMsg:
-		if s.run != nil && s.run.ending != runForced {
-			s.run.endBy(runForced)
-			s.run.cancel()
-		}
+	case input:
+		s.decide(m)
 	default:
 		panic(fmt.Sprintf("lifecycle: unknown message %T", msg))
 	}

@@ -123,26 +123,22 @@ type Supervisor struct {
 	// nil (Run runs it then).
 	restarts *RestartScheduler
 
-	// Owned by the Run goroutine.
-	m     *machine
-	state State
+	// facts is what steps know of the pipeline from cfg.
+	facts facts
+
+	// Owned by the Run goroutine: the pipeline's state, which steps
+	// change (step.go), and what carrying out their effects needs.
+	pipeline
+	// fx is the effects of the step being carried out (reused).
+	fx effects
 	// unsaved is set while state has changed since it was last handed to
 	// the StateSaver; the next event carries it (see EventRecorder).
 	unsaved bool
-	// run is the run that was launched: its goroutine reports its end.
-	run *activeRun
-	// pending is the restart waiting for its time, not launched as far as
-	// this goroutine knows (the scheduler may be launching it right now;
-	// takeOverRestart settles which).
-	pending *pendingRestart
 	runSeq  int
-	// window is the healthy window's timer after a restart (onWindow),
-	// probation the probation's, from when the restarted run's connectors
-	// are open (onProbation).
+	// window is the healthy window's timer after a restart, probation the
+	// probation's, from when the restarted run's connectors are open.
 	window, probation clock.Timer
 	waiters           []chan error // stop requests waiting for the run to end
-	// retirement is why the supervisor ends, once it does (retiring).
-	retirement *Retirement
 }
 
 type pendingRestart struct {
@@ -190,8 +186,9 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		inbox:    make(chan message, 16),
 		done:     make(chan struct{}),
 		restarts: restarts,
-		m:        newMachine(status),
-		state:    initial.Clone(),
+		facts: facts{pipelineID: cfg.PipelineID, persisted: cfg.Persisted, processCrashed: cfg.ProcessCrashed,
+			takeover: cfg.Takeover, pluginOf: cfg.PluginOf, dependencyOf: cfg.DependencyOf, breakers: cfg.Breakers != nil},
+		pipeline: pipeline{m: newMachine(status), state: initial.Clone()},
 	}, nil
 }
 
@@ -208,7 +205,7 @@ func (s *Supervisor) Run(ctx context.Context) {
 	if s.cfg.Restarts == nil {
 		defer s.restarts.Start()()
 	}
-	s.resume()
+	s.decide(resumeInput{})
 	s.saveUnsaved()
 	ctxDone := ctx.Done()
 	for !s.retiring() || s.run != nil {
@@ -225,10 +222,10 @@ func (s *Supervisor) Run(ctx context.Context) {
 			s.restarts.Help()
 		case <-windowC:
 			s.window = nil
-			s.onWindow()
+			s.decide(windowElapsed{})
 		case <-probationC:
 			s.probation = nil
-			s.onProbation()
+			s.decide(probationElapsed{})
 		case <-ctxDone:
 			ctxDone = nil
 			s.shutdown()
@@ -246,9 +243,9 @@ func (s *Supervisor) Run(ctx context.Context) {
 // again (a recovering pipeline keeps its fail count and next attempt).
 // Degraded and stopped pipelines have nothing to stop.
 func (s *Supervisor) shutdown() {
-	s.retire(Retirement{Reason: StopReasonShutdown, Actor: ActorSystem,
+	s.decide(retireMsg{why: Retirement{Reason: StopReasonShutdown, Actor: ActorSystem,
 		Stopping: "pipeline stopping: conduit is shutting down; source stops reading, in-flight records drain",
-		Stopped:  "pipeline stopped: conduit is shutting down; " + cmp.Or(s.cfg.AfterShutdown, "it is taken up again when conduit starts")})
+		Stopped:  "pipeline stopped: conduit is shutting down; " + cmp.Or(s.cfg.AfterShutdown, "it is taken up again when conduit starts")}})
 }
 
 // Retirement says why a supervisor ends for good: the process shuts down,
@@ -271,44 +268,6 @@ func (s *Supervisor) Retire(ctx context.Context, why Retirement) error {
 		return nil
 	}
 	return err
-}
-
-// retiring reports whether the supervisor is ending (a shutdown, an
-// update, a deletion): nothing starts or restarts any more.
-func (s *Supervisor) retiring() bool { return s.retirement != nil }
-
-func (s *Supervisor) retire(why Retirement) {
-	if s.retiring() {
-		return
-	}
-	s.retirement = &why
-	s.stopWindow()
-	if why.Reason != StopReasonShutdown {
-		// A shutdown keeps the pipeline recovering for the next process;
-		// an update or a deletion ends its part in the breaker.
-		s.leaveBreaker()
-	}
-	s.takeOverRestart()
-	if cur := s.m.current(); cur == StatusRunning || cur == StatusRecovering {
-		// On a refusal the run is still stopped below; only the record
-		// of it is missing.
-		if from, err := s.transition(eventStop); err != nil {
-			s.bug(eventStop, err)
-		} else {
-			s.state.StopReason = why.Reason
-			s.state.ResumeStatus = from
-			s.save()
-			if s.run == nil || s.run.ending != runLive {
-				s.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped})
-			} else {
-				s.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping})
-			}
-		}
-	}
-	if s.run != nil && s.run.ending == runLive {
-		s.run.endBy(runDraining)
-		s.run.stop()
-	}
 }
 
 // Start starts a stopped or degraded pipeline (resetting its fail count).

@@ -1,0 +1,140 @@
+package lifecycle
+
+// The loop's side of a step: what it consults before (the snapshot), and
+// the effects it carries out after, in the order the step gave them.
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// decide steps in and carries out the effects. A stop, a force stop or a
+// retirement first settles a pending restart (takeOverRestart), so that
+// the step knows whether a run is left to end.
+func (s *Supervisor) decide(in input) {
+	switch in.(type) {
+	case stopMsg, retireMsg:
+		s.takeOverRestart()
+	}
+	snap := s.snapshot(in)
+	s.fx = s.fx[:0]
+	s.step(in, &snap, &s.fx)
+	// A step of the breaker's answer appends to fx while it is carried
+	// out; its effects come after the ones before it.
+	for i := 0; i < len(s.fx); i++ {
+		s.perform(s.fx[i], &snap)
+	}
+	clear(s.fx) // let go of the events and runs
+	s.fx = s.fx[:0]
+}
+
+// snapshot takes what the step of in may consult: now, and what in needs
+// of the outside (the rules as they are now for a fault, the managed rule
+// a request names, when the run's connectors opened).
+func (s *Supervisor) snapshot(in input) snapshot {
+	snap := snapshot{facts: &s.facts, policy: &s.cfg.Policy, now: s.cfg.Clock.Now()}
+	switch m := in.(type) {
+	case runEndedMsg:
+		if r := s.run; m.err != nil && r != nil && r.id == m.id && r.ending == runLive {
+			snap.rules, snap.random = s.cfg.Policy.RuleSet(), s.cfg.Random()
+		}
+	case applyRuleMsg:
+		snap.rule, snap.random = s.cfg.Policy.ManagedRule(m.rule), s.cfg.Random()
+	case probationElapsed:
+		if s.run != nil {
+			snap.openedAt = s.run.openedAt.Load()
+		}
+	}
+	return snap
+}
+
+func (s *Supervisor) perform(e effect, snap *snapshot) {
+	switch e.do {
+	case doEmit:
+		s.emit(e.event)
+	case doSave:
+		s.save()
+	case doStartRun:
+		s.startRun()
+	case doScheduleRestart:
+		s.scheduleRestart(e.at)
+	case doStopRun:
+		e.run.stop()
+	case doCancelRun:
+		e.run.cancel()
+	case doStopTimers:
+		s.stopWindow()
+	case doStartWindow:
+		s.window = s.cfg.Clock.NewTimer(e.d)
+	case doStartProbation:
+		s.probation = s.cfg.Clock.NewTimer(e.d)
+	case doLeaveBreaker:
+		s.cfg.Breakers.Leave(e.dep, s.cfg.PipelineID)
+	case doBreakerSuccess:
+		s.cfg.Breakers.Success(e.dep, s.cfg.PipelineID)
+	case doAskBreaker:
+		held := ""
+		if s.cfg.Breakers.Fault(e.dep, s.cfg.PipelineID, s.releaser()) {
+			// The dependency's breaker is open: the canary retries it, this
+			// pipeline waits until it is back.
+			held = e.dep
+		}
+		s.step(breakerAnswered{step: *e.fault, held: held}, snap, &s.fx)
+	case doReply:
+		e.reply <- e.err
+	case doAwait:
+		s.waiters = append(s.waiters, e.reply)
+	case doAnswerWaiters:
+		for _, w := range s.waiters {
+			w <- nil
+		}
+		s.waiters = nil
+	case doAnswerApply:
+		e.apply.reply <- e.apply.outcome
+	case doWarn:
+		s.log.Warn(e.note.msg, e.note.fields...)
+	case doBug:
+		// It panics in development loggers and is logged otherwise; tests
+		// fail on it. The status stays what the machine says.
+		s.log.DPanic(e.note.msg, e.note.fields...)
+	default:
+		s.log.DPanic("bug: an effect the loop does not know", zap.Uint8("effect", uint8(e.do)))
+	}
+}
+
+// scheduleRestart prepares the next run and hands it to the restart
+// scheduler, which launches it at due.
+func (s *Supervisor) scheduleRestart(due time.Time) {
+	ar := s.newActiveRun()
+	launch := func(at time.Time) { go s.runLoop(ar, at) }
+	s.pending = &pendingRestart{ticket: s.restarts.schedule(due, launch), run: ar, scheduled: due}
+}
+
+// takeOverRestart cancels the pending restart. If the scheduler launched it
+// already, the launched run becomes the supervisor's run, for the step to
+// stop like any other (it sees the stop before it opens anything).
+func (s *Supervisor) takeOverRestart() {
+	p := s.pending
+	if p == nil {
+		return
+	}
+	s.pending = nil
+	if s.restarts.cancel(p.ticket) {
+		p.run.cancel()
+		return
+	}
+	s.run = p.run
+}
+
+// stopWindow stops the healthy window's timer and the probation's.
+func (s *Supervisor) stopWindow() {
+	if s.window != nil {
+		s.window.Stop()
+		s.window = nil
+	}
+	if s.probation != nil {
+		s.probation.Stop()
+		s.probation = nil
+	}
+}
