@@ -44,11 +44,11 @@ func (p *pipeline) stepApplyRule(m applyRuleMsg, snap *snapshot, fx *effects) {
 	if a.outcome.Restarted {
 		p.must(eventRetry, fx)
 		a.apply(&p.state)
-		fx.add(effect{do: doScheduleRestart, at: a.outcome.NextAttemptAt})
+		fx.schedule(a.outcome.NextAttemptAt)
 		p.save(snap, fx)
 		fx.emit(a.event, snap.now)
 	}
-	fx.add(effect{do: doAnswerApply, apply: &appliedRule{reply: m.reply, outcome: a.outcome}})
+	fx.answerApply(m.reply, a.outcome)
 }
 
 // ruleApplication is what applying a managed rule does to a pipeline:
@@ -61,7 +61,7 @@ type ruleApplication struct {
 	info  ErrorInfo
 	delay time.Duration
 	now   time.Time
-	event auditlog.Event
+	event *auditlog.Event
 }
 
 // ruleApplicationOf works out what applying r (nil: the pipeline's
@@ -102,7 +102,7 @@ func ruleApplicationOf(st *State, ph phase, retiring bool, r *Rule, fault func(*
 	return ruleApplication{
 		outcome: ApplyOutcome{Restarted: true, NextAttemptAt: next, Why: fmt.Sprintf("restart in %s", delay)},
 		rule:    r, info: info, delay: delay, now: now,
-		event: withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: actor,
+		event: withError(&auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: actor,
 			Attempt: 1, Delay: delay, NextAttemptAt: next, Strategy: r.Policy.Strategy, Action: ActionRestart.String(),
 			Message: fmt.Sprintf("rule %s applied by %s to the degraded pipeline: its last error matches; restart 1 scheduled in %s (strategy %s)",
 				strconv.Quote(r.Name), actor, delay, r.Policy.Strategy)}, &info),

@@ -24,11 +24,11 @@ const (
 // nothing (a fault in recovering); the error fields are set for fault,
 // recovering and degraded events (see withError).
 
-// withError returns e carrying info, the error of a fault, recovering or
+// withError makes e carry info and returns it: the error of a fault, recovering or
 // degraded event; e unchanged when info is nil. The event keeps the facts
 // of the error the audit log stores: its position, dependency and time
 // stay in the State.
-func withError(e auditlog.Event, info *ErrorInfo) auditlog.Event {
+func withError(e *auditlog.Event, info *ErrorInfo) *auditlog.Event {
 	if info != nil {
 		e.ErrorCode, e.ErrorClass, e.ErrorSource, e.ErrorMessage = info.Code, info.Class, info.Source, info.Message
 		e.Component, e.ComponentKind, e.ErrorRule = info.Component, info.ComponentKind, info.Rule

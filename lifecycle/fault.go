@@ -32,10 +32,10 @@ func (p *pipeline) stepRunFailed(err error, snap *snapshot, fx *effects) {
 		Component: info.Component, Plugin: snap.plugin(info.Component), DeadLetterWindow: errors.As(err, &window)}
 	step := stepFault(&p.state, info, f, snap.policy, snap.rules, now, snap.random)
 	if step.info.Dependency != "" && step.decision.Action == ActionRestart && snap.breakers && !p.retiring() {
-		fx.add(effect{do: doAskBreaker, dep: step.info.Dependency, fault: &step})
+		fx.askBreaker(&step)
 		return
 	}
-	p.carryOutFault(step, "", snap, fx)
+	p.carryOutFault(&step, "", snap, fx)
 }
 
 // carryOutFault applies a decided fault: faultOutcome says what it
@@ -43,7 +43,7 @@ func (p *pipeline) stepRunFailed(err error, snap *snapshot, fx *effects) {
 // order that keeps a state and the event that records it together. held
 // names the dependency whose open breaker holds the restart ("" when none
 // does).
-func (p *pipeline) carryOutFault(step faultStep, held string, snap *snapshot, fx *effects) {
+func (p *pipeline) carryOutFault(step *faultStep, held string, snap *snapshot, fx *effects) {
 	now := snap.now
 	out := faultOutcome(step, p.m.current(), now, held, snap.policy)
 	out.record(&p.state)
@@ -65,7 +65,7 @@ func (p *pipeline) carryOutFault(step faultStep, held string, snap *snapshot, fx
 			// disk: in a fault storm the saves queue up, and the schedule
 			// must not slip behind them. The fault is announced after it:
 			// writing the event durably must not delay the schedule.
-			fx.add(effect{do: doScheduleRestart, at: out.next})
+			fx.schedule(out.next)
 		}
 		fx.emit(out.fault, now)
 	}
@@ -114,27 +114,27 @@ func stepFault(st *State, info ErrorInfo, f Fault, p *Policy, rules RuleSet, now
 // events that record it: the fault, then the pipeline degraded or
 // recovering.
 type faultChange struct {
-	step    faultStep
+	step    *faultStep
 	now     time.Time
 	held    string
 	degrade bool
 	next    time.Time
-	fault   auditlog.Event
-	after   auditlog.Event
+	fault   *auditlog.Event
+	after   *auditlog.Event
 }
 
 // faultOutcome works out what step does to a pipeline whose status is
 // current: the state it changes and the events that record it, from the
 // decision alone. held names the dependency whose open breaker holds the
 // restart ("" when none does). It does no I/O and reads no clock.
-func faultOutcome(step faultStep, current Status, now time.Time, held string, p *Policy) faultChange {
+func faultOutcome(step *faultStep, current Status, now time.Time, held string, p *Policy) faultChange {
 	d := step.decision
 	c := faultChange{step: step, now: now, held: held, degrade: d.Action == ActionDegrade}
 	info := &step.info
-	c.fault = withError(auditlog.Event{Kind: auditlog.KindFault, Time: now, StatusBefore: current, StatusAfter: current, Actor: ActorSystem,
+	c.fault = withError(&auditlog.Event{Kind: auditlog.KindFault, Time: now, StatusBefore: current, StatusAfter: current, Actor: ActorSystem,
 		Attempt: d.Attempt, Action: d.Action.String(), Strategy: d.Strategy, Message: faultMessage(d)}, info)
 	if c.degrade {
-		c.after = withError(auditlog.Event{Kind: auditlog.KindDegraded, Time: now, StatusBefore: current, StatusAfter: StatusDegraded, Actor: ActorSystem,
+		c.after = withError(&auditlog.Event{Kind: auditlog.KindDegraded, Time: now, StatusBefore: current, StatusAfter: StatusDegraded, Actor: ActorSystem,
 			Attempt: d.Attempt, Reason: string(d.Reason), Message: degradedMessage(d, *p)}, info)
 		return c
 	}
@@ -144,7 +144,7 @@ func faultOutcome(step faultStep, current Status, now time.Time, held string, p 
 		c.fault.Message += "; record quarantined: " + strconv.Itoa(step.poison.Runs) + " runs in a row failed on it this way, the next run sends it to the dead-letter queue"
 	}
 	if held != "" {
-		c.after = withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: ActorSystem,
+		c.after = withError(&auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: ActorSystem,
 			Attempt: d.Attempt, Reason: "breaker", Action: d.Action.String(),
 			Message: "pipeline recovering: waiting for dependency " + strconv.Quote(held) + ", whose breaker is open (other pipelines failed on it too); it restarts once the canary gets a record through"}, info)
 		return c
@@ -156,7 +156,7 @@ func faultOutcome(step faultStep, current Status, now time.Time, held string, p 
 		// it (notifications).
 		reason = string(ReasonFlapping)
 	}
-	c.after = withError(auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: ActorSystem,
+	c.after = withError(&auditlog.Event{Kind: auditlog.KindRecovering, Time: now, StatusBefore: current, StatusAfter: StatusRecovering, Actor: ActorSystem,
 		Attempt: d.Attempt, Delay: d.Delay, NextAttemptAt: next, Strategy: d.Strategy, Action: d.Action.String(),
 		Reason: reason, Message: recoveringMessage(d)}, info)
 	return c

@@ -42,9 +42,9 @@ func (p *pipeline) stepRelease(after time.Duration, snap *snapshot, fx *effects)
 	at := now.Add(after)
 	p.must(eventRelease, fx)
 	p.state.NextAttemptAt = at
-	fx.add(effect{do: doScheduleRestart, at: at})
+	fx.schedule(at)
 	p.save(snap, fx)
-	fx.emit(withError(auditlog.Event{Kind: auditlog.KindRecovering, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
+	fx.emit(withError(&auditlog.Event{Kind: auditlog.KindRecovering, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
 		Attempt: p.state.FailCount, Delay: at.Sub(now), NextAttemptAt: at, Reason: "breaker",
 		Action:  ActionRestart.String(),
 		Message: "pipeline recovering: dependency " + strconv.Quote(dep) + " is back (its canary got a record through); restart scheduled in " + at.Sub(now).Round(time.Millisecond).String()}, p.state.LastError), now)

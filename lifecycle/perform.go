@@ -18,15 +18,16 @@ func (s *Supervisor) decide(in input) {
 		s.takeOverRestart()
 	}
 	snap := s.snapshot(in)
-	s.fx = s.fx[:0]
-	s.step(in, &snap, &s.fx)
+	// Made for each step and let go after it: kept by ten thousand idle
+	// supervisors, the buffers would be memory the collector's headroom
+	// multiplies.
+	fx := make(effects, 0, 6)
+	s.step(in, &snap, &fx)
 	// A step of the breaker's answer appends to fx while it is carried
 	// out; its effects come after the ones before it.
-	for i := 0; i < len(s.fx); i++ {
-		s.perform(s.fx[i], &snap)
+	for i := 0; i < len(fx); i++ {
+		s.perform(fx[i], &snap, &fx)
 	}
-	clear(s.fx) // let go of the events and runs
-	s.fx = s.fx[:0]
 }
 
 // snapshot takes what the step of in may consult: now, and what in needs
@@ -49,7 +50,7 @@ func (s *Supervisor) snapshot(in input) snapshot {
 	return snap
 }
 
-func (s *Supervisor) perform(e effect, snap *snapshot) {
+func (s *Supervisor) perform(e effect, snap *snapshot, fx *effects) {
 	switch e.do {
 	case doEmit:
 		s.emit(e.event)
@@ -66,38 +67,43 @@ func (s *Supervisor) perform(e effect, snap *snapshot) {
 	case doStopTimers:
 		s.stopWindow()
 	case doStartWindow:
-		s.window = s.cfg.Clock.NewTimer(e.d)
+		s.window = s.cfg.Clock.NewTimer(e.at.Sub(snap.now))
 	case doStartProbation:
-		s.probation = s.cfg.Clock.NewTimer(e.d)
+		s.probation = s.cfg.Clock.NewTimer(e.at.Sub(snap.now))
 	case doLeaveBreaker:
-		s.cfg.Breakers.Leave(e.dep, s.cfg.PipelineID)
+		s.cfg.Breakers.Leave(e.more.(string), s.cfg.PipelineID)
 	case doBreakerSuccess:
-		s.cfg.Breakers.Success(e.dep, s.cfg.PipelineID)
+		s.cfg.Breakers.Success(e.more.(string), s.cfg.PipelineID)
 	case doAskBreaker:
-		held := ""
-		if s.cfg.Breakers.Fault(e.dep, s.cfg.PipelineID, s.releaser()) {
+		f := e.more.(*faultStep)
+		dep, held := f.info.Dependency, ""
+		if s.cfg.Breakers.Fault(dep, s.cfg.PipelineID, s.releaser()) {
 			// The dependency's breaker is open: the canary retries it, this
 			// pipeline waits until it is back.
-			held = e.dep
+			held = dep
 		}
-		s.step(breakerAnswered{step: *e.fault, held: held}, snap, &s.fx)
+		s.step(breakerAnswered{step: f, held: held}, snap, fx)
 	case doReply:
-		e.reply <- e.err
+		r := e.more.(*replyTo)
+		r.reply <- r.err
 	case doAwait:
-		s.waiters = append(s.waiters, e.reply)
+		s.waiters = append(s.waiters, e.more.(chan error))
 	case doAnswerWaiters:
 		for _, w := range s.waiters {
 			w <- nil
 		}
 		s.waiters = nil
 	case doAnswerApply:
-		e.apply.reply <- e.apply.outcome
+		a := e.more.(*appliedRule)
+		a.reply <- a.outcome
 	case doWarn:
-		s.log.Warn(e.note.msg, e.note.fields...)
+		n := e.more.(*logNote)
+		s.log.Warn(n.msg, n.fields...)
 	case doBug:
 		// It panics in development loggers and is logged otherwise; tests
 		// fail on it. The status stays what the machine says.
-		s.log.DPanic(e.note.msg, e.note.fields...)
+		n := e.more.(*logNote)
+		s.log.DPanic(n.msg, n.fields...)
 	default:
 		s.log.DPanic("bug: an effect the loop does not know", zap.Uint8("effect", uint8(e.do)))
 	}

@@ -31,16 +31,16 @@ func (p *pipeline) stepRestarted(m restartedMsg, snap *snapshot, fx *effects) {
 	// the restart persisted. Skipping the write keeps a fault storm's
 	// restarts off the disk.
 	probation := snap.policy.probation()
-	fx.emit(auditlog.Event{Kind: auditlog.KindRestarted, Time: m.at, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
+	fx.emit(&auditlog.Event{Kind: auditlog.KindRestarted, Time: m.at, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
 		Attempt: p.state.FailCount, NextAttemptAt: pr.scheduled,
 		Message: fmt.Sprintf("pipeline restarted; it is running again once a record makes it end to end or it stays up for the %s probation", probation)}, snap.now)
 	// The healthy window counts from the restart (a failed start ends it
 	// early through the fault); the probation from when the run's
 	// connectors are open (stepProbation), which is no earlier than now.
 	fx.add(effect{do: doStopTimers})
-	fx.add(effect{do: doStartWindow, d: snap.policy.HealthyWindow - snap.now.Sub(m.at)})
+	fx.timer(doStartWindow, snap.policy.HealthyWindow-snap.now.Sub(m.at), snap.now)
 	if probation < snap.policy.HealthyWindow {
-		fx.add(effect{do: doStartProbation, d: probation})
+		fx.timer(doStartProbation, probation, snap.now)
 	}
 }
 
@@ -57,7 +57,7 @@ func (p *pipeline) stepProbation(snap *snapshot, fx *effects) {
 		left -= snap.now.Sub(*at)
 	}
 	if left > 0 {
-		fx.add(effect{do: doStartProbation, d: left})
+		fx.timer(doStartProbation, left, snap.now)
 		return
 	}
 	p.probationPassed(snap, fx)
@@ -77,7 +77,7 @@ func (p *pipeline) probationPassed(snap *snapshot, fx *effects) {
 	// breaker holds too.
 	p.breakerSuccess(snap, fx)
 	p.save(snap, fx)
-	fx.emit(auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(RecoveredByProbation),
+	fx.emit(&auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(RecoveredByProbation),
 		Attempt: p.state.FailCount,
 		Message: fmt.Sprintf("pipeline running again: its connectors stayed open for the %s probation, no record yet; fail count %d resets once it has run %s (max-retries-window) or a record makes it end to end, and a failure before then continues the backoff",
 			snap.policy.probation(), p.state.FailCount, snap.policy.HealthyWindow)}, snap.now)
@@ -106,6 +106,6 @@ func (p *pipeline) recovered(reason RecoveredReason, snap *snapshot, fx *effects
 	if from == StatusRunning {
 		message = "pipeline recovered: fail count reset (it was running again after its probation)"
 	}
-	fx.emit(auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(reason),
+	fx.emit(&auditlog.Event{Kind: auditlog.KindRecovered, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem, Reason: string(reason),
 		Attempt: attempts, Message: message}, snap.now)
 }

@@ -104,7 +104,7 @@ type probationElapsed struct{}
 // decision restarts (doAskBreaker), holds the restart (held names the
 // dependency) or lets it go ahead (held empty).
 type breakerAnswered struct {
-	step faultStep
+	step *faultStep
 	held string
 }
 
@@ -182,7 +182,7 @@ func (p *pipeline) save(snap *snapshot, fx *effects) {
 // failed on that it no longer waits for nor retries it.
 func (p *pipeline) leaveBreaker(snap *snapshot, fx *effects) {
 	if le := p.state.LastError; snap.breakers && le != nil && le.Dependency != "" {
-		fx.add(effect{do: doLeaveBreaker, dep: le.Dependency})
+		fx.add(effect{do: doLeaveBreaker, more: le.Dependency})
 	}
 }
 
@@ -190,7 +190,7 @@ func (p *pipeline) leaveBreaker(snap *snapshot, fx *effects) {
 // failed on that it is back.
 func (p *pipeline) breakerSuccess(snap *snapshot, fx *effects) {
 	if le := p.state.LastError; snap.breakers && le != nil && le.Dependency != "" {
-		fx.add(effect{do: doBreakerSuccess, dep: le.Dependency})
+		fx.add(effect{do: doBreakerSuccess, more: le.Dependency})
 	}
 }
 
@@ -212,13 +212,13 @@ const (
 	doCancelRun
 	// doStopTimers stops the healthy window's and the probation's timers.
 	doStopTimers
-	// doStartWindow, doStartProbation set those timers to d.
+	// doStartWindow, doStartProbation set those timers to fire at at.
 	doStartWindow
 	doStartProbation
 	// doLeaveBreaker, doBreakerSuccess tell dep's breaker.
 	doLeaveBreaker
 	doBreakerSuccess
-	// doAskBreaker counts fault against its dependency's breaker and
+	// doAskBreaker counts a fault against its dependency's breaker and
 	// steps the answer (breakerAnswered).
 	doAskBreaker
 	// doReply answers a request with err; doAwait keeps reply until the
@@ -235,19 +235,25 @@ const (
 )
 
 // effect is one thing the loop does for a step. Only the fields of its
-// kind are set.
+// kind are set. It is kept small: a step's effects are made for every
+// message of every supervisor.
 type effect struct {
 	do    effectKind
 	event *auditlog.Event
 	run   *activeRun
-	at    time.Time
-	d     time.Duration
-	dep   string
+	// at is when a restart is due, or when a timer fires.
+	at time.Time
+	// more is what a rarer effect needs: the dependency of a breaker's
+	// effect (string), the request kept until the run ends (chan error),
+	// a reply (*replyTo), the decided fault (*faultStep), the answer to
+	// ApplyRule (*appliedRule), a log line (*logNote).
+	more any
+}
+
+// replyTo is the answer to a request.
+type replyTo struct {
 	reply chan error
 	err   error
-	fault *faultStep
-	apply *appliedRule
-	note  *logNote
 }
 
 // appliedRule is the answer to ApplyRule.
@@ -267,23 +273,40 @@ type effects []effect
 
 func (fx *effects) add(e effect) { *fx = append(*fx, e) }
 
-// emit records e, at now unless it says when it happened.
-func (fx *effects) emit(e auditlog.Event, now time.Time) {
+// emit records e, at now unless it says when it happened. Events are
+// handed over by pointer: a step runs deep in the supervisor's goroutine,
+// at every transition of ten thousand pipelines, and every copy of an
+// event costs stack.
+func (fx *effects) emit(e *auditlog.Event, now time.Time) {
 	if e.Time.IsZero() {
 		e.Time = now
 	}
-	fx.add(effect{do: doEmit, event: &e})
+	fx.add(effect{do: doEmit, event: e})
 }
 
 func (fx *effects) reply(reply chan error, err error) {
-	fx.add(effect{do: doReply, reply: reply, err: err})
+	fx.add(effect{do: doReply, more: &replyTo{reply: reply, err: err}})
+}
+
+func (fx *effects) schedule(at time.Time) { fx.add(effect{do: doScheduleRestart, at: at}) }
+
+// timer sets the healthy window's or the probation's timer (do) to fire
+// d after now.
+func (fx *effects) timer(do effectKind, d time.Duration, now time.Time) {
+	fx.add(effect{do: do, at: now.Add(d)})
+}
+
+func (fx *effects) askBreaker(f *faultStep) { fx.add(effect{do: doAskBreaker, more: f}) }
+
+func (fx *effects) answerApply(reply chan ApplyOutcome, o ApplyOutcome) {
+	fx.add(effect{do: doAnswerApply, more: &appliedRule{reply: reply, outcome: o}})
 }
 
 func (fx *effects) warn(msg string, fields ...zap.Field) {
-	fx.add(effect{do: doWarn, note: &logNote{msg: msg, fields: fields}})
+	fx.add(effect{do: doWarn, more: &logNote{msg: msg, fields: fields}})
 }
 
 func (fx *effects) bug(ev event, err error, status Status) {
-	fx.add(effect{do: doBug, note: &logNote{msg: "bug: the state machine refused a transition the supervisor chose",
+	fx.add(effect{do: doBug, more: &logNote{msg: "bug: the state machine refused a transition the supervisor chose",
 		fields: []zap.Field{zap.String("event", string(ev)), zap.Stringer("status", status), zap.Error(err)}}})
 }

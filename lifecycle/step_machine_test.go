@@ -186,13 +186,13 @@ func TestStep(t *testing.T) {
 		in:   runEndedMsg{id: 1, err: cerrors.WithDetails(errors.New("down"), 503, map[string]any{"dependency": "db"})},
 		want: phaseRunning, effects: "cancel-run ask-breaker:db",
 		check: func(t *testing.T, p *pipeline, fx effects) {
-			if p.state.FailCount != 0 || p.state.LastError != nil || fx[1].fault.decision.Action != ActionRestart {
-				t.Errorf("state %+v before the breaker answered, decision %+v", p.state, fx[1].fault.decision)
+			if p.state.FailCount != 0 || p.state.LastError != nil || fx[1].more.(*faultStep).decision.Action != ActionRestart {
+				t.Errorf("state %+v before the breaker answered, decision %+v", p.state, fx[1].more.(*faultStep).decision)
 			}
 		},
 	}, {
 		name: "the breaker holds the restart: held, nothing scheduled", phase: phaseRunning, state: State{Status: StatusRunning},
-		in:   breakerAnswered{step: faultStep{decision: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}, info: unavailable}, held: "db"},
+		in:   breakerAnswered{step: &faultStep{decision: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}, info: unavailable}, held: "db"},
 		want: phaseHeld, effects: "stop-timers emit:fault save emit:recovering",
 		check: func(t *testing.T, p *pipeline, fx effects) {
 			if p.state.HeldBy != "db" || !p.state.NextAttemptAt.IsZero() || fx[3].event.Reason != "breaker" {
@@ -201,11 +201,11 @@ func TestStep(t *testing.T) {
 		},
 	}, {
 		name: "the breaker lets it go: scheduled as any restart", phase: phaseRunning, state: State{Status: StatusRunning},
-		in:   breakerAnswered{step: faultStep{decision: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}, info: unavailable}},
+		in:   breakerAnswered{step: &faultStep{decision: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}, info: unavailable}},
 		want: phaseWaiting, effects: "stop-timers schedule emit:fault save emit:recovering",
 	}, {
 		name: "a fault while the supervisor ends schedules nothing", phase: phaseRunning, state: State{Status: StatusRunning}, retired: &update,
-		in:   breakerAnswered{step: faultStep{decision: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}, info: unavailable}},
+		in:   breakerAnswered{step: &faultStep{decision: Decision{Action: ActionRestart, Attempt: 1, Delay: time.Second}, info: unavailable}},
 		want: phaseWaiting, effects: "stop-timers emit:fault save emit:recovering",
 	}, {
 		name: "the scheduler launched the restart: on probation, its timers set", phase: phaseWaiting,
@@ -263,7 +263,7 @@ func TestStep(t *testing.T) {
 		state: State{Status: StatusDegraded, DegradedReason: ReasonFatal, FailCount: 3, LastError: &fatal}, policy: &retry503, rule: "retry-503",
 		in: applyRuleMsg{rule: "retry-503", actor: ActorUser, reply: applied}, want: phaseWaiting, effects: "schedule save emit:recovering answer-apply",
 		check: func(t *testing.T, p *pipeline, fx effects) {
-			if o := fx[3].apply.outcome; !o.Restarted || !o.NextAttemptAt.Equal(now.Add(30*time.Second)) || p.state.FailCount != 1 {
+			if o := fx[3].more.(*appliedRule).outcome; !o.Restarted || !o.NextAttemptAt.Equal(now.Add(30*time.Second)) || p.state.FailCount != 1 {
 				t.Errorf("outcome %+v, state %+v", o, p.state)
 			}
 		},
@@ -332,7 +332,7 @@ func TestStep(t *testing.T) {
 			if p.state.Status != p.m.current() {
 				t.Errorf("state says %s, the machine %s", p.state.Status, p.m.current())
 			}
-			if got := describeEffects(fx); got != tt.effects {
+			if got := describeEffects(fx, now); got != tt.effects {
 				t.Errorf("effects\n got %s\nwant %s", got, tt.effects)
 			}
 			for _, e := range fx {
@@ -388,8 +388,9 @@ func findRule(t *testing.T, p *Policy, name string) *Rule {
 	return nil
 }
 
-// describeEffects writes effects as the tables above expect them.
-func describeEffects(fx effects) string {
+// describeEffects writes effects as the tables above expect them (a
+// timer as how long after now it fires).
+func describeEffects(fx effects, now time.Time) string {
 	names := map[effectKind]string{doSave: "save", doStartRun: "start-run", doScheduleRestart: "schedule", doStopRun: "stop-run",
 		doCancelRun: "cancel-run", doStopTimers: "stop-timers", doAwait: "await", doAnswerWaiters: "answer-waiters",
 		doAnswerApply: "answer-apply", doWarn: "warn", doBug: "bug"}
@@ -399,17 +400,17 @@ func describeEffects(fx effects) string {
 		case doEmit:
 			out = append(out, "emit:"+string(e.event.Kind))
 		case doReply:
-			out = append(out, "reply:"+errText(e.err))
+			out = append(out, "reply:"+errText(e.more.(*replyTo).err))
 		case doStartWindow:
-			out = append(out, "window:"+e.d.String())
+			out = append(out, "window:"+e.at.Sub(now).String())
 		case doStartProbation:
-			out = append(out, "probation:"+e.d.String())
+			out = append(out, "probation:"+e.at.Sub(now).String())
 		case doLeaveBreaker:
-			out = append(out, "leave-breaker:"+e.dep)
+			out = append(out, "leave-breaker:"+e.more.(string))
 		case doBreakerSuccess:
-			out = append(out, "breaker-success:"+e.dep)
+			out = append(out, "breaker-success:"+e.more.(string))
 		case doAskBreaker:
-			out = append(out, "ask-breaker:"+e.dep)
+			out = append(out, "ask-breaker:"+e.more.(*faultStep).info.Dependency)
 		default:
 			out = append(out, names[e.do])
 		}

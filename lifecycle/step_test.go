@@ -186,7 +186,7 @@ func TestFaultOutcome(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := tt.state.Clone()
-			c := faultOutcome(tt.step, tt.state.Status, now, tt.held, &p)
+			c := faultOutcome(&tt.step, tt.state.Status, now, tt.held, &p)
 			c.record(&st)
 			c.apply(&st)
 			if st.Status != tt.state.Status {

@@ -129,8 +129,6 @@ type Supervisor struct {
 	// Owned by the Run goroutine: the pipeline's state, which steps
 	// change (step.go), and what carrying out their effects needs.
 	pipeline
-	// fx is the effects of the step being carried out (reused).
-	fx effects
 	// unsaved is set while state has changed since it was last handed to
 	// the StateSaver; the next event carries it (see EventRecorder).
 	unsaved bool

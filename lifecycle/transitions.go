@@ -26,10 +26,10 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 			p.save(snap, fx)
 			return
 		}
-		fx.emit(auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: StatusStopped, StatusAfter: StatusRunning, Actor: ActorConfig,
+		fx.emit(&auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: StatusStopped, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline starting"}, now)
 		p.save(snap, fx)
-		fx.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorConfig,
+		fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline running"}, now)
 		fx.add(effect{do: doStartRun})
 		return
@@ -61,17 +61,17 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 	}
 	switch p.state.Status {
 	case StatusRunning:
-		fx.emit(auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem,
+		fx.emit(&auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem,
 			Message: how + "; pipeline was running: starting it again from its last saved position"}, now)
 		if from != StatusRunning {
 			p.save(snap, fx)
 		}
-		fx.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorSystem, Message: "pipeline running"}, now)
+		fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorSystem, Message: "pipeline running"}, now)
 		fx.add(effect{do: doStartRun})
 		if p.provingHealthy() {
 			// It was running again after a probation: its fail count resets
 			// after a healthy window of this run.
-			fx.add(effect{do: doStartWindow, d: snap.policy.HealthyWindow})
+			fx.timer(doStartWindow, snap.policy.HealthyWindow, snap.now)
 		}
 	case StatusRecovering:
 		next := CapResumeWait(*snap.policy, p.state.FailCount, p.state.NextAttemptAt, now)
@@ -83,13 +83,13 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 				zap.Time("persisted_next_attempt_at", p.state.NextAttemptAt), zap.Time("next_attempt_at", next))
 		}
 		p.state.NextAttemptAt = next
-		fx.emit(withError(auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
+		fx.emit(withError(&auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRecovering, Actor: ActorSystem,
 			Attempt: p.state.FailCount, Delay: next.Sub(now), NextAttemptAt: next,
 			Message: message}, p.state.LastError), now)
 		p.save(snap, fx)
-		fx.add(effect{do: doScheduleRestart, at: next})
+		fx.schedule(next)
 	case StatusDegraded:
-		fx.emit(withError(auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorSystem,
+		fx.emit(withError(&auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorSystem,
 			Reason:  string(p.state.DegradedReason),
 			Message: how + "; pipeline stays degraded until it is started"}, p.state.LastError), now)
 	case StatusStopped:
@@ -115,9 +115,9 @@ func (p *pipeline) stepStart(m startMsg, snap *snapshot, fx *effects) {
 		return
 	}
 	p.state.startedByUser()
-	fx.emit(auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: from, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline starting"}, snap.now)
+	fx.emit(&auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: from, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline starting"}, snap.now)
 	p.save(snap, fx)
-	fx.emit(auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline running"}, snap.now)
+	fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline running"}, snap.now)
 	fx.add(effect{do: doStartRun})
 	fx.reply(m.reply, nil)
 }
@@ -136,7 +136,7 @@ func (p *pipeline) stepStop(reply chan error, snap *snapshot, fx *effects) {
 	p.save(snap, fx)
 	if p.run == nil {
 		p.must(eventRunEnded, fx)
-		fx.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"}, snap.now)
+		fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"}, snap.now)
 		fx.reply(reply, nil)
 		return
 	}
@@ -144,9 +144,9 @@ func (p *pipeline) stepStop(reply chan error, snap *snapshot, fx *effects) {
 	// run was asked to stop (one still being built is then discarded).
 	p.run.endBy(runDraining)
 	fx.add(effect{do: doStopRun, run: p.run})
-	fx.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser,
+	fx.emit(&auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser,
 		Message: "pipeline stopping: source stops reading, in-flight records drain"}, snap.now)
-	fx.add(effect{do: doAwait, reply: reply})
+	fx.add(effect{do: doAwait, more: reply})
 }
 
 // stepForceStop stops a running or recovering pipeline at once, which
@@ -158,7 +158,7 @@ func (p *pipeline) stepForceStop(reply chan error, snap *snapshot, fx *effects) 
 		// the next start because their positions were never saved.
 		p.run.endBy(runForced)
 		fx.add(effect{do: doCancelRun, run: p.run})
-		fx.add(effect{do: doAwait, reply: reply})
+		fx.add(effect{do: doAwait, more: reply})
 		return
 	}
 	from, err := p.transition(eventForceStop)
@@ -173,7 +173,7 @@ func (p *pipeline) stepForceStop(reply chan error, snap *snapshot, fx *effects) 
 		p.must(eventRunEnded, fx)
 	}
 	p.save(snap, fx)
-	fx.emit(auditlog.Event{Kind: auditlog.KindDegraded, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
+	fx.emit(&auditlog.Event{Kind: auditlog.KindDegraded, StatusBefore: from, StatusAfter: StatusDegraded, Actor: ActorUser, Reason: string(ReasonForceStop),
 		Message: "pipeline force-stopped: in-flight records were dropped and will be read again on the next start"}, snap.now)
 	if p.run == nil {
 		fx.reply(reply, nil)
@@ -181,7 +181,7 @@ func (p *pipeline) stepForceStop(reply chan error, snap *snapshot, fx *effects) 
 	}
 	p.run.endBy(runForced)
 	fx.add(effect{do: doCancelRun, run: p.run})
-	fx.add(effect{do: doAwait, reply: reply})
+	fx.add(effect{do: doAwait, more: reply})
 }
 
 // stepRunEnded acts on the end of the pipeline's run: the end of a stop,
@@ -212,9 +212,9 @@ func (p *pipeline) stepRunEnded(m runEndedMsg, snap *snapshot, fx *effects) {
 		case phaseStopping:
 			p.must(eventRunEnded, fx)
 			if why := p.retirement; why != nil && p.state.StopReason == why.Reason {
-				fx.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
+				fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
 			} else {
-				fx.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"}, snap.now)
+				fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"}, snap.now)
 			}
 		}
 		fx.add(effect{do: doAnswerWaiters})
@@ -228,7 +228,7 @@ func (p *pipeline) stepRunEnded(m runEndedMsg, snap *snapshot, fx *effects) {
 		fx.add(effect{do: doStopTimers})
 		p.state.stopped(snap.now)
 		p.save(snap, fx)
-		fx.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
+		fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorSystem, Reason: string(StopReasonFinished),
 			Message: "pipeline finished: its source has no more records"}, snap.now)
 		return
 	}
@@ -259,11 +259,11 @@ func (p *pipeline) stepRetire(why Retirement, snap *snapshot, fx *effects) {
 		switch {
 		case p.run == nil:
 			p.must(eventRunEnded, fx)
-			fx.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
+			fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
 		case p.run.ending != runLive:
-			fx.emit(auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
+			fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
 		default:
-			fx.emit(auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping}, snap.now)
+			fx.emit(&auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopping}, snap.now)
 		}
 	}
 	if p.run != nil && p.run.ending == runLive {
