@@ -269,7 +269,10 @@ func (s *Supervisor) Retire(ctx context.Context, why Retirement) error {
 }
 
 // Start starts a stopped or degraded pipeline (resetting its fail count).
-// Starting a running or recovering pipeline returns a *TransitionError.
+// Starting a running or recovering pipeline returns a *TransitionError; a
+// pipeline whose last run is still stopping, ErrStillStopping; a pipeline
+// whose supervisor is retiring (an update, a deletion, a shutdown),
+// ErrSupervisorDone.
 func (s *Supervisor) Start(ctx context.Context) error {
 	reply := make(chan error, 1)
 	if err := s.send(ctx, startMsg{actor: ActorUser, reply: reply}); err != nil {

@@ -158,6 +158,8 @@ func (s *stormSource) Read(ctx context.Context, batch []record.Record) (int, err
 	return 0, ctx.Err()
 }
 
+// discard takes every record; in the fault storm it marks the pipeline's
+// first write (plugins set), in the dependency storm it only takes them.
 type discard struct {
 	plugins *stormPlugins
 	key     string
@@ -165,7 +167,9 @@ type discard struct {
 
 func (discard) Open(context.Context) error { return nil }
 func (d discard) Write(_ context.Context, b []record.Record) (int, error) {
-	d.plugins.mark(d.plugins.written, d.key)
+	if d.plugins != nil {
+		d.plugins.mark(d.plugins.written, d.key)
+	}
 	return len(b), nil
 }
 func (discard) Teardown(context.Context) error { return nil }
