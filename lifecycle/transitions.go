@@ -100,8 +100,8 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 // ended, resetting its fail count.
 func (p *pipeline) stepStart(m startMsg, snap *snapshot, fx *effects) {
 	if p.retiring() {
-		// Its supervisor is ending (an update, a deletion, a shutdown): a
-		// run started now would keep it from ending.
+		// Its supervisor is ending (an update, a deletion, a shutdown);
+		// the caller asks the one that takes over.
 		fx.reply(m.reply, ErrSupervisorDone)
 		return
 	}
