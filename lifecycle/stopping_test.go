@@ -31,8 +31,18 @@ func (r *slowDrainRun) Run(ctx context.Context) error {
 
 func (r *slowDrainRun) Stop() { close(r.stopAsked) }
 
-// slowDrainHarness runs a supervisor whose runs are slowDrainRuns, sent
-// to runs as they are built.
+// startedSlowDrain runs a supervisor whose runs are slowDrainRuns, sent to
+// runs as they are built, and starts its stopped pipeline: run is the
+// first run.
+func startedSlowDrain(t *testing.T) (h *harness, runs chan *slowDrainRun, run *slowDrainRun) {
+	h, runs = slowDrainHarness(t)
+	if err := h.sup.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(auditlog.KindRunning)
+	return h, runs, <-runs
+}
+
 func slowDrainHarness(t *testing.T) (*harness, chan *slowDrainRun) {
 	runs := make(chan *slowDrainRun, 10)
 	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusStopped}, func(c *Config) {
@@ -51,13 +61,8 @@ func slowDrainHarness(t *testing.T) (*harness, chan *slowDrainRun) {
 // same records. Once the run has ended, the stop is answered and a start
 // runs the pipeline again.
 func TestStartWhileTheStoppedRunDrains(t *testing.T) {
-	h, runs := slowDrainHarness(t)
+	h, runs, run := startedSlowDrain(t)
 	ctx := context.Background()
-	if err := h.sup.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.expect(auditlog.KindRunning)
-	run := <-runs
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.sup.Stop(ctx, false) }()
 	waitClosed(t, run.stopAsked, "the run was never asked to stop")
@@ -87,15 +92,10 @@ func TestStartWhileTheStoppedRunDrains(t *testing.T) {
 
 // A start sent to a supervisor that retires (its pipeline's file changed,
 // the pipeline was deleted, the process shuts down) while its run drains
-// is refused: a run started then would keep the supervisor from ending.
+// is refused, saying so.
 func TestStartOfARetiringSupervisorIsRefused(t *testing.T) {
-	h, runs := slowDrainHarness(t)
+	h, _, run := startedSlowDrain(t)
 	ctx := context.Background()
-	if err := h.sup.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.expect(auditlog.KindRunning)
-	run := <-runs
 	if err := h.sup.Retire(ctx, Retirement{Reason: StopReasonUpdated, Actor: ActorConfig, Stopping: "updating", Stopped: "updated"}); err != nil {
 		t.Fatal(err)
 	}
