@@ -126,7 +126,8 @@ func (applyRuleMsg) isInput()     {}
 // stop, a run's end and the fault it may bring (classification, the rules,
 // restart or degrade, poison tracking), restarts, probation and recovery,
 // a managed rule applied, a breaker's hold and release, the end of the
-// supervisor - is made here, table-tested in step_test.go.
+// supervisor - is made here, table-tested in step_machine_test.go (the
+// fault and rule parts also in step_test.go).
 func (p *pipeline) step(in input, snap *snapshot, fx *effects) {
 	switch m := in.(type) {
 	case resumeInput:
