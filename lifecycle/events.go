@@ -39,7 +39,7 @@ func withError(e *auditlog.Event, info *ErrorInfo) *auditlog.Event {
 // Observer receives every event, after the StateSaver was handed the event
 // and the state it leads to (see EventRecorder); neither is durable yet
 // when it is called. It is called from the supervisor goroutine and must
-// not block.
+// not block. It is called before the event is logged.
 type Observer interface {
 	PipelineEvent(e auditlog.Event)
 }

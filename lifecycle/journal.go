@@ -46,8 +46,10 @@ func (s *Supervisor) emit(e *auditlog.Event) {
 			s.log.Error("could not record pipeline event", zap.String("event", string(e.Kind)), zap.Error(err))
 		}
 	}
-	logEvent(s.log, e)
+	// Observed before it is logged: whoever reads the log line and then
+	// asks for the pipeline's status (a probe, the metrics) finds it.
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.PipelineEvent(*e)
 	}
+	logEvent(s.log, e)
 }
