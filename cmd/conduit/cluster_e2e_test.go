@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,11 +11,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/conduitry/conduit/pkg/pgtest"
 )
@@ -340,11 +342,17 @@ func TestClusterRidesOutPostgresRestartAndOutage(t *testing.T) {
 
 	pg.Stop()
 	pg.Start()
+	restarted := time.Now()
 	// A restart that outlasts a renewal makes an instance stop its
-	// pipelines, and it decides so within a lease of its last renewal,
-	// which came before the restart: a lease after it, every pipeline so
-	// stopped shows, and what follows waits for it to run again.
-	time.Sleep(clusterTTL)
+	// pipelines, which it decides before it renews again: once both have
+	// renewed after the restart, every pipeline so stopped shows, and what
+	// follows waits for it to run again.
+	a2 := apiAddress(t, i2)
+	for name, a := range map[string]string{"i1": address, "i2": a2} {
+		eventually(t, pollInterval, func() bool { return renewedSince(t, a, name, restarted) }, func() string {
+			return name + " did not renew its leases after PostgreSQL restarted:\n" + grepLines(metricsOf(t, a), "conduit_cluster_")
+		})
+	}
 	grown()
 	w.waitPlacement(address, "after the restart", func(p placement) bool { return p.settled(n, "i1", "i2") })
 
@@ -470,15 +478,6 @@ func TestClusterOneView(t *testing.T) {
 	// Each instance's metrics are its own pipelines' and its part. The
 	// lease gauge follows the lease loop's rounds, so it is read until it
 	// agrees with the placement read just before it.
-	metricsOf := func(address string) string {
-		resp, err := http.Get("http://" + address + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return string(body)
-	}
 	addresses := map[string]string{"i1": a1, "i2": a2}
 	var final placement
 	bodies := map[string]string{}
@@ -486,7 +485,7 @@ func TestClusterOneView(t *testing.T) {
 		final = w.placement(a1)
 		agree := true
 		for name, address := range addresses {
-			bodies[name] = metricsOf(address)
+			bodies[name] = metricsOf(t, address)
 			agree = agree && strings.Contains(bodies[name], fmt.Sprintf(`conduit_cluster_leases{instance_id=%q} %d`, name, len(final.on(name))))
 		}
 		return agree
@@ -504,8 +503,44 @@ func TestClusterOneView(t *testing.T) {
 			}
 		}
 	}
+	// Renewing every fifth of the TTL, each renewed within the last one.
+	for name, address := range addresses {
+		if !renewedSince(t, address, name, time.Now().Add(-clusterTTL)) {
+			t.Errorf("%s did not renew its leases in the last %s:\n%s", name, clusterTTL, grepLines(metricsOf(t, address), "conduit_cluster_"))
+		}
+	}
 	stopProcess(t, i1)
 	stopProcess(t, i2)
+}
+
+// metricsOf returns the /metrics of the conduit at address.
+func metricsOf(t *testing.T, address string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + address + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return string(body)
+}
+
+// renewedSince reports whether the instance at address last renewed its
+// leases after since (conduit_cluster_lease_renewal_age_seconds).
+func renewedSince(t *testing.T, address, instance string, since time.Time) bool {
+	t.Helper()
+	prefix := fmt.Sprintf("conduit_cluster_lease_renewal_age_seconds{instance_id=%q} ", instance)
+	for _, line := range strings.Split(metricsOf(t, address), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			age, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return time.Duration(age*float64(time.Second)) < time.Since(since)
+		}
+	}
+	t.Fatalf("no %s in the /metrics of %s", strings.TrimSpace(prefix), instance)
+	return false
 }
 
 // grepLines returns the lines of text that contain s.

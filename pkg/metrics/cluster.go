@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // ClusterFigures are what an instance of a cluster reports about its part
 // in it.
@@ -12,6 +16,9 @@ type ClusterFigures struct {
 	Live int
 	// RenewalFailures counts the rounds whose renewal failed.
 	RenewalFailures uint64
+	// RenewalAge is how long ago the last successful renewal was sent
+	// (since the instance joined, before its first).
+	RenewalAge time.Duration
 	// TakenOver and HandedOver count pipelines this instance took up
 	// and gave away (rebalancing, failover, losing contact).
 	TakenOver, HandedOver uint64
@@ -33,21 +40,23 @@ func (m *Metrics) WatchCluster(instance string, figures func() ClusterFigures) {
 		leases:   desc("conduit_cluster_leases", "Pipelines whose lease this instance holds (the pipelines it runs)."),
 		live:     desc("conduit_cluster_live_instances", "Instances that heartbeat, this one included."),
 		failures: desc("conduit_cluster_lease_renewal_failures_total", "Rounds in which this instance could not renew its leases."),
-		taken:    desc("conduit_cluster_pipelines_taken_over_total", "Pipelines this instance took up (new, rebalanced or failed over)."),
-		handed:   desc("conduit_cluster_pipelines_handed_over_total", "Pipelines this instance gave away (rebalanced, or stopped because it could not renew its leases)."),
-		lost:     desc("conduit_cluster_leases_lost_total", "Leases another instance took over while this one still held them (it was paused or cut off)."),
-		differ:   desc("conduit_cluster_views_differ", "1 while the live instances have not known the same pipelines for two lease TTLs (give every instance the same pipeline files); each pipeline runs on one of the instances that know it."),
+		age: desc("conduit_cluster_lease_renewal_age_seconds", "Seconds since this instance last renewed its leases (since it joined, before its first renewal); it renews every fifth of cluster.lease-ttl, "+
+			"stops its pipelines at half of it and writes nothing from three quarters."),
+		taken:  desc("conduit_cluster_pipelines_taken_over_total", "Pipelines this instance took up (new, rebalanced or failed over)."),
+		handed: desc("conduit_cluster_pipelines_handed_over_total", "Pipelines this instance gave away (rebalanced, or stopped because it could not renew its leases)."),
+		lost:   desc("conduit_cluster_leases_lost_total", "Leases another instance took over while this one still held them (it was paused or cut off)."),
+		differ: desc("conduit_cluster_views_differ", "1 while the live instances have not known the same pipelines for two lease TTLs (give every instance the same pipeline files); each pipeline runs on one of the instances that know it."),
 	})
 }
 
 type clusterCollector struct {
 	figures                                     func() ClusterFigures
 	leases, live, failures, taken, handed, lost *prometheus.Desc
-	differ                                      *prometheus.Desc
+	differ, age                                 *prometheus.Desc
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost, c.differ} {
+	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost, c.differ, c.age} {
 		ch <- d
 	}
 }
@@ -57,6 +66,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(f.Leases))
 	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(f.Live))
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(f.RenewalFailures))
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, f.RenewalAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.CounterValue, float64(f.TakenOver))
 	ch <- prometheus.MustNewConstMetric(c.handed, prometheus.CounterValue, float64(f.HandedOver))
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(f.Lost))

@@ -365,7 +365,8 @@ func (f *fleet) API(local api.Pipelines, events *auditlog.Log) (api.Pipelines, a
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
 	return metrics.ClusterFigures{Leases: f.leases.count(), Live: len(f.round.Load().live),
-		RenewalFailures: f.figures.renewalFailures.Load(), TakenOver: f.figures.takenOver.Load(),
+		RenewalFailures: f.figures.renewalFailures.Load(), RenewalAge: f.sinceEpoch() - time.Duration(f.renewed.Load()),
+		TakenOver:  f.figures.takenOver.Load(),
 		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.viewsDiffer.Load()}
 }
 
