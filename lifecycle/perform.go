@@ -50,6 +50,8 @@ func (s *Supervisor) snapshot(in input) snapshot {
 	return snap
 }
 
+// perform carries out e, one effect of the step taken with snap; the
+// breaker's answer is stepped at once, its effects appended to fx.
 func (s *Supervisor) perform(e effect, snap *snapshot, fx *effects) {
 	switch e.do {
 	case doEmit:
