@@ -138,9 +138,6 @@ func (m *machine) phase() phase { return phase(m.f.Current()) }
 // current returns the status.
 func (m *machine) current() Status { return m.phase().status() }
 
-// can reports whether ev applies to the current phase.
-func (m *machine) can(ev event) bool { return m.f.Can(string(ev)) }
-
 // fire applies ev and returns the status before it. No event of the table
 // leads back to the phase it left, so every error is a refusal.
 func (m *machine) fire(ev event) (from Status, err error) {

@@ -37,7 +37,9 @@ func (s *Supervisor) snapshot(in input) snapshot {
 	snap := snapshot{facts: &s.facts, policy: &s.cfg.Policy, now: s.cfg.Clock.Now()}
 	switch m := in.(type) {
 	case runEndedMsg:
-		if r := s.run; m.err != nil && r != nil && r.id == m.id && r.ending == runLive {
+		if m.err != nil {
+			// Taken for every run that ended with an error; the step
+			// decides whether it is a fault (a drain's error is not).
 			snap.rules, snap.random = s.cfg.Policy.RuleSet(), s.cfg.Random()
 		}
 	case applyRuleMsg:
