@@ -11,16 +11,18 @@
 // this package decides when a pipeline is taken up, handed over or
 // forgotten, the Host carries it out.
 //
-// Each piece of an instance's state has one writer or one small lock of
-// its own, never a lock over all of it: what the instance knows of the
-// pipelines (replaced whole by each plan) and the database's view of the
-// last round (replaced whole by the balance loop) are published as values
-// that never change, which the API, the renewals and the balance loop
-// read without waiting; the views of the other instances are the balance
-// loop's alone; the commands being carried out are the command loop's
-// alone, which its workers tell when they are done; the leases held
-// (leases.go) are read by every write of the store and the destinations,
-// so they keep a lock held for one map operation; the watchers of events
-// (watchers.go) and the deletions waiting for a lease (deletions.go) keep
-// theirs.
+// What an instance knows - the leases it holds and the time of its last
+// renewal, the pipelines it knows, the database's view as of the last
+// round, the other instances' views, the pending deletions, the watchers
+// of events, its figures - is one value (fleetState, state.go) owned by
+// one goroutine, the keeper (keeper.go). The renewal loop, the balance
+// loop, plans and API calls send it changes and wait until they are
+// published; everybody reads the value it published last, which never
+// changes, so the fence of every write of the store and the guard of
+// every destination write cost an atomic load and a map lookup. A change
+// only computes (no clock, no I/O, no waiting), so the keeper waits on
+// nothing but its inbox and may be sent a change from anywhere - from a
+// plan, which holds the runtime's plan turn, or from a take-up - without
+// a cycle of waits. The loops' own bookkeeping (the commands being carried
+// out, whether renewals fail) stays in the loop that keeps it.
 package instance

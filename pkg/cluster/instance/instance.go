@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,93 +58,14 @@ type fleet struct {
 	// kick asks the lease loop for a round now; commands asks the
 	// command loop to look for commands.
 	kick, commands chan struct{}
-	// epoch is the base of renewed: leaseClock readings as durations.
+	// epoch is the base of the state's renewal time: leaseClock readings
+	// as durations.
 	epoch time.Duration
-	// renewed is when (since epoch) the last successful renewal was
-	// sent; the leases last at least ttl from then.
-	renewed atomic.Int64
-	// ready is called after the first round (run's).
-	ready     func()
-	readyOnce sync.Once
-
-	// leases are the leases this instance holds (leases.go).
-	leases *leaseTable
-
-	// known is what this instance knows of the pipelines; each plan
-	// replaces it whole (setKnown).
-	known atomic.Pointer[knownPipelines]
-	// round is the database's view as of the last round; the balance loop
-	// replaces it whole each round, and refreshHolders its holders.
-	round atomic.Pointer[roundView]
-	// undeleted are the pipelines deleted from every instance's files (or
-	// through the API) while another instance still held them, handing
-	// them over: deleted once their lease is free (retryDeletions).
-	undeleted *deletions
-	// viewSets are the pipelines of the views other instances heartbeat
-	// (cluster Known), by view, for the views of the live instances; the
-	// balance loop's own.
-	viewSets map[string]map[string]bool
-	// differSince is when the live instances' views were first seen to
-	// differ, zero while they agree (the balance loop's own); viewsDiffer
-	// is set once they have differed for viewGrace.
-	differSince time.Time
-	viewsDiffer atomic.Bool
-	// watchers follow the events of pipelines run elsewhere, which this
-	// instance reads when told of them (watchers.go).
-	watchers *watchers
-
-	figures struct {
-		renewalFailures, takenOver, handedOver, lost atomic.Uint64
-	}
-	// fatal is told why this instance must stop (its id was taken over;
-	// run's).
-	fatal func(error)
-	// renewFailing is set while renewals fail (the renewal loop's own).
-	renewFailing bool
-	// abandons counts the times this instance stopped its pipelines for
-	// want of a renewal; settled is the count when what they wrote was
-	// last found durable (writesSettled).
-	abandons, settled atomic.Uint64
-}
-
-// knownPipelines are the valid desired pipelines an instance knows, in the
-// order of the files: what it runs when it holds their lease; view is
-// what it tells the others in its heartbeat (viewOf), ids their ids,
-// sorted. Never changed once published.
-type knownPipelines struct {
-	pipelines []reconciler.Running
-	view      string
-	ids       []string
-}
-
-// has reports whether the pipeline is known.
-func (k *knownPipelines) has(id string) bool {
-	return slices.ContainsFunc(k.pipelines, func(r reconciler.Running) bool { return r.Pipeline.ID == id })
-}
-
-// roundView is the database's view as of the last round: the live
-// instances and who holds which lease; and foreign, the pipelines only
-// other live instances know (their pipeline files differ), with those
-// instances, sorted: this one lists them, and sends them start and stop.
-// Never changed once published.
-type roundView struct {
-	live    []string
-	holders map[string]cluster.Holder
-	foreign map[string][]string
-}
-
-// knownSomewhere reports whether this instance (known) or another live
-// one knows the pipeline.
-func (v *roundView) knownSomewhere(known *knownPipelines, id string) bool {
-	return v.foreign[id] != nil || known.has(id)
-}
-
-// orphaned reports whether the pipeline has a lease that no live holder
-// has, and no live instance knows it: its instance died, and no other
-// instance's files define it.
-func (v *roundView) orphaned(known *knownPipelines, id string) bool {
-	h, leased := v.holders[id]
-	return leased && !h.Live && !v.knownSomewhere(known, id)
+	// keeper owns what this instance knows (fleetState): the leases it
+	// holds, the pipelines it knows, the last round's view of the
+	// database, the pending deletions, the watchers of events, the
+	// figures.
+	keeper *keeper
 }
 
 // Shares of the lease TTL: leases are renewed every fifth of it, and a
@@ -166,17 +86,19 @@ const (
 )
 
 func newFleet(host Host, opts Options, member *cluster.Membership, pool *pgxpool.Pool) *fleet {
-	f := &fleet{
+	return &fleet{
 		host: host, opts: opts, member: member, pool: pool, ttl: member.TTL(), log: opts.Log.With(zap.String("instance_id", member.ID())),
 		kick: make(chan struct{}, 1), commands: make(chan struct{}, 1),
 		epoch:  leaseClock(),
-		leases: newLeaseTable(), watchers: newWatchers(), undeleted: newDeletions(),
-		viewSets: map[string]map[string]bool{},
+		keeper: newKeeper(initialState()),
 	}
-	f.known.Store(&knownPipelines{})
-	f.round.Store(&roundView{})
-	return f
 }
+
+// state is what this instance knows, as its keeper published it last.
+func (f *fleet) state() *fleetState { return f.keeper.state() }
+
+// update has the keeper apply a change and returns once it is published.
+func (f *fleet) update(apply func(*draft)) { f.keeper.update(apply) }
 
 // controlConnections is the size of an instance's pool for everything of
 // the cluster but renewals: the listener, the take-ups running at once,
@@ -272,7 +194,7 @@ func Open(ctx context.Context, host Host, opts Options) (ownership.Ownership, er
 // Join makes this instance a member: the others hand it its share of the
 // pipelines from now on.
 func (f *fleet) Join(ctx context.Context) error {
-	known := f.known.Load()
+	known := f.state().known
 	if err := f.member.Join(ctx, known.view, known.ids); err != nil {
 		if errors.Is(err, cluster.ErrTTLMismatch) {
 			return fmt.Errorf("cluster.lease-ttl: %w", err)
@@ -354,7 +276,7 @@ func (p fleetPlan) Deleted(ctx context.Context, id string, ranHere bool, actor l
 // Applied makes what this instance knows what the plan left, and asks
 // for a round so that new pipelines are taken up.
 func (p fleetPlan) Applied(ctx context.Context) {
-	p.f.setKnown(ctx, knownAfter(p.f.KnownPipelines(), p.plan))
+	p.f.knowAfter(ctx, p.plan)
 }
 
 // API shows every pipeline of the cluster, each with its instance, and
@@ -364,10 +286,10 @@ func (f *fleet) API(local api.Pipelines, events *auditlog.Log) (api.Pipelines, a
 }
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
-	return metrics.ClusterFigures{Leases: f.leases.count(), Live: len(f.round.Load().live),
-		RenewalFailures: f.figures.renewalFailures.Load(), RenewalAge: f.sinceEpoch() - time.Duration(f.renewed.Load()),
-		TakenOver:  f.figures.takenOver.Load(),
-		HandedOver: f.figures.handedOver.Load(), Lost: f.figures.lost.Load(), ViewsDiffer: f.viewsDiffer.Load()}
+	s := f.state()
+	return metrics.ClusterFigures{Leases: len(s.leases), Live: len(s.round.live),
+		RenewalFailures: s.counts.renewalFailures, RenewalAge: f.sinceEpoch() - s.renewed,
+		TakenOver: s.counts.takenOver, HandedOver: s.counts.handedOver, Lost: s.counts.lost, ViewsDiffer: s.viewsDiffer}
 }
 
 // fenceOf fences a write of a pipeline's keys with the token of the lease
@@ -378,7 +300,7 @@ func (f *fleet) fenceOf(key []byte) *store.Fence {
 	if !ok {
 		return nil
 	}
-	l, _ := f.leases.get(id)
+	l, _ := f.state().lease(id)
 	return &store.Fence{Pipeline: id, Token: l.Token}
 }
 
@@ -389,7 +311,8 @@ var errLeaseExpired = errors.New("this instance's lease of the pipeline may have
 // mayWrite is the engine's write guard: nil while this instance holds the
 // pipeline's lease and renewed it recently enough.
 func (f *fleet) mayWrite(pipelineID string) error {
-	if !f.leases.writable(pipelineID) || f.renewed.Load() == 0 || f.sinceEpoch() > f.deadline(writePercent) {
+	s := f.state()
+	if !s.writable(pipelineID) || s.renewed == 0 || f.sinceEpoch() > f.deadline(s, writePercent) {
 		return errLeaseExpired
 	}
 	return nil
@@ -399,25 +322,33 @@ func (f *fleet) mayWrite(pipelineID string) error {
 func (f *fleet) sinceEpoch() time.Duration { return leaseClock() - f.epoch }
 
 // deadline is the time (since epoch) at which percent of the TTL has
-// passed since the last renewal was sent.
-func (f *fleet) deadline(percent int) time.Duration {
-	return time.Duration(f.renewed.Load()) + f.ttl*time.Duration(percent)/100
+// passed since the last renewal of s was sent.
+func (f *fleet) deadline(s *fleetState, percent int) time.Duration {
+	return s.renewed + f.ttl*time.Duration(percent)/100
 }
 
 // holds reports whether this instance holds the pipeline's lease: the
 // audit log trims only those pipelines' events.
 func (f *fleet) holds(pipelineID string) bool {
-	_, ok := f.leases.get(pipelineID)
+	_, ok := f.state().lease(pipelineID)
 	return ok
 }
 
-// setKnown replaces the pipelines this instance knows, and asks for a
-// round so that new ones are taken up.
-func (f *fleet) setKnown(ctx context.Context, known []reconciler.Running) {
-	view, ids := viewOf(known)
-	before := f.known.Swap(&knownPipelines{pipelines: known, view: view, ids: ids})
-	changed := view != before.view
-	if changed && f.member.Joined() {
+// knowAfter makes the pipelines this instance knows those plan left,
+// and asks for a round so that new ones are taken up.
+func (f *fleet) knowAfter(ctx context.Context, plan reconciler.Plan) {
+	var before, after *knownPipelines
+	f.update(func(d *draft) {
+		known := knownAfter(d.known.pipelines, plan)
+		view, ids := viewOf(known)
+		before, after = d.known, &knownPipelines{pipelines: known, view: view, ids: ids}
+		d.known = after
+	})
+	if after == nil {
+		return // left the cluster
+	}
+	view, ids := after.view, after.ids
+	if view != before.view && f.member.Joined() {
 		// Told at once, not with the next heartbeat: until the others know
 		// that this instance knows a new pipeline, they give it only to
 		// the instances that do, and move it again once they learn.
@@ -493,7 +424,8 @@ func (f *fleet) handOff(ctx context.Context, id string, others []string) {
 // no live instance knows any more (the only instance whose files had
 // them is gone), which run nowhere until such an instance comes back.
 func (f *fleet) foreignPipelines() []reconciler.Running {
-	round, known := f.round.Load(), f.known.Load()
+	s := f.state()
+	round, known := s.round, s.known
 	out := make([]reconciler.Running, 0, len(round.foreign))
 	for id, instances := range round.foreign {
 		out = append(out, reconciler.Running{Pipeline: config.Pipeline{ID: id},
@@ -509,13 +441,9 @@ func (f *fleet) foreignPipelines() []reconciler.Running {
 	return out
 }
 
-// orphaned reports whether the pipeline runs nowhere as of the last
-// round (roundView.orphaned).
-func (f *fleet) orphaned(id string) bool { return f.round.Load().orphaned(f.known.Load(), id) }
-
 // KnownPipelines are the valid desired pipelines this instance knows.
 func (f *fleet) KnownPipelines() []reconciler.Running {
-	return slices.Clone(f.known.Load().pipelines)
+	return slices.Clone(f.state().known.pipelines)
 }
 
 func (f *fleet) kickRound() {
@@ -533,7 +461,6 @@ func (f *fleet) kickRound() {
 // called after the first balance round; fatal when another process took
 // this instance's id.
 func (f *fleet) Run(ctx, balance context.Context, ready func(), fatal func(error)) {
-	f.ready, f.fatal = ready, fatal
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
@@ -544,8 +471,9 @@ func (f *fleet) Run(ctx, balance context.Context, ready func(), fatal func(error
 	wg.Go(func() { f.answerLoop(balance) })
 	// The first renewal before the first balance: taking pipelines up
 	// waits for one.
-	renewed := f.renewRound(ctx)
-	wg.Go(func() { f.balanceLoop(balance) })
+	r := &renewals{fatal: fatal}
+	renewed := f.renewRound(ctx, r)
+	wg.Go(func() { f.balanceLoop(balance, ready) })
 	every := f.ttl / renewShare
 	for {
 		next := every
@@ -557,14 +485,22 @@ func (f *fleet) Run(ctx, balance context.Context, ready func(), fatal func(error
 			return
 		case <-time.After(next):
 		}
-		renewed = f.renewRound(ctx)
+		renewed = f.renewRound(ctx, r)
 	}
+}
+
+// renewals is the renewal loop's own: whether renewals fail (it says so
+// once per outage), and whom to tell that this instance must stop.
+type renewals struct {
+	failing bool
+	fatal   func(error)
 }
 
 // balanceLoop takes up and hands over pipelines every third of the TTL,
 // and at once when kicked (an instance joined or left, a lease was
-// released, the pipelines changed).
-func (f *fleet) balanceLoop(ctx context.Context) {
+// released, the pipelines changed); ready is called after the first
+// round.
+func (f *fleet) balanceLoop(ctx context.Context, ready func()) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -575,7 +511,10 @@ func (f *fleet) balanceLoop(ctx context.Context) {
 		case <-f.kick:
 		}
 		next := f.balanceRound(ctx)
-		f.readyOnce.Do(f.ready)
+		if ready != nil {
+			ready()
+			ready = nil
+		}
 		timer.Reset(next)
 	}
 }
@@ -609,12 +548,10 @@ func (f *fleet) notified(n cluster.Notification) {
 		case f.commands <- struct{}{}:
 		default:
 		}
-		ids, every := f.watchers.followed()
+		s := f.state()
+		ids, every := s.followed()
 		if every {
-			ids = ids[:0]
-			for _, k := range f.KnownPipelines() {
-				ids = append(ids, k.Pipeline.ID)
-			}
+			ids = s.known.ids
 		}
 		for _, id := range ids {
 			f.syncEvents(id)
@@ -625,7 +562,8 @@ func (f *fleet) notified(n cluster.Notification) {
 // syncEvents reads the events another instance wrote of a pipeline that
 // somebody watches here.
 func (f *fleet) syncEvents(pipelineID string) {
-	if f.holds(pipelineID) || !f.watchers.watched(pipelineID) {
+	s := f.state()
+	if _, held := s.lease(pipelineID); held || !s.watchedHere(pipelineID) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
@@ -640,8 +578,23 @@ func (f *fleet) syncEvents(pipelineID string) {
 // read as they are notified. The first one catches up with every such
 // pipeline first: the events written elsewhere while nobody here followed
 // them are history, and must not reach the new watcher as news when the
-// next event of their pipeline is notified.
-func (f *fleet) watchEvery(ctx context.Context) { f.watchers.watchEvery(ctx, f.catchUp) }
+// next event of their pipeline is notified. Those that come while it
+// catches up wait for it.
+func (f *fleet) watchEvery(ctx context.Context) {
+	var first bool
+	var caughtUp chan struct{}
+	f.update(func(d *draft) { first, caughtUp = d.watchEvery() })
+	context.AfterFunc(ctx, func() { f.update(func(d *draft) { d.every-- }) })
+	if first {
+		f.catchUp(ctx)
+		f.update(func(d *draft) { d.caughtUpWith(caughtUp) })
+		return
+	}
+	select {
+	case <-caughtUp:
+	case <-ctx.Done():
+	}
+}
 
 // catchUp takes up, as history, the events other instances wrote of the
 // pipelines this one does not run.
@@ -661,40 +614,52 @@ func (f *fleet) catchUp(ctx context.Context) {
 }
 
 // watch counts a watcher of a pipeline's events until ctx is done.
-func (f *fleet) watch(ctx context.Context, pipelineID string) { f.watchers.watch(ctx, pipelineID) }
+func (f *fleet) watch(ctx context.Context, pipelineID string) {
+	f.update(func(d *draft) { d.watch(pipelineID, 1) })
+	context.AfterFunc(ctx, func() { f.update(func(d *draft) { d.watch(pipelineID, -1) }) })
+}
 
 // renewRound heartbeats and renews the leases, and reports whether it
 // could; when that fails for longer than half a TTL, it stops every
 // pipeline of this instance.
-func (f *fleet) renewRound(ctx context.Context) bool {
+func (f *fleet) renewRound(ctx context.Context, r *renewals) bool {
 	sent := f.sinceEpoch()
 	lost, err := f.renew(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
-		f.figures.renewalFailures.Add(1)
+		f.update(func(d *draft) { d.counts.renewalFailures++ })
 		if errors.Is(err, cluster.ErrNotRegistered) {
 			f.log.Error("another process took over this instance's id: stopping", zap.Error(err))
 			f.abandon(ctx, "another process took over this instance's id")
-			f.fatal(fmt.Errorf("cluster: %w", err))
+			r.fatal(fmt.Errorf("cluster: %w", err))
 			return false
 		}
-		since := f.sinceEpoch() - time.Duration(f.renewed.Load())
-		if !f.renewFailing {
+		s := f.state()
+		since := f.sinceEpoch() - s.renewed
+		if !r.failing {
 			// Once per outage: it is tried again four times a second.
 			f.log.Warn("could not renew the leases; trying again", zap.Error(err), zap.Duration("since_last_renewal", since))
-			f.renewFailing = true
+			r.failing = true
 		}
-		if f.sinceEpoch() > f.deadline(abandonPercent) && f.holdsAny() {
+		if f.sinceEpoch() > f.deadline(s, abandonPercent) && len(s.leases) > 0 {
 			f.abandon(ctx, fmt.Sprintf("this instance's leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
 		}
 		return false
 	}
-	previous := time.Duration(f.renewed.Swap(int64(sent)))
-	if f.renewFailing {
+	var previous time.Duration
+	// The leases found taken over are revoked in the same state as the
+	// renewal that lets the others be written: a process that was paused
+	// must not write a record of a pipeline another instance runs now in
+	// the moment between this renewal and the stop of the pipeline.
+	f.update(func(d *draft) {
+		previous = d.renewed
+		d.renewedAt(sent, lost)
+	})
+	if r.failing {
 		f.log.Info("leases renewed again", zap.Duration("since_last_renewal", (sent-previous).Round(time.Millisecond)))
-		f.renewFailing = false
+		r.failing = false
 	}
 	if len(lost) > 0 {
 		f.kickRound()
@@ -709,11 +674,13 @@ func (f *fleet) renewRound(ctx context.Context) bool {
 // that a dead instance's pipelines move as soon as they may.
 func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 	every := f.ttl / balanceShare
-	for _, l := range f.leases.takeLost() {
-		if !f.leases.still(l) {
+	var lost []cluster.Lease
+	f.update(func(d *draft) { lost = d.takeLost() })
+	for _, l := range lost {
+		if !f.state().still(l) {
 			continue // given up meanwhile
 		}
-		f.figures.lost.Add(1)
+		f.update(func(d *draft) { d.counts.lost++ })
 		f.log.Warn("another instance took over the lease of a pipeline this instance ran (it was paused or cut off): stopping it here",
 			zap.String("pipeline_id", l.PipelineID))
 		f.release(ctx, l.PipelineID, "its lease was taken over by another instance", false)
@@ -724,24 +691,29 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 	qctx, cancel := context.WithTimeout(ctx, every)
 	defer cancel()
 	instances, err := f.member.LiveFor(qctx)
-	live, next := instances.IDs, instances.Soonest
 	if err != nil {
 		f.log.Warn("could not read the live instances", zap.Error(err))
 		return every
 	}
-	holders, err := f.member.Holders(qctx)
-	if err != nil {
+	read := roundRead{instances: instances}
+	if read.holders, err = f.member.Holders(qctx); err != nil {
 		f.log.Warn("could not read the leases", zap.Error(err))
 		return every
 	}
-	f.compareViews(instances.Views)
-	all, knows, foreign, err := f.knowledge(qctx, instances)
-	if err != nil {
-		f.log.Warn("could not read the pipelines the other instances know", zap.Error(err))
-		return every
+	// The pipelines of a view are read from the database once, when an
+	// instance first heartbeats it.
+	if missing := f.state().missingViews(instances); len(missing) > 0 {
+		if read.views, err = f.member.Known(qctx, missing); err != nil {
+			f.log.Warn("could not read the pipelines the other instances know", zap.Error(err))
+			return every
+		}
 	}
-	f.round.Store(&roundView{live: live, holders: holders, foreign: foreign})
-	if waiting := f.balance(ctx, live, holders, all, knows); waiting > 0 {
+	var round roundOutcome
+	now := time.Now()
+	f.update(func(d *draft) { round = d.newRound(read, now, viewGrace*f.ttl) })
+	f.reportViews(round.views, instances.Views)
+	next := instances.Soonest
+	if waiting := f.balance(ctx, instances.IDs, read.holders, round.all, round.knows); waiting > 0 {
 		next = min(next, waiting)
 	}
 	// A moment after the expiry, so that the database sees it too.
@@ -753,120 +725,23 @@ func (f *fleet) balanceRound(ctx context.Context) time.Duration {
 // files reaches the instances a moment apart.
 const viewGrace = 2
 
-// compareViews reads the views the live instances heartbeat, and warns
-// (and says so in a metric) when they have differed for viewGrace: the
-// instances' pipeline files differ. Pipelines are still spread over the
+// reportViews tells the operator when the live instances' views have
+// differed for viewGrace (their pipeline files differ; the metric says
+// so too), and when they agree again. Pipelines are still spread over the
 // instances that know them (knowledge); the warning is for the operator.
-func (f *fleet) compareViews(views map[string]string) {
-	mine := f.known.Load().view
-	agree := true
-	for _, v := range views {
-		// An instance that has not said its view (an older conduit) is not
-		// counted.
-		if v != "" && v != mine {
-			agree = false
-		}
-	}
-	switch {
-	case agree:
-		if f.viewsDiffer.Swap(false) {
-			f.log.Info("the live instances know the same pipelines again")
-		}
-		f.differSince = time.Time{}
-	case f.differSince.IsZero():
-		f.differSince = time.Now()
-	case !f.viewsDiffer.Load() && time.Since(f.differSince) >= viewGrace*f.ttl:
-		f.viewsDiffer.Store(true)
+func (f *fleet) reportViews(change string, views map[string]string) {
+	switch change {
+	case "agree":
+		f.log.Info("the live instances know the same pipelines again")
+	case "differ":
 		described := make([]string, 0, len(views))
 		for id, v := range views {
 			described = append(described, id+": "+v)
 		}
 		slices.Sort(described)
 		f.log.Warn("the live instances do not know the same pipelines (their pipeline files differ): each pipeline runs on one of the instances that know it, and the shares may be uneven; give every instance the same pipeline files",
-			zap.String("this_view", mine), zap.Strings("views", described))
+			zap.String("this_view", f.state().known.view), zap.Strings("views", described))
 	}
-}
-
-// knowledge returns every pipeline some live instance knows, which
-// instance knows which, and the pipelines only other instances know
-// (roundView.foreign): nil when they all know what this one knows (or
-// have not said, being older conduits), the common case. The pipelines of
-// a view are read from the database once, when an instance first
-// heartbeats it. The balance loop's: it alone keeps viewSets.
-func (f *fleet) knowledge(ctx context.Context, instances cluster.LiveInstances) (all []string, knows func(instance, pipelineID string) bool, foreign map[string][]string, err error) {
-	known := f.known.Load()
-	mine, own := known.view, known.ids
-	var missing []string
-	for _, id := range instances.IDs {
-		if v := instances.Views[id]; v != "" && v != mine && f.viewSets[v] == nil {
-			missing = append(missing, id)
-		}
-	}
-	differ := false
-	for _, v := range instances.Views {
-		differ = differ || (v != "" && v != mine)
-	}
-	if !differ {
-		return own, nil, nil, nil
-	}
-	var read map[string]cluster.KnownPipelines
-	if len(missing) > 0 {
-		if read, err = f.member.Known(ctx, missing); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	for _, k := range read {
-		set := make(map[string]bool, len(k.IDs))
-		for _, id := range k.IDs {
-			set[id] = true
-		}
-		f.viewSets[k.View] = set
-	}
-	mineSet := make(map[string]bool, len(own))
-	for _, id := range own {
-		mineSet[id] = true
-	}
-	// Each live instance's pipelines: its view's, or, for a view whose
-	// pipelines were not read (it changed meanwhile), those read under
-	// its id.
-	sets := make(map[string]map[string]bool, len(instances.IDs))
-	inUse := map[string]bool{}
-	for _, id := range instances.IDs {
-		v := instances.Views[id]
-		switch {
-		case v == "":
-			sets[id] = nil // an older conduit: taken to know every pipeline
-		case v == mine:
-			sets[id] = mineSet
-		case f.viewSets[v] != nil:
-			sets[id], inUse[v] = f.viewSets[v], true
-		case read[id].IDs != nil:
-			sets[id], inUse[read[id].View] = f.viewSets[read[id].View], true
-		default:
-			sets[id] = nil // said no pipelines (an older conduit): as above
-		}
-	}
-	for v := range f.viewSets {
-		if !inUse[v] {
-			delete(f.viewSets, v)
-		}
-	}
-	union := slices.Clone(own)
-	foreign = map[string][]string{}
-	for _, instance := range instances.IDs {
-		for id := range sets[instance] {
-			if !mineSet[id] {
-				union = append(union, id)
-				foreign[id] = append(foreign[id], instance)
-			}
-		}
-	}
-	slices.Sort(union)
-	union = slices.Compact(union)
-	return union, func(instance, pipelineID string) bool {
-		set, ok := sets[instance]
-		return !ok || set == nil || set[pipelineID]
-	}, foreign, nil
 }
 
 // viewOf says which pipelines an instance knows: their count and a digest
@@ -893,7 +768,8 @@ const expiryMargin = 50 * time.Millisecond
 // so that a pipeline taken up now has time to start before this instance
 // might have to give everything up.
 func (f *fleet) renewedRecently() bool {
-	return f.sinceEpoch()-time.Duration(f.renewed.Load()) < f.ttl/2 && f.renewed.Load() > 0
+	renewed := f.state().renewed
+	return f.sinceEpoch()-renewed < f.ttl/2 && renewed > 0
 }
 
 // renew heartbeats and renews the held leases; lost are those another
@@ -901,11 +777,11 @@ func (f *fleet) renewedRecently() bool {
 func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 	rctx, cancel := context.WithTimeout(ctx, f.ttl/renewShare)
 	defer cancel()
-	known := f.known.Load()
-	if err := f.renewer.Heartbeat(rctx, known.view, known.ids); err != nil {
+	s := f.state()
+	if err := f.renewer.Heartbeat(rctx, s.known.view, s.known.ids); err != nil {
 		return nil, err
 	}
-	leases := f.leases.all()
+	leases := s.heldLeases()
 	ids, err := f.renewer.Renew(rctx, leases)
 	if err != nil {
 		return nil, err
@@ -915,16 +791,8 @@ func (f *fleet) renew(ctx context.Context) (lost []cluster.Lease, err error) {
 			lost = append(lost, l)
 		}
 	}
-	// Revoked before the renewal counts: a process that was paused must
-	// not write a record of a pipeline another instance runs now in the
-	// moment between this renewal and the stop of the pipeline.
-	if len(lost) > 0 {
-		f.leases.revoke(lost)
-	}
 	return lost, nil
 }
-
-func (f *fleet) holdsAny() bool { return f.leases.count() > 0 }
 
 // handoverParallelism bounds the pipelines drained at once when handing
 // over: each drains for up to pipelines.graceful-stop-timeout.
@@ -964,7 +832,8 @@ func (f *fleet) balance(ctx context.Context, live []string, holders map[string]c
 			give = append(give, id)
 		}
 	}
-	deletions := f.undeleted.any() || len(f.abandoned()) > 0
+	s := f.state()
+	deletions := len(s.undeleted) > 0 || len(s.abandoned(self)) > 0
 	if len(take) == 0 && len(give) == 0 && !deletions {
 		return waiting
 	}
@@ -1021,8 +890,9 @@ func (f *fleet) changeHands(ctx context.Context, take []reconciler.Running, give
 // taking a lease again gives it a new token, which would fence them out.
 // Once they are, it answers at once until the next abandon.
 func (f *fleet) writesSettled(ctx context.Context) bool {
-	abandons := f.abandons.Load()
-	if f.settled.Load() == abandons {
+	s := f.state()
+	abandons := s.abandons
+	if s.settled == abandons {
 		return true
 	}
 	audit := f.host.Audit()
@@ -1037,14 +907,14 @@ func (f *fleet) writesSettled(ctx context.Context) bool {
 		f.log.Info("taking up pipelines once the events and states written while the database was away are stored", zap.Int("held", held))
 		return false
 	}
-	f.settled.Store(abandons)
+	f.update(func(d *draft) { d.settled = max(d.settled, abandons) })
 	return true
 }
 
 // stillKnown reports whether this instance knows k as it is: the same
 // pipeline, with the same configuration.
 func (f *fleet) stillKnown(k reconciler.Running) bool {
-	return slices.ContainsFunc(f.known.Load().pipelines, func(c reconciler.Running) bool {
+	return slices.ContainsFunc(f.state().known.pipelines, func(c reconciler.Running) bool {
 		return c.Pipeline.ID == k.Pipeline.ID && c.Fingerprint == k.Fingerprint
 	})
 }
@@ -1069,7 +939,7 @@ func (f *fleet) takeUp(ctx context.Context, k reconciler.Running) {
 		f.giveBack(ctx, id)
 		return
 	}
-	f.figures.takenOver.Add(1)
+	f.update(func(d *draft) { d.counts.takenOver++ })
 	f.log.Info("pipeline taken up", zap.String("pipeline_id", id), zap.Int64("fencing_token", lease.Token))
 }
 
@@ -1087,7 +957,7 @@ func (f *fleet) acquire(ctx context.Context, id string) (cluster.Lease, bool) {
 	if !ok {
 		return cluster.Lease{}, false
 	}
-	f.leases.hold(lease)
+	f.update(func(d *draft) { d.hold(lease) })
 	// Without the events the last instance wrote, this one's would take
 	// their sequence numbers and overwrite them: the lease is given back,
 	// to be taken up again in a later round.
@@ -1113,17 +983,23 @@ func (f *fleet) release(ctx context.Context, id, why string, graceful bool) {
 	f.host.Retire(ctx, id, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
 		Stopping: "pipeline stopping: " + why + "; source stops reading, in-flight records drain",
 		Stopped:  "pipeline stopped: " + why}, timeout)
-	f.figures.handedOver.Add(1)
+	f.update(func(d *draft) { d.counts.handedOver++ })
 	if graceful {
 		f.giveBack(ctx, id)
 		return
 	}
-	f.leases.unhold(id)
+	f.update(func(d *draft) { d.unhold(id) })
+}
+
+// unhold forgets the lease held for a pipeline and returns it.
+func (f *fleet) unhold(id string) (l cluster.Lease, ok bool) {
+	f.update(func(d *draft) { l, ok = d.unhold(id) })
+	return l, ok
 }
 
 // giveBack releases a held lease.
 func (f *fleet) giveBack(ctx context.Context, id string) {
-	l, ok := f.leases.unhold(id)
+	l, ok := f.unhold(id)
 	if !ok {
 		return
 	}
@@ -1136,18 +1012,24 @@ func (f *fleet) giveBack(ctx context.Context, id string) {
 // their leases: they are stopped before another instance may take them
 // over, forced if they do not drain before the leases may expire.
 func (f *fleet) abandon(ctx context.Context, why string) {
-	f.abandons.Add(1)
-	ids := f.leases.ids()
-	f.log.Error("stopping every pipeline of this instance: "+why, zap.Int("pipelines", len(ids)))
-	left := max(f.deadline(writePercent)-f.sinceEpoch(), 0)
+	var leases []cluster.Lease
+	f.update(func(d *draft) {
+		d.abandons++
+		leases = d.heldLeases()
+	})
+	f.log.Error("stopping every pipeline of this instance: "+why, zap.Int("pipelines", len(leases)))
+	left := max(f.deadline(f.state(), writePercent)-f.sinceEpoch(), 0)
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for _, l := range leases {
+		id := l.PipelineID
 		wg.Go(func() {
 			f.host.Retire(ctx, id, lifecycle.Retirement{Reason: lifecycle.StopReasonHandover, Actor: lifecycle.ActorSystem,
 				Stopping: "pipeline stopping: " + why,
 				Stopped:  "pipeline stopped: " + why}, left)
-			f.figures.handedOver.Add(1)
-			f.leases.unhold(id)
+			f.update(func(d *draft) {
+				d.counts.handedOver++
+				d.unhold(id)
+			})
 		})
 	}
 	wg.Wait()
@@ -1156,6 +1038,7 @@ func (f *fleet) abandon(ctx context.Context, why string) {
 // Leave gives every lease up once the pipelines stopped (a graceful
 // shutdown): the others take them at once.
 func (f *fleet) Leave() {
+	defer f.keeper.close()
 	ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
 	defer cancel()
 	defer f.pool.Close()
@@ -1252,10 +1135,11 @@ func (f *fleet) answer(ctx context.Context, c cluster.Command) {
 
 // holder is who runs a pipeline as the last round saw it.
 func (f *fleet) holder(id string) cluster.Holder {
-	if f.holds(id) {
+	s := f.state()
+	if _, held := s.lease(id); held {
 		return cluster.Holder{Instance: f.member.ID(), Live: true}
 	}
-	return f.round.Load().holders[id]
+	return s.round.holders[id]
 }
 
 // nextHolder waits until an instance holds the pipeline's lease again -
@@ -1294,14 +1178,8 @@ func (f *fleet) refreshHolders(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	// The rest of the round stays as it was, whatever round was stored
-	// meanwhile.
-	for {
-		old := f.round.Load()
-		if f.round.CompareAndSwap(old, &roundView{live: old.live, holders: holders, foreign: old.foreign}) {
-			return
-		}
-	}
+	// The rest of the round stays as it is.
+	f.update(func(d *draft) { d.round = &roundView{live: d.round.live, holders: holders, foreign: d.round.foreign} })
 }
 
 // knownAfter is the pipelines an instance knows once plan is applied to
@@ -1347,7 +1225,7 @@ func knownAfter(known []reconciler.Running, plan reconciler.Plan) []reconciler.R
 // The instance that holds a live lease deletes its pipeline itself; one
 // that never ran has nothing to delete.
 func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor lifecycle.Actor) {
-	known := f.known.Load().pipelines
+	known := f.state().known.pipelines
 	i := slices.IndexFunc(known, func(k reconciler.Running) bool { return k.Pipeline.ID == id })
 	if i < 0 {
 		return
@@ -1364,18 +1242,18 @@ func (f *fleet) deletedElsewhere(ctx context.Context, id string, actor lifecycle
 func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 	id := d.cfg.ID
 	f.refreshHolders(ctx)
-	h, leased := f.round.Load().holders[id]
+	h, leased := f.state().round.holders[id]
 	if leased && h.Live && h.Instance != f.member.ID() {
-		f.undeleted.add(d)
+		f.update(func(s *draft) { s.addDeletion(d) })
 		f.log.Info("pipeline deleted while instance "+h.Instance+" runs it: deleting it once that instance has let it go", zap.String("pipeline_id", id))
 		return
 	}
-	f.undeleted.remove(id)
+	f.update(func(s *draft) { s.removeDeletion(id) })
 	if !leased {
 		return // never ran: nothing to forget
 	}
 	if _, ok := f.acquire(ctx, id); !ok {
-		f.undeleted.add(d) // taken meanwhile: next round
+		f.update(func(s *draft) { s.addDeletion(d) }) // taken meanwhile: next round
 		return
 	}
 	f.log.Info("pipeline deleted while no instance ran it: forgetting it", zap.String("pipeline_id", id))
@@ -1389,18 +1267,18 @@ func (f *fleet) forgetUnheld(ctx context.Context, d pendingDeletion) {
 // held them, once it let them go; one that is known again (its file came
 // back) is not deleted. No plan is applied meanwhile (changeHands).
 func (f *fleet) retryDeletions(ctx context.Context) {
-	round, known := f.round.Load(), f.known.Load()
+	s := f.state()
 	var pending []pendingDeletion
-	for _, d := range f.undeleted.list() {
-		if !round.knownSomewhere(known, d.cfg.ID) {
+	for _, d := range s.undeleted {
+		if !s.round.knownSomewhere(s.known, d.cfg.ID) {
 			pending = append(pending, d)
 		}
 	}
 	// Also those another instance meant to delete but could not carry out
 	// (it stopped before the holder let go), left by a live instance that
 	// does not know them any more; the first live instance does it.
-	for _, id := range f.abandoned() {
-		if !f.undeleted.has(id) {
+	for _, id := range s.abandoned(f.member.ID()) {
+		if _, ok := s.undeleted[id]; !ok {
 			pending = append(pending, pendingDeletion{cfg: config.Pipeline{ID: id}, actor: lifecycle.ActorConfig})
 		}
 	}
@@ -1410,32 +1288,12 @@ func (f *fleet) retryDeletions(ctx context.Context) {
 		}
 		f.forgetUnheld(ctx, d)
 	}
-	round, known = f.round.Load(), f.known.Load()
-	f.undeleted.removeIf(func(id string) bool { return round.knownSomewhere(known, id) })
-}
-
-// abandoned returns the pipelines whose lease a live instance let go and
-// that no live instance knows: removed from every instance's files. Only
-// the first live instance returns them. (A pipeline whose last instance
-// died is not one: that instance may come back with it.)
-func (f *fleet) abandoned() []string {
-	round, known := f.round.Load(), f.known.Load()
-	if len(round.live) == 0 || round.live[0] != f.member.ID() {
-		return nil
-	}
-	var out []string
-	for id, h := range round.holders {
-		if !h.Live && slices.Contains(round.live, h.Instance) && round.orphaned(known, id) {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
+	f.update(func(d *draft) { d.dropKnownDeletions() })
 }
 
 // dropLease deletes the lease of a pipeline this instance deleted.
 func (f *fleet) dropLease(ctx context.Context, id string) {
-	l, ok := f.leases.unhold(id)
+	l, ok := f.unhold(id)
 	if !ok {
 		return
 	}

@@ -153,7 +153,7 @@ func (p remotePipeline) Stop(ctx context.Context, force bool) error {
 // takes the pipeline over, once one has; this one, when it is the one.
 func (p remotePipeline) send(ctx context.Context, action string) error {
 	if !p.holder.Live {
-		if p.f.orphaned(p.k.Pipeline.ID) {
+		if p.f.state().orphaned(p.k.Pipeline.ID) {
 			return refusal{&cluster.RefusedError{Instance: p.holder.Instance, Message: fmt.Sprintf(
 				"pipeline %s runs nowhere: no live instance has its pipeline file (instance %s ran it last); start an instance that has it",
 				p.k.Pipeline.ID, p.holder.Instance)}}

@@ -60,8 +60,9 @@ func TestKnownAfterAPlan(t *testing.T) {
 // expired by this instance's clock.
 func TestFenceAndWriteGuard(t *testing.T) {
 	f := newFleet(nil, Options{Log: zap.NewNop()}, &cluster.Membership{}, nil)
+	t.Cleanup(f.keeper.close)
 	f.ttl = time.Minute
-	f.leases.hold(cluster.Lease{PipelineID: "mine", Token: 7})
+	f.update(func(d *draft) { d.hold(cluster.Lease{PipelineID: "mine", Token: 7}) })
 	key := func(prefix, id string) []byte { return []byte(prefix + store.KeyPart(id) + "/x") }
 	cases := []struct {
 		key  []byte
@@ -83,7 +84,7 @@ func TestFenceAndWriteGuard(t *testing.T) {
 	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
 		t.Fatalf("before any renewal: %v", err)
 	}
-	f.renewed.Store(int64(f.sinceEpoch()))
+	f.update(func(d *draft) { d.renewedAt(f.sinceEpoch(), nil) })
 	if err := f.mayWrite("mine"); err != nil {
 		t.Fatalf("just renewed: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestFenceAndWriteGuard(t *testing.T) {
 	}
 	// Renewed longer ago than three quarters of the TTL: the lease may be
 	// gone by the database's clock.
-	f.renewed.Store(int64(f.sinceEpoch() - f.ttl*writePercent/100 - time.Millisecond))
+	f.update(func(d *draft) { d.renewedAt(f.sinceEpoch()-f.ttl*writePercent/100-time.Millisecond, nil) })
 	if err := f.mayWrite("mine"); !errors.Is(err, errLeaseExpired) {
 		t.Fatalf("renewed %s ago: %v", f.ttl*writePercent/100, err)
 	}
@@ -134,6 +135,7 @@ func (nopSupervised) Stop(context.Context, bool) error               { return ni
 // the instances that still know it.
 func TestWhatAPlanMeansInACluster(t *testing.T) {
 	f := newFleet(supervising{"here": true}, Options{Log: zap.NewNop()}, &cluster.Membership{}, nil)
+	t.Cleanup(f.keeper.close)
 	inCluster := fleetPlan{f: f, handedOff: map[string][]string{"handed": {"i2"}}}
 	changes := map[string]reconciler.Change{
 		"create":        {Action: reconciler.Create, ID: "new"},
