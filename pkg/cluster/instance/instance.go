@@ -287,7 +287,7 @@ func (f *fleet) API(local api.Pipelines, events *auditlog.Log) (api.Pipelines, a
 
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
 	s := f.state()
-	return metrics.ClusterFigures{Leases: len(s.leases), Live: len(s.round.live),
+	return metrics.ClusterFigures{Leases: s.leases.len(), Live: len(s.round.live),
 		RenewalFailures: s.counts.renewalFailures, RenewalAge: f.sinceEpoch() - s.renewed,
 		TakenOver: s.counts.takenOver, HandedOver: s.counts.handedOver, Lost: s.counts.lost, ViewsDiffer: s.viewsDiffer}
 }
@@ -643,7 +643,7 @@ func (f *fleet) renewRound(ctx context.Context, r *renewals) bool {
 			f.log.Warn("could not renew the leases; trying again", zap.Error(err), zap.Duration("since_last_renewal", since))
 			r.failing = true
 		}
-		if f.sinceEpoch() > f.deadline(s, abandonPercent) && len(s.leases) > 0 {
+		if f.sinceEpoch() > f.deadline(s, abandonPercent) && s.leases.len() > 0 {
 			f.abandon(ctx, fmt.Sprintf("this instance's leases could not be renewed for %s (cluster.lease-ttl %s)", since.Round(time.Millisecond), f.ttl))
 		}
 		return false

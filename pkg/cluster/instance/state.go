@@ -24,7 +24,7 @@ type fleetState struct {
 	// leases are the leases this instance holds, by pipeline; lost are
 	// those a renewal found taken over, waiting for the balance loop to
 	// stop their pipelines.
-	leases map[string]heldLease
+	leases leaseTable
 	lost   []cluster.Lease
 	// renewed is when (leaseClock since the fleet's epoch) the last
 	// successful renewal was sent, 0 before the first: the leases last
@@ -115,34 +115,34 @@ type pendingDeletion struct {
 }
 
 func initialState() *fleetState {
-	return &fleetState{known: &knownPipelines{}, round: &roundView{}, leases: map[string]heldLease{},
+	return &fleetState{known: &knownPipelines{}, round: &roundView{},
 		undeleted: map[string]pendingDeletion{}, watched: map[string]int{}, viewSets: map[string]map[string]bool{}}
 }
 
 // lease is the lease held for a pipeline.
 func (s *fleetState) lease(id string) (cluster.Lease, bool) {
-	l, ok := s.leases[id]
+	l, ok := s.leases.get(id)
 	return l.Lease, ok
 }
 
 // writable reports whether the pipeline's lease is held and was not found
 // taken over.
 func (s *fleetState) writable(id string) bool {
-	l, ok := s.leases[id]
+	l, ok := s.leases.get(id)
 	return ok && !l.revoked
 }
 
 // still reports whether l is still the lease held for its pipeline (not
 // given up or acquired again since).
 func (s *fleetState) still(l cluster.Lease) bool {
-	h, ok := s.leases[l.PipelineID]
+	h, ok := s.leases.get(l.PipelineID)
 	return ok && h.Lease == l
 }
 
 // heldLeases are the leases held, in no order.
 func (s *fleetState) heldLeases() []cluster.Lease {
-	out := make([]cluster.Lease, 0, len(s.leases))
-	for _, l := range s.leases {
+	out := make([]cluster.Lease, 0, s.leases.len())
+	for l := range s.leases.all() {
 		out = append(out, l.Lease)
 	}
 	return out
@@ -185,7 +185,10 @@ func (s *fleetState) abandoned(self string) []string {
 // until a change changes them, and copies each once.
 type draft struct {
 	fleetState
-	copied struct{ leases, undeleted, watched, viewSets bool }
+	copied struct {
+		leases                       leaseCopies
+		undeleted, watched, viewSets bool
+	}
 }
 
 func newDraft(s *fleetState) *draft { return &draft{fleetState: *s} }
@@ -196,26 +199,16 @@ func (d *draft) publish() *fleetState {
 	return &s
 }
 
-func (d *draft) ownLeases() {
-	if !d.copied.leases {
-		d.leases, d.copied.leases = maps.Clone(d.leases), true
-	}
-}
-
 // hold records a lease acquired.
-func (d *draft) hold(l cluster.Lease) {
-	d.ownLeases()
-	d.leases[l.PipelineID] = heldLease{Lease: l}
-}
+func (d *draft) hold(l cluster.Lease) { d.setLease(l.PipelineID, heldLease{Lease: l}) }
 
 // unhold forgets a lease this instance held and returns it.
 func (d *draft) unhold(id string) (cluster.Lease, bool) {
-	l, ok := d.leases[id]
+	l, ok := d.leases.get(id)
 	if !ok {
 		return cluster.Lease{}, false
 	}
-	d.ownLeases()
-	delete(d.leases, id)
+	d.deleteLease(id)
 	return l.Lease, true
 }
 
@@ -228,11 +221,10 @@ func (d *draft) renewedAt(sent time.Duration, lost []cluster.Lease) {
 	if len(lost) == 0 {
 		return
 	}
-	d.ownLeases()
 	for _, l := range lost {
-		if h, ok := d.leases[l.PipelineID]; ok && h.Lease == l {
+		if h, ok := d.leases.get(l.PipelineID); ok && h.Lease == l {
 			h.revoked = true
-			d.leases[l.PipelineID] = h
+			d.setLease(l.PipelineID, h)
 		}
 	}
 	d.lost = slices.Concat(d.lost, lost)

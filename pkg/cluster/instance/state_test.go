@@ -29,11 +29,11 @@ func TestKeeperAppliesEveryChangeAndNeverChangesWhatItPublished(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := len(k.state().leases); got != n {
+	if got := k.state().leases.len(); got != n {
 		t.Fatalf("leases held: %d, want %d", got, n)
 	}
-	if len(before.leases) != 0 {
-		t.Fatalf("the state published before the changes was changed: %d leases", len(before.leases))
+	if before.leases.len() != 0 {
+		t.Fatalf("the state published before the changes was changed: %d leases", before.leases.len())
 	}
 
 	held := k.state()
