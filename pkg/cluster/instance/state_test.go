@@ -84,8 +84,11 @@ func TestRenewalRevokesLostLeases(t *testing.T) {
 	if s.writable("a") || !s.writable("b") || !s.writable("c") {
 		t.Fatalf("writable a, b, c: %v %v %v; want false true true", s.writable("a"), s.writable("b"), s.writable("c"))
 	}
-	if _, held := s.lease("a"); !held {
-		t.Fatal("a revoked lease is held until its pipeline is stopped")
+	if _, held := s.lease("a"); !held || s.leases.len() != 3 {
+		t.Fatalf("a revoked lease is held until its pipeline is stopped: held %d", s.leases.len())
+	}
+	if _, ok := d.unhold("nothing"); ok || d.leases.len() != 3 {
+		t.Fatalf("unhold of a lease not held: %v, %d held", ok, d.leases.len())
 	}
 	if got := d.takeLost(); !slices.Equal(got, lost) {
 		t.Fatalf("lost: %v", got)
