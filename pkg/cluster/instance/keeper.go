@@ -11,12 +11,12 @@ import (
 // never changed once published: a write of the store reads its fence, and
 // the API its listing, without waiting for anybody.
 //
-// A change only computes: it reads no clock, does no I/O, logs nothing,
-// calls nothing outside this file and state.go, and never waits. So the
-// keeper never waits on anything but its inbox, and anybody may send it a
-// change whatever they hold - a plan holding the runtime's plan turn, a
-// take-up holding a lease, the renewal loop in the middle of an outage -
-// without a cycle of waits.
+// A change only computes on the draft: it reads no clock (a caller that
+// needs the time passes it in), does no I/O, logs nothing, calls no Host
+// and never waits. So the keeper never waits on anything but its inbox,
+// and anybody may send it a change whatever they hold - a plan holding the
+// runtime's plan turn, a take-up holding a lease, the renewal loop in the
+// middle of an outage - without a cycle of waits.
 type keeper struct {
 	changes   chan change
 	published atomic.Pointer[fleetState]
