@@ -252,13 +252,10 @@ func (h *harness) state() State {
 }
 
 // advance lets the supervisor finish what it is doing (so its timers are
-// set), moves the clock, and has the supervisor look at the restarts due
-// (it helps the scheduler after every message): the scheduler's own
-// goroutine may have armed its timer relative to a clock the test moved
-// meanwhile, which only a fake clock's jump makes late.
+// set) and moves the clock. The restart scheduler arms its timer at the
+// due time, so it fires on time whenever its goroutine armed it.
 func (h *harness) advance(d time.Duration) {
 	h.t.Helper()
 	h.syncSup()
 	h.clock.Advance(d)
-	h.syncSup()
 }

@@ -71,9 +71,9 @@ func (s *Supervisor) perform(e effect, snap *snapshot, fx *effects) {
 	case doStopTimers:
 		s.stopWindow()
 	case doStartWindow:
-		s.window = s.cfg.Clock.NewTimer(e.at.Sub(snap.now))
+		s.window = s.cfg.Clock.TimerAt(e.at)
 	case doStartProbation:
-		s.probation = s.cfg.Clock.NewTimer(e.at.Sub(snap.now))
+		s.probation = s.cfg.Clock.TimerAt(e.at)
 	case doLeaveBreaker:
 		s.cfg.Breakers.Leave(e.more.(string), s.cfg.PipelineID)
 	case doBreakerSuccess:

@@ -105,22 +105,22 @@ func (s *RestartScheduler) Help() {
 	}
 }
 
-// launchDue launches every restart that is due and returns how long until
-// the next one (-1: none queued). It takes one ticket at a time: a
+// launchDue launches every restart that is due and returns when the next
+// one is (false: none queued). It takes one ticket at a time: a
 // launcher that loses the CPU halfway (a collection's assist, say) holds
 // up one restart, not the batch it would otherwise have taken, and the
 // others go to whoever calls next.
-func (s *RestartScheduler) launchDue() time.Duration {
+func (s *RestartScheduler) launchDue() (next time.Time, queued bool) {
 	for {
 		now := s.clock.Now()
 		s.mu.Lock()
 		if len(s.queue) == 0 {
 			s.mu.Unlock()
-			return -1
+			return time.Time{}, false
 		}
 		if next := s.queue[0].due; next.After(now) {
 			s.mu.Unlock()
-			return next.Sub(now)
+			return next, true
 		}
 		t := heap.Pop(&s.queue).(*restartTicket)
 		s.updateEarliest()
@@ -166,21 +166,17 @@ func (s *RestartScheduler) Run(ctx context.Context) {
 		}
 	}()
 	for {
-		wait := s.launchDue()
+		next, queued := s.launchDue()
 		if timer != nil {
 			timer.Stop()
 			timer = nil
 		}
 		var timerC <-chan time.Time
-		if wait >= 0 {
-			timer = s.clock.NewTimer(wait)
+		if queued {
+			// Armed at the due time, which a clock that moved since it was
+			// read does not make late.
+			timer = s.clock.TimerAt(next)
 			timerC = timer.C()
-			// The timer counts from when it was made: if the clock passed
-			// the due time since wait was computed (a fake clock jumps),
-			// launch now instead of a whole wait later.
-			if s.clock.Now().UnixNano() >= s.earliest.Load() {
-				continue
-			}
 		}
 		select {
 		case <-ctx.Done():

@@ -10,8 +10,11 @@ import "time"
 // Clock is a source of time and timers.
 type Clock interface {
 	Now() time.Time
-	// NewTimer returns a timer that fires once after d.
-	NewTimer(d time.Duration) Timer
+	// TimerAt returns a timer that fires once when the clock reaches at
+	// (at once when it has). A time, not a wait: a wait computed from one
+	// reading of the clock and armed after another would fire late by
+	// the time between them.
+	TimerAt(at time.Time) Timer
 }
 
 // Timer is the part of *time.Timer the runtime uses.
@@ -27,8 +30,8 @@ type Real struct{}
 // Now returns time.Now().
 func (Real) Now() time.Time { return time.Now() }
 
-// NewTimer wraps time.NewTimer.
-func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+// TimerAt wraps time.NewTimer.
+func (Real) TimerAt(at time.Time) Timer { return realTimer{time.NewTimer(time.Until(at))} }
 
 type realTimer struct{ t *time.Timer }
 

@@ -74,13 +74,13 @@ func (c *Clock) fire() {
 	}
 }
 
-// NewTimer implements clock.Clock: the timer fires when the clock reaches
-// d from now (at once when d <= 0).
-func (c *Clock) NewTimer(d time.Duration) clock.Timer {
+// TimerAt implements clock.Clock: the timer fires when the clock reaches
+// at (at once when it has).
+func (c *Clock) TimerAt(at time.Time) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &timer{clock: c, at: c.now.Add(d), c: make(chan time.Time, 1)}
-	if d <= 0 {
+	t := &timer{clock: c, at: at, c: make(chan time.Time, 1)}
+	if !at.After(c.now) {
 		t.c <- c.now
 		return t
 	}

@@ -40,7 +40,7 @@ func TestEventuallyWaitsForAnotherGoroutine(t *testing.T) {
 func TestTimersFireWhenTheClockPassesThem(t *testing.T) {
 	c := New()
 	var _ clock.Clock = c
-	soon, later, stopped := c.NewTimer(time.Second), c.NewTimer(time.Minute), c.NewTimer(time.Second)
+	soon, later, stopped := c.TimerAt(Start.Add(time.Second)), c.TimerAt(Start.Add(time.Minute)), c.TimerAt(Start.Add(time.Second))
 	if !stopped.Stop() || stopped.Stop() {
 		t.Fatal("Stop of a waiting timer must report true once")
 	}
@@ -70,15 +70,40 @@ func TestTimersFireWhenTheClockPassesThem(t *testing.T) {
 		t.Fatalf("%d timers pending after all fired", c.Pending())
 	}
 	select {
-	case <-c.NewTimer(0).C():
+	case <-c.TimerAt(c.Now()).C():
 	default:
-		t.Fatal("a timer of no duration did not fire at once")
+		t.Fatal("a timer at the clock's time did not fire at once")
+	}
+	select {
+	case <-c.TimerAt(Start).C():
+	default:
+		t.Fatal("a timer at a time passed did not fire at once")
+	}
+}
+
+// A timer armed at a time fires then, however far the clock moved between
+// the reading that computed the time and the arming: a restart due in a
+// second, armed after the clock moved by 999 ms, fires 1 ms later, not a
+// second later.
+func TestTimersArmedLateFireOnTime(t *testing.T) {
+	c := New()
+	due := c.Now().Add(time.Second)
+	c.Advance(999 * time.Millisecond)
+	timer := c.TimerAt(due)
+	c.Advance(time.Millisecond)
+	select {
+	case got := <-timer.C():
+		if !got.Equal(due) {
+			t.Fatalf("fired at %v, want %v", got, due)
+		}
+	default:
+		t.Fatal("a timer armed after the clock moved fired late")
 	}
 }
 
 func TestAfterTakesNoTime(t *testing.T) {
 	c := New()
-	timer := c.NewTimer(300 * time.Millisecond)
+	timer := c.TimerAt(Start.Add(300 * time.Millisecond))
 	<-c.After(100 * time.Millisecond)
 	if got := <-c.After(250 * time.Millisecond); !got.Equal(Start.Add(350 * time.Millisecond)) {
 		t.Fatalf("After fired at %v", got)

@@ -371,7 +371,7 @@ func (n *Notifier) Run(ctx context.Context) {
 		var fire <-chan time.Time
 		var timer clock.Timer
 		if !next.IsZero() {
-			timer = n.clock.NewTimer(max(next.Sub(now), 0))
+			timer = n.clock.TimerAt(next)
 			fire = timer.C()
 		}
 		select {
