@@ -395,7 +395,7 @@ func TestRefusedStartReleasesWhatItOpened(t *testing.T) {
 
 // The runtime's clock is the clock of everything the process writes down:
 // an audit event appended without a time gets the runtime's now, not the
-// wall clock's.
+// wall clock's, and the recovery summary counts from the runtime's start.
 func TestOneClockReachesTheAuditLog(t *testing.T) {
 	cfg := config.Default()
 	cfg.API.Enabled = false
@@ -414,5 +414,8 @@ func TestOneClockReachesTheAuditLog(t *testing.T) {
 	}
 	if !e.Time.Equal(then) {
 		t.Errorf("event time %s, want the runtime's clock: %s", e.Time, then)
+	}
+	if since := rt.pipes.RecoverySummary().Since; !since.Equal(then) {
+		t.Errorf("recovery summary since %s, want the runtime's clock: %s", since, then)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -242,7 +241,7 @@ func (ps *Pipelines) storeOps(ctx context.Context, plan reconciler.Plan, applied
 			if old, ok := before[c.ID]; ok && c.Action == reconciler.Unchanged && old.FileHash == hash && old.Name == name {
 				continue // applied again as it is
 			}
-			b, err := catalog.EncodePipeline(catalog.Pipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: time.Now().UTC()})
+			b, err := catalog.EncodePipeline(catalog.Pipeline{ID: c.ID, Name: name, FileHash: hash, AppliedAt: ps.clock.Now().UTC()})
 			if err != nil {
 				return nil, err
 			}

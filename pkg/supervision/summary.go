@@ -20,8 +20,8 @@ type recoveryFigures struct {
 	restartsByRule     map[string]int64
 }
 
-func newRecoveryFigures() *recoveryFigures {
-	return &recoveryFigures{since: time.Now().UTC(), restartsByRule: map[string]int64{}}
+func newRecoveryFigures(now time.Time) *recoveryFigures {
+	return &recoveryFigures{since: now.UTC(), restartsByRule: map[string]int64{}}
 }
 
 // count takes a supervisor's event into account.

@@ -142,7 +142,7 @@ func New(o Options) *Pipelines {
 		assembler: o.Assembler, states: o.States, audit: o.Audit, dedup: o.Dedup, clock: o.Clock, restarts: o.Restarts,
 		policies: o.Policies, breakers: o.Breakers, notifier: o.Notifier, metrics: o.Metrics, ownership: o.Ownership,
 		writeGuards: o.Guards, fds: o.Descriptors, crashed: o.Crashed, observer: o.Observer, fail: o.Fail,
-		figures: newRecoveryFigures(), byID: map[string]*managedPipeline{}, reload: make(chan struct{}, 1),
+		figures: newRecoveryFigures(o.Clock.Now()), byID: map[string]*managedPipeline{}, reload: make(chan struct{}, 1),
 		supervising: make(chan struct{}),
 	}
 }
