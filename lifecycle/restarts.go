@@ -177,6 +177,13 @@ func (s *RestartScheduler) Run(ctx context.Context) {
 			// read does not make late.
 			timer = s.clock.TimerAt(next)
 			timerC = timer.C()
+			// Launching the restarts that were due takes a while in a storm:
+			// one that fell due meanwhile is launched now rather than
+			// through a timer that has already expired, whose wake-up
+			// waits behind every goroutine the launches made runnable.
+			if s.clock.Now().UnixNano() >= s.earliest.Load() {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
