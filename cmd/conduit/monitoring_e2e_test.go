@@ -100,6 +100,7 @@ pipelines:
 		`conduit_records_dead_lettered_total{pipeline_id="orders",rule="poison-rows"} 0`,
 		`conduit_store_write_failures_total{reason="error"} 0`,
 		`conduit_cluster_leases_lost_total{instance_id="i1"} 0`,
+		fmt.Sprintf(`conduit_cluster_lease_ttl_seconds{instance_id="i1"} %g`, clusterTTL.Seconds()),
 		`conduit_pipeline_status_since_timestamp_seconds{pipeline_id="orders"} `,
 	} {
 		if !strings.Contains(body, want) {

@@ -19,6 +19,9 @@ type ClusterFigures struct {
 	// RenewalAge is how long ago the last successful renewal was sent
 	// (since the instance joined, before its first).
 	RenewalAge time.Duration
+	// TTL is the instance's cluster.lease-ttl: the renewal age is read
+	// against it.
+	TTL time.Duration
 	// TakenOver and HandedOver count pipelines this instance took up
 	// and gave away (rebalancing, failover, losing contact).
 	TakenOver, HandedOver uint64
@@ -42,6 +45,7 @@ func (m *Metrics) WatchCluster(instance string, figures func() ClusterFigures) {
 		failures: desc("conduit_cluster_lease_renewal_failures_total", "Rounds in which this instance could not renew its leases."),
 		age: desc("conduit_cluster_lease_renewal_age_seconds", "Seconds since this instance last renewed its leases (since it joined, before its first renewal); it renews every fifth of cluster.lease-ttl, "+
 			"stops its pipelines at half of it and writes nothing from three quarters."),
+		ttl:    desc("conduit_cluster_lease_ttl_seconds", "This instance's cluster.lease-ttl, against which conduit_cluster_lease_renewal_age_seconds is read."),
 		taken:  desc("conduit_cluster_pipelines_taken_over_total", "Pipelines this instance took up (new, rebalanced or failed over)."),
 		handed: desc("conduit_cluster_pipelines_handed_over_total", "Pipelines this instance gave away (rebalanced, or stopped because it could not renew its leases)."),
 		lost:   desc("conduit_cluster_leases_lost_total", "Leases another instance took over while this one still held them (it was paused or cut off)."),
@@ -52,11 +56,11 @@ func (m *Metrics) WatchCluster(instance string, figures func() ClusterFigures) {
 type clusterCollector struct {
 	figures                                     func() ClusterFigures
 	leases, live, failures, taken, handed, lost *prometheus.Desc
-	differ, age                                 *prometheus.Desc
+	differ, age, ttl                            *prometheus.Desc
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost, c.differ, c.age} {
+	for _, d := range []*prometheus.Desc{c.leases, c.live, c.failures, c.taken, c.handed, c.lost, c.differ, c.age, c.ttl} {
 		ch <- d
 	}
 }
@@ -67,6 +71,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(f.Live))
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(f.RenewalFailures))
 	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, f.RenewalAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.ttl, prometheus.GaugeValue, f.TTL.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.taken, prometheus.CounterValue, float64(f.TakenOver))
 	ch <- prometheus.MustNewConstMetric(c.handed, prometheus.CounterValue, float64(f.HandedOver))
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(f.Lost))

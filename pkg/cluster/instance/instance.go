@@ -288,7 +288,7 @@ func (f *fleet) API(local api.Pipelines, events *auditlog.Log) (api.Pipelines, a
 func (f *fleet) clusterFigures() metrics.ClusterFigures {
 	s := f.state()
 	return metrics.ClusterFigures{Leases: s.leases.len(), Live: len(s.round.live),
-		RenewalFailures: s.counts.renewalFailures, RenewalAge: f.sinceEpoch() - s.renewed,
+		RenewalFailures: s.counts.renewalFailures, RenewalAge: f.sinceEpoch() - s.renewed, TTL: f.ttl,
 		TakenOver: s.counts.takenOver, HandedOver: s.counts.handedOver, Lost: s.counts.lost, ViewsDiffer: s.viewsDiffer}
 }
 
