@@ -729,11 +729,11 @@ const viewGrace = 2
 // differed for viewGrace (their pipeline files differ; the metric says
 // so too), and when they agree again. Pipelines are still spread over the
 // instances that know them (knowledge); the warning is for the operator.
-func (f *fleet) reportViews(change string, views map[string]string) {
-	switch change {
-	case "agree":
+func (f *fleet) reportViews(news viewsNews, views map[string]string) {
+	switch news {
+	case viewsAgreeAgain:
 		f.log.Info("the live instances know the same pipelines again")
-	case "differ":
+	case viewsNowDiffer:
 		described := make([]string, 0, len(views))
 		for id, v := range views {
 			described = append(described, id+": "+v)

@@ -322,10 +322,19 @@ func (s *fleetState) missingViews(instances cluster.LiveInstances) []string {
 type roundOutcome struct {
 	all   []string
 	knows func(instance, pipelineID string) bool
-	// views is "differ" when the live instances' views have differed
-	// for viewGrace now, "agree" when they agree again, "" otherwise.
-	views string
+	views viewsNews
 }
+
+// viewsNews is what a round has to tell of the live instances' views.
+type viewsNews int
+
+const (
+	viewsNothingNew viewsNews = iota
+	// viewsNowDiffer: they have differed for the grace, from this round on.
+	viewsNowDiffer
+	// viewsAgreeAgain: they agree again after they were said to differ.
+	viewsAgreeAgain
+)
 
 // newRound takes up what a balance round read at now: the round's view
 // (published for the API and the next rounds), the views of the other
@@ -345,13 +354,13 @@ func (d *draft) newRound(read roundRead, now time.Time, grace time.Duration) rou
 	switch {
 	case agree:
 		if d.viewsDiffer {
-			out.views = "agree"
+			out.views = viewsAgreeAgain
 		}
 		d.viewsDiffer, d.differSince = false, time.Time{}
 	case d.differSince.IsZero():
 		d.differSince = now
 	case !d.viewsDiffer && now.Sub(d.differSince) >= grace:
-		d.viewsDiffer, out.views = true, "differ"
+		d.viewsDiffer, out.views = true, viewsNowDiffer
 	}
 	return out
 }

@@ -136,7 +136,7 @@ func TestRoundReportsDifferingViewsOnce(t *testing.T) {
 		views: map[string]cluster.KnownPipelines{"i2": {View: "other", IDs: []string{"a", "b"}}}}
 	start := time.Unix(1000, 0)
 	grace := 10 * time.Second
-	var said []string
+	var said []viewsNews
 	for _, at := range []time.Duration{0, 5 * time.Second, 10 * time.Second, 20 * time.Second} {
 		out := d.newRound(differ, start.Add(at), grace)
 		said = append(said, out.views)
@@ -144,15 +144,15 @@ func TestRoundReportsDifferingViewsOnce(t *testing.T) {
 			t.Fatalf("knowledge at %s: all %v", at, out.all)
 		}
 	}
-	if want := []string{"", "", "differ", ""}; !slices.Equal(said, want) {
-		t.Fatalf("said %q, want %q", said, want)
+	if want := []viewsNews{viewsNothingNew, viewsNothingNew, viewsNowDiffer, viewsNothingNew}; !slices.Equal(said, want) {
+		t.Fatalf("said %v, want %v", said, want)
 	}
 	if s := d.publish(); !s.viewsDiffer || !slices.Equal(s.round.foreign["b"], []string{"i2"}) {
 		t.Fatalf("published: views differ %v, foreign %v", s.viewsDiffer, s.round.foreign)
 	}
 	agree := roundRead{instances: cluster.LiveInstances{IDs: []string{"i1", "i2"}, Views: map[string]string{"i1": "mine", "i2": "mine"}}}
-	if out := d.newRound(agree, start.Add(30*time.Second), grace); out.views != "agree" {
-		t.Fatalf("views agree again: said %q", out.views)
+	if out := d.newRound(agree, start.Add(30*time.Second), grace); out.views != viewsAgreeAgain {
+		t.Fatalf("views agree again: said %v", out.views)
 	}
 	if s := d.publish(); s.viewsDiffer || len(s.viewSets) != 1 {
 		// The pipelines of a view read are kept until a round whose views
