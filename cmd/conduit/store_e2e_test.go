@@ -153,8 +153,15 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 	// writes are then written, none is lost.
 	const rounds = 2
 	for round := 1; round <= rounds; round++ {
+		// The fill comes once this process has written records of its
+		// own: a start after round 1 (a store left as a crash leaves it)
+		// first flushes the replayed write-ahead logs into tables, which
+		// Badger writes without conduit's allocation ahead (see
+		// docs/operations.md, "What remains"); filling the disk during
+		// that flush tests a gap the store documents, not the write path.
+		before := len(ids(t, out))
 		p := w.start("run")
-		waitForRecords(t, p, out, 100_000*round)
+		waitForRecords(t, p, out, before+50_000)
 		fillFilesystem(t, fill)
 		waitForLog(t, p, "no space left")
 		if round == 2 {
@@ -180,8 +187,9 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 			}
 		}
 	}
+	before := len(ids(t, out))
 	p := w.start("run")
-	waitForRecords(t, p, out, 100_000*(rounds+1))
+	waitForRecords(t, p, out, before+50_000)
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
