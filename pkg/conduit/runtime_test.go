@@ -16,6 +16,7 @@ import (
 
 	"github.com/conduitry/conduit/auditlog"
 	"github.com/conduitry/conduit/lifecycle"
+	"github.com/conduitry/conduit/pkg/catalog"
 	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/config"
 	"github.com/conduitry/conduit/pkg/connector"
@@ -395,7 +396,8 @@ func TestRefusedStartReleasesWhatItOpened(t *testing.T) {
 
 // The runtime's clock is the clock of everything the process writes down:
 // an audit event appended without a time gets the runtime's now, not the
-// wall clock's, and the recovery summary counts from the runtime's start.
+// wall clock's, the recovery summary counts from the runtime's start, and a
+// pipeline applied through the API is stored with the runtime's now.
 func TestOneClockReachesTheAuditLog(t *testing.T) {
 	cfg := config.Default()
 	cfg.API.Enabled = false
@@ -417,5 +419,16 @@ func TestOneClockReachesTheAuditLog(t *testing.T) {
 	}
 	if since := rt.pipes.RecoverySummary().Since; !since.Equal(then) {
 		t.Errorf("recovery summary since %s, want the runtime's clock: %s", since, then)
+	}
+	ctx := context.Background()
+	if _, err := rt.pipes.Changes().Apply(ctx, []config.FileContent{{Name: "a.yml", Data: []byte(stoppedPipelineFile("a"))}}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	applied, _, err := catalog.LoadPipelines(ctx, rt.db)
+	if err != nil || len(applied) != 1 {
+		t.Fatalf("pipelines applied through the API: %+v, %v", applied, err)
+	}
+	if !applied[0].AppliedAt.Equal(then) {
+		t.Errorf("pipeline applied at %s, want the runtime's clock: %s", applied[0].AppliedAt, then)
 	}
 }
