@@ -603,9 +603,10 @@ func (d *fileDestination) saveState(ctx context.Context, stopped bool) error {
 }
 
 // Write appends one OpenCDC JSON line per record with a single write call
-// (and an fsync when the sync setting is on). A record that cannot be
-// encoded stops the batch: the records before it are written.
-func (d *fileDestination) Write(_ context.Context, batch []record.Record) (int, error) {
+// (and an fsync when the sync setting is on), made only if the write guard
+// in ctx still allows it. A record that cannot be encoded stops the batch:
+// the records before it are written.
+func (d *fileDestination) Write(ctx context.Context, batch []record.Record) (int, error) {
 	if d.f == nil {
 		return 0, fmt.Errorf("file destination %s: write called before a successful open", d.path)
 	}
@@ -633,6 +634,10 @@ func (d *fileDestination) Write(_ context.Context, batch []record.Record) (int, 
 	d.ends = ends
 
 	if len(buf) > 0 {
+		// After the encoding, which takes time: see CheckWriteGuard.
+		if err := CheckWriteGuard(ctx); err != nil {
+			return 0, fmt.Errorf("file destination %s: %w", d.path, err)
+		}
 		n, err := d.f.Write(buf)
 		d.size += int64(n)
 		if err != nil {

@@ -3,6 +3,7 @@ package connector
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -214,4 +215,31 @@ func BenchmarkFileDestinationWrite(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+}
+
+// A write guard that refuses after the encoding: nothing of the batch
+// reaches the file, and the error is the guard's, transient.
+func TestFileDestinationChecksTheWriteGuardBeforeWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	d := openFileDestination(t, map[string]string{"path": path})
+	defer d.Teardown(context.Background())
+	lost := errors.New("the lease may have expired")
+	refuse := false
+	ctx := WithWriteGuard(context.Background(), func() error {
+		if refuse {
+			return lost
+		}
+		return nil
+	})
+	if n, err := d.Write(ctx, []record.Record{testRecord("1", record.RawData("a"))}); n != 1 || err != nil {
+		t.Fatalf("Write allowed = %d, %v", n, err)
+	}
+	refuse = true
+	n, err := d.Write(ctx, []record.Record{testRecord("2", record.RawData("b")), testRecord("3", record.RawData("c"))})
+	if n != 0 || !errors.Is(err, lost) || cerrors.Classify(err).Class != cerrors.ClassTransient || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Write refused = %d, %v; want 0 and the guard's error, transient, naming the file", n, err)
+	}
+	if got := readRecords(t, path); len(got) != 1 || string(got[0].Position) != "1" {
+		t.Fatalf("file holds %+v, want only the record written before the refusal", got)
+	}
 }

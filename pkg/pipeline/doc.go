@@ -46,7 +46,9 @@
 //     is written and not yet remembered (dedup/).
 //   - With a WriteGuard, every Write call to a destination (the dead-letter
 //     queue included) comes right after the guard allowed it; a refusal
-//     ends the run.
+//     ends the run. Write's context carries the guard too, for a
+//     destination to check again right before its records become visible
+//     (connector.CheckWriteGuard; the file destination does).
 //   - Stop is graceful: the reader stops reading, in-flight batches drain,
 //     are acknowledged and the last position is persisted, and Run returns
 //     nil. Cancelling Run's context is a force stop: every stage returns at

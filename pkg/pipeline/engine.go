@@ -232,7 +232,9 @@ type Config struct {
 	// destination wrote before is acknowledged, the rest is not. It is
 	// called once per Write call, not per record, from every
 	// destination's goroutine and the acker's at once: it must be cheap
-	// and safe for concurrent use.
+	// and safe for concurrent use. Write's context carries it too, for
+	// destinations that check it again right before their records become
+	// visible (connector.CheckWriteGuard).
 	WriteGuard func() error
 	// Logger is the base logger; the engine adds pipeline_id.
 	Logger *zap.Logger
@@ -438,6 +440,9 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 func (e *Engine) run(ctx context.Context) error {
+	// Destinations check the guard again at their last moment before
+	// writing (connector.CheckWriteGuard).
+	ctx = connector.WithWriteGuard(ctx, e.cfg.WriteGuard)
 	opened := false
 	notifyOpen := func() {
 		if !opened && e.cfg.OnOpen != nil {

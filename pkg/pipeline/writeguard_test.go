@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	cerrors "github.com/conduitry/conduit/errors"
+	"github.com/conduitry/conduit/pkg/connector"
+	"github.com/conduitry/conduit/pkg/record"
 )
 
 var errLeaseLost = errors.New("lease of pipeline p1 expired 3s ago")
@@ -115,5 +118,57 @@ func TestWriteGuardRefusalStopsDeadLetterQueueWrites(t *testing.T) {
 	}
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("the guard was called %d times, want 3 (two queue writes, one refused)", n)
+	}
+}
+
+// guardCheckingDestination checks the write guard of Write's context
+// before it writes, as a destination that takes time before its records
+// become visible does.
+type guardCheckingDestination struct{ memDestination }
+
+func (d *guardCheckingDestination) Write(ctx context.Context, batch []record.Record) (int, error) {
+	if err := connector.CheckWriteGuard(ctx); err != nil {
+		return 0, err
+	}
+	return d.memDestination.Write(ctx, batch)
+}
+
+// A lease that runs out between the engine's check and the destination's
+// own, right before it writes: the destination writes nothing of that
+// batch and the run ends as after the engine's refusal.
+func TestWriteGuardReachesTheDestinationsOwnCheck(t *testing.T) {
+	src := &seqSource{limit: 100, perRead: 10}
+	dst := &guardCheckingDestination{}
+	// Two calls per batch: the engine's, then the destination's. The
+	// third batch passes the engine's check and is refused by the
+	// destination's.
+	guard, calls := guardAllowing(5)
+	h := startEngine(t, Config{
+		Source:       Source{ID: "src", Connector: src},
+		Destinations: []Destination{{ID: "dst", Connector: dst}},
+		Positions:    &memPositions{},
+		BatchSize:    10,
+		WriteGuard:   guard,
+	})
+	checkGuardError(t, h.wait(), KindDestination, "dst")
+	want := seqStrings(1, 20)
+	if got := dst.records(); !slices.Equal(got, want) {
+		t.Fatalf("destination got %v, want the two batches its own check allowed (%v)", got, want)
+	}
+	if got := src.ackedPositions(); !slices.Equal(got, want) {
+		t.Fatalf("acked %v, want only the written %v", got, want)
+	}
+	if n := calls.Load(); n != 6 {
+		t.Fatalf("the guard was called %d times, want 6 (twice for each of three batches)", n)
+	}
+}
+
+// Without a guard, a destination's check allows every write.
+func TestCheckWriteGuardWithoutAGuardAllows(t *testing.T) {
+	if err := connector.CheckWriteGuard(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := connector.CheckWriteGuard(connector.WithWriteGuard(context.Background(), nil)); err != nil {
+		t.Fatal(err)
 	}
 }
