@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,24 @@ import (
 // testdata/wasmcompile, built without -race, compiles it into a cache that
 // outlives the run, as conduit's own cache does, and the tests load it
 // from there.
+
+// wazeroCacheVersion is the wazero version this test binary files its
+// compilation cache under: wazero reads it from the binary's build
+// information, which a test binary has without its dependencies, so here
+// it is wazero's default, "dev", where wasmcompile (a program) would say
+// the module's version. wasmcompile is built with this one, or the cache
+// it fills would be another than the one the tests read, and they would
+// compile the module again with -race.
+func wazeroCacheVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/tetratelabs/wazero" && dep.Version != "" && dep.Version != "(devel)" {
+				return dep.Version
+			}
+		}
+	}
+	return "dev"
+}
 
 // testMemoryLimit keeps the out-of-memory test small and fast.
 const testMemoryLimit = 128 << 20
@@ -80,9 +99,15 @@ func testStandalone(t testing.TB) (*Standalone, *observer.ObservedLogs) {
 			return
 		}
 		cache := filepath.Join(os.TempDir(), "conduit-wasm-test-cache")
-		cmd := exec.Command("go", "run", "./testdata/wasmcompile", cache, filepath.Join(wasmTest.dir, "upper.wasm"))
+		cmd := exec.Command("go", "run", "-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version="+wazeroCacheVersion(),
+			"./testdata/wasmcompile", cache, filepath.Join(wasmTest.dir, "upper.wasm"))
 		if b, err := cmd.CombinedOutput(); err != nil {
 			wasmTest.err = fmt.Errorf("go run ./testdata/wasmcompile: %v\n%s", err, b)
+			return
+		}
+		if dirs, _ := filepath.Glob(filepath.Join(cache, "wazero-"+wazeroCacheVersion()+"-*")); len(dirs) == 0 {
+			wasmTest.err = fmt.Errorf("wasmcompile filled no cache for wazero version %q in %s: the tests would compile the module again, with -race (minutes); see wazeroCacheVersion",
+				wazeroCacheVersion(), cache)
 			return
 		}
 		core, logs := observer.New(zapcore.DebugLevel)

@@ -5,7 +5,13 @@
 // race detector: compiling a Go module takes tens of seconds, and several
 // minutes in a process built with -race.
 //
-//	go run ./testdata/wasmcompile <cache dir> <module.wasm>...
+//	go run -ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=<v> \
+//		./testdata/wasmcompile <cache dir> <module.wasm>...
+//
+// wazero files its cache under its version, read from the binary's build
+// information; a test binary's has no dependencies, so the tests read the
+// cache of version "dev", and build this with the version they use
+// (wazeroCacheVersion in standalone_test.go).
 package main
 
 import (
