@@ -154,14 +154,17 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 	const rounds = 2
 	for round := 1; round <= rounds; round++ {
 		// The fill comes once this process has written records of its
-		// own: a start after round 1 (a store left as a crash leaves it)
-		// first flushes the replayed write-ahead logs into tables, which
-		// Badger writes without conduit's allocation ahead (see
-		// docs/operations.md, "What remains"); filling the disk during
-		// that flush tests a gap the store documents, not the write path.
-		before := len(ids(t, out))
+		// own and right after Badger flushed a memtable into a table:
+		// Badger writes tables without conduit's allocation ahead (see
+		// docs/operations.md, "What remains"), and a start after round 1
+		// (a store left as a crash leaves it) begins with such a flush of
+		// the replayed write-ahead logs. Filling the disk during one
+		// tests a gap the store documents, not the write path; after one,
+		// the next is a memtable's worth of writes (seconds) away.
+		before := countLines(t, out)
 		p := w.start("run")
 		waitForRecords(t, p, out, before+50_000)
+		waitForTableFlush(t, db)
 		fillFilesystem(t, fill)
 		waitForLog(t, p, "no space left")
 		if round == 2 {
@@ -187,7 +190,7 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 			}
 		}
 	}
-	before := len(ids(t, out))
+	before := countLines(t, out)
 	p := w.start("run")
 	waitForRecords(t, p, out, before+50_000)
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -199,6 +202,26 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 	// Nothing acknowledged is lost; records in flight when the disk filled
 	// may be written again.
 	checkSequence(t, ids(t, out), rounds*16*1024)
+}
+
+// waitForTableFlush waits until Badger has flushed a memtable into a table
+// in the store at dir: it deletes the memtable's write-ahead log then.
+func waitForTableFlush(t *testing.T, dir string) {
+	t.Helper()
+	wals, err := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if err != nil || len(wals) == 0 {
+		t.Fatalf("no write-ahead log in %s (%v): %s", dir, err, dirListing(t, dir))
+	}
+	eventually(t, pollInterval, func() bool {
+		for _, wal := range wals {
+			if _, err := os.Stat(wal); errors.Is(err, os.ErrNotExist) {
+				return true
+			}
+		}
+		return false
+	}, func() string {
+		return fmt.Sprintf("no memtable was flushed: the write-ahead logs %v are all still there: %s", wals, dirListing(t, dir))
+	})
 }
 
 // fillFilesystem writes path until the filesystem is full, as dd does.
