@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 // countingSource is a connector of Conduit's SDK: it counts from its
@@ -589,5 +591,40 @@ func TestSourceReadsAheadByRecordsNotMessages(t *testing.T) {
 	case <-impl.calls:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the plugin did not read its third message once the engine read the first")
+	}
+}
+
+// A write guard that refuses after the conversion: the batch is not sent
+// to the plugin, the error is the guard's (transient), and the stream
+// stays usable for the writes the guard allows again.
+func TestDestinationChecksTheWriteGuardBeforeSending(t *testing.T) {
+	impl := &memoryDestination{}
+	dst := newMemoryDestination(impl, nil)
+	lost := errors.New("the lease may have expired")
+	var refuse atomic.Bool
+	ctx := writeguard.With(context.Background(), func() error {
+		if refuse.Load() {
+			return lost
+		}
+		return nil
+	})
+	if err := dst.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	if n, err := dst.Write(ctx, batchOf(1, 3)); n != 0 || !errors.Is(err, lost) || cerrors.Classify(err).Class != cerrors.ClassTransient {
+		t.Fatalf("refused Write = %d, %v; want 0 and the guard's error, transient", n, err)
+	}
+	refuse.Store(false)
+	if n, err := dst.Write(ctx, batchOf(4, 5)); n != 2 || err != nil {
+		t.Fatalf("allowed Write = %d, %v", n, err)
+	}
+	if err := dst.Teardown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	impl.mu.Lock()
+	defer impl.mu.Unlock()
+	if fmt.Sprint(impl.writes) != "[2]" || len(impl.got) != 2 || string(impl.got[0].Position) != "4" {
+		t.Errorf("the connector wrote batches %v (%d records), want only the allowed one, [2]", impl.writes, len(impl.got))
 	}
 }

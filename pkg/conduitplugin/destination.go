@@ -15,6 +15,7 @@ import (
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 // Destination runs a destination plugin of Conduit's protocol as an engine
@@ -152,6 +153,10 @@ func (d *Destination) Write(ctx context.Context, batch []record.Record) (int, er
 	recs := make([]opencdc.Record, len(batch))
 	for i := range batch {
 		recs[i] = record.ToOpenCDC(&batch[i])
+	}
+	// After the conversion, which takes time: see pkg/writeguard.
+	if err := writeguard.Check(ctx); err != nil {
+		return 0, d.errorf("write: %w", err)
 	}
 	if err := d.stream.Send(pconnector.DestinationRunRequest{Records: recs}); err != nil {
 		return 0, d.fail(d.errorf("write: %w", err))

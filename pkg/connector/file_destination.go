@@ -19,6 +19,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 // fileDestBufferKeep is the largest encode buffer kept between batches; a
@@ -634,8 +635,8 @@ func (d *fileDestination) Write(ctx context.Context, batch []record.Record) (int
 	d.ends = ends
 
 	if len(buf) > 0 {
-		// After the encoding, which takes time: see CheckWriteGuard.
-		if err := CheckWriteGuard(ctx); err != nil {
+		// After the encoding, which takes time: see pkg/writeguard.
+		if err := writeguard.Check(ctx); err != nil {
 			return 0, fmt.Errorf("file destination %s: %w", d.path, err)
 		}
 		n, err := d.f.Write(buf)

@@ -13,6 +13,7 @@ import (
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 func testRecord(pos string, after record.Data) record.Record {
@@ -225,7 +226,7 @@ func TestFileDestinationChecksTheWriteGuardBeforeWriting(t *testing.T) {
 	defer d.Teardown(context.Background())
 	lost := errors.New("the lease may have expired")
 	refuse := false
-	ctx := WithWriteGuard(context.Background(), func() error {
+	ctx := writeguard.With(context.Background(), func() error {
 		if refuse {
 			return lost
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/conduitry/conduit/pkg/api/gen/conduitry/connector/v1/connectorv1connect"
 	"github.com/conduitry/conduit/pkg/conduitplugin"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 // errWriteBeforeOpen is returned by Write without a successful Open.
@@ -99,6 +100,10 @@ func (d *standaloneDestination) Write(ctx context.Context, batch []record.Record
 }
 
 func (d *standaloneDestination) write(ctx context.Context, batch []record.Record, data []byte) (int, error) {
+	// After the encoding, which takes time: see pkg/writeguard.
+	if err := writeguard.Check(ctx); err != nil {
+		return 0, fmt.Errorf("standalone connector %q: write: %w", d.p.name, err)
+	}
 	resp, err := d.client.Write(ctx, connect.NewRequest(&connectorv1.WriteRequest{
 		Batch: &connectorv1.RecordBatch{Count: int32(len(batch)), Data: data},
 	}))

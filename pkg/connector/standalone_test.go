@@ -23,6 +23,7 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/clocktest"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 // pluginDir holds the test plugin (testdata/plugin), built once by
@@ -302,6 +303,31 @@ func TestStandaloneDestinationWrite(t *testing.T) {
 			t.Fatalf("Write = %d, %v; want 1 and a fatal encoding error", n, err)
 		}
 		h.waitLog("stdout", `write 1 {"id":1}`)
+	})
+
+	t.Run("a write guard that refuses after the encoding", func(t *testing.T) {
+		h := newStandaloneHarness(t, StandaloneConfig{})
+		dst := h.destination("testplugin", nil)
+		if err := dst.Open(ctx); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		defer dst.Teardown(ctx)
+		lost := errors.New("the lease may have expired")
+		refused := writeguard.With(ctx, func() error { return lost })
+		refusedBatch := recs(3)[2:]
+		n, err := dst.Write(refused, refusedBatch)
+		if n != 0 || !errors.Is(err, lost) || cerrors.Classify(err).Class != cerrors.ClassTransient {
+			t.Fatalf("Write = %d, %v; want 0 and the guard's error, transient", n, err)
+		}
+		// The plugin answers in order: once the allowed batch is in its
+		// log, the refused one would be there before it.
+		if n, err := dst.Write(ctx, recs(1)); n != 1 || err != nil {
+			t.Fatalf("allowed Write = %d, %v", n, err)
+		}
+		h.waitLog("stdout", `write 1 {"id":1}`)
+		if got := h.logs.FilterMessage(`write 3 {"id":3}`).Len(); got != 0 {
+			t.Fatalf("the plugin wrote the refused record; log:\n%s", h.dump())
+		}
 	})
 }
 

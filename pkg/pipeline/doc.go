@@ -48,7 +48,7 @@
 //     queue included) comes right after the guard allowed it; a refusal
 //     ends the run. Write's context carries the guard too, for a
 //     destination to check again right before its records become visible
-//     (connector.CheckWriteGuard; the file destination does).
+//     (pkg/writeguard; the file destination and the plugins' do).
 //   - Stop is graceful: the reader stops reading, in-flight batches drain,
 //     are acknowledged and the last position is persisted, and Run returns
 //     nil. Cancelling Run's context is a force stop: every stage returns at

@@ -16,6 +16,7 @@ import (
 	"github.com/conduitry/conduit/pkg/processor"
 	"github.com/conduitry/conduit/pkg/record"
 	"github.com/conduitry/conduit/pkg/store"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 // Defaults for Config fields left zero.
@@ -234,7 +235,7 @@ type Config struct {
 	// destination's goroutine and the acker's at once: it must be cheap
 	// and safe for concurrent use. Write's context carries it too, for
 	// destinations that check it again right before their records become
-	// visible (connector.CheckWriteGuard).
+	// visible (pkg/writeguard).
 	WriteGuard func() error
 	// Logger is the base logger; the engine adds pipeline_id.
 	Logger *zap.Logger
@@ -441,8 +442,8 @@ func (e *Engine) Run(ctx context.Context) error {
 
 func (e *Engine) run(ctx context.Context) error {
 	// Destinations check the guard again at their last moment before
-	// writing (connector.CheckWriteGuard).
-	ctx = connector.WithWriteGuard(ctx, e.cfg.WriteGuard)
+	// writing (pkg/writeguard).
+	ctx = writeguard.With(ctx, e.cfg.WriteGuard)
 	opened := false
 	notifyOpen := func() {
 		if !opened && e.cfg.OnOpen != nil {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	cerrors "github.com/conduitry/conduit/errors"
-	"github.com/conduitry/conduit/pkg/connector"
 	"github.com/conduitry/conduit/pkg/record"
+	"github.com/conduitry/conduit/pkg/writeguard"
 )
 
 var errLeaseLost = errors.New("lease of pipeline p1 expired 3s ago")
@@ -127,7 +127,7 @@ func TestWriteGuardRefusalStopsDeadLetterQueueWrites(t *testing.T) {
 type guardCheckingDestination struct{ memDestination }
 
 func (d *guardCheckingDestination) Write(ctx context.Context, batch []record.Record) (int, error) {
-	if err := connector.CheckWriteGuard(ctx); err != nil {
+	if err := writeguard.Check(ctx); err != nil {
 		return 0, err
 	}
 	return d.memDestination.Write(ctx, batch)
@@ -160,15 +160,5 @@ func TestWriteGuardReachesTheDestinationsOwnCheck(t *testing.T) {
 	}
 	if n := calls.Load(); n != 6 {
 		t.Fatalf("the guard was called %d times, want 6 (twice for each of three batches)", n)
-	}
-}
-
-// Without a guard, a destination's check allows every write.
-func TestCheckWriteGuardWithoutAGuardAllows(t *testing.T) {
-	if err := connector.CheckWriteGuard(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := connector.CheckWriteGuard(connector.WithWriteGuard(context.Background(), nil)); err != nil {
-		t.Fatal(err)
 	}
 }
