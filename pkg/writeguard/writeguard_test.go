@@ -8,6 +8,9 @@ import (
 	cerrors "github.com/conduitry/conduit/errors"
 )
 
+// otherKey is another package's context value.
+type otherKey struct{}
+
 func TestCheck(t *testing.T) {
 	lost := errors.New("the lease may have expired")
 	calls := 0
@@ -21,7 +24,7 @@ func TestCheck(t *testing.T) {
 		{name: "a nil guard", ctx: With(context.Background(), nil)},
 		{name: "a guard that allows", ctx: With(context.Background(), func() error { return nil })},
 		{name: "a guard that refuses", ctx: With(context.Background(), refusing), want: lost},
-		{name: "a guard under another value", ctx: context.WithValue(With(context.Background(), refusing), struct{}{}, 1), want: lost},
+		{name: "a guard under another value", ctx: context.WithValue(With(context.Background(), refusing), otherKey{}, 1), want: lost},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Check(tt.ctx)
