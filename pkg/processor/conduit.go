@@ -16,7 +16,6 @@ import (
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/avro"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/base64"
-	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/custom"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/field"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/json"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/ollama"
@@ -24,7 +23,6 @@ import (
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/webhook"
 	"github.com/conduitio/conduit/pkg/schemaregistry"
 	"github.com/rs/zerolog"
-	"go.uber.org/zap"
 
 	"github.com/conduitry/conduit/pkg/plugin"
 	"github.com/conduitry/conduit/pkg/record"
@@ -38,40 +36,40 @@ type ConduitOptions struct {
 	// would make Avro written in one run unreadable, or read with another
 	// schema, in the next.
 	SchemaRegistry schemaregistry.Registry
+	// JavaScript bounds custom.javascript's scripts (conduit.yml's
+	// processors.javascript.*); the zero value has the defaults and
+	// refuses require().
+	JavaScript JavaScriptLimits
 }
 
 // conduitConstructors are Conduit's built-in processors that this runtime
-// runs with Conduit's own code, by name. error, field.exclude, field.set
-// and filter are this package's own. Of the AI processors only ollama is
+// runs with Conduit's own code, by name. custom.javascript, error,
+// field.exclude, field.set and filter are this package's own. Of the AI processors only ollama is
 // here: it talks to the server its url setting names, where openai.* and
 // cohere.* only talk to their vendors' services.
 var conduitConstructors = []struct {
 	name        string
 	newProc     func(log.CtxLogger) sdk.Processor
 	needsSchema bool
-	// runsUserCode marks a processor that runs the user's code, which may
-	// never return and does not watch the context (see processDetached).
-	runsUserCode bool
 	// splits marks a processor that turns one record into several: it is
 	// adapted to Splitter.
 	splits bool
 }{
-	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true, false, false},
-	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true, false, false},
-	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false, false, false},
-	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false, false, false},
-	{"clone", func(l log.CtxLogger) sdk.Processor { return impl.NewCloneProcessor(l) }, false, false, true},
-	{"custom.javascript", func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) }, false, true, false},
-	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false, false, false},
-	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false, false, false},
-	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false, false, false},
-	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false, false, false},
-	{"ollama", ollama.NewOllamaProcessor, false, false, false},
-	{"split", func(l log.CtxLogger) sdk.Processor { return impl.NewSplitProcessor(l) }, false, false, true},
-	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false, false, false},
-	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false, false, false},
-	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false, false, false},
-	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false, false, false},
+	{"avro.decode", func(l log.CtxLogger) sdk.Processor { return avro.NewDecodeProcessor(l) }, true, false},
+	{"avro.encode", func(l log.CtxLogger) sdk.Processor { return avro.NewEncodeProcessor(l) }, true, false},
+	{"base64.decode", func(l log.CtxLogger) sdk.Processor { return base64.NewDecodeProcessor(l) }, false, false},
+	{"base64.encode", func(l log.CtxLogger) sdk.Processor { return base64.NewEncodeProcessor(l) }, false, false},
+	{"clone", func(l log.CtxLogger) sdk.Processor { return impl.NewCloneProcessor(l) }, false, true},
+	{"field.convert", func(l log.CtxLogger) sdk.Processor { return field.NewConvertProcessor(l) }, false, false},
+	{"field.rename", func(l log.CtxLogger) sdk.Processor { return field.NewRenameProcessor(l) }, false, false},
+	{"json.decode", func(l log.CtxLogger) sdk.Processor { return json.NewDecodeProcessor(l) }, false, false},
+	{"json.encode", func(l log.CtxLogger) sdk.Processor { return json.NewEncodeProcessor(l) }, false, false},
+	{"ollama", ollama.NewOllamaProcessor, false, false},
+	{"split", func(l log.CtxLogger) sdk.Processor { return impl.NewSplitProcessor(l) }, false, true},
+	{"unwrap.debezium", func(l log.CtxLogger) sdk.Processor { return unwrap.NewDebeziumProcessor(l) }, false, false},
+	{"unwrap.kafkaconnect", func(l log.CtxLogger) sdk.Processor { return unwrap.NewKafkaConnectProcessor(l) }, false, false},
+	{"unwrap.opencdc", func(l log.CtxLogger) sdk.Processor { return unwrap.NewOpenCDCProcessor(l) }, false, false},
+	{"webhook.http", func(l log.CtxLogger) sdk.Processor { return webhook.NewHTTPProcessor(l) }, false, false},
 }
 
 // Conduit returns Conduit's built-in processors that run here with
@@ -87,13 +85,6 @@ func Conduit(opts ConduitOptions) []Plugin {
 			proc, err := newConduitProcessor(c.name, c.newProc, opts, cfg)
 			if err != nil {
 				return nil, err
-			}
-			if c.runsUserCode {
-				proc.detach = true
-				proc.log = cfg.Logger
-				if proc.log == nil {
-					proc.log = zap.NewNop()
-				}
 			}
 			if c.splits {
 				return &conduitSplitter{proc}, nil
@@ -123,10 +114,6 @@ var quietSDKLogs = sync.OnceFunc(func() { pprocutils.Logger = zerolog.Nop() })
 type conduitProcessor struct {
 	name string
 	proc sdk.Processor
-	// detach runs each call on a goroutine of its own (processDetached);
-	// log then says when a call was given up.
-	detach bool
-	log    *zap.Logger
 	// in is the one-record batch handed to the processor, kept to save an
 	// allocation per record; it is cleared after each call so that the
 	// adapter keeps nothing of the engine's record.
@@ -134,9 +121,8 @@ type conduitProcessor struct {
 }
 
 // newConduitProcessor builds, configures and opens a Conduit processor.
-// None of those does I/O for the processors here (custom.javascript reads
-// its script.path file, which is part of its settings), so it is also how
-// their settings are validated.
+// None of those does I/O for the processors here, so it is also how their
+// settings are validated.
 func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor, opts ConduitOptions, cfg Config) (*conduitProcessor, error) {
 	quietSDKLogs()
 	proc := newProc(log.Nop())
@@ -154,8 +140,8 @@ func newConduitProcessor(name string, newProc func(log.CtxLogger) sdk.Processor,
 	if err := proc.Configure(context.Background(), settings); err != nil {
 		return nil, conduitSettingError(spec.Parameters, err)
 	}
-	// Open finishes the settings' checks (custom.javascript compiles its
-	// script there) and, for the processors here, does no I/O.
+	// Open finishes the settings' checks and, for the processors here,
+	// does no I/O.
 	if err := proc.Open(context.Background()); err != nil {
 		if len(settings) == 1 {
 			for k := range settings {
@@ -223,9 +209,6 @@ func conduitSettingError(params config.Parameters, err error) error {
 // without a code is) instead of ending the process with every other
 // pipeline in it.
 func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err error) {
-	if p.detach {
-		return p.processDetached(ctx, rec)
-	}
 	p.in[0] = record.ToOpenCDC(rec)
 	defer func() {
 		p.in[0] = opencdc.Record{}
@@ -234,45 +217,6 @@ func (p *conduitProcessor) Process(ctx context.Context, rec *record.Record) (err
 		}
 	}()
 	return p.result(p.proc.Process(ctx, p.in[:]), rec)
-}
-
-// processDetached runs the processor on a goroutine of its own, on a copy
-// of rec, and waits for it or for ctx to end. A user's script that never
-// returns (custom.javascript's while (true) {}) would otherwise hold the
-// pipeline's processing goroutine for good, and with it every stop, even a
-// forced one, and conduit's exit. When ctx ends first the record is given
-// up and the goroutine is left to end by itself when the script returns -
-// an endless script keeps one CPU busy until conduit exits, which is
-// logged. The copy keeps such a goroutine off the engine's record, whose
-// maps the engine reuses.
-func (p *conduitProcessor) processDetached(ctx context.Context, rec *record.Record) error {
-	in := rec.Clone()
-	type result struct {
-		out []sdk.ProcessedRecord
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		defer func() {
-			if v := recover(); v != nil {
-				r.err = fmt.Errorf("%s panicked: %v", p.name, v)
-			}
-			done <- r
-		}()
-		r.out = p.proc.Process(ctx, []opencdc.Record{record.ToOpenCDC(&in)})
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return r.err
-		}
-		return p.result(r.out, rec)
-	case <-ctx.Done():
-		p.log.Warn("processor given up while it was still running the user's script; if the script never returns it keeps running until conduit exits",
-			zap.String("plugin", p.name), zap.Stringer("position", rec.Position))
-		return fmt.Errorf("%s: %w before the script returned", p.name, ctx.Err())
-	}
 }
 
 // result takes back what the processor made of rec, which must be one

@@ -11,7 +11,6 @@ import (
 	"github.com/conduitio/conduit-commons/config"
 	"github.com/conduitio/conduit-commons/opencdc"
 	sdk "github.com/conduitio/conduit-processor-sdk"
-	"go.uber.org/zap"
 
 	cerrors "github.com/conduitry/conduit/errors"
 	"github.com/conduitry/conduit/pkg/record"
@@ -200,52 +199,6 @@ func TestConduitPanicIsAnError(t *testing.T) {
 	}
 	if p.in[0].Metadata != nil {
 		t.Error("the adapter kept the engine's record after a panic")
-	}
-}
-
-// blockingProcessor is a Conduit processor that, like a script stuck in a
-// loop, ignores its context and returns only when released.
-type blockingProcessor struct {
-	sdk.UnimplementedProcessor
-	started, release chan struct{}
-}
-
-func (b blockingProcessor) Process(_ context.Context, recs []opencdc.Record) []sdk.ProcessedRecord {
-	close(b.started)
-	<-b.release
-	recs[0].Metadata["late"] = "write" // the engine's record must not see this
-	return []sdk.ProcessedRecord{sdk.SingleRecord(recs[0])}
-}
-
-// TestConduitUserCodeIsGivenUpOnCancel checks that a processor running the
-// user's code returns when its context ends even if the code does not, and
-// that the code, when it goes on, cannot touch the engine's record.
-func TestConduitUserCodeIsGivenUpOnCancel(t *testing.T) {
-	b := blockingProcessor{started: make(chan struct{}), release: make(chan struct{})}
-	p := &conduitProcessor{name: "custom.javascript", proc: b, detach: true, log: zap.NewNop()}
-	ctx, cancel := context.WithCancel(context.Background())
-	rec := testRecord()
-	errc := make(chan error, 1)
-	go func() { errc <- p.Process(ctx, &rec) }()
-	<-b.started
-	cancel()
-	err := <-errc
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v, want context.Canceled", err)
-	}
-	wantErr(t, err, "custom.javascript", "before the script returned")
-	close(b.release) // the abandoned call ends and writes to its copy
-	if _, ok := rec.Metadata["late"]; ok {
-		t.Error("the abandoned call wrote to the engine's record")
-	}
-
-	reg := NewRegistry(Builtin()...)
-	js, err := reg.New("custom.javascript", Config{Settings: map[string]string{"script": "function process(rec) { return rec; }"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cp, ok := js.(*conduitProcessor); !ok || !cp.detach {
-		t.Errorf("custom.javascript is not run detached: %#v", js)
 	}
 }
 

@@ -24,11 +24,13 @@ type Plugin struct {
 // avro.encode and avro.decode are refused (see BuiltinWith).
 func Builtin() []Plugin { return BuiltinWith(ConduitOptions{}) }
 
-// BuiltinWith returns the built-in processors: this package's error,
-// field.exclude, field.set and filter, and Conduit's others that run here
-// (see Conduit), given what they need from the runtime.
+// BuiltinWith returns the built-in processors: this package's
+// custom.javascript, error, field.exclude, field.set and filter, and
+// Conduit's others that run here (see Conduit), given what they need from
+// the runtime.
 func BuiltinWith(opts ConduitOptions) []Plugin {
 	return append([]Plugin{
+		{Name: "custom.javascript", New: newJavaScript(opts.JavaScript)},
 		{Name: "error", New: newError},
 		{Name: "field.exclude", New: newFieldExclude},
 		{Name: "field.set", New: newFieldSet},

@@ -4,6 +4,7 @@ import (
 	sdk "github.com/conduitio/conduit-processor-sdk"
 	"github.com/conduitio/conduit/pkg/foundation/log"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/custom"
 	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/field"
 )
 
@@ -11,12 +12,13 @@ import (
 // Conduit's settings and behaviour; Conduit's specifications describe
 // them.
 var sameAsConduit = map[string]func(log.CtxLogger) sdk.Processor{
-	"error":         impl.NewErrorProcessor,
-	"field.exclude": func(l log.CtxLogger) sdk.Processor { return field.NewExcludeProcessor(l) },
-	"field.set":     func(l log.CtxLogger) sdk.Processor { return field.NewSetProcessor(l) },
-	"filter":        func(l log.CtxLogger) sdk.Processor { return impl.NewFilterProcessor(l) },
-	"clone":         func(l log.CtxLogger) sdk.Processor { return impl.NewCloneProcessor(l) },
-	"split":         func(l log.CtxLogger) sdk.Processor { return impl.NewSplitProcessor(l) },
+	"custom.javascript": func(l log.CtxLogger) sdk.Processor { return custom.NewJavascriptProcessor(l) },
+	"error":             impl.NewErrorProcessor,
+	"field.exclude":     func(l log.CtxLogger) sdk.Processor { return field.NewExcludeProcessor(l) },
+	"field.set":         func(l log.CtxLogger) sdk.Processor { return field.NewSetProcessor(l) },
+	"filter":            func(l log.CtxLogger) sdk.Processor { return impl.NewFilterProcessor(l) },
+	"clone":             func(l log.CtxLogger) sdk.Processor { return impl.NewCloneProcessor(l) },
+	"split":             func(l log.CtxLogger) sdk.Processor { return impl.NewSplitProcessor(l) },
 }
 
 // Specifications describes the registry's processors, sorted by name, as
