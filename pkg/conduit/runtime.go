@@ -67,6 +67,8 @@ type Runtime struct {
 	// standalone are the processors of processors.path, which the default
 	// processor registry serves.
 	standalone *processor.Standalone
+	// javascript bounds custom.javascript (processors.javascript.*).
+	javascript processor.JavaScriptLimits
 	positions  *pipeline.PositionStore
 	// assembler builds the pipelines' runs from their configurations.
 	assembler *assembly.Assembler
@@ -136,13 +138,16 @@ type Options struct {
 	// standaloneProcessors are the processors of processors.path, loaded
 	// by withDefaults when Processors was not given.
 	standaloneProcessors *processor.Standalone
+	// javascript are custom.javascript's bounds from conduit.yml, read
+	// by withDefaults when Processors was not given.
+	javascript processor.JavaScriptLimits
 }
 
 // defaultProcessors is the processor registry a runtime has unless a test
 // gives it one: the built-in processors, the avro ones with reg, and the
 // standalone ones.
-func defaultProcessors(reg schemaregistry.Registry, standalone *processor.Standalone) *processor.Registry {
-	return processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg})...).WithStandalone(standalone)
+func defaultProcessors(reg schemaregistry.Registry, standalone *processor.Standalone, js processor.JavaScriptLimits) *processor.Registry {
+	return processor.NewRegistry(processor.BuiltinWith(processor.ConduitOptions{SchemaRegistry: reg, JavaScript: js})...).WithStandalone(standalone)
 }
 
 // New opens the store, loads the pipeline files and takes up each valid
@@ -161,6 +166,7 @@ func New(ctx context.Context, cfg config.Config, log *zap.Logger, opts Options) 
 		connectors: opts.Connectors,
 		processors: opts.Processors,
 		standalone: opts.standaloneProcessors,
+		javascript: opts.javascript,
 		clock:      opts.Clock,
 		restarts:   lifecycle.NewRestartScheduler(opts.Clock),
 		managed:    lifecycle.NewManagedRules(),
@@ -241,11 +247,41 @@ func (o Options) withDefaults(ctx context.Context, cfg config.Config, log *zap.L
 		// The registry is made once the store is open (defaultProcessors):
 		// the avro processors' schema registry may be kept there.
 		o.standaloneProcessors = standalone
+		js, err := javaScriptLimits(cfg)
+		if err != nil {
+			return o, err
+		}
+		o.javascript = js
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
 	return o, nil
+}
+
+// javaScriptLimits reads processors.javascript.*. A require-path that is
+// set must be a directory: a typo would otherwise only show as every
+// require failing.
+func javaScriptLimits(cfg config.Config) (processor.JavaScriptLimits, error) {
+	js := cfg.Processors.JavaScript
+	limits := processor.JavaScriptLimits{Timeout: js.Timeout, RequirePath: js.RequirePath}
+	if js.MemoryLimit != "" {
+		n, err := config.JavaScriptMemoryLimit(js.MemoryLimit)
+		if err != nil {
+			return limits, fmt.Errorf("processors.javascript.memory-limit: %w", err)
+		}
+		limits.MemoryLimit = n
+	}
+	if js.RequirePath != "" {
+		fi, err := os.Stat(js.RequirePath)
+		switch {
+		case err != nil:
+			return limits, fmt.Errorf("processors.javascript.require-path: %w", err)
+		case !fi.IsDir():
+			return limits, fmt.Errorf("processors.javascript.require-path: %s is not a directory", js.RequirePath)
+		}
+	}
+	return limits, nil
 }
 
 // listen takes the API's port. Its handler needs the store, so it is set
@@ -356,7 +392,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.processors = defaultProcessors(reg, r.standalone)
+		r.processors = defaultProcessors(reg, r.standalone, r.javascript)
 	}
 	opts := assembly.Options{Connectors: r.connectors, Processors: r.processors, Positions: r.positions,
 		DB: db, Writer: r.writer, Protected: assembly.ProtectedPaths(r.cfg), Logger: r.log}
@@ -690,6 +726,6 @@ func ValidateFiles(cfg config.Config, files []config.FileContent) ([]string, []a
 	}
 	// Building a processor does no I/O, so the avro ones are checked
 	// against a registry of their own that nothing is registered in.
-	opts.Processors = defaultProcessors(schemaregistry.NewBuiltin(store.NewInMemory()), opts.standaloneProcessors)
+	opts.Processors = defaultProcessors(schemaregistry.NewBuiltin(store.NewInMemory()), opts.standaloneProcessors, opts.javascript)
 	return supervision.Validate(cfg, opts.Connectors, opts.Processors, files)
 }

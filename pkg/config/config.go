@@ -93,6 +93,17 @@ type Config struct {
 		// MemoryLimit is the most linear memory one instance of a
 		// standalone processor may use, a size such as 1GiB.
 		MemoryLimit string
+		// JavaScript bounds custom.javascript's scripts.
+		JavaScript struct {
+			// Timeout bounds one call of a script.
+			Timeout time.Duration
+			// MemoryLimit bounds the heap's growth during one call, a
+			// size such as 256MiB.
+			MemoryLimit string
+			// RequirePath is the directory require() reads modules
+			// from; empty refuses require().
+			RequirePath string
+		}
 	}
 	Pipelines struct {
 		// Path is the directory (searched recursively) or single file that

@@ -107,6 +107,9 @@ func TestDefault(t *testing.T) {
 		{"connectors.start-timeout", c.Connectors.StartTimeout, 10 * time.Second},
 		{"processors.path", c.Processors.Path, "./processors"},
 		{"processors.memory-limit", c.Processors.MemoryLimit, "1GiB"},
+		{"processors.javascript.timeout", c.Processors.JavaScript.Timeout, 30 * time.Second},
+		{"processors.javascript.memory-limit", c.Processors.JavaScript.MemoryLimit, "256MiB"},
+		{"processors.javascript.require-path", c.Processors.JavaScript.RequirePath, ""},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
@@ -156,8 +159,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 59 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 59; add the new key here", len(Keys()))
+	if len(Keys()) != 62 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 62; add the new key here", len(Keys()))
 	}
 }
 
@@ -550,6 +553,18 @@ func TestLoadFileErrors(t *testing.T) {
 			content: "processors:\n  memory-limit: 8GiB\n",
 			line:    2, key: "processors.memory-limit",
 			want: []string{"must be at most 4GiB"},
+		},
+		{
+			name:    "javascript memory limit without a unit",
+			content: "processors:\n  javascript:\n    memory-limit: 512\n",
+			line:    3, key: "processors.javascript.memory-limit",
+			want: []string{"must be at least 1MiB", "write the unit"},
+		},
+		{
+			name:    "javascript timeout zero",
+			content: "processors:\n  javascript:\n    timeout: 0s\n",
+			line:    3, key: "processors.javascript.timeout",
+			want: []string{"greater than 0"},
 		},
 		{
 			name:    "negative delay",

@@ -304,6 +304,24 @@ func wasmMemoryLimit(s string) error {
 	return err
 }
 
+// JavaScriptMemoryLimit parses processors.javascript.memory-limit: a size
+// in bytes, at least 1MiB.
+func JavaScriptMemoryLimit(s string) (uint64, error) {
+	n, err := humanize.ParseBytes(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("must be a size such as 256MiB or 1GiB, got %q", s)
+	case n < 1<<20:
+		return 0, fmt.Errorf("must be at least 1MiB, got %q; write the unit, e.g. 256MiB", s)
+	}
+	return n, nil
+}
+
+func javaScriptMemoryLimit(s string) error {
+	_, err := JavaScriptMemoryLimit(s)
+	return err
+}
+
 func notEmpty(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")

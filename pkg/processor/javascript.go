@@ -190,11 +190,10 @@ func (p *javaScript) Process(ctx context.Context, rec *record.Record) error {
 		// The runtime was stopped at an unknown point, or its heap is
 		// what exceeded the budget: the next record gets a fresh one.
 		p.vm = nil
-		if stopped.memory {
-			// Hand what the script held back now, rather than at the
-			// scavenger's pace: the process may be close to its limit.
-			freeOSMemory()
-		}
+		// Hand what the script held back now, rather than at the
+		// scavenger's pace: the process may be close to its limit. A
+		// stopped script is rare enough for the collection this costs.
+		freeOSMemory()
 		return err
 	}
 	if err != nil {

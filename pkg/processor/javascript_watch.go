@@ -65,11 +65,7 @@ type jsWatch struct {
 
 // jsStopped is the error of a call that was interrupted (or panicked):
 // its runtime cannot be used again.
-type jsStopped struct {
-	err error
-	// memory: it was stopped for the heap's growth.
-	memory bool
-}
+type jsStopped struct{ err error }
 
 func (e *jsStopped) Error() string { return e.err.Error() }
 func (e *jsStopped) Unwrap() error { return e.err }
@@ -134,7 +130,7 @@ func (w *jsWatch) watch() {
 			runtime.GC()
 			live := heapLive()
 			if live > base+w.limits.MemoryLimit {
-				w.interrupt(&jsStopped{memory: true, err: fmt.Errorf(
+				w.interrupt(&jsStopped{err: fmt.Errorf(
 					"custom.javascript: the script went over its memory budget and was interrupted: the live heap grew by %s while it ran (processors.javascript.memory-limit is %s)",
 					humanize.IBytes(live-base), humanize.IBytes(w.limits.MemoryLimit))})
 				return
@@ -170,6 +166,5 @@ func readHeapMetric(name string) uint64 {
 	return s[0].Value.Uint64()
 }
 
-// freeOSMemory returns the memory of a script stopped for its heap to the
-// system.
+// freeOSMemory returns the memory of a stopped script to the system.
 func freeOSMemory() { debug.FreeOSMemory() }
