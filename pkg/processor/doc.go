@@ -1,10 +1,10 @@
 // Package processor holds the contract between the engine and processors
 // (Processor, Config, ErrFiltered), the Registry that turns a pipeline
 // file's processor `plugin` into a Processor, field references, and the
-// built-in processors: field.set, field.exclude, filter and error, with
-// Conduit's names and settings. Conduit's other built-in processors
-// (json.decode, field.rename, custom.javascript, ...) run with Conduit's own
-// code through an adapter (Conduit, in conduit.go); docs/connectors.md lists
+// built-in processors: custom.javascript, field.set, field.exclude, filter
+// and error, with Conduit's names and settings. Conduit's other built-in
+// processors (json.decode, field.rename, ...) run with Conduit's own code
+// through an adapter (Conduit, in conduit.go); docs/connectors.md lists
 // them and what differs from Conduit. Conduit's clone and split turn one
 // record into several: they are Splitters. It does not run processors: the
 // engine (pkg/pipeline) does, and decides what happens to rejected records
@@ -201,6 +201,32 @@
 // table of package errors: code: 503 makes it transient, so the pipeline is
 // restarted on backoff - a way to try error recovery out; code: 422 is
 // fatal, as without one.
+//
+// # builtin:custom.javascript
+//
+// Runs a script's process(record) function on each record, with
+// Conduit's settings and script API:
+//
+//	setting      type    default  meaning
+//	script       string  -        the JavaScript code, with a function process(record)
+//	script.path  string  -        a file with the code (one of the two)
+//
+// process returns the record (changed in place, or new Record()), or null
+// (or nothing) to drop it; an exception rejects it with the exception's
+// message. Record(), RawData([text]), StructuredData() and logger (the
+// zerolog API; its output is discarded) are defined, as under Conduit. The
+// script's top level runs when the processor is built, so a syntax error or
+// a missing process function is reported when the pipeline file is loaded.
+//
+// What Conduit's does not: each call (the top level, and process for each
+// record) is bounded by JavaScriptLimits, which conduit.yml's
+// processors.javascript.* set - a timeout, and a budget on how much the
+// heap grows while the call runs (see jsWatch for how it is measured and
+// how precisely) - and is interrupted when the run's context ends (a
+// forced stop). An interrupted call rejects its record with an error that
+// names the limit, and the next record gets a fresh runtime. require()
+// reads modules only from processors.javascript.require-path, by paths
+// relative to it, and is refused when that is not set (see moduleLoader).
 //
 // # Errors while processing
 //
