@@ -266,7 +266,12 @@ func TestJavaScriptInterruptedWhenContextEnds(t *testing.T) {
 	go func() { errc <- p.Process(ctx, &rec) }()
 	// The script is looping once goja's interpreter shows on a stack.
 	for !gojaRunning() {
-		runtime.Gosched()
+		select {
+		case err := <-errc:
+			t.Fatalf("Process returned before its context ended: %v", err)
+		default:
+			runtime.Gosched()
+		}
 	}
 	cancel()
 	select {
