@@ -137,8 +137,8 @@ pipelines:
 
 // TestConduitJavaScriptEndlessLoopStops checks that a custom.javascript
 // script that never returns does not keep conduit from stopping: after the
-// graceful stop times out, the forced stop gives the script up and conduit
-// exits by itself.
+// graceful stop times out, the forced stop interrupts the script and
+// conduit exits by itself.
 func TestConduitJavaScriptEndlessLoopStops(t *testing.T) {
 	w := newWorkspace(t, `version: "2.2"
 pipelines:
