@@ -388,7 +388,7 @@ func TestStep(t *testing.T) {
 		},
 	}, {
 		name: "crash-loop guard: a recovering pipeline killed during its restarted run is held too", phase: phaseWaiting,
-		state: State{Status: StatusRecovering, FailCount: 2, Run: true, Crashes: 2, NextAttemptAt: now.Add(-time.Second), Episode: open()},
+		state:          State{Status: StatusRecovering, FailCount: 2, Run: true, Crashes: 2, NextAttemptAt: now.Add(-time.Second), Episode: open()},
 		crashLoopAfter: 3, persisted: true,
 		in: resumeInput{}, want: phaseDegraded, effects: "save emit:degraded",
 		check: func(t *testing.T, p *pipeline, _ effects) {
@@ -402,7 +402,7 @@ func TestStep(t *testing.T) {
 		in: resumeInput{}, want: phaseRunning, effects: "save emit:resumed emit:running start-run",
 	}, {
 		name: "crash-loop guard: a clean shutdown is no death", phase: phaseRunning,
-		state: State{Status: StatusStopped, StopReason: StopReasonShutdown, ResumeStatus: StatusRunning, Crashes: 2},
+		state:          State{Status: StatusStopped, StopReason: StopReasonShutdown, ResumeStatus: StatusRunning, Crashes: 2},
 		crashLoopAfter: 3, persisted: true,
 		in: resumeInput{}, want: phaseRunning, effects: "emit:resumed save emit:running start-run",
 		check: func(t *testing.T, p *pipeline, _ effects) {
