@@ -216,12 +216,21 @@ func writeResult(cmd *cobra.Command, output string, p *conduitv1.Pipeline) error
 	if output != outputText {
 		return writeStructured(cmd.OutOrStdout(), output, p)
 	}
-	status := statusName(p.GetStatus())
-	if p.GetDegradedReason() != "" {
+	status := pipelineStatus(p)
+	if p.GetDegradedReason() != "" && !p.GetStopping() {
 		status += " (" + p.GetDegradedReason() + ")"
 	}
-	_, err := fmt.Fprintf(humanOutput(cmd.OutOrStdout()), "pipeline %s is %s\n", p.GetId(), status)
-	return err
+	out := humanOutput(cmd.OutOrStdout())
+	if _, err := fmt.Fprintf(out, "pipeline %s is %s\n", p.GetId(), status); err != nil {
+		return err
+	}
+	if p.GetStatus() == conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED && p.GetLastError() != nil {
+		// Why: a stop that had to be forced, the crash-loop guard, a
+		// fatal error.
+		_, err := fmt.Fprintf(out, "  last error: %s\n", oneLine(p.GetLastError().GetMessage()))
+		return err
+	}
+	return nil
 }
 
 // onePipelineID accepts exactly one argument, the pipeline id.

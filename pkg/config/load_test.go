@@ -117,6 +117,7 @@ func TestDefault(t *testing.T) {
 		{"pipelines.breakers.stagger", c.Pipelines.Breakers.Stagger, 5 * time.Second},
 		{"pipelines.exit-on-degraded", c.Pipelines.ExitOnDegraded, false},
 		{"pipelines.graceful-stop-timeout", c.Pipelines.GracefulStopTimeout, 30 * time.Second},
+		{"pipelines.crash-loop-after", c.Pipelines.CrashLoopAfter, 3},
 		{"min-delay", c.Pipelines.ErrorRecovery.MinDelay, time.Second},
 		{"max-delay", c.Pipelines.ErrorRecovery.MaxDelay, time.Minute},
 		{"backoff-factor", c.Pipelines.ErrorRecovery.BackoffFactor, 2.0},
@@ -156,8 +157,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 59 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 59; add the new key here", len(Keys()))
+	if len(Keys()) != 60 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 60; add the new key here", len(Keys()))
 	}
 }
 
