@@ -189,7 +189,9 @@ func newPipelinesStopCommand() *cobra.Command {
 A graceful stop lets the source stop reading and the records in flight be
 written and acknowledged; the pipeline becomes stopped. --force stops at
 once: records in flight are dropped (and read again on the next start) and
-the pipeline becomes degraded.`,
+the pipeline becomes degraded. A graceful stop that has not finished within
+pipelines.graceful-stop-timeout is forced the same way, and the answer says
+so; while a run is still ending, list and describe show "stopping".`,
 		Args: onePipelineID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
