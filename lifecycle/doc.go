@@ -27,7 +27,17 @@
 // Any of them goes to degraded or stopped as recovering does. A stop or a
 // force stop of a pipeline with a run goes through a phase of its own
 // until the run has ended (stopped/stopping, degraded/stopping): no start
-// is taken before.
+// is taken before. Every stop has a deadline (deadline.go): a drain past
+// it is forced - a user's stop then moves on to degraded/stopping, as a
+// force stop - and a forced run that still does not end is abandoned.
+//
+//	running ──stop──> stopped/stopping ──run ended, or abandoned──> stopped
+//	   │                     │ deadline (a user's stop): forced
+//	   │                     v
+//	   └──force stop──> degraded/stopping ──run ended, or abandoned──> degraded
+//
+// A process that takes up a pipeline whose last runs it died in, each
+// before the run proved itself, holds it degraded (crashloop.go).
 //
 // A crash-looping pipeline stays recovering the whole time: it goes back to
 // running only when a record makes it end to end after a restart, or when

@@ -84,7 +84,13 @@ const (
 	eventStop      event = "stop"       // running, recovering -> stopped/stopping
 	eventForceStop event = "force-stop" // running, recovering -> degraded/stopping
 	eventRunEnded  event = "run-ended"  // stopped/stopping -> stopped, degraded/stopping -> degraded
-	eventRetry     event = "retry"      // degraded -> recovering/waiting (a rule applied to it)
+	// eventStopOverdue: a user's graceful stop outlasted the graceful-stop
+	// timeout and is forced, which makes it a force stop.
+	eventStopOverdue event = "stop-overdue" // stopped/stopping -> degraded/stopping
+	eventRetry       event = "retry"        // degraded -> recovering/waiting (a rule applied to it)
+	// eventCrashLoop: the crash-loop guard holds a pipeline a process takes
+	// up running or recovering (crashloop.go).
+	eventCrashLoop event = "crash-loop" // running, recovering/waiting -> degraded
 )
 
 // ErrInvalidTransition is wrapped by every *TransitionError.
@@ -126,9 +132,11 @@ func newMachine(initial Status) *machine {
 		{Name: string(eventDegrade), Src: withRun, Dst: degraded},
 		{Name: string(eventStop), Src: active, Dst: stopping},
 		{Name: string(eventForceStop), Src: active, Dst: forceStopping},
+		{Name: string(eventStopOverdue), Src: []string{stopping}, Dst: forceStopping},
 		{Name: string(eventRunEnded), Src: []string{stopping}, Dst: stopped},
 		{Name: string(eventRunEnded), Src: []string{forceStopping}, Dst: degraded},
 		{Name: string(eventRetry), Src: []string{degraded}, Dst: waiting},
+		{Name: string(eventCrashLoop), Src: []string{running, waiting}, Dst: degraded},
 	}, nil)}
 }
 
@@ -165,6 +173,7 @@ func (p *pipeline) syncPhase() {
 	ph := p.m.phase()
 	p.state.Status = ph.status()
 	p.state.Probation = ph == phaseProbation
+	p.state.Stopping = ph.ending()
 	if ph != phaseHeld {
 		p.state.HeldBy = ""
 	}

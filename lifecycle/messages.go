@@ -33,6 +33,10 @@ type firstAckMsg struct{ id int }
 type restartedMsg struct {
 	id int
 	at time.Time
+	// handed is closed once the supervisor stepped the message and handed
+	// the state it leads to over to be persisted: the run is built only
+	// then, after its crash-loop mark (nil: nobody waits).
+	handed chan struct{}
 }
 
 type stateMsg struct{ reply chan State }
@@ -131,6 +135,12 @@ func (s *Supervisor) handle(msg message) {
 		m.reply <- s.state.Clone()
 	case syncMsg:
 		close(m.reply)
+	case restartedMsg:
+		s.decide(m)
+		s.saveUnsaved()
+		if m.handed != nil {
+			close(m.handed)
+		}
 	case input:
 		s.decide(m)
 	default:

@@ -70,6 +70,11 @@ func (s *Supervisor) perform(e effect, snap *snapshot, fx *effects) {
 		e.run.cancel()
 	case doStopTimers:
 		s.stopWindow()
+	case doStartDeadline:
+		s.stopDeadline()
+		s.deadline, s.deadlineRun = s.cfg.Clock.TimerAt(e.at), e.run.id
+	case doStopDeadline:
+		s.stopDeadline()
 	case doStartWindow:
 		s.window = s.cfg.Clock.TimerAt(e.at)
 	case doStartProbation:
@@ -146,5 +151,13 @@ func (s *Supervisor) stopWindow() {
 	if s.probation != nil {
 		s.probation.Stop()
 		s.probation = nil
+	}
+}
+
+// stopDeadline stops the timer of a run's stop.
+func (s *Supervisor) stopDeadline() {
+	if s.deadline != nil {
+		s.deadline.Stop()
+		s.deadline = nil
 	}
 }

@@ -25,11 +25,15 @@ func (p *pipeline) stepRestarted(m restartedMsg, snap *snapshot, fx *effects) {
 		return
 	}
 	p.state.NextAttemptAt = time.Time{}
-	// A restart is not persisted: the persisted state (recovering, next
-	// attempt time now past) already makes a process that crashes from
-	// here on restart the pipeline at once, which is what it would do with
-	// the restart persisted. Skipping the write keeps a fault storm's
-	// restarts off the disk.
+	// A restart is not persisted for its own sake: the persisted state
+	// (recovering, next attempt time now past) already makes a process
+	// that crashes from here on restart the pipeline at once, which is
+	// what it would do with the restart persisted. Only the crash-loop
+	// guard's mark of the run is (crashloop.go); it rides with the
+	// restarted event, which is written anyway.
+	if p.markRun(snap) {
+		p.save(snap, fx)
+	}
 	probation := snap.policy.probation()
 	fx.emit(&auditlog.Event{Kind: auditlog.KindRestarted, Time: m.at, StatusBefore: StatusRecovering, StatusAfter: StatusRecovering, Actor: ActorSystem,
 		Attempt: p.state.FailCount, NextAttemptAt: pr.scheduled,

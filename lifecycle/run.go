@@ -163,8 +163,14 @@ func (s *Supervisor) runLoop(ar *activeRun, restartedAt time.Time) {
 	defer ar.cancel()
 	s.restarts.Help()
 	if !restartedAt.IsZero() {
+		handed := make(chan struct{})
 		select {
-		case s.inbox <- restartedMsg{id: ar.id, at: restartedAt}:
+		case s.inbox <- restartedMsg{id: ar.id, at: restartedAt, handed: handed}:
+		case <-s.done:
+			return
+		}
+		select {
+		case <-handed:
 		case <-s.done:
 			return
 		}

@@ -332,6 +332,20 @@ type State struct {
 	// HeldBy is the dependency whose open breaker a recovering pipeline
 	// waits for, instead of a restart time.
 	HeldBy string `json:"heldBy,omitempty"`
+	// Crashes counts the process deaths in a row that cut off a run of
+	// the pipeline before it had proved itself (a record end to end) or
+	// ended: the crash-loop guard starts it degraded once they reach
+	// pipelines.crash-loop-after. A run of the pipeline that starts is
+	// marked by Run (persisted before it starts); a clean end, a clean
+	// shutdown, a record end to end or a start by a user clear both.
+	Crashes int `json:"crashes,omitempty"`
+	// Run marks a run that was started and has not ended or proved
+	// itself yet: a process that finds it set died during that run.
+	Run bool `json:"run,omitempty"`
+	// Stopping is true while the pipeline was stopped or force-stopped and
+	// its last run has not ended yet (the phases stopped/stopping and
+	// degraded/stopping). Not persisted: no run outlives its process.
+	Stopping bool `json:"-"`
 }
 
 // StartStatus is the status a supervisor created from st starts in: st's

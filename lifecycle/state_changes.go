@@ -18,6 +18,17 @@ func (st *State) startedByUser() {
 	st.Poison = nil
 	st.NextAttemptAt = time.Time{}
 	st.DegradedReason = ""
+	st.Crashes = 0
+}
+
+// crashLooped: the crash-loop guard degraded the pipeline when a process
+// took it up (crashloop.go).
+func (st *State) crashLooped(now time.Time) {
+	st.DegradedReason = ReasonCrashLoop
+	st.NextAttemptAt = time.Time{}
+	st.StopReason, st.ResumeStatus = "", ""
+	st.Probation, st.HeldBy = false, ""
+	st.endEpisode(now, "degraded ("+string(ReasonCrashLoop)+")")
 }
 
 // stopped: the pipeline stopped (asked by a user, or its source ended);

@@ -61,6 +61,10 @@ func appendState(buf []byte, s State) (_ []byte, ok bool) {
 		e.Raw(`}`)
 	}
 	e.OptionalString(`,"heldBy":`, s.HeldBy)
+	e.OptionalInt(`,"crashes":`, int64(s.Crashes))
+	if s.Run {
+		e.Raw(`,"run":true`)
+	}
 	e.Raw(`}`)
 	return e.Buf, e.OK
 }

@@ -215,6 +215,11 @@ func randomState(rng *rand.Rand) State {
 	if maybe(rng) {
 		s.HeldBy = randomString(rng)
 	}
+	if maybe(rng) {
+		s.Crashes, s.Run = rng.IntN(4), maybe(rng)
+	}
+	// Never persisted.
+	s.Stopping = maybe(rng)
 	return s
 }
 

@@ -37,6 +37,9 @@ const (
 	// dead-letter queue's window allows (window-size,
 	// window-nack-threshold), and the last one's error is fatal.
 	ReasonDeadLetterWindow DegradeReason = "dead-letter queue window overflowed"
+	// ReasonCrashLoop: the process died during the pipeline's runs
+	// pipelines.crash-loop-after times in a row (the crash-loop guard).
+	ReasonCrashLoop DegradeReason = "crash loop"
 )
 
 // RecoveredReason says why a recovering pipeline is running again.

@@ -59,6 +59,9 @@ type facts struct {
 	pluginOf, dependencyOf    func(componentID string) string
 	// breakers: the process has breakers for shared dependencies.
 	breakers bool
+	// stopTimeout, crashLoopAfter: Config.StopTimeout, CrashLoopAfter.
+	stopTimeout    time.Duration
+	crashLoopAfter int
 }
 
 func (f *facts) plugin(component string) string {
@@ -100,6 +103,10 @@ type windowElapsed struct{}
 // probationElapsed: the probation's timer fired.
 type probationElapsed struct{}
 
+// stopOverdue: the deadline of the stop of run id passed
+// (Config.StopTimeout).
+type stopOverdue struct{ id int }
+
 // breakerAnswered: the dependency's breaker, asked about a fault whose
 // decision restarts (doAskBreaker), holds the restart (held names the
 // dependency) or lets it go ahead (held empty).
@@ -112,6 +119,7 @@ func (resumeInput) isInput()      {}
 func (windowElapsed) isInput()    {}
 func (probationElapsed) isInput() {}
 func (breakerAnswered) isInput()  {}
+func (stopOverdue) isInput()      {}
 func (startMsg) isInput()         {}
 func (stopMsg) isInput()          {}
 func (runEndedMsg) isInput()      {}
@@ -147,15 +155,21 @@ func (p *pipeline) step(in input, snap *snapshot, fx *effects) {
 	case restartedMsg:
 		p.stepRestarted(m, snap, fx)
 	case firstAckMsg:
-		if p.run != nil && p.run.id == m.id && (p.state.Probation || p.provingHealthy()) {
+		if p.run == nil || p.run.id != m.id {
+			return
+		}
+		if p.state.Probation || p.provingHealthy() {
 			p.recovered(RecoveredByRecord, snap, fx)
 		}
+		p.runProved(snap, fx)
 	case windowElapsed:
 		if p.run != nil && (p.m.phase() == phaseProbation || p.provingHealthy()) {
 			p.recovered(RecoveredByWindow, snap, fx)
 		}
 	case probationElapsed:
 		p.stepProbation(snap, fx)
+	case stopOverdue:
+		p.stepStopOverdue(m.id, snap, fx)
 	case releaseMsg:
 		p.stepRelease(m.after, snap, fx)
 	case applyRuleMsg:
@@ -166,6 +180,7 @@ func (p *pipeline) step(in input, snap *snapshot, fx *effects) {
 		if p.run != nil && p.run.ending != runForced {
 			p.run.endBy(runForced)
 			fx.add(effect{do: doCancelRun, run: p.run})
+			p.armStopDeadline(snap, fx)
 		}
 	default:
 		panic(fmt.Sprintf("lifecycle: no step for input %T", in))
@@ -213,6 +228,10 @@ const (
 	doCancelRun
 	// doStopTimers stops the healthy window's and the probation's timers.
 	doStopTimers
+	// doStartDeadline sets the timer of run's stop to fire at at;
+	// doStopDeadline stops it.
+	doStartDeadline
+	doStopDeadline
 	// doStartWindow, doStartProbation set those timers to fire at at.
 	doStartWindow
 	doStartProbation

@@ -49,7 +49,11 @@ func TestStep(t *testing.T) {
 		rules    bool
 		rule     string
 		openedAt time.Duration // before now; 0: not open
-		in       input
+		// stopTimeout, crashLoopAfter, persisted: the facts of Config.
+		stopTimeout    time.Duration
+		crashLoopAfter int
+		persisted      bool
+		in             input
 		// what the step leads to
 		want    phase
 		effects string
@@ -295,6 +299,144 @@ func TestStep(t *testing.T) {
 	}, {
 		name: "a kill cuts the run off, the status stays", phase: phaseStopping, state: State{Status: StatusStopped}, hasRun: true, run: runDraining,
 		in: killMsg{}, want: phaseStopping, effects: "cancel-run",
+	}, {
+		name: "a stop's drain has a deadline", phase: phaseRunning, state: State{Status: StatusRunning}, hasRun: true,
+		stopTimeout: 3 * time.Second,
+		in:          stopMsg{reply: reply}, want: phaseStopping,
+		effects: "stop-timers save stop-run deadline:3s emit:stopping await",
+	}, {
+		name: "a force stop has a deadline for the run to end", phase: phaseRunning, state: State{Status: StatusRunning}, hasRun: true,
+		stopTimeout: 3 * time.Second,
+		in:          stopMsg{force: true, reply: reply}, want: phaseForceStopping,
+		effects: "stop-timers save emit:degraded cancel-run deadline:3s await",
+	}, {
+		name: "a retirement's drain has a deadline", phase: phaseRunning, state: State{Status: StatusRunning}, hasRun: true,
+		stopTimeout: 3 * time.Second,
+		in:          retireMsg{why: update}, want: phaseStopping,
+		effects: "stop-timers save emit:stopping stop-run deadline:3s",
+	}, {
+		name: "a user's stop past its deadline is forced: a force stop, degraded, saying why", phase: phaseStopping,
+		state: State{Status: StatusStopped}, hasRun: true, run: runDraining, stopTimeout: 3 * time.Second,
+		in: stopOverdue{id: 1}, want: phaseForceStopping,
+		effects: "cancel-run save emit:degraded deadline:3s",
+		check: func(t *testing.T, p *pipeline, fx effects) {
+			if p.run == nil || p.run.ending != runForced || p.state.DegradedReason != ReasonForceStop || !p.state.Stopping {
+				t.Errorf("state %+v, run %+v", p.state, p.run)
+			}
+			if le := p.state.LastError; le == nil || !strings.Contains(le.Message, "graceful stop did not finish within 3s") {
+				t.Errorf("last error %+v", p.state.LastError)
+			}
+		},
+	}, {
+		name: "a retirement past its deadline is forced and stays stopped for its reason", phase: phaseStopping,
+		state: State{Status: StatusStopped, StopReason: StopReasonUpdated, ResumeStatus: StatusRunning}, hasRun: true, run: runDraining,
+		retired: &update, stopTimeout: 3 * time.Second,
+		in: stopOverdue{id: 1}, want: phaseStopping, effects: "cancel-run warn deadline:3s",
+	}, {
+		name: "a forced run that does not end by the next deadline is abandoned: the stop is over", phase: phaseForceStopping,
+		state: State{Status: StatusDegraded, DegradedReason: ReasonForceStop}, hasRun: true, run: runForced, stopTimeout: 3 * time.Second,
+		in: stopOverdue{id: 1}, want: phaseDegraded, effects: "warn answer-waiters",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if p.run != nil || p.state.Stopping {
+				t.Errorf("run %+v, state %+v: the abandoned run is still the pipeline's", p.run, p.state)
+			}
+		},
+	}, {
+		name: "an abandoned retirement's run: stopped for its reason", phase: phaseStopping,
+		state: State{Status: StatusStopped, StopReason: StopReasonShutdown, ResumeStatus: StatusRunning}, hasRun: true, run: runForced,
+		retired: &shutdown, stopTimeout: 3 * time.Second,
+		in: stopOverdue{id: 1}, want: phaseStopped, effects: "warn emit:stopped answer-waiters",
+	}, {
+		name: "the deadline of a run that ended in time does nothing", phase: phaseRunning, state: State{Status: StatusRunning},
+		hasRun: true, stopTimeout: 3 * time.Second,
+		in: stopOverdue{id: 7}, want: phaseRunning, effects: "",
+	}, {
+		name: "a run ending in time stops its deadline", phase: phaseStopping, state: State{Status: StatusStopped},
+		hasRun: true, run: runDraining, stopTimeout: 3 * time.Second,
+		in: runEndedMsg{id: 1}, want: phaseStopped, effects: "cancel-run stop-deadline emit:stopped answer-waiters",
+	}, {
+		name: "crash-loop guard: a start marks the run", phase: phaseStopped, state: State{Status: StatusStopped, Crashes: 2},
+		crashLoopAfter: 3,
+		in:             startMsg{actor: ActorUser, reply: reply}, want: phaseRunning,
+		effects: "emit:starting save emit:running start-run reply:<nil>",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if !p.state.Run || p.state.Crashes != 0 {
+				t.Errorf("state %+v: want the run marked, the deaths a user's start cleared", p.state)
+			}
+		},
+	}, {
+		name: "crash-loop guard: a process that died during the run counts it", phase: phaseRunning,
+		state: State{Status: StatusRunning, Run: true, Crashes: 1}, crashLoopAfter: 3, persisted: true,
+		in: resumeInput{}, want: phaseRunning, effects: "save emit:resumed save emit:running start-run",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if !p.state.Run || p.state.Crashes != 2 {
+				t.Errorf("state %+v: want 2 deaths and the new run marked", p.state)
+			}
+		},
+	}, {
+		name: "crash-loop guard: the last deaths in a row reach the limit: degraded, not run", phase: phaseRunning,
+		state: State{Status: StatusRunning, Run: true, Crashes: 2}, crashLoopAfter: 3, persisted: true,
+		in: resumeInput{}, want: phaseDegraded, effects: "save emit:degraded",
+		check: func(t *testing.T, p *pipeline, fx effects) {
+			if st := p.state; st.Run || st.Crashes != 3 || st.DegradedReason != ReasonCrashLoop || st.LastError == nil ||
+				!strings.Contains(st.LastError.Message, "3 times in a row") {
+				t.Errorf("state %+v", st)
+			}
+			if e := fx[1].event; e.StatusBefore != StatusRunning || e.Reason != string(ReasonCrashLoop) || e.Actor != ActorSystem {
+				t.Errorf("event %+v", e)
+			}
+		},
+	}, {
+		name: "crash-loop guard: a recovering pipeline killed during its restarted run is held too", phase: phaseWaiting,
+		state:          State{Status: StatusRecovering, FailCount: 2, Run: true, Crashes: 2, NextAttemptAt: now.Add(-time.Second), Episode: open()},
+		crashLoopAfter: 3, persisted: true,
+		in: resumeInput{}, want: phaseDegraded, effects: "save emit:degraded",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if st := p.state; !st.NextAttemptAt.IsZero() || st.Episode.Outcome != "degraded (crash loop)" {
+				t.Errorf("state %+v", st)
+			}
+		},
+	}, {
+		name: "crash-loop guard off: the deaths are counted, the pipeline runs", phase: phaseRunning,
+		state: State{Status: StatusRunning, Run: true, Crashes: 5}, persisted: true,
+		in: resumeInput{}, want: phaseRunning, effects: "save emit:resumed emit:running start-run",
+	}, {
+		name: "crash-loop guard: a clean shutdown is no death", phase: phaseRunning,
+		state:          State{Status: StatusStopped, StopReason: StopReasonShutdown, ResumeStatus: StatusRunning, Crashes: 2},
+		crashLoopAfter: 3, persisted: true,
+		in: resumeInput{}, want: phaseRunning, effects: "emit:resumed save emit:running start-run",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if !p.state.Run || p.state.Crashes != 2 {
+				t.Errorf("state %+v", p.state)
+			}
+		},
+	}, {
+		name: "crash-loop guard: a record end to end proves the run", phase: phaseRunning,
+		state: State{Status: StatusRunning, Run: true, Crashes: 2}, hasRun: true, crashLoopAfter: 3,
+		in: firstAckMsg{id: 1}, want: phaseRunning, effects: "save",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if p.state.Run || p.state.Crashes != 0 {
+				t.Errorf("state %+v", p.state)
+			}
+		},
+	}, {
+		name: "crash-loop guard: a run that ended was no death", phase: phaseRunning,
+		state: State{Status: StatusRunning, Run: true, Crashes: 1}, hasRun: true, crashLoopAfter: 3,
+		in: runEndedMsg{id: 1}, want: phaseStopped, effects: "cancel-run save stop-timers save emit:stopped",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if p.state.Run || p.state.Crashes != 0 {
+				t.Errorf("state %+v", p.state)
+			}
+		},
+	}, {
+		name: "crash-loop guard: a restart marks its run", phase: phaseWaiting,
+		state: State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: now}, pending: true, crashLoopAfter: 3,
+		in: restartedMsg{id: 2, at: now}, want: phaseProbation, effects: "save emit:restarted stop-timers window:5m0s probation:30s",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if !p.state.Run {
+				t.Errorf("state %+v", p.state)
+			}
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,7 +452,8 @@ func TestStep(t *testing.T) {
 			if tt.policy != nil {
 				pol = tt.policy
 			}
-			snap := snapshot{facts: &facts{pipelineID: "orders", breakers: true}, policy: pol, now: now, random: 0.5}
+			snap := snapshot{facts: &facts{pipelineID: "orders", breakers: true, stopTimeout: tt.stopTimeout, crashLoopAfter: tt.crashLoopAfter,
+				persisted: tt.persisted}, policy: pol, now: now, random: 0.5}
 			if tt.rules {
 				snap.rules = pol.RuleSet()
 			}
@@ -393,7 +536,7 @@ func findRule(t *testing.T, p *Policy, name string) *Rule {
 func describeEffects(fx effects, now time.Time) string {
 	names := map[effectKind]string{doSave: "save", doStartRun: "start-run", doScheduleRestart: "schedule", doStopRun: "stop-run",
 		doCancelRun: "cancel-run", doStopTimers: "stop-timers", doAwait: "await", doAnswerWaiters: "answer-waiters",
-		doAnswerApply: "answer-apply", doWarn: "warn", doBug: "bug"}
+		doAnswerApply: "answer-apply", doWarn: "warn", doBug: "bug", doStopDeadline: "stop-deadline"}
 	var out []string
 	for _, e := range fx {
 		switch e.do {
@@ -405,6 +548,8 @@ func describeEffects(fx effects, now time.Time) string {
 			out = append(out, "window:"+e.at.Sub(now).String())
 		case doStartProbation:
 			out = append(out, "probation:"+e.at.Sub(now).String())
+		case doStartDeadline:
+			out = append(out, "deadline:"+e.at.Sub(now).String())
 		case doLeaveBreaker:
 			out = append(out, "leave-breaker:"+e.more.(string))
 		case doBreakerSuccess:

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,117 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(guard):
 		t.Fatal(what)
 	}
+}
+
+// stuckRun is a run that never ends, whatever it is asked: a processor in
+// an endless loop that ignores its context. release lets its goroutine go
+// at the end of the test.
+type stuckRun struct {
+	running chan struct{}
+	release chan struct{}
+	ctx     context.Context
+}
+
+func (r *stuckRun) Run(ctx context.Context) error {
+	r.ctx = ctx
+	close(r.running)
+	<-r.release
+	return nil
+}
+
+func (r *stuckRun) Stop() {}
+
+// A graceful stop of a run that never ends is bounded by StopTimeout: the
+// status says stopping meanwhile; at the deadline the run is forced (the
+// user's stop becomes a force stop: degraded, saying why), and when the
+// forced run still has not ended by the next deadline it is abandoned: the
+// stop is answered and the pipeline starts again.
+func TestStopOfARunThatNeverEndsIsBounded(t *testing.T) {
+	runs := make(chan *stuckRun, 2)
+	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusStopped}, func(c *Config) {
+		c.StopTimeout = 3 * time.Second
+		c.NewRun = func(RunHooks) (Run, error) {
+			r := &stuckRun{running: make(chan struct{}), release: make(chan struct{})}
+			t.Cleanup(func() { close(r.release) })
+			runs <- r
+			return r, nil
+		}
+	})
+	ctx := context.Background()
+	if err := h.sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(auditlog.KindRunning)
+	waitClosed(t, (<-runs).running, "the run never ran")
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.sup.Stop(ctx, false) }()
+	h.expect(auditlog.KindStopping)
+	if st := h.state(); st.Status != StatusStopped || !st.Stopping {
+		t.Fatalf("while the run drains: status %s, stopping %v; want stopped and stopping", st.Status, st.Stopping)
+	}
+	h.advance(3 * time.Second)
+	e := h.expect(auditlog.KindDegraded)
+	if e.Reason != string(ReasonForceStop) || !strings.Contains(e.Message, "did not finish within 3s") {
+		t.Fatalf("forced stop event %+v", e)
+	}
+	if st := h.state(); st.Status != StatusDegraded || !st.Stopping {
+		t.Fatalf("forced, the run not ended: status %s, stopping %v; want degraded and stopping", st.Status, st.Stopping)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("the stop was answered (%v) before the run ended or was abandoned", err)
+	default:
+	}
+	h.advance(3 * time.Second)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(guard):
+		t.Fatal("the stop of a run that never ends was never answered")
+	}
+	if st := h.state(); st.Status != StatusDegraded || st.Stopping || st.LastError == nil {
+		t.Fatalf("after the run was abandoned: %+v", st)
+	}
+	if err := h.sup.Start(ctx); err != nil {
+		t.Fatalf("start after the abandoned run: %v", err)
+	}
+	h.expect(auditlog.KindRunning)
+	waitClosed(t, (<-runs).running, "the new run never ran")
+}
+
+// A retirement (an update, a deletion, a shutdown) of a run that never
+// ends is bounded the same way: the supervisor ends, so the reconciler and
+// the process's shutdown are not kept waiting for ever.
+func TestRetirementOfARunThatNeverEndsIsBounded(t *testing.T) {
+	runs := make(chan *stuckRun, 1)
+	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusStopped}, func(c *Config) {
+		c.StopTimeout = 3 * time.Second
+		c.NewRun = func(RunHooks) (Run, error) {
+			r := &stuckRun{running: make(chan struct{}), release: make(chan struct{})}
+			t.Cleanup(func() { close(r.release) })
+			runs <- r
+			return r, nil
+		}
+	})
+	ctx := context.Background()
+	if err := h.sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(auditlog.KindRunning)
+	run := <-runs
+	waitClosed(t, run.running, "the run never ran")
+	if err := h.sup.Retire(ctx, Retirement{Reason: StopReasonUpdated, Actor: ActorConfig, Stopping: "updating", Stopped: "updated"}); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(auditlog.KindStopping)
+	h.advance(3 * time.Second)
+	// Forced: its context is cancelled (and the next deadline set).
+	waitClosed(t, run.ctx.Done(), "the overdue run was not forced")
+	h.advance(3 * time.Second)
+	if e := h.expect(auditlog.KindStopped); e.Reason != string(StopReasonUpdated) {
+		t.Fatalf("stopped event %+v", e)
+	}
+	waitClosed(t, h.sup.Done(), "the supervisor of an abandoned run never ended")
 }

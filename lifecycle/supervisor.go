@@ -109,6 +109,20 @@ type Config struct {
 	// Breakers hold the pipelines that fail on a shared dependency while
 	// it is down; nil: no breakers.
 	Breakers *Breakers
+	// StopTimeout bounds every stop of a run (a user's, a shutdown, an
+	// update, a deletion; pipelines.graceful-stop-timeout): a run that has
+	// not drained by then is forced (its context is cancelled), and one
+	// that has still not ended StopTimeout after it was forced - code that
+	// ignores its context - is abandoned: the pipeline is stopped without
+	// it, and whatever of it still runs is left to finish or to end with
+	// the process. A user's graceful stop that had to be forced leaves the
+	// pipeline degraded (force stop), as a force stop does. 0: no bound.
+	StopTimeout time.Duration
+	// CrashLoopAfter is the crash-loop guard (pipelines.crash-loop-after):
+	// a pipeline whose runs were cut off by the process dying that many
+	// times in a row, each before the run had moved a record end to end
+	// or ended, starts degraded instead of running again. 0: no guard.
+	CrashLoopAfter int
 }
 
 // Supervisor keeps one pipeline alive. One goroutine (Run) owns its state;
@@ -136,7 +150,11 @@ type Supervisor struct {
 	// window is the healthy window's timer after a restart, probation the
 	// probation's, from when the restarted run's connectors are open.
 	window, probation clock.Timer
-	waiters           []chan error // stop requests waiting for the run to end
+	// deadline is the timer of the stop of run deadlineRun
+	// (Config.StopTimeout).
+	deadline    clock.Timer
+	deadlineRun int
+	waiters     []chan error // stop requests waiting for the run to end
 }
 
 type pendingRestart struct {
@@ -185,7 +203,8 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 		done:     make(chan struct{}),
 		restarts: restarts,
 		facts: facts{pipelineID: cfg.PipelineID, persisted: cfg.Persisted, processCrashed: cfg.ProcessCrashed,
-			takeover: cfg.Takeover, pluginOf: cfg.PluginOf, dependencyOf: cfg.DependencyOf, breakers: cfg.Breakers != nil},
+			takeover: cfg.Takeover, pluginOf: cfg.PluginOf, dependencyOf: cfg.DependencyOf, breakers: cfg.Breakers != nil,
+			stopTimeout: cfg.StopTimeout, crashLoopAfter: cfg.CrashLoopAfter},
 		pipeline: pipeline{m: newMachine(status), state: initial.Clone()},
 	}, nil
 }
@@ -200,6 +219,7 @@ func New(cfg Config, initial State) (*Supervisor, error) {
 func (s *Supervisor) Run(ctx context.Context) {
 	defer close(s.done)
 	defer s.stopWindow()
+	defer s.stopDeadline()
 	if s.cfg.Restarts == nil {
 		defer s.restarts.Start()()
 	}
@@ -207,9 +227,12 @@ func (s *Supervisor) Run(ctx context.Context) {
 	s.saveUnsaved()
 	ctxDone := ctx.Done()
 	for !s.retiring() || s.run != nil {
-		var windowC, probationC <-chan time.Time
+		var windowC, probationC, deadlineC <-chan time.Time
 		if s.window != nil {
 			windowC = s.window.C()
+		}
+		if s.deadline != nil {
+			deadlineC = s.deadline.C()
 		}
 		if s.probation != nil {
 			probationC = s.probation.C()
@@ -224,6 +247,9 @@ func (s *Supervisor) Run(ctx context.Context) {
 		case <-probationC:
 			s.probation = nil
 			s.decide(probationElapsed{})
+		case <-deadlineC:
+			s.deadline = nil
+			s.decide(stopOverdue{id: s.deadlineRun})
 		case <-ctxDone:
 			ctxDone = nil
 			s.shutdown()
@@ -284,7 +310,10 @@ func (s *Supervisor) Start(ctx context.Context) error {
 // Stop stops a running or recovering pipeline: gracefully (in-flight
 // records drain, status stopped) or, with force, at once (in-flight records
 // are dropped and read again later, status degraded). It returns when the
-// run has ended, or when ctx is done.
+// run has ended, or when ctx is done. A graceful stop is bounded by
+// Config.StopTimeout: then it is forced, which degrades the pipeline
+// (force stop; its LastError says why), and a forced run that still does
+// not end is abandoned.
 func (s *Supervisor) Stop(ctx context.Context, force bool) error {
 	reply := make(chan error, 1)
 	if err := s.send(ctx, stopMsg{force: force, reply: reply}); err != nil {

@@ -28,6 +28,7 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 		}
 		fx.emit(&auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: StatusStopped, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline starting"}, now)
+		p.markRun(snap)
 		p.save(snap, fx)
 		fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline running"}, now)
@@ -35,6 +36,9 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 		return
 	}
 	from := p.state.Status
+	if p.crashLoop(snap, fx) {
+		return
+	}
 	// The machine starts a recovering pipeline waiting: a breaker does not
 	// outlive its process (a pipeline it held restarts like any other
 	// recovering one, and counts again if it fails), nor does a probation.
@@ -63,7 +67,7 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 	case StatusRunning:
 		fx.emit(&auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem,
 			Message: how + "; pipeline was running: starting it again from its last saved position"}, now)
-		if from != StatusRunning {
+		if p.markRun(snap) || from != StatusRunning {
 			p.save(snap, fx)
 		}
 		fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorSystem, Message: "pipeline running"}, now)
@@ -115,6 +119,7 @@ func (p *pipeline) stepStart(m startMsg, snap *snapshot, fx *effects) {
 		return
 	}
 	p.state.startedByUser()
+	p.markRun(snap)
 	fx.emit(&auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: from, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline starting"}, snap.now)
 	p.save(snap, fx)
 	fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline running"}, snap.now)
@@ -144,6 +149,7 @@ func (p *pipeline) stepStop(reply chan error, snap *snapshot, fx *effects) {
 	// run was asked to stop (one still being built is then discarded).
 	p.run.endBy(runDraining)
 	fx.add(effect{do: doStopRun, run: p.run})
+	p.armStopDeadline(snap, fx)
 	fx.emit(&auditlog.Event{Kind: auditlog.KindStopping, StatusBefore: from, StatusAfter: StatusStopped, Actor: ActorUser,
 		Message: "pipeline stopping: source stops reading, in-flight records drain"}, snap.now)
 	fx.add(effect{do: doAwait, more: reply})
@@ -158,6 +164,7 @@ func (p *pipeline) stepForceStop(reply chan error, snap *snapshot, fx *effects) 
 		// the next start because their positions were never saved.
 		p.run.endBy(runForced)
 		fx.add(effect{do: doCancelRun, run: p.run})
+		p.armStopDeadline(snap, fx)
 		fx.add(effect{do: doAwait, more: reply})
 		return
 	}
@@ -181,6 +188,7 @@ func (p *pipeline) stepForceStop(reply chan error, snap *snapshot, fx *effects) 
 	}
 	p.run.endBy(runForced)
 	fx.add(effect{do: doCancelRun, run: p.run})
+	p.armStopDeadline(snap, fx)
 	fx.add(effect{do: doAwait, more: reply})
 }
 
@@ -193,6 +201,11 @@ func (p *pipeline) stepRunEnded(m runEndedMsg, snap *snapshot, fx *effects) {
 	}
 	p.run = nil
 	fx.add(effect{do: doCancelRun, run: r})
+	if r.ending != runLive && snap.stopTimeout > 0 {
+		fx.add(effect{do: doStopDeadline})
+	}
+	// A run that ended was not cut off by the process dying.
+	p.runProved(snap, fx)
 	if r.ending != runLive {
 		if r.ending == runForced {
 			fx.warn("pipeline run force-stopped; in-flight records were dropped and will be read again on the next start")
@@ -205,19 +218,7 @@ func (p *pipeline) stepRunEnded(m runEndedMsg, snap *snapshot, fx *effects) {
 			p.save(snap, fx)
 			fx.warn("pipeline stopped with an error while draining", zap.String("error", info.Message))
 		}
-		switch p.m.phase() {
-		case phaseForceStopping:
-			// The degraded event was written when it was force-stopped.
-			p.must(eventRunEnded, fx)
-		case phaseStopping:
-			p.must(eventRunEnded, fx)
-			if why := p.retirement; why != nil && p.state.StopReason == why.Reason {
-				fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
-			} else {
-				fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"}, snap.now)
-			}
-		}
-		fx.add(effect{do: doAnswerWaiters})
+		p.stopEnded(snap, fx)
 		return
 	}
 	if m.err == nil {
@@ -233,6 +234,26 @@ func (p *pipeline) stepRunEnded(m runEndedMsg, snap *snapshot, fx *effects) {
 		return
 	}
 	p.stepRunFailed(m.err, snap, fx)
+}
+
+// stopEnded finishes a stop or a force stop once its run has ended (or
+// was abandoned): the stopped event of a stop (the degraded one was
+// written when the pipeline was forced), and the answers to the requests
+// that waited for it.
+func (p *pipeline) stopEnded(snap *snapshot, fx *effects) {
+	switch p.m.phase() {
+	case phaseForceStopping:
+		// The degraded event was written when it was force-stopped.
+		p.must(eventRunEnded, fx)
+	case phaseStopping:
+		p.must(eventRunEnded, fx)
+		if why := p.retirement; why != nil && p.state.StopReason == why.Reason {
+			fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: why.Actor, Reason: string(why.Reason), Message: why.Stopped}, snap.now)
+		} else {
+			fx.emit(&auditlog.Event{Kind: auditlog.KindStopped, StatusBefore: StatusStopped, StatusAfter: StatusStopped, Actor: ActorUser, Message: "pipeline stopped"}, snap.now)
+		}
+	}
+	fx.add(effect{do: doAnswerWaiters})
 }
 
 // stepRetire ends the supervisor for why: a running or recovering
@@ -269,5 +290,6 @@ func (p *pipeline) stepRetire(why Retirement, snap *snapshot, fx *effects) {
 	if p.run != nil && p.run.ending == runLive {
 		p.run.endBy(runDraining)
 		fx.add(effect{do: doStopRun, run: p.run})
+		p.armStopDeadline(snap, fx)
 	}
 }

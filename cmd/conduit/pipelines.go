@@ -189,7 +189,9 @@ func newPipelinesStopCommand() *cobra.Command {
 A graceful stop lets the source stop reading and the records in flight be
 written and acknowledged; the pipeline becomes stopped. --force stops at
 once: records in flight are dropped (and read again on the next start) and
-the pipeline becomes degraded.`,
+the pipeline becomes degraded. A graceful stop that has not finished within
+pipelines.graceful-stop-timeout is forced the same way, and the answer says
+so; while a run is still ending, list and describe show "stopping".`,
 		Args: onePipelineID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -216,12 +218,21 @@ func writeResult(cmd *cobra.Command, output string, p *conduitv1.Pipeline) error
 	if output != outputText {
 		return writeStructured(cmd.OutOrStdout(), output, p)
 	}
-	status := statusName(p.GetStatus())
-	if p.GetDegradedReason() != "" {
+	status := pipelineStatus(p)
+	if p.GetDegradedReason() != "" && !p.GetStopping() {
 		status += " (" + p.GetDegradedReason() + ")"
 	}
-	_, err := fmt.Fprintf(humanOutput(cmd.OutOrStdout()), "pipeline %s is %s\n", p.GetId(), status)
-	return err
+	out := humanOutput(cmd.OutOrStdout())
+	if _, err := fmt.Fprintf(out, "pipeline %s is %s\n", p.GetId(), status); err != nil {
+		return err
+	}
+	if p.GetStatus() == conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED && p.GetLastError() != nil {
+		// Why: a stop that had to be forced, the crash-loop guard, a
+		// fatal error.
+		_, err := fmt.Fprintf(out, "  last error: %s\n", oneLine(p.GetLastError().GetMessage()))
+		return err
+	}
+	return nil
 }
 
 // onePipelineID accepts exactly one argument, the pipeline id.

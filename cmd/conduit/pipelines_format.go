@@ -114,7 +114,7 @@ func (v view) writeValidTable(w io.Writer, pipelines []*conduitv1.Pipeline) erro
 			last = truncate(oneLine(strings.TrimPrefix(ce.GetMessage(), ce.GetConfigFile()+": ")), lastErrorWidth)
 		}
 		row(instanceText(p.GetInstance()),
-			oneLine(p.GetId()), statusName(p.GetStatus()), failsText(p), next, oneLine(source(p)), last)
+			oneLine(p.GetId()), pipelineStatus(p), failsText(p), next, oneLine(source(p)), last)
 	}
 	return tw.Flush()
 }
@@ -135,7 +135,7 @@ func (v view) writeDescription(w io.Writer, p *conduitv1.Pipeline, events []*con
 		field(0, "Description", p.GetDescription())
 	}
 	field(0, "Source", source(p))
-	field(0, "Status", statusName(p.GetStatus()))
+	field(0, "Status", pipelineStatus(p))
 	if p.GetInstance() != "" {
 		field(0, "Instance", p.GetInstance())
 	}
@@ -470,6 +470,19 @@ func instanceText(id string) string {
 		return "-"
 	}
 	return oneLine(id)
+}
+
+// pipelineStatus is p's status as people say it, with the sub-state of a
+// pipeline whose last run is still ending: "stopping" (a stop drains it),
+// "stopping (forced)" (a force stop cancelled it).
+func pipelineStatus(p *conduitv1.Pipeline) string {
+	if !p.GetStopping() {
+		return statusName(p.GetStatus())
+	}
+	if p.GetStatus() == conduitv1.PipelineStatus_PIPELINE_STATUS_DEGRADED {
+		return "stopping (forced)"
+	}
+	return "stopping"
 }
 
 // statusName is the status as people and the config files say it.

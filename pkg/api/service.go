@@ -546,6 +546,7 @@ func pipelineToProto(info PipelineInfo, st lifecycle.State, now time.Time) *cond
 		LastError:      errorToProto(st.LastError),
 		DegradedReason: string(st.DegradedReason),
 		Probation:      st.Probation,
+		Stopping:       st.Stopping,
 		HeldBy:         st.HeldBy,
 		UpdatedAt:      timeToProto(st.UpdatedAt),
 		Flaps:          int32(st.Flaps),

@@ -131,7 +131,11 @@ func TestGracefulStopTimeoutForces(t *testing.T) {
 	<-dst.writing
 	stop()
 	waitDone(t, done)
-	if logs.FilterMessage("graceful stop timed out: force-stopping pipelines").Len() != 1 {
+	// The pipeline's supervisor bounds its own stop with the same timeout
+	// (lifecycle.Config.StopTimeout), so either it or the process's timer
+	// forces it first.
+	if logs.FilterMessage("graceful stop timed out: force-stopping pipelines").Len() != 1 &&
+		logs.FilterMessageSnippet("graceful stop did not finish within 20ms").FilterField(zap.String("pipeline_id", "stuck")).Len() != 1 {
 		t.Fatalf("no timeout log line: %v", logs.All())
 	}
 }

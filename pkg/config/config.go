@@ -118,6 +118,10 @@ type Config struct {
 		// GracefulStopTimeout is how long a graceful stop may take before it
 		// is forced.
 		GracefulStopTimeout time.Duration
+		// CrashLoopAfter is the crash-loop guard: after that many process
+		// deaths in a row during a pipeline's runs, the pipeline starts
+		// degraded; 0: no guard.
+		CrashLoopAfter int
 		// Breakers configure the dependency breakers (DESIGN 5.3).
 		Breakers struct {
 			Enabled   bool

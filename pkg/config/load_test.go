@@ -120,6 +120,7 @@ func TestDefault(t *testing.T) {
 		{"pipelines.breakers.stagger", c.Pipelines.Breakers.Stagger, 5 * time.Second},
 		{"pipelines.exit-on-degraded", c.Pipelines.ExitOnDegraded, false},
 		{"pipelines.graceful-stop-timeout", c.Pipelines.GracefulStopTimeout, 30 * time.Second},
+		{"pipelines.crash-loop-after", c.Pipelines.CrashLoopAfter, 3},
 		{"min-delay", c.Pipelines.ErrorRecovery.MinDelay, time.Second},
 		{"max-delay", c.Pipelines.ErrorRecovery.MaxDelay, time.Minute},
 		{"backoff-factor", c.Pipelines.ErrorRecovery.BackoffFactor, 2.0},
@@ -159,8 +160,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 62 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 62; add the new key here", len(Keys()))
+	if len(Keys()) != 63 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 63; add the new key here", len(Keys()))
 	}
 }
 

@@ -107,6 +107,8 @@ func hint(kind Kind, e *auditlog.Event) string {
 			return "too many records were rejected: read the dead-letter queue and the error, fix the cause, " + start
 		case lifecycle.ReasonForceStop:
 			return "a stop did not finish in time; " + start + " when it should run"
+		case lifecycle.ReasonCrashLoop:
+			return "conduit died during its runs each of the last times it started: read its last events and conduit's log from before each restart (out of memory, a crash), fix the cause, " + start
 		}
 		return "read its events (conduit pipelines events " + e.PipelineID + "), fix the cause, " + start
 	case KindFlapping:

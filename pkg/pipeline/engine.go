@@ -32,6 +32,9 @@ const (
 	// so an idle one does not hold them.
 	DefaultBatchesInFlightWithIntents = 32
 	DefaultTeardownTimeout            = 10 * time.Second
+	// DefaultAbandonAfter is how long the stages may take to return once
+	// they were told to end before the ones still running are abandoned.
+	DefaultAbandonAfter = 5 * time.Second
 )
 
 // Positions loads and durably saves the position a source resumes from.
@@ -253,6 +256,12 @@ type Config struct {
 	BatchesInFlight int
 	// TeardownTimeout bounds connector teardown after the run (default 10s).
 	TeardownTimeout time.Duration
+	// AbandonAfter bounds the wait for the stages once they were told to
+	// end (a forced stop, a failure; default 5s): a stage still running
+	// then is stuck in code that ignores its context - a processor's
+	// script in an endless loop - and is abandoned, so that the run ends
+	// and its connectors are torn down (see waitStages).
+	AbandonAfter time.Duration
 	// OnOpen, if set, is called once per run when its connectors are open,
 	// or when opening them failed (the run is ending then).
 	OnOpen func()
@@ -315,6 +324,21 @@ type Engine struct {
 	// with context.AfterFunc, so no goroutine waits for it.
 	stopCtx context.Context
 	stop    context.CancelFunc
+
+	// reading, processing, writing count the stages of each kind still
+	// running, and abandoned says the run ended without some of them
+	// (waitStages): teardown leaves alone what they may still be using.
+	reading, processing, writing atomic.Int32
+	abandoned                    atomic.Bool
+}
+
+// stage runs f in g as a stage of the kind live counts.
+func stage(g *errgroup.Group, live *atomic.Int32, f func() error) {
+	live.Add(1)
+	g.Go(func() error {
+		defer live.Add(-1)
+		return f()
+	})
 }
 
 // New validates cfg and returns an engine ready to Run.
@@ -380,6 +404,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.TeardownTimeout <= 0 {
 		cfg.TeardownTimeout = DefaultTeardownTimeout
 	}
+	if cfg.AbandonAfter <= 0 {
+		cfg.AbandonAfter = DefaultAbandonAfter
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -429,7 +456,15 @@ var ErrForceStopped = errors.New("pipeline was force-stopped")
 // wrapping ErrForceStopped when ctx was cancelled, and otherwise the first
 // failure, as a *StageError naming the connector.
 func (e *Engine) Run(ctx context.Context) error {
-	err := e.run(ctx)
+	// The connectors are opened with a context a Stop also cancels
+	// (run): a stop while they open - a standalone connector's handshake,
+	// a database that does not answer - has nothing to drain and must not
+	// wait for them. It lives until the connectors were torn down, since
+	// a connector may keep the context Open was given.
+	openCtx, cancelOpen := context.WithCancel(ctx)
+	defer cancelOpen()
+	stopOpening := context.AfterFunc(e.stopCtx, cancelOpen)
+	err := e.run(ctx, openCtx, stopOpening)
 	if ctx.Err() != nil {
 		// Whatever the stages reported, the cause is the cancellation.
 		err = errors.Join(fmt.Errorf("%w: %w", ErrForceStopped, context.Cause(ctx)), err)
@@ -440,10 +475,23 @@ func (e *Engine) Run(ctx context.Context) error {
 	return err
 }
 
-func (e *Engine) run(ctx context.Context) error {
+// run opens the connectors with openCtx, which a Stop cancels until
+// stopOpening is called, and moves records.
+func (e *Engine) run(ctx, openCtx context.Context, stopOpening func() bool) (err error) {
+	// A Stop that cut the opening short ends the run as a graceful stop
+	// does, having moved nothing: whatever the connectors said of being
+	// cancelled is no failure.
+	allOpen := false
+	defer func() {
+		if err != nil && !allOpen && openCtx.Err() != nil && ctx.Err() == nil && e.stopCtx.Err() != nil {
+			e.log.Info("graceful stop requested while the connectors were opening: opening cancelled", zap.NamedError("open_error", err))
+			err = nil
+		}
+	}()
 	// Destinations check the guard again at their last moment before
 	// writing (pkg/writeguard).
 	ctx = writeguard.With(ctx, e.cfg.WriteGuard)
+	openCtx = writeguard.With(openCtx, e.cfg.WriteGuard)
 	opened := false
 	notifyOpen := func() {
 		if !opened && e.cfg.OnOpen != nil {
@@ -453,12 +501,12 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	defer notifyOpen()
 	for _, d := range e.cfg.Destinations {
-		if err := d.Connector.Open(ctx); err != nil {
+		if err := d.Connector.Open(openCtx); err != nil {
 			return &StageError{Kind: KindDestination, ID: d.ID, Op: "open", Err: err}
 		}
 	}
 	if dlq := e.cfg.DLQ.Connector; dlq != nil {
-		if err := dlq.Open(ctx); err != nil {
+		if err := dlq.Open(openCtx); err != nil {
 			// The queue is part of the pipeline: without it a nack would
 			// have nowhere to go. Not being able to open it now says
 			// nothing about the next attempt, so it is transient.
@@ -469,7 +517,7 @@ func (e *Engine) run(ctx context.Context) error {
 	modes := make([]dedupMode, len(e.cfg.Destinations))
 	if e.cfg.Dedup != nil {
 		for i, d := range e.cfg.Destinations {
-			held, err := e.held(ctx, d)
+			held, err := e.held(openCtx, d)
 			if err != nil {
 				// Without the answer, intents of the last run cannot be
 				// resolved; guessing would lose records or write them
@@ -496,7 +544,7 @@ func (e *Engine) run(ctx context.Context) error {
 		if err != nil {
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "load position", Err: err}
 		}
-		if err := src.Connector.Open(ctx, pos); err != nil {
+		if err := src.Connector.Open(openCtx, pos); err != nil {
 			return &StageError{Kind: KindSource, ID: src.ID, Op: "open", Err: err}
 		}
 		ids[i], resume[i] = src.ID, "start (no saved position)"
@@ -504,6 +552,13 @@ func (e *Engine) run(ctx context.Context) error {
 			resume[i] = pos.String()
 		}
 	}
+	if !stopOpening() {
+		// A Stop came while they opened (and some opened all the same):
+		// nothing was read, nothing drains.
+		e.log.Info("graceful stop requested while the connectors were opening: the run ends before reading")
+		return nil
+	}
+	allOpen = true
 	if len(e.sources) == 1 {
 		e.log.Info("pipeline run started: connectors open", zap.String("source", ids[0]),
 			zap.Int("destinations", len(e.cfg.Destinations)), zap.String("resume_after", resume[0]))
@@ -548,7 +603,7 @@ func (e *Engine) run(ctx context.Context) error {
 	if len(e.sources) == 1 && len(e.chains[0]) == 0 && len(e.cfg.Quarantine) == 0 {
 		// Without processors (or a record to quarantine) the reader of a
 		// single source hands batches straight out.
-		g.Go(func() error {
+		stage(g, &e.reading, func() error {
 			defer closeOutputs(inflight, toDest)
 			return e.read(readCtx, gctx, 0, free, func(b *batch) bool { return dispatch(gctx, b, inflight, toDest) })
 		})
@@ -556,17 +611,17 @@ func (e *Engine) run(ctx context.Context) error {
 		// The readers of several sources meet in one channel: the
 		// processor stage hands their batches on in one order, the same
 		// for the acker and every destination.
-		g.Go(func() error {
+		stage(g, &e.reading, func() error {
 			defer close(read)
 			return e.readAll(readCtx, gctx, free, func(b *batch) bool { return send(gctx, read, b) })
 		})
-		g.Go(func() error {
+		stage(g, &e.processing, func() error {
 			defer closeOutputs(inflight, toDest)
 			return e.process(gctx, read, inflight, toDest)
 		})
 	}
 	for i, d := range e.cfg.Destinations {
-		g.Go(func() error {
+		stage(g, &e.writing, func() error {
 			return e.write(gctx, d, i, dedups[i], modes[i], intentsAhead(n), toDest[i], fromDest[i])
 		})
 	}
@@ -588,22 +643,66 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	if ackFirst {
 		cancelRun()
-		_ = g.Wait()
+		if err := e.waitStages(gctx, g); errors.Is(err, ErrStagesAbandoned) {
+			return errors.Join(ackErr, err)
+		}
 		return ackErr
 	}
-	return g.Wait()
+	return e.waitStages(gctx, g)
+}
+
+// ErrStagesAbandoned is part of Run's error when a stage did not return
+// within AbandonAfter of being told to end.
+var ErrStagesAbandoned = errors.New("a stage of the pipeline did not return after it was told to end (a processor or connector ignores cancellation); it was abandoned")
+
+// waitStages waits for the stages of g. Once gctx is done every stage was
+// told to end; one that has not returned AbandonAfter later is stuck in
+// code that ignores its context, such as a processor's script in an
+// endless loop. The run does not wait for it: the stuck goroutine is left
+// to return on its own or to end with the process, the goroutine that
+// waits for g with it. Nothing of the run it could still touch is used
+// again: its channels are read by nobody, its batches belong to this run,
+// and its processors are not closed under it (teardown).
+func (e *Engine) waitStages(gctx context.Context, g *errgroup.Group) error {
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-gctx.Done():
+	}
+	timer := time.NewTimer(e.cfg.AbandonAfter)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		e.abandoned.Store(true)
+		e.log.Warn("a stage of the pipeline did not return after it was told to end; the run ends without it, and it keeps running until it returns or conduit exits",
+			zap.Duration("waited", e.cfg.AbandonAfter))
+		return ErrStagesAbandoned
+	}
 }
 
 func (e *Engine) teardown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TeardownTimeout)
 	defer cancel()
 	var errs []error
+	// After waitStages abandoned a stage, what it may still be calling is
+	// not torn down under it.
+	stuck := e.abandoned.Load()
 	for _, src := range e.sources {
+		if stuck && e.reading.Load() > 0 {
+			break
+		}
 		if err := src.Connector.Teardown(ctx); err != nil {
 			errs = append(errs, &StageError{Kind: KindSource, ID: src.ID, Op: "teardown", Err: err})
 		}
 	}
 	for _, d := range e.cfg.Destinations {
+		if stuck && e.writing.Load() > 0 {
+			break
+		}
 		if err := d.Connector.Teardown(ctx); err != nil {
 			errs = append(errs, &StageError{Kind: KindDestination, ID: d.ID, Op: "teardown", Err: err})
 		}
@@ -614,6 +713,10 @@ func (e *Engine) teardown(ctx context.Context) error {
 		}
 	}
 	closeProcs := func(procs []Processor) {
+		if stuck {
+			// One of them may still be running in the abandoned stage.
+			return
+		}
 		for _, p := range procs {
 			if c, ok := p.Processor.(processor.Closer); ok {
 				if err := c.Close(ctx); err != nil {

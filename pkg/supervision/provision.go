@@ -148,6 +148,8 @@ func (ps *Pipelines) provisionAfter(ctx context.Context, p config.Pipeline, orig
 		ProcessCrashed: ps.crashed,
 		Takeover:       takeover,
 		AfterShutdown:  ps.ownership.AfterShutdown(),
+		StopTimeout:    ps.cfg.Pipelines.GracefulStopTimeout,
+		CrashLoopAfter: ps.cfg.Pipelines.CrashLoopAfter,
 	}, initial)
 	if err != nil {
 		return nil, err

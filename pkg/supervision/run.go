@@ -1,7 +1,9 @@
 package supervision
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -22,6 +24,11 @@ const (
 	RunDescriptors     = 1
 	RunDescriptorsKept = 2 * store.StoreDescriptorReserve
 )
+
+// markDurableTimeout bounds the wait for the crash-loop guard's mark of a
+// run: a store that takes longer is in trouble of its own, and the run
+// goes ahead.
+const markDurableTimeout = 10 * time.Second
 
 // deadLetter answers the engine's question about a transient error that
 // names its record, with the pipeline's policy (lifecycle decides).
@@ -81,6 +88,20 @@ func (m *managedPipeline) dependencyOf(id string) string {
 // first run gets what provisioning built, see keptBuilds); a failure here
 // is reported to the supervisor like a failed run.
 func (ps *Pipelines) newRun(m *managedPipeline, hooks lifecycle.RunHooks) (lifecycle.Run, error) {
+	if ps.cfg.Pipelines.CrashLoopAfter > 0 {
+		// The crash-loop guard's mark of this run (lifecycle.State.Run) was
+		// handed to the writer before the run was launched; it must be on
+		// disk before the run can take the process down. A store that
+		// refuses writes does not keep the pipeline from running: the guard
+		// is weaker then, and the refusal is reported where it happens.
+		ctx, cancel := context.WithTimeout(context.Background(), markDurableTimeout)
+		err := ps.durable(ctx)
+		cancel()
+		if err != nil {
+			ps.log.Warn("the crash-loop guard could not make the mark of the pipeline's run durable before it starts",
+				zap.String("pipeline_id", m.cfg.ID), zap.Error(err))
+		}
+	}
 	release, left, ok := ps.fds.Take(RunDescriptors, RunDescriptorsKept)
 	if !ok {
 		// Opening connectors now could take the descriptors the store

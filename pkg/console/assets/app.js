@@ -526,7 +526,8 @@ function pipelinePage(id) {
     const facts = [["Source", p.origin === "api" ? "created through the API" : (p.configFile || "-")],
       ["Instance", p.instance || (inCluster ? instanceText(p) : null)], ["Fail count", failCount(p)],
       ["Next attempt", nextAttempt(p)],
-      ["Degraded because", p.degradedReason || null], ["Probation", p.probation ? "yes: restarted, not proved yet" : null]]
+      ["Degraded because", p.degradedReason || null], ["Probation", p.probation ? "yes: restarted, not proved yet" : null],
+      ["Stopping", p.stopping ? "yes: its last run has not ended yet; a start waits for it" : null]]
       .filter(([, v]) => v !== null);
     const parts = [el("h2", { text: "State" }), el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v)]))];
     if (e && (e.message || e.code)) {

@@ -851,8 +851,13 @@ type Pipeline struct {
 	DeadLettered       int64                  `protobuf:"varint,20,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	LastDeadLetteredAt *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_dead_lettered_at,json=lastDeadLetteredAt,proto3" json:"last_dead_lettered_at,omitempty"`
 	LastDeadLetterRule string                 `protobuf:"bytes,22,opt,name=last_dead_letter_rule,json=lastDeadLetterRule,proto3" json:"last_dead_letter_rule,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// True while the pipeline was stopped (status stopped) or force-stopped
+	// (status degraded) and its last run has not ended yet: its records
+	// drain, or it is being forced. No start is taken until it has ended;
+	// every stop is bounded by pipelines.graceful-stop-timeout.
+	Stopping      bool `protobuf:"varint,23,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pipeline) Reset() {
@@ -1037,6 +1042,13 @@ func (x *Pipeline) GetLastDeadLetterRule() string {
 		return x.LastDeadLetterRule
 	}
 	return ""
+}
+
+func (x *Pipeline) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
 }
 
 // PipelineEvent is one entry of a pipeline's audit log.
@@ -2740,7 +2752,7 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	" \x01(\bR\x06global\x12\x1d\n" +
 	"\n" +
 	"defined_at\x18\v \x01(\tR\tdefinedAt\x122\n" +
-	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\x97\a\n" +
+	"\x06policy\x18\f \x01(\v2\x1a.conduit.v1.RecoveryPolicyR\x06policy\"\xb3\a\n" +
 	"\bPipeline\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2770,7 +2782,8 @@ const file_conduit_v1_pipeline_proto_rawDesc = "" +
 	"\aheld_by\x18\x13 \x01(\tR\x06heldBy\x12#\n" +
 	"\rdead_lettered\x18\x14 \x01(\x03R\fdeadLettered\x12M\n" +
 	"\x15last_dead_lettered_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastDeadLetteredAt\x121\n" +
-	"\x15last_dead_letter_rule\x18\x16 \x01(\tR\x12lastDeadLetterRule\"\xa7\x05\n" +
+	"\x15last_dead_letter_rule\x18\x16 \x01(\tR\x12lastDeadLetterRule\x12\x1a\n" +
+	"\bstopping\x18\x17 \x01(\bR\bstopping\"\xa7\x05\n" +
 	"\rPipelineEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
