@@ -110,6 +110,18 @@ func TestStoreWithTruncatedManifestIsRefused(t *testing.T) {
 	}
 }
 
+// A KEYREGISTRY cut short got Badger's bare "Error while reading sanity
+// text"; it is damage like any other and gets conduit's explanation.
+func TestStoreWithTruncatedKeyRegistryIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 20000))
+	runUntilRecords(t, w, 2000, syscall.SIGINT)
+	if err := os.Truncate(filepath.Join(w.dir, "conduit.db", "KEYREGISTRY"), 20); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusedStore(t, w, "KEYREGISTRY is damaged or cut short (20 bytes")
+}
+
 func TestStoreMissingItsWriteAheadLogAfterACrashIsRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 20000))
