@@ -204,6 +204,14 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 		if strings.Contains(log, "could not write an audit event") {
 			t.Errorf("round %d: audit events were dropped while the store refused writes; output:\n%s", round, tail(log, 4000))
 		}
+		// One spell of refusals is one line (and one more per 30 s), not
+		// one per refused round, every 250 ms; its end is said too.
+		if n := strings.Count(log, "the store refuses writes for now"); n != 1 {
+			t.Errorf("round %d: %d lines saying the store refuses writes, want 1; output:\n%s", round, n, tail(log, 4000))
+		}
+		if round == 2 && !strings.Contains(log, "the store takes writes again\"") {
+			t.Errorf("round %d: no line saying the store takes writes again; output:\n%s", round, tail(log, 4000))
+		}
 		if round == 1 {
 			if err := os.Remove(fill); err != nil {
 				t.Fatal(err)
