@@ -188,6 +188,10 @@ func TestStoreSurvivesADiskFilledAtOnce(t *testing.T) {
 		fillFilesystem(t, fill)
 		waitForLog(t, p, "no space left")
 		if round == 2 {
+			// Only once the audit log holds events: "no space left" can
+			// come while the fill is still being written, and space freed
+			// before anything was refused leaves nothing to write later.
+			waitForLog(t, p, "the store refuses writes: audit events and the states they record wait in memory")
 			if err := os.Remove(fill); err != nil {
 				t.Fatal(err)
 			}
