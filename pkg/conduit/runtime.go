@@ -308,6 +308,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		return err
 	}
 	r.db = db
+	refusals := &refusalLog{log: r.log, now: r.clock.Now}
 	writeFailed := func(writes int, err error) {
 		r.metrics.StoreWriteFailed(writeFailure(err), writes)
 		if errors.Is(err, store.ErrDisowned) {
@@ -325,8 +326,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 			// states committed with them) and writes it once the store
 			// takes writes again; saying "could not write" would read as
 			// lost.
-			r.log.Warn("the store refuses writes for now; audit events and the pipeline states recorded with them wait in memory and are written once it takes writes again",
-				zap.Int("writes", writes), zap.Error(err))
+			refusals.refused(writes, err)
 			return
 		}
 		r.log.Error("could not write to the store; pipeline states in memory stay the truth and their next transition writes them again",
@@ -344,7 +344,7 @@ func (r *Runtime) openState(ctx context.Context) error {
 		r.ownership = member
 	}
 	r.writeGuards = r.ownership.Guards()
-	r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, FenceOf: r.writeGuards.FenceOf})
+	r.writer = store.NewBatcherWith(db, store.BatcherOptions{OnError: writeFailed, OnCommit: refusals.committed, FenceOf: r.writeGuards.FenceOf})
 	if r.ownership.Alone() {
 		// The process marker is one process's: in a cluster, whether a
 		// pipeline's last instance stopped cleanly is in its state.

@@ -229,5 +229,9 @@ func (g *Gauge) refresh(now time.Time, force bool) {
 	}
 	var left int
 	left, g.err = g.left()
-	g.value = left - g.held
+	// A holder that has opened some of its descriptors but not released
+	// yet is in the count and in held both, so the difference can go
+	// below zero ("-159 left" with many runs opening at once). No fewer
+	// than none are left: the refusal stands, and its message says 0.
+	g.value = max(left-g.held, 0)
 }

@@ -152,6 +152,32 @@ func TestGaugeTakeCountsWhatItHandedOut(t *testing.T) {
 	}
 }
 
+// Holders that opened their descriptors before they released them are in
+// the count and in what is held both; the gauge never says fewer than
+// none are left (it said "-159 left" with 50 runs opening at once).
+func TestGaugeNeverReportsFewerThanNoneLeft(t *testing.T) {
+	free := 300
+	g := NewGauge(time.Second, func() (int, error) { return free, nil })
+	now := time.Unix(1_800_000_000, 0)
+	g.now = func() time.Time { return now }
+	for i := range 50 {
+		if _, _, ok := g.Take(4, 32); !ok {
+			t.Fatalf("take %d of 4 refused with 300 free", i+1)
+		}
+	}
+	// The 50 holders opened their 200 descriptors and did not release
+	// yet; others took 59 more.
+	free = 41
+	now = now.Add(time.Second)
+	_, left, ok := g.Take(4, 32)
+	if ok || left != 0 {
+		t.Errorf("Take with 41 free and 200 held = left %d, ok %v; want refused with 0 left", left, ok)
+	}
+	if left, err := g.Left(); err != nil || left != 0 {
+		t.Errorf("Left() = %d, %v; want 0", left, err)
+	}
+}
+
 // When counting itself fails for want of a descriptor, none is left: the
 // guards must refuse, not take it for a platform that cannot count.
 func TestLeftIsZeroWhenCountingFindsNoDescriptor(t *testing.T) {

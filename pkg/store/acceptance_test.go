@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -402,6 +403,27 @@ func runStoreAcceptance(t *testing.T, open func(t *testing.T) Store) {
 		if _, err := s.Get(ctx, []byte("a")); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a was written: %v", err)
 		}
+	})
+
+	t.Run("values up to MaxValueBytes are kept, longer ones refused and nothing of their commit written", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		longest := bytes.Repeat([]byte{'v'}, MaxValueBytes)
+		if err := s.Commit(ctx, []Op{{Key: []byte("longest"), Value: longest}}); err != nil {
+			t.Fatalf("Commit of a %d-byte value: %v", len(longest), err)
+		}
+		if got, err := s.Get(ctx, []byte("longest")); err != nil || !bytes.Equal(got, longest) {
+			t.Fatalf("Get of the longest value: %d bytes, %v", len(got), err)
+		}
+		err := s.Commit(ctx, []Op{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("too-long"), Value: append(longest, 'v')}})
+		if !errors.Is(err, ErrValueTooLarge) {
+			t.Fatalf("Commit of a value over MaxValueBytes: got %v, want ErrValueTooLarge", err)
+		}
+		if !strings.Contains(err.Error(), `"too-long"`) || !strings.Contains(err.Error(), "1048576 bytes") {
+			t.Errorf("the error does not name the key and the size: %v", err)
+		}
+		wantMissing(t, s, "a")
+		wantMissing(t, s, "too-long")
 	})
 
 	t.Run("a batcher writes through commit", func(t *testing.T) {

@@ -31,8 +31,12 @@ const (
 	// gcDiscardRatio is Badger's recommended ratio: rewrite a value log file
 	// when half of it is garbage, for a lifetime write amplification of 2.
 	gcDiscardRatio = 0.5
-	// valueThreshold: values above it go to the value log, not the LSM tree.
-	valueThreshold = 64 << 10
+	// valueThreshold is Badger's value threshold: a value shorter than it
+	// stays in the LSM tree (the write-ahead log, then tables), a longer
+	// one goes to the value log. It is Badger's maximum (1 MiB), and the
+	// store refuses values that are not shorter (MaxValueBytes), so
+	// nothing is ever written to the value log. See MaxValueBytes for why.
+	valueThreshold = MaxValueBytes + 1
 	// badgerLockFile is where Badger writes the pid of the process holding
 	// the directory lock; we read it to name the other process.
 	badgerLockFile = "LOCK"
@@ -287,9 +291,10 @@ func badgerOptions(path string, logger *zap.Logger) badger.Options {
 		// ~13k entries.
 		WithMemTableSize(8 << 20).
 		WithNumMemtables(2).
-		// Values above this go to the value log instead of the memtable, so
-		// one large value cannot fill the small memtable; the GC goroutine
-		// reclaims them. Positions and events are far below it.
+		// No value goes to the value log (see MaxValueBytes): it is
+		// written through a memory mapping conduit cannot allocate ahead.
+		// A value of up to 1 MiB in an 8 MiB memtable is well within
+		// Badger's limit of 15% of a memtable per transaction.
 		WithValueThreshold(valueThreshold).
 		// Smaller value log files are mapped in smaller pieces and can be
 		// reclaimed by GC one at a time sooner.
@@ -411,13 +416,11 @@ func (b *Badger) commit(ctx context.Context, ops []Op, durable bool) error {
 	}
 	defer b.gate.leave()
 	var size uint64
-	large := false
 	for _, op := range ops {
-		if err := checkKey(op.Key); err != nil {
+		if err := checkWrite(op); err != nil {
 			return err
 		}
 		size += entrySize(op.Key, op.Value)
-		large = large || len(op.Value) > valueThreshold
 	}
 	if err := b.space.admit(size); err != nil {
 		return err
@@ -444,7 +447,7 @@ func (b *Badger) commit(ctx context.Context, ops []Op, durable bool) error {
 			}
 		}
 		return nil
-	}, durable, func() bool { return large })
+	}, durable)
 	if errors.Is(err, ErrConflict) {
 		return err
 	}
@@ -479,19 +482,17 @@ func expectHolds(txn *badger.Txn, op Op) error {
 
 // update runs fn in one Badger transaction and, when durable, makes it
 // durable (with the earlier writes of its write-ahead log) before it
-// returns. large says whether a value went to the value log (read once fn
-// ran).
+// returns.
 //
 // A write lands in one write-ahead log (Badger moves to a new one before a
 // write, never in the middle of one), the one advanceWAL follows under
 // writeMu, which every write of the store takes (value log GC, Badger's
-// only write of its own, too: see valueLogGC). The value log moves to a
-// new file in the middle of a write, so a write that put a value there
-// syncs every value log file. A write without sync is made durable by the
-// next synced one's sync when it is in the same log, or when Badger
-// flushes its log into a table; either way it survives the process's
-// crash at once.
-func (b *Badger) update(fn func(*badger.Txn) error, durable bool, large func() bool) error {
+// only write of its own, too: see valueLogGC). No write puts a value in
+// the value log (MaxValueBytes), so the write-ahead log holds all of it. A
+// write without sync is made durable by the next synced one's sync when
+// it is in the same log, or when Badger flushes its log into a table;
+// either way it survives the process's crash at once.
+func (b *Badger) update(fn func(*badger.Txn) error, durable bool) error {
 	b.writeMu.Lock()
 	if err := b.db.Update(fn); err != nil {
 		b.writeMu.Unlock()
@@ -503,17 +504,13 @@ func (b *Badger) update(fn func(*badger.Txn) error, durable bool, large func() b
 		return nil
 	}
 	wal := b.walPath(b.wal)
-	_, statErr := os.Stat(wal)
-	if (large != nil && large()) || statErr != nil {
-		// A value in the value log, or advanceWAL lost track of the log
-		// (it cannot tell a file Badger has not created yet): Badger's
-		// Sync knows its files, with writeMu held until it is done.
+	if _, err := os.Stat(wal); err != nil {
+		// advanceWAL lost track of the log (it cannot tell a file Badger
+		// has not created yet): Badger's Sync knows its files, with
+		// writeMu held until it is done.
 		defer b.writeMu.Unlock()
 		if err := b.db.Sync(); err != nil {
 			return fmt.Errorf("sync: %w", err)
-		}
-		if large != nil && large() {
-			return b.syncFiles(".vlog")
 		}
 		return nil
 	}
@@ -522,8 +519,8 @@ func (b *Badger) update(fn func(*badger.Txn) error, durable bool, large func() b
 	// the sync (an unsynced commit meanwhile is not held up by it) and
 	// may move Badger to a new log meanwhile. A log that is gone was
 	// flushed into a table, which Badger syncs before it deletes the log.
-	// Badger writes a value up to valueThreshold to the write-ahead log
-	// only, so that file is enough: Badger's Sync would also sync the
+	// Badger writes a value shorter than valueThreshold (every value the
+	// store takes) to the write-ahead log only, so that file is enough: Badger's Sync would also sync the
 	// value log, and on ext4 the fsync of an unchanged file still flushes
 	// the device's cache, which on a busy disk took tens of milliseconds.
 	f, err := os.Open(wal)

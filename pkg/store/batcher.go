@@ -92,6 +92,8 @@ type Batcher struct {
 	// on an idle lane, in case nobody waits for it (see Submit).
 	unsyncedLate *time.Timer
 	onError      func(writes int, err error)
+	// onCommit is BatcherOptions.OnCommit; nil: none.
+	onCommit func()
 	// fenceOf fences writes (BatcherOptions.FenceOf); nil: none.
 	fenceOf func(key []byte) *Fence
 	// watcher is told about every write (see Watch); nil: none.
@@ -322,6 +324,10 @@ func NewBatcher(db Store, onError func(writes int, err error)) *Batcher {
 type BatcherOptions struct {
 	// OnError is NewBatcher's onError.
 	OnError func(writes int, err error)
+	// OnCommit, when set, is called after each round committed without an
+	// error, on the goroutine that committed it: it tells whoever heard of
+	// failures through OnError that writes work again. It must be cheap.
+	OnCommit func()
 	// FenceOf, when set, gives each op without a Fence the fence of the
 	// lease it is written under (nil: none), so that every write of a
 	// pipeline's state is fenced without its writer knowing.
@@ -355,6 +361,7 @@ func NewBatcherWith(db Store, opts BatcherOptions) *Batcher {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		onError:  opts.OnError,
+		onCommit: opts.OnCommit,
 		fenceOf:  opts.FenceOf,
 	}
 	if l, ok := db.(TxnLimiter); ok {
@@ -763,6 +770,9 @@ func (b *Batcher) commit(r *round, between func(), synced bool) {
 	}
 	if firstErr != nil && b.onError != nil {
 		b.onError(failed, firstErr)
+	}
+	if firstErr == nil && len(r.chunks) > 0 && b.onCommit != nil {
+		b.onCommit()
 	}
 	close(r.done)
 }

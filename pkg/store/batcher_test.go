@@ -250,8 +250,11 @@ func TestBatcherCallbacksRunInOrderBeforeTheWriteIsDone(t *testing.T) {
 func TestBatcherReportsAFailedCommitAndGoesOn(t *testing.T) {
 	h := newHeldStore()
 	h.failKey = "bad"
-	var failedWrites atomic.Int64
-	b := NewBatcher(h, func(writes int, err error) { failedWrites.Add(int64(writes)) })
+	var failedWrites, commits atomic.Int64
+	b := NewBatcherWith(h, BatcherOptions{
+		OnError:  func(writes int, err error) { failedWrites.Add(int64(writes)) },
+		OnCommit: func() { commits.Add(1) },
+	})
 	defer b.Close()
 	hold, _ := blockFirstCommit(t, h, b)
 	p1 := submit(t, b, set("bad", "x"))
@@ -268,11 +271,18 @@ func TestBatcherReportsAFailedCommitAndGoesOn(t *testing.T) {
 	if got := failedWrites.Load(); got != 2 {
 		t.Fatalf("onError was told of %d writes, want 2", got)
 	}
+	// Only the first round, alone before the failed one, committed.
+	if got := commits.Load(); got != 1 {
+		t.Fatalf("OnCommit was called %d times, want once (the failed round must not count)", got)
+	}
 	if err := b.Apply(context.Background(), set("later", "z")); err != nil {
 		t.Fatalf("a later round: %v", err)
 	}
 	if err := b.Flush(context.Background()); err != nil {
 		t.Fatalf("Flush after a good round: %v", err)
+	}
+	if got := commits.Load(); got != 2 {
+		t.Fatalf("OnCommit was called %d times after a good round, want 2", got)
 	}
 }
 

@@ -48,7 +48,7 @@ func (m *InMemory) Commit(ctx context.Context, ops []Op) error {
 		return err
 	}
 	for _, op := range ops {
-		if err := checkKey(op.Key); err != nil {
+		if err := checkWrite(op); err != nil {
 			return err
 		}
 	}

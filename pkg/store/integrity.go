@@ -27,6 +27,9 @@ import (
 // table/table.go, memtable.go, value.go, structs.go).
 const (
 	manifestFile = badger.ManifestFilename
+	// keyRegistryFile holds Badger's encryption keys; without encryption
+	// it is an IV and a sanity text, written when the store is created.
+	keyRegistryFile = badger.KeyRegistryFileName
 	// logHeaderSize opens every write-ahead log and value log file: a key
 	// id and an IV.
 	logHeaderSize = 20
@@ -72,6 +75,9 @@ func checkFiles(dir string, opt badger.Options, inv *inventory, logger *zap.Logg
 	}
 	tables := files.tables
 
+	if err := checkKeyRegistry(dir); err != nil {
+		return nil, newCorruptError(dir, err.Error())
+	}
 	manifest, err := readManifest(dir, opt, logger)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && len(tables) == 0 && len(files.vlogData) == 0 {
@@ -250,6 +256,26 @@ func readManifest(dir string, opt badger.Options, logger *zap.Logger) (badger.Ma
 			zap.String("path", path), zap.Int64("dropped_bytes", info.Size()-end))
 	}
 	return m, nil
+}
+
+// checkKeyRegistry reads dir's KEYREGISTRY as Badger's open does, which
+// fails on a damaged one with its bare message ("Error while reading
+// sanity text"). A missing one is no damage: Badger writes a new one, and
+// without encryption it holds no key.
+func checkKeyRegistry(dir string) error {
+	path := filepath.Join(dir, keyRegistryFile)
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", keyRegistryFile, err)
+	}
+	kr, err := badger.OpenKeyRegistry(badger.KeyRegistryOptions{Dir: dir, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("%s is damaged or cut short (%d bytes; Badger reads: %v)", keyRegistryFile, info.Size(), err)
+	}
+	return kr.Close()
 }
 
 func describeData(tables map[uint64]string, vlogs []string) string {

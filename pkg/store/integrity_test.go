@@ -89,6 +89,28 @@ func TestBadgerOpenRefusesDamagedFiles(t *testing.T) {
 			wantMsg: "checksum mismatch",
 		},
 		{
+			name:    "KEYREGISTRY cut inside its sanity text",
+			damage:  func(t *testing.T, dir, _ string) { mustTruncate(t, filepath.Join(dir, keyRegistryFile), 20) },
+			wantMsg: "KEYREGISTRY is damaged or cut short (20 bytes",
+		},
+		{
+			name:    "KEYREGISTRY cut to its IV",
+			damage:  func(t *testing.T, dir, _ string) { mustTruncate(t, filepath.Join(dir, keyRegistryFile), 16) },
+			wantMsg: "KEYREGISTRY is damaged or cut short (16 bytes",
+		},
+		{
+			name:    "KEYREGISTRY empty",
+			damage:  func(t *testing.T, dir, _ string) { mustTruncate(t, filepath.Join(dir, keyRegistryFile), 0) },
+			wantMsg: "KEYREGISTRY is damaged or cut short (0 bytes",
+		},
+		{
+			name: "KEYREGISTRY sanity text changed",
+			damage: func(t *testing.T, dir, _ string) {
+				mustWriteAt(t, filepath.Join(dir, keyRegistryFile), 16, []byte("Hello Bodger"))
+			},
+			wantMsg: "KEYREGISTRY is damaged or cut short (28 bytes",
+		},
+		{
 			name:    "table missing",
 			damage:  func(t *testing.T, _, sst string) { mustRemove(t, sst) },
 			wantMsg: "listed in MANIFEST is missing",

@@ -490,7 +490,7 @@ const (
 // the two; the failed one runs again and then finds the change.
 func (s *Postgres) Commit(ctx context.Context, ops []Op) error {
 	for _, op := range ops {
-		if err := checkKey(op.Key); err != nil {
+		if err := checkWrite(op); err != nil {
 			return err
 		}
 	}

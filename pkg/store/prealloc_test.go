@@ -53,7 +53,11 @@ func TestBadgerPreparesTheNextWriteAheadLogWithItsBlocks(t *testing.T) {
 	if got := allocatedBytes(t, filepath.Join(dir, "00002.mem")); got < walSize {
 		t.Errorf("00002.mem, taken by Badger, has %d bytes allocated, want %d", got, walSize)
 	}
-	mustSet(t, s, "one-more", strings.Repeat("x", 2<<20)) // past the next space check
+	// Past the next space check (spaceCheckBytes), in values the store
+	// takes.
+	for i := range 3 {
+		mustSet(t, s, fmt.Sprint("one-more-", i), strings.Repeat("x", 400<<10))
+	}
 	wantPrepared(t, filepath.Join(dir, "00003.mem"), walSize)
 
 }

@@ -71,6 +71,31 @@ var ErrDisowned = errors.New("another conduit process opened this database since
 // itself: the operator restores a backup or moves the directory away.
 var ErrCorrupt = errors.New("database is corrupted")
 
+// MaxValueBytes is the longest value a write may carry, in every
+// implementation; a longer one is refused with ErrValueTooLarge and
+// nothing of its commit is written.
+//
+// It keeps every value out of Badger's value log. Badger writes values
+// from its value threshold up into the value log through a memory mapping
+// of a file it extends sparsely, and creates the next file of that log
+// itself in the middle of a write: when another process fills the disk at
+// that moment, the copy into the mapping is SIGBUS and the process dies.
+// The write-ahead log, which takes every shorter value, is allocated ahead
+// (see walAllocator); the value log cannot be, as its files are created
+// with O_EXCL when Badger needs them. Values under the limit therefore
+// stay in the write-ahead log and the tables, with Badger's threshold at
+// its maximum (1 MiB). Splitting longer values into pieces would not
+// allow much more: one transaction holds at most 15% of a memtable (about
+// 1.2 MiB), so a value could never be much longer than 1 MiB anyway. The
+// runtime's values are far shorter; the longest are the pipeline files
+// and pipelines applied through the API, whose requests are bounded at
+// 1 MiB.
+const MaxValueBytes = 1<<20 - 1
+
+// ErrValueTooLarge is wrapped by the error of a commit with a value longer
+// than MaxValueBytes.
+var ErrValueTooLarge = errors.New("value too large for the database")
+
 // errEmptyKey is returned for an empty key. Badger rejects empty keys, and
 // the in-memory store does the same so tests catch it before production does.
 var errEmptyKey = errors.New("key must not be empty")
@@ -90,6 +115,9 @@ type Store interface {
 	// holds what its Expect says when the transaction runs, Commit writes
 	// nothing and returns ErrConflict. This is how a read-modify-write
 	// stays atomic, also between processes sharing a database.
+	//
+	// A value longer than MaxValueBytes fails the commit with
+	// ErrValueTooLarge, and nothing is written.
 	Commit(ctx context.Context, ops []Op) error
 	// Scan calls fn for every key with the prefix, in key order. The slices
 	// are only valid during the call. Returning an error from fn stops the
@@ -116,6 +144,19 @@ type Store interface {
 func checkKey(key []byte) error {
 	if len(key) == 0 {
 		return errEmptyKey
+	}
+	return nil
+}
+
+// checkWrite rejects an op no implementation stores: an empty key, or a
+// value longer than MaxValueBytes.
+func checkWrite(op Op) error {
+	if err := checkKey(op.Key); err != nil {
+		return err
+	}
+	if len(op.Value) > MaxValueBytes {
+		return fmt.Errorf("the value of %q is %s (%d bytes): %w, which keeps values to at most %d bytes (1 MiB)",
+			op.Key, formatBytes(uint64(len(op.Value))), len(op.Value), ErrValueTooLarge, MaxValueBytes)
 	}
 	return nil
 }
