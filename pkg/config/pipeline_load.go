@@ -157,11 +157,23 @@ func pipelineFiles(dir string) ([]string, []error) {
 	case !st.IsDir():
 		return []string{dir}, nil // a single file named explicitly
 	}
+	// A walk does not enter a root that is a symbolic link (a release
+	// directory behind `pipelines -> pipelines.rel1`): walk what it points
+	// to, and name the files under dir as configured, so that a pipeline
+	// keeps its file's name when a deploy points the link elsewhere.
+	root := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		root = real
+	}
 	var (
 		files []string
 		errs  []error
 	)
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		isRoot := path == root
+		if rel, rerr := filepath.Rel(root, path); rerr == nil && !isRoot {
+			path = filepath.Join(dir, rel)
+		}
 		if err != nil {
 			// An unreadable subdirectory loses only its own files.
 			errs = append(errs, &PipelineError{File: path, Err: err})
@@ -170,7 +182,7 @@ func pipelineFiles(dir string) ([]string, []error) {
 			}
 			return nil
 		}
-		if path != dir && strings.HasPrefix(d.Name(), ".") {
+		if !isRoot && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
