@@ -30,19 +30,20 @@ func (ps *Pipelines) Reload() {
 	}
 }
 
-// watchFiles starts watching pipelines.path when pipelines.watch is on; a
-// path that cannot be watched leaves SIGHUP.
-func (ps *Pipelines) watchFiles(ctx context.Context) {
+// watchFiles returns a watcher of pipelines.path when pipelines.watch is
+// on, nil when it is off or the path cannot be watched (SIGHUP then
+// applies changes). Its owner runs it.
+func (ps *Pipelines) watchFiles() *reconciler.Watcher {
 	if !ps.cfg.Pipelines.Watch {
-		return
+		return nil
 	}
 	w, err := reconciler.NewWatcher(ps.cfg.Pipelines.Path, ps.log)
 	if err != nil {
 		ps.log.Warn("not watching the pipeline files; send SIGHUP to apply changes", zap.String("path", ps.cfg.Pipelines.Path), zap.Error(err))
-		return
+		return nil
 	}
 	ps.log.Info("watching the pipeline files for changes", zap.String("path", ps.cfg.Pipelines.Path))
-	ps.supervisors.Go(func() { w.Run(ctx, ps.Reload) })
+	return w
 }
 
 // BetweenPlans runs fn while no plan is applied: ownership moves
@@ -55,14 +56,19 @@ func (ps *Pipelines) BetweenPlans(fn func()) {
 }
 
 // reconcileLoop applies the pipeline files each time a reload is asked
-// for, until ctx is done.
-func (ps *Pipelines) reconcileLoop(ctx context.Context) {
+// for, until ctx is done. After each, w (nil: none) follows
+// pipelines.path again: a link swapped in that it did not see (SIGHUP
+// after a deploy) is watched from then on.
+func (ps *Pipelines) reconcileLoop(ctx context.Context, w *reconciler.Watcher) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ps.reload:
 			ps.reconcileFiles(ctx)
+			if w != nil {
+				w.Recheck()
+			}
 		}
 	}
 }
