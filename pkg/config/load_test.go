@@ -109,6 +109,7 @@ func TestDefault(t *testing.T) {
 		{"processors.memory-limit", c.Processors.MemoryLimit, "1GiB"},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
+		{"pipelines.allow-delete-all", c.Pipelines.AllowDeleteAll, false},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
 		{"db.postgres.url", c.DB.Postgres.URL, ""},
 		{"pipelines.breakers.enabled", c.Pipelines.Breakers.Enabled, true},
@@ -156,8 +157,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 59 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 59; add the new key here", len(Keys()))
+	if len(Keys()) != 60 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 60; add the new key here", len(Keys()))
 	}
 }
 

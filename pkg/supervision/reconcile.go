@@ -170,7 +170,9 @@ func (t planTarget) Keep(id string, origin reconciler.Origin) {
 
 // plan validates the desired pipelines - an entry that parses but names
 // an unknown plugin or a bad setting is a problem like one that does not
-// parse - and computes the plan against what runs.
+// parse - and computes the plan against what runs. Unless
+// pipelines.allow-delete-all is set, files that define no pipeline any
+// more delete none (reconciler.HoldMassDeletion).
 func (ps *Pipelines) plan(desired []reconciler.Desired, problems []reconciler.Problem) (reconciler.Plan, error) {
 	valid := make([]reconciler.Desired, 0, len(desired))
 	for _, d := range desired {
@@ -186,7 +188,13 @@ func (ps *Pipelines) plan(desired []reconciler.Desired, problems []reconciler.Pr
 		ps.kept.keep(d.Pipeline, cfg)
 		valid = append(valid, d)
 	}
-	return reconciler.Make(ps.running(), valid, problems)
+	plan, err := reconciler.Make(ps.running(), valid, problems)
+	if err != nil || ps.cfg.Pipelines.AllowDeleteAll {
+		return plan, err
+	}
+	// Every caller (a reload, an API apply or delete) plans with the
+	// files as they are: none may delete every file pipeline at once.
+	return reconciler.HoldMassDeletion(plan, ps.cfg.Pipelines.Path), nil
 }
 
 // Known are the pipelines this process supervises, in the order of the
