@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -417,7 +418,12 @@ func (pp *pipelineParser) parse(n *yaml.Node) *fieldErr {
 		return errAt(n.Line, "", "expected a map (a pipeline), got %s", describe(n))
 	}
 	fe := pp.fields(n, "", "pipeline", map[string]handler{
-		"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &p.ID) },
+		"id": func(v *yaml.Node, f string) *fieldErr {
+			if fe := str(v, f, &p.ID); fe != nil {
+				return fe
+			}
+			return check(v, f, checkPipelineID(p.ID))
+		},
 		"status": func(v *yaml.Node, f string) *fieldErr {
 			if fe := str(v, f, &p.Status); fe != nil {
 				return fe
@@ -569,7 +575,9 @@ func check(v *yaml.Node, field string, err error) *fieldErr {
 // elemPath names a list element by its id when it has one (users search
 // their file for the id), else by its 0-based index.
 func elemPath(list, id string, i int) string {
-	if id != "" {
+	// An id that cannot be printed as it is (an escape sequence) is
+	// refused; its element is named by index meanwhile.
+	if id != "" && strings.IndexFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
 		return list + "[" + id + "]"
 	}
 	return list + "[" + strconv.Itoa(i) + "]"
@@ -602,7 +610,12 @@ func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *f
 		pp.p.lines[c.Path] = n.Line
 		reported := len(pp.errs)
 		fe := pp.fields(n, c.Path, "connector", map[string]handler{
-			"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.ID) },
+			"id": func(v *yaml.Node, f string) *fieldErr {
+				if fe := str(v, f, &c.ID); fe != nil {
+					return fe
+				}
+				return check(v, f, checkConnectorID(c.ID))
+			},
 			"type": func(v *yaml.Node, f string) *fieldErr {
 				if fe := str(v, f, &c.Type); fe != nil || c.Type == "" {
 					return fe
@@ -682,7 +695,12 @@ func (pp *pipelineParser) processors(v *yaml.Node, path string) ([]Processor, *f
 		var oldType string // the pre-2.2 name of plugin
 		reported := len(pp.errs)
 		fe := pp.fields(n, pr.Path, "processor", map[string]handler{
-			"id":        func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.ID) },
+			"id": func(v *yaml.Node, f string) *fieldErr {
+				if fe := str(v, f, &pr.ID); fe != nil {
+					return fe
+				}
+				return check(v, f, checkProcessorID(pr.ID))
+			},
 			"plugin":    func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Plugin) },
 			"type":      func(v *yaml.Node, f string) *fieldErr { return str(v, f, &oldType) },
 			"condition": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Condition) },
