@@ -51,7 +51,9 @@ func TestInitDoesNotWriteThroughSymlinks(t *testing.T) {
 		{"the directory is a link planted in a shared directory", func(string) { link(victim, filepath.Join(shared, "project")) },
 			func(string) []string { return []string{"init", "--force", filepath.Join(shared, "project")} }, "in a directory every user may write to"},
 		{"a pipeline file is a link", func(dir string) { link(secret, filepath.Join(dir, "mine.yaml")) },
-			func(dir string) []string { return []string{"pipelines", "init", "mine", "--force", "--pipelines.path", dir} }, "mine.yaml is a symbolic link"},
+			func(dir string) []string {
+				return []string{"pipelines", "init", "mine", "--force", "--pipelines.path", dir}
+			}, "mine.yaml is a symbolic link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(w.dir, strings.ReplaceAll(tc.name, " ", "-"))
