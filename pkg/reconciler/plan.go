@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -390,10 +389,10 @@ func protectedBy(origin Origin, problems []Problem) (Problem, bool) {
 		return Problem{}, false
 	}
 	for _, p := range problems {
-		if p.File == "" {
-			continue
-		}
-		if origin.File == p.File || strings.HasPrefix(origin.File, strings.TrimSuffix(p.File, string(filepath.Separator))+string(filepath.Separator)) {
+		// inFiles cleans both: the loader names files under the path
+		// cleaned (pipelines/p.yml) and the directory as configured
+		// (./pipelines).
+		if inFiles(origin.File, p.File) {
 			return p, true
 		}
 	}
