@@ -17,8 +17,11 @@ import (
 type DeletionHeldError struct {
 	// Path is pipelines.path.
 	Path string
-	// IDs are the pipelines that keep running instead of being deleted.
+	// IDs are the pipelines that are not deleted.
 	IDs []string
+	// Stored says that the pipelines do not run (a start): their state
+	// is what is kept.
+	Stored bool
 }
 
 // maxHeldListed bounds the ids an error lists.
@@ -31,10 +34,14 @@ func (e *DeletionHeldError) Error() string {
 	if len(ids) > maxHeldListed {
 		ids, more = ids[:maxHeldListed], fmt.Sprintf(" and %d more", len(e.IDs)-maxHeldListed)
 	}
+	kept := "they keep running"
+	if e.Stored {
+		kept = "their state is kept"
+	}
 	return fmt.Sprintf("the pipeline files under %s (pipelines.path) define no pipeline any more, where they defined %d (%s%s): "+
-		"deleting all of them at once is held and they keep running; restore the files (or the release the link points to), "+
+		"deleting all of them at once is held and %s; restore the files (or the release the link points to), "+
 		"or set pipelines.allow-delete-all: true to delete them",
-		e.Path, len(e.IDs), strings.Join(ids, ", "), more)
+		e.Path, len(e.IDs), strings.Join(ids, ", "), more, kept)
 }
 
 // HoldMassDeletion holds the deletions of plan when the pipeline files

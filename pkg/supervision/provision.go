@@ -234,7 +234,7 @@ func (ps *Pipelines) forgetDeleted(ctx context.Context, loaded []config.Pipeline
 	if len(gone) > 0 && !ps.cfg.Pipelines.AllowDeleteAll && !definesAny(loaded, errs, ps.cfg.Pipelines.Path) {
 		// As while running (reconciler.HoldMassDeletion): files that
 		// define nothing any more forget nothing at once.
-		held := &reconciler.DeletionHeldError{Path: ps.cfg.Pipelines.Path, IDs: gone}
+		held := &reconciler.DeletionHeldError{Path: ps.cfg.Pipelines.Path, IDs: gone, Stored: true}
 		ps.log.Error("pipeline states not forgotten: the pipeline files define no pipeline any more", zap.String("path", held.Path),
 			zap.Strings("kept", gone), zap.Error(held))
 		ps.mu.Lock()
