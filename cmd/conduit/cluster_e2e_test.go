@@ -747,8 +747,10 @@ func TestClusterPipelineRemovedFromOneInstance(t *testing.T) {
 	dbURL := clusterDatabase(t)
 	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\n  level: info\ndb:\n  type: postgres\n  postgres:\n    url: %s\n"+
 		"cluster:\n  enabled: true\n  lease-ttl: %s\n", dbURL, clusterTTL))
-	i1 := w.start("run", "--cluster.instance-id", "i1", "--pipelines.path", "pipelines-a")
-	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b")
+	i1 := w.start("run", "--cluster.instance-id", "i1", "--pipelines.path", "pipelines-a",
+		// The last files are removed on purpose: no held mass deletion.
+		"--pipelines.allow-delete-all")
+	i2 := w.start("run", "--cluster.instance-id", "i2", "--pipelines.path", "pipelines-b", "--pipelines.allow-delete-all")
 	logOnFailure(t, map[string]*process{"i1": i1, "i2": i2})
 	a1 := apiAddress(t, i1)
 	apiAddress(t, i2)

@@ -2,10 +2,7 @@ package main
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -27,38 +24,21 @@ func newInitCommand() *cobra.Command {
 		Short: "Write a commented conduit.yml and an example pipeline",
 		Long: `Init writes <dir>/conduit.yml (every configuration key, explained) and
 <dir>/pipelines/example.yml (a generator -> file pipeline). dir defaults to the
-current directory. Existing files are left alone unless --force is given.`,
+current directory. Existing files are left alone unless --force is given.
+A symbolic link where a file goes is never written through, even with
+--force.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			files := []struct {
-				path    string
-				content []byte
-			}{
+			files := []initFile{
 				{filepath.Join(dir, "conduit.yml"), config.DefaultConfigFile},
 				{filepath.Join(dir, "pipelines", "example.yml"), examplePipeline},
 			}
-			if !force {
-				// Check everything first so that a refusal writes nothing.
-				for _, f := range files {
-					if _, err := os.Stat(f.path); err == nil {
-						return fmt.Errorf("%s already exists; use --force to overwrite it", f.path)
-					} else if !errors.Is(err, fs.ErrNotExist) {
-						return fmt.Errorf("check %s: %w", f.path, err)
-					}
-				}
-			}
-			for _, f := range files {
-				if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-					return fmt.Errorf("create %s: %w", filepath.Dir(f.path), err)
-				}
-				if err := os.WriteFile(f.path, f.content, 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", f.path, err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", f.path)
+			if err := writeInitFiles(files, force, func(path string) { fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path) }); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\nNext: cd %s && conduit run\n", dir)
 			return nil

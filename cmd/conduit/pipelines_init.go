@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -59,7 +57,8 @@ connectors named, each explained in a comment (Required or Optional): the
 required ones empty, to fill in before "conduit run", the optional ones
 commented out at their default. A connector left out is the demo's.
 
-An existing file is left alone unless --force is given.`,
+An existing file is left alone unless --force is given; a symbolic link
+where the file goes is never written through.`,
 		Example: `  conduit pipelines init
   conduit pipelines init --source generator --destination file
   conduit pipelines init orders --source postgres --destination kafka --pipelines.path ./my-pipelines`,
@@ -85,18 +84,8 @@ An existing file is left alone unless --force is given.`,
 				return err
 			}
 			path := filepath.Join(cfg.Pipelines.Path, name+".yaml")
-			if !force {
-				if _, err := os.Stat(path); err == nil {
-					return fmt.Errorf("%s already exists; use --force to overwrite it", path)
-				} else if !errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("check %s: %w", path, err)
-				}
-			}
-			if err := os.MkdirAll(cfg.Pipelines.Path, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", cfg.Pipelines.Path, err)
-			}
-			if err := os.WriteFile(path, file, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", path, err)
+			if err := writeInitFiles([]initFile{{path, file}}, force, func(string) {}); err != nil {
+				return err
 			}
 			_, err = fmt.Fprintf(humanOutput(cmd.OutOrStdout()), "Your pipeline has been initialized and created at %q.\nTo run the pipeline, simply run `conduit run`.\n", path)
 			return err

@@ -112,7 +112,8 @@ func TestPostgresSnapshotThenCDCSurvivesAServerRestart(t *testing.T) {
 	pg.Exec(`CREATE TABLE users (id bigint PRIMARY KEY, name text NOT NULL, born timestamptz)`,
 		`INSERT INTO users SELECT i, 'user' || i, '2001-02-03T04:05:06Z' FROM generate_series(1, 50) i`)
 	w := newWorkspace(t, postgresPipeline("users", pg.URL("postgres"), "users"))
-	p := w.start("run")
+	// The only pipeline file is removed at the end, on purpose.
+	p := w.start("run", "--pipelines.allow-delete-all")
 	out := filepath.Join(w.dir, "users.jsonl")
 
 	got := waitForChanges(t, p, out, 50)

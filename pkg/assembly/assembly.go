@@ -214,21 +214,25 @@ func (a *Assembler) ConnectorConfig(p config.Pipeline, id string, settings map[s
 }
 
 // ProtectedPaths are the files of conduit's own that no file destination
-// may write to: its store, its configuration, the pipeline files and the
-// connector executables.
+// may write to: its store, its configuration, the pipeline files, the
+// connector executables and the processor modules, each resolved through
+// symbolic links once, here.
 func ProtectedPaths(cfg config.Config) []connector.ProtectedPath {
 	var ps []connector.ProtectedPath
 	if cfg.DB.Type == config.DBTypeBadger && cfg.DB.Badger.Path != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.DB.Badger.Path, What: "the store's directory (db.badger.path)"})
+		ps = append(ps, connector.NewProtectedPath(cfg.DB.Badger.Path, "the store's directory (db.badger.path)"))
 	}
 	if cfg.ConfigPath != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.ConfigPath, What: "the configuration file"})
+		ps = append(ps, connector.NewProtectedPath(cfg.ConfigPath, "the configuration file"))
 	}
 	if cfg.Pipelines.Path != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.Pipelines.Path, What: "the pipeline files (pipelines.path)"})
+		ps = append(ps, connector.NewProtectedPath(cfg.Pipelines.Path, "the pipeline files (pipelines.path)"))
 	}
 	if cfg.Connectors.Path != "" {
-		ps = append(ps, connector.ProtectedPath{Path: cfg.Connectors.Path, What: "the connector executables (connectors.path)"})
+		ps = append(ps, connector.NewProtectedPath(cfg.Connectors.Path, "the connector executables (connectors.path)"))
+	}
+	if cfg.Processors.Path != "" {
+		ps = append(ps, connector.NewProtectedPath(cfg.Processors.Path, "the processor modules (processors.path)"))
 	}
 	return ps
 }

@@ -220,7 +220,15 @@ func TestPipelineRemovedFromTheFilesIsDeleted(t *testing.T) {
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
 	}
+	// The files define nothing any more: forgetting every pipeline at
+	// once is held until pipelines.allow-delete-all says it is meant.
 	logs := run()
+	if logs.FilterMessageSnippet("not forgotten").FilterLevelExact(zap.ErrorLevel).Len() != 1 ||
+		logs.FilterMessageSnippet("deleted").FilterField(zap.String("pipeline_id", "gone")).Len() != 0 {
+		t.Fatalf("the deletion of every pipeline was not held: %v", logs.All())
+	}
+	cfg.Pipelines.AllowDeleteAll = true
+	logs = run()
 	if logs.FilterMessageSnippet("deleted").FilterField(zap.String("pipeline_id", "gone")).Len() != 1 {
 		t.Fatalf("no deletion logged: %v", logs.All())
 	}

@@ -112,6 +112,10 @@ type Config struct {
 		// Watch applies changes to the pipeline files while the process
 		// runs.
 		Watch bool
+		// AllowDeleteAll lets pipeline files that define no pipeline any
+		// more delete every pipeline they defined at once; off, such a
+		// deletion is held until they define pipelines again.
+		AllowDeleteAll bool
 		// ExitOnDegraded makes the process exit non-zero when a pipeline
 		// becomes degraded.
 		ExitOnDegraded bool

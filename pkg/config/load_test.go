@@ -112,6 +112,7 @@ func TestDefault(t *testing.T) {
 		{"processors.javascript.require-path", c.Processors.JavaScript.RequirePath, ""},
 		{"pipelines.path", c.Pipelines.Path, "./pipelines"},
 		{"pipelines.watch", c.Pipelines.Watch, true},
+		{"pipelines.allow-delete-all", c.Pipelines.AllowDeleteAll, false},
 		{"api.readyz.fail-on-degraded", c.API.Readyz.FailOnDegraded, false},
 		{"db.postgres.url", c.DB.Postgres.URL, ""},
 		{"pipelines.breakers.enabled", c.Pipelines.Breakers.Enabled, true},
@@ -160,8 +161,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 63 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 63; add the new key here", len(Keys()))
+	if len(Keys()) != 64 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 64; add the new key here", len(Keys()))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -157,11 +158,23 @@ func pipelineFiles(dir string) ([]string, []error) {
 	case !st.IsDir():
 		return []string{dir}, nil // a single file named explicitly
 	}
+	// A walk does not enter a root that is a symbolic link (a release
+	// directory behind `pipelines -> pipelines.rel1`): walk what it points
+	// to, and name the files under dir as configured, so that a pipeline
+	// keeps its file's name when a deploy points the link elsewhere.
+	root := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		root = real
+	}
 	var (
 		files []string
 		errs  []error
 	)
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		isRoot := path == root
+		if rel, rerr := filepath.Rel(root, path); rerr == nil && !isRoot {
+			path = filepath.Join(dir, rel)
+		}
 		if err != nil {
 			// An unreadable subdirectory loses only its own files.
 			errs = append(errs, &PipelineError{File: path, Err: err})
@@ -170,7 +183,7 @@ func pipelineFiles(dir string) ([]string, []error) {
 			}
 			return nil
 		}
-		if path != dir && strings.HasPrefix(d.Name(), ".") {
+		if !isRoot && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
@@ -405,7 +418,12 @@ func (pp *pipelineParser) parse(n *yaml.Node) *fieldErr {
 		return errAt(n.Line, "", "expected a map (a pipeline), got %s", describe(n))
 	}
 	fe := pp.fields(n, "", "pipeline", map[string]handler{
-		"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &p.ID) },
+		"id": func(v *yaml.Node, f string) *fieldErr {
+			if fe := str(v, f, &p.ID); fe != nil {
+				return fe
+			}
+			return check(v, f, checkPipelineID(p.ID))
+		},
 		"status": func(v *yaml.Node, f string) *fieldErr {
 			if fe := str(v, f, &p.Status); fe != nil {
 				return fe
@@ -557,7 +575,9 @@ func check(v *yaml.Node, field string, err error) *fieldErr {
 // elemPath names a list element by its id when it has one (users search
 // their file for the id), else by its 0-based index.
 func elemPath(list, id string, i int) string {
-	if id != "" {
+	// An id that cannot be printed as it is (an escape sequence) is
+	// refused; its element is named by index meanwhile.
+	if id != "" && strings.IndexFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
 		return list + "[" + id + "]"
 	}
 	return list + "[" + strconv.Itoa(i) + "]"
@@ -590,7 +610,12 @@ func (pp *pipelineParser) connectors(v *yaml.Node, path string) ([]Connector, *f
 		pp.p.lines[c.Path] = n.Line
 		reported := len(pp.errs)
 		fe := pp.fields(n, c.Path, "connector", map[string]handler{
-			"id": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &c.ID) },
+			"id": func(v *yaml.Node, f string) *fieldErr {
+				if fe := str(v, f, &c.ID); fe != nil {
+					return fe
+				}
+				return check(v, f, checkConnectorID(c.ID))
+			},
 			"type": func(v *yaml.Node, f string) *fieldErr {
 				if fe := str(v, f, &c.Type); fe != nil || c.Type == "" {
 					return fe
@@ -670,7 +695,12 @@ func (pp *pipelineParser) processors(v *yaml.Node, path string) ([]Processor, *f
 		var oldType string // the pre-2.2 name of plugin
 		reported := len(pp.errs)
 		fe := pp.fields(n, pr.Path, "processor", map[string]handler{
-			"id":        func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.ID) },
+			"id": func(v *yaml.Node, f string) *fieldErr {
+				if fe := str(v, f, &pr.ID); fe != nil {
+					return fe
+				}
+				return check(v, f, checkProcessorID(pr.ID))
+			},
 			"plugin":    func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Plugin) },
 			"type":      func(v *yaml.Node, f string) *fieldErr { return str(v, f, &oldType) },
 			"condition": func(v *yaml.Node, f string) *fieldErr { return str(v, f, &pr.Condition) },

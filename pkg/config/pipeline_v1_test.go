@@ -165,9 +165,15 @@ func TestVersion1IdsAreKeysAndNotExpanded(t *testing.T) {
 	file := strings.Replace(v1File, "  orders:", "  ${ID}:", 1)
 	file = strings.Replace(file, "path: ./out.jsonl", "path: ./${ID}.jsonl", 1)
 	got, errs := parsePipelines(mapEnv(map[string]string{"ID": "x"}), FileContent{Name: "v1.yml", Data: []byte(file)})
+	// Not expanded: the id is "${ID}", which holds characters no pipeline
+	// id may hold (as in Conduit), and is refused as written.
+	if len(got) != 0 || len(errs) != 1 || !strings.Contains(errs[0].Error(), `"${ID}" holds '$'`) {
+		t.Fatalf("%d pipelines, errors %v", len(got), errs)
+	}
+	file = strings.NewReplacer("${ID}:", "orders-${ID}:").Replace(strings.Replace(v1File, "path: ./out.jsonl", "path: ./${ID}.jsonl", 1))
+	got, errs = parsePipelines(mapEnv(map[string]string{"ID": "x"}), FileContent{Name: "v1.yml", Data: []byte(file)})
 	if len(errs) > 0 || len(got) != 1 {
 		t.Fatalf("%d pipelines, errors %v", len(got), errs)
 	}
-	eq(t, "id", got[0].ID, "${ID}")
 	eq(t, "path", got[0].Connectors[1].Settings["path"], "./x.jsonl")
 }

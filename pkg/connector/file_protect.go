@@ -22,6 +22,35 @@ type ProtectedPath struct {
 	// What names it in errors, with the key that sets it:
 	// "the store's directory (db.badger.path)".
 	What string
+	// real is Path with every symbolic link resolved when conduit
+	// started (NewProtectedPath): a link swapped later does not take
+	// the protection away from what conduit opened then. The path as it
+	// resolves at the time of a check is protected too.
+	real string
+}
+
+// NewProtectedPath protects path, resolved through symbolic links once,
+// now: the store, the configuration file and the other paths are opened
+// through what their links point to when conduit starts.
+func NewProtectedPath(path, what string) ProtectedPath {
+	p := ProtectedPath{Path: path, What: what}
+	if path != "" {
+		p.real, _ = resolveExisting(path)
+	}
+	return p
+}
+
+// roots are the real paths p stands for: the one resolved at start and
+// the one its path resolves to now (the same unless a link changed).
+func (p ProtectedPath) roots() []string {
+	var rs []string
+	if p.real != "" {
+		rs = append(rs, p.real)
+	}
+	if now, err := resolveExisting(p.Path); err == nil && now != p.real {
+		rs = append(rs, now)
+	}
+	return rs
 }
 
 // maxProtectedScan bounds the entries of a protected directory compared
@@ -74,7 +103,9 @@ func checkProtectedPath(path string, protected []ProtectedPath) error {
 // checkProtectedFile refuses the opened file fi, found at real (its path
 // with every symbolic link resolved), when it is or lies under a
 // protected path, or is a protected file under another name (a hard
-// link).
+// link). A protected path is known by its real path and its identity
+// (device and inode), never by the name it was given: a store reached
+// through a symbolic link is the same store.
 func checkProtectedFile(path, real string, fi os.FileInfo, protected []ProtectedPath) error {
 	for _, p := range protected {
 		if p.Path == "" {
@@ -83,21 +114,23 @@ func checkProtectedFile(path, real string, fi os.FileInfo, protected []Protected
 		if real != "" && under(real, p) {
 			return protectedError(path, real, p)
 		}
-		pfi, err := os.Stat(p.Path)
-		if err != nil {
-			continue
-		}
-		if !pfi.IsDir() {
-			if os.SameFile(fi, pfi) {
+		for _, root := range p.roots() {
+			pfi, err := os.Stat(root)
+			if err != nil {
+				continue
+			}
+			if !pfi.IsDir() {
+				if os.SameFile(fi, pfi) {
+					return protectedError(path, "", p)
+				}
+				continue
+			}
+			if real != "" && inDir(real, pfi) {
+				return protectedError(path, real, p)
+			}
+			if linkCount(fi) > 1 && holdsFile(root, fi) {
 				return protectedError(path, "", p)
 			}
-			continue
-		}
-		if real != "" && inDir(real, pfi) {
-			return protectedError(path, real, p)
-		}
-		if linkCount(fi) > 1 && holdsFile(p.Path, fi) {
-			return protectedError(path, "", p)
 		}
 	}
 	return nil
@@ -124,11 +157,12 @@ func protectedWhere(path, via, where string, p ProtectedPath) error {
 
 // under reports whether the resolved path real is p or lies under it.
 func under(real string, p ProtectedPath) bool {
-	pr, err := resolveExisting(p.Path)
-	if err != nil {
-		return false
+	for _, pr := range p.roots() {
+		if real == pr || isBelow(real, pr) {
+			return true
+		}
 	}
-	return real == pr || isBelow(real, pr)
+	return false
 }
 
 // isBelow reports whether path lies in the directory dir (both cleaned
@@ -151,18 +185,27 @@ func inDir(real string, dir os.FileInfo) bool {
 	}
 }
 
-// holdsFile reports whether the directory dir holds fi under any name,
-// looking at a bounded number of entries.
+// holdsFile reports whether the directory dir (a real path: a walk does
+// not enter a root that is a symbolic link) holds fi under any name,
+// looking at a bounded number of entries. A symbolic link in dir counts
+// as the file it points to: conduit reads a pipeline file through one
+// (a Kubernetes ConfigMap is such links).
 func holdsFile(dir string, fi os.FileInfo) bool {
 	found, seen := false, 0
-	_ = filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return nil
 		}
 		if seen++; seen > maxProtectedScan {
 			return filepath.SkipAll
 		}
-		if efi, err := e.Info(); err == nil && efi.Mode().IsRegular() && os.SameFile(fi, efi) {
+		var efi os.FileInfo
+		if e.Type()&fs.ModeSymlink != 0 {
+			efi, err = os.Stat(path)
+		} else {
+			efi, err = e.Info()
+		}
+		if err == nil && efi.Mode().IsRegular() && os.SameFile(fi, efi) {
 			found = true
 			return filepath.SkipAll
 		}

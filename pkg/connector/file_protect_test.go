@@ -241,3 +241,94 @@ func TestFileDestinationKnowsTheStoreByIdentity(t *testing.T) {
 		t.Fatal("a file beside the store is found in it")
 	}
 }
+
+// Every protected path may itself be a symbolic link (db.badger.path set
+// to a link, a pipelines directory that is a release link, a
+// configuration file linked from elsewhere): a hard link to a file behind
+// it is still refused, and the store keeps its protection when its link
+// is pointed elsewhere after start.
+func TestFileDestinationRefusesConduitsOwnFilesBehindSymlinks(t *testing.T) {
+	tests := []struct {
+		name string
+		// target is the file, under the real directories, that the
+		// destination's path is made a hard link of; swap runs first.
+		target   string
+		swap     func(t *testing.T, dir string)
+		wantWhat string
+	}{
+		{name: "a store table", target: "realdb/000001.sst", wantWhat: "store"},
+		{name: "the store's MANIFEST", target: "realdb/MANIFEST", wantWhat: "store"},
+		{name: "the configuration file", target: "etc/conduit.yml", wantWhat: "configuration"},
+		{name: "a pipeline file", target: "rel1/p.yml", wantWhat: "pipeline files"},
+		{name: "a pipeline file linked into the pipelines directory", target: "shared/q.yml", wantWhat: "pipeline files"},
+		{name: "a connector executable", target: "realconnectors/conn", wantWhat: "connector"},
+		{name: "the store after its link was pointed elsewhere", target: "realdb/000001.sst", wantWhat: "store",
+			swap: func(t *testing.T, dir string) {
+				mustDo(t, os.Mkdir(filepath.Join(dir, "otherdb"), 0o755))
+				mustDo(t, os.Remove(filepath.Join(dir, "dblink")))
+				mustDo(t, os.Symlink("otherdb", filepath.Join(dir, "dblink")))
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range map[string]string{
+				"realdb/MANIFEST":     "manifest",
+				"realdb/000001.sst":   "table",
+				"etc/conduit.yml":     "log:\n  level: info\n",
+				"rel1/p.yml":          "version: \"2.2\"\n",
+				"shared/q.yml":        "version: \"2.2\"\n",
+				"realconnectors/conn": "#!/bin/sh\n",
+				"dst/keep":            "",
+			} {
+				path := filepath.Join(dir, name)
+				mustDo(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				mustDo(t, os.WriteFile(path, []byte(content), 0o644))
+			}
+			for link, target := range map[string]string{
+				"dblink":      "realdb",
+				"conduit.yml": "etc/conduit.yml",
+				"pipelines":   "rel1",
+				"rel1/q.yml":  "../shared/q.yml",
+				"connectors":  "realconnectors",
+			} {
+				mustDo(t, os.Symlink(target, filepath.Join(dir, link)))
+			}
+			protected := []ProtectedPath{
+				NewProtectedPath(filepath.Join(dir, "dblink"), "the store's directory (db.badger.path)"),
+				NewProtectedPath(filepath.Join(dir, "conduit.yml"), "the configuration file"),
+				NewProtectedPath(filepath.Join(dir, "pipelines"), "the pipeline files (pipelines.path)"),
+				NewProtectedPath(filepath.Join(dir, "connectors"), "the connector executables (connectors.path)"),
+			}
+			if tt.swap != nil {
+				tt.swap(t, dir)
+			}
+			path := filepath.Join(dir, "dst", "hard.jsonl")
+			mustDo(t, os.Link(filepath.Join(dir, tt.target), path))
+			before := snapshot(t, dir)
+			d, err := NewFileDestination(Config{Settings: map[string]string{"path": path}, Protected: protected})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = d.Open(context.Background())
+			if err == nil {
+				_, _ = d.Write(context.Background(), nil)
+				_ = d.Teardown(context.Background())
+				t.Fatalf("Open of a hard link to %s succeeded", tt.target)
+			}
+			if !errors.Is(err, errProtected) || !strings.Contains(err.Error(), tt.wantWhat) {
+				t.Errorf("the error does not name %q: %v", tt.wantWhat, err)
+			}
+			if after := snapshot(t, dir); !maps.Equal(before, after) {
+				t.Errorf("files changed:\nbefore %q\nafter  %q", before, after)
+			}
+		})
+	}
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

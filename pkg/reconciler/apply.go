@@ -113,6 +113,13 @@ func Apply(ctx context.Context, plan Plan, t Target, asked auditlog.Actor, log *
 		}
 	}
 	for _, p := range plan.Problems {
+		var held *DeletionHeldError
+		if errors.As(p.Err, &held) {
+			log.Error("pipelines not deleted: the pipeline files define none any more", zap.String("path", held.Path),
+				zap.Strings("kept_running", held.IDs), zap.Error(p.Err))
+			invalid = append(invalid, InvalidEntry{Pipeline: config.Pipeline{File: p.File}, Err: p.Err, Kept: true})
+			continue
+		}
 		invalidate(config.Pipeline{File: p.File, Line: p.Line}, p.Err, false)
 	}
 	return invalid, nil

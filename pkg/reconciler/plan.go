@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,11 +209,17 @@ func Make(running []Running, desired []Desired, problems []Problem) (Plan, error
 		}
 		plan.Changes = append(plan.Changes, Change{Action: Delete, ID: id, Before: r})
 	}
+	sortChanges(plan.Changes)
+	return plan, nil
+}
+
+// sortChanges puts changes in a plan's order: deletes first, then updates,
+// creates, invalid and unchanged entries, each group by id.
+func sortChanges(changes []Change) {
 	order := map[Action]int{Delete: 0, Update: 1, Create: 2, Invalid: 3, Unchanged: 4}
-	slices.SortFunc(plan.Changes, func(a, b Change) int {
+	slices.SortFunc(changes, func(a, b Change) int {
 		return cmp.Or(cmp.Compare(order[a.Action], order[b.Action]), strings.Compare(a.ID, b.ID))
 	})
-	return plan, nil
 }
 
 // keepWhatRuns makes the definition a pipeline runs from win over every
@@ -384,10 +389,10 @@ func protectedBy(origin Origin, problems []Problem) (Problem, bool) {
 		return Problem{}, false
 	}
 	for _, p := range problems {
-		if p.File == "" {
-			continue
-		}
-		if origin.File == p.File || strings.HasPrefix(origin.File, strings.TrimSuffix(p.File, string(filepath.Separator))+string(filepath.Separator)) {
+		// inFiles cleans both: the loader names files under the path
+		// cleaned (pipelines/p.yml) and the directory as configured
+		// (./pipelines).
+		if inFiles(origin.File, p.File) {
 			return p, true
 		}
 	}

@@ -132,6 +132,14 @@ func TestMake(t *testing.T) {
 			want:     "delete c\nunchanged a (kept) !pipelines directory does not exist\nunchanged b (kept) !pipelines directory does not exist\nproblem /p: pipelines directory does not exist",
 		},
 		{
+			// The loader names files under the path cleaned and a missing
+			// directory as configured.
+			name:     "a missing directory named ./pipelines keeps the pipelines of pipelines/a.yml",
+			running:  []Running{running(pipe("a", "pipelines/a.yml", 3, "10"))},
+			problems: []Problem{{File: "./pipelines", Err: errors.New("pipelines directory does not exist")}},
+			want:     "unchanged a (kept) !pipelines directory does not exist\nproblem ./pipelines: pipelines directory does not exist",
+		},
+		{
 			name:    "an id from a file and from the API: the first wins",
 			desired: []Desired{want(a), api(pipe("a", "", 0, "99"))},
 			want:    "create a !pipeline a: id already defined at /p/a.yml:3 (that definition is used)",

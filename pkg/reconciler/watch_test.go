@@ -165,3 +165,78 @@ func TestWatchARemovedDirectoryComingBack(t *testing.T) {
 	}
 	waitChange(t, changed, "a file in the directory that came back")
 }
+
+// writeUntilSeen writes file until a reload shows its directory is
+// watched (a watch added on an event is in place a moment after it).
+func writeUntilSeen(t *testing.T, changed <-chan struct{}, file, what string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if err := os.WriteFile(file, []byte("version: 2.2\n#"+string(rune('a'+i%26))+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+			return
+		case <-time.After(2 * maxDelay):
+			if i >= 5 {
+				t.Fatalf("%s: no reload", what)
+			}
+		}
+	}
+}
+
+// A pipelines directory that is a symbolic link is watched where it
+// points.
+func TestWatchASymlinkedDirectory(t *testing.T) {
+	parent := t.TempDir()
+	rel := filepath.Join(parent, "pipelines.rel1")
+	if err := os.Mkdir(rel, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(parent, "pipelines")
+	if err := os.Symlink("pipelines.rel1", link); err != nil {
+		t.Fatal(err)
+	}
+	changed := startWatch(t, link)
+	if err := os.WriteFile(filepath.Join(rel, "a.yml"), []byte("version: 2.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, "a file written in the link's target")
+}
+
+// A deploy that moves the directory aside and puts a link in its place,
+// then points the link at another release, is seen each time, and the
+// files of the release the link points to are watched.
+func TestWatchALinkSwappedIn(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "pipelines")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	changed := startWatch(t, dir)
+
+	rel1 := filepath.Join(parent, "pipelines.rel1")
+	if err := os.Rename(dir, rel1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("pipelines.rel1", dir); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, "the directory replaced by a link")
+	writeUntilSeen(t, changed, filepath.Join(rel1, "a.yml"), "a file in the link's target")
+
+	// An atomic swap to the next release: a new link renamed over the old.
+	rel2 := filepath.Join(parent, "pipelines.rel2")
+	if err := os.Mkdir(rel2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(parent, "pipelines.tmp")
+	if err := os.Symlink("pipelines.rel2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, "the link pointed at the next release")
+	writeUntilSeen(t, changed, filepath.Join(rel2, "b.yml"), "a file in the next release")
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -230,10 +232,19 @@ func (ps *Pipelines) forgetDeleted(ctx context.Context, loaded []config.Pipeline
 		ps.log.Error("could not list pipeline states", zap.Error(err))
 		return
 	}
-	for _, id := range ids {
-		if known[id] {
-			continue
-		}
+	gone := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return known[id] })
+	if len(gone) > 0 && !ps.cfg.Pipelines.AllowDeleteAll && !definesAny(loaded, errs, ps.cfg.Pipelines.Path) {
+		// As while running (reconciler.HoldMassDeletion): files that
+		// define nothing any more forget nothing at once.
+		held := &reconciler.DeletionHeldError{Path: ps.cfg.Pipelines.Path, IDs: gone, Stored: true}
+		ps.log.Error("pipeline states not forgotten: the pipeline files define no pipeline any more", zap.String("path", held.Path),
+			zap.Strings("kept", gone), zap.Error(held))
+		ps.mu.Lock()
+		ps.invalid = append(ps.invalid, api.ConfigError{File: held.Path, Err: held})
+		ps.mu.Unlock()
+		return
+	}
+	for _, id := range gone {
 		before := ""
 		if st, ok, err := ps.states.Load(ctx, id); err == nil && ok {
 			before = st.Status.String()
@@ -241,6 +252,27 @@ func (ps *Pipelines) forgetDeleted(ctx context.Context, loaded []config.Pipeline
 		ps.log.Info("pipeline is in no pipeline file any more: deleted", zap.String("pipeline_id", id))
 		ps.forget(ctx, id, before, lifecycle.ActorConfig, "pipeline removed from the pipeline files; its state is forgotten, its position kept")
 	}
+}
+
+// definesAny reports whether the pipeline files under root define a
+// pipeline, valid or not.
+func definesAny(loaded []config.Pipeline, errs []error, root string) bool {
+	under := func(file string) bool {
+		root, file := filepath.Clean(root), filepath.Clean(file)
+		return file == root || strings.HasPrefix(file, root+string(filepath.Separator))
+	}
+	for _, p := range loaded {
+		if p.File != "" && under(p.File) {
+			return true
+		}
+	}
+	for _, err := range errs {
+		var pe *config.PipelineError
+		if errors.As(err, &pe) && pe.File != "" && under(pe.File) {
+			return true
+		}
+	}
+	return false
 }
 
 // configError describes an invalid configuration for the API: where it is

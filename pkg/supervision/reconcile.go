@@ -30,19 +30,20 @@ func (ps *Pipelines) Reload() {
 	}
 }
 
-// watchFiles starts watching pipelines.path when pipelines.watch is on; a
-// path that cannot be watched leaves SIGHUP.
-func (ps *Pipelines) watchFiles(ctx context.Context) {
+// watchFiles returns a watcher of pipelines.path when pipelines.watch is
+// on, nil when it is off or the path cannot be watched (SIGHUP then
+// applies changes). Its owner runs it.
+func (ps *Pipelines) watchFiles() *reconciler.Watcher {
 	if !ps.cfg.Pipelines.Watch {
-		return
+		return nil
 	}
 	w, err := reconciler.NewWatcher(ps.cfg.Pipelines.Path, ps.log)
 	if err != nil {
 		ps.log.Warn("not watching the pipeline files; send SIGHUP to apply changes", zap.String("path", ps.cfg.Pipelines.Path), zap.Error(err))
-		return
+		return nil
 	}
 	ps.log.Info("watching the pipeline files for changes", zap.String("path", ps.cfg.Pipelines.Path))
-	ps.supervisors.Go(func() { w.Run(ctx, ps.Reload) })
+	return w
 }
 
 // BetweenPlans runs fn while no plan is applied: ownership moves
@@ -55,14 +56,19 @@ func (ps *Pipelines) BetweenPlans(fn func()) {
 }
 
 // reconcileLoop applies the pipeline files each time a reload is asked
-// for, until ctx is done.
-func (ps *Pipelines) reconcileLoop(ctx context.Context) {
+// for, until ctx is done. After each, w (nil: none) follows
+// pipelines.path again: a link swapped in that it did not see (SIGHUP
+// after a deploy) is watched from then on.
+func (ps *Pipelines) reconcileLoop(ctx context.Context, w *reconciler.Watcher) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ps.reload:
 			ps.reconcileFiles(ctx)
+			if w != nil {
+				w.Recheck()
+			}
 		}
 	}
 }
@@ -164,7 +170,9 @@ func (t planTarget) Keep(id string, origin reconciler.Origin) {
 
 // plan validates the desired pipelines - an entry that parses but names
 // an unknown plugin or a bad setting is a problem like one that does not
-// parse - and computes the plan against what runs.
+// parse - and computes the plan against what runs. Unless
+// pipelines.allow-delete-all is set, files that define no pipeline any
+// more delete none (reconciler.HoldMassDeletion).
 func (ps *Pipelines) plan(desired []reconciler.Desired, problems []reconciler.Problem) (reconciler.Plan, error) {
 	valid := make([]reconciler.Desired, 0, len(desired))
 	for _, d := range desired {
@@ -180,7 +188,13 @@ func (ps *Pipelines) plan(desired []reconciler.Desired, problems []reconciler.Pr
 		ps.kept.keep(d.Pipeline, cfg)
 		valid = append(valid, d)
 	}
-	return reconciler.Make(ps.running(), valid, problems)
+	plan, err := reconciler.Make(ps.running(), valid, problems)
+	if err != nil || ps.cfg.Pipelines.AllowDeleteAll {
+		return plan, err
+	}
+	// Every caller (a reload, an API apply or delete) plans with the
+	// files as they are: none may delete every file pipeline at once.
+	return reconciler.HoldMassDeletion(plan, ps.cfg.Pipelines.Path), nil
 }
 
 // Known are the pipelines this process supervises, in the order of the

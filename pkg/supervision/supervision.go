@@ -232,9 +232,12 @@ func (ps *Pipelines) Serve(ctx context.Context, force <-chan struct{}) error {
 	ps.mu.Unlock()
 	// The reconciler and the watcher are in the supervisors' group: a
 	// pipeline they start while the process shuts down is waited for.
-	ps.supervisors.Go(func() { ps.reconcileLoop(ctx) })
+	w := ps.watchFiles()
+	ps.supervisors.Go(func() { ps.reconcileLoop(ctx, w) })
 	ps.supervisors.Go(func() { ps.notifier.Run(ctx) })
-	ps.watchFiles(ctx)
+	if w != nil {
+		ps.supervisors.Go(func() { w.Run(ctx, ps.Reload) })
+	}
 	close(ps.supervising)
 	<-ctx.Done()
 	stopped := make(chan struct{})
