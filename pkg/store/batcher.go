@@ -437,7 +437,9 @@ func (b *Batcher) Submit(opts WriteOptions, ops ...Op) (Pending, error) {
 	ops = b.Fence(ops)
 	size := 0
 	for _, op := range ops {
-		if err := checkKey(op.Key); err != nil {
+		// A value over MaxValueBytes is refused here, to its writer alone:
+		// in a commit it would fail every write of the round with it.
+		if err := checkWrite(op); err != nil {
 			return Pending{}, err
 		}
 		if op.Expect != nil {

@@ -116,6 +116,31 @@ func TestBatcherGathersWritesIntoOneCommit(t *testing.T) {
 	}
 }
 
+func TestBatcherRefusesATooLargeValueToItsWriterAlone(t *testing.T) {
+	h := newHeldStore()
+	b := NewBatcher(h, nil)
+	defer b.Close()
+	hold, first := blockFirstCommit(t, h, b)
+	other := submit(t, b, set("other", "v"))
+	_, err := b.Submit(WriteOptions{}, Op{Key: []byte("large"), Value: make([]byte, MaxValueBytes+1)})
+	if !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("Submit of a value over MaxValueBytes = %v, want ErrValueTooLarge", err)
+	}
+	h.release(hold)
+	for _, p := range []Pending{first, other} {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatalf("a write submitted beside the refused one failed: %v", err)
+		}
+	}
+	for _, commit := range h.recorded() {
+		for _, key := range commit {
+			if key == "large" {
+				t.Fatalf("the refused value was committed: %v", h.recorded())
+			}
+		}
+	}
+}
+
 func TestBatcherCoalescesWritesOfOneKey(t *testing.T) {
 	h := newHeldStore()
 	b := NewBatcher(h, nil)
