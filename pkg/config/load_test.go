@@ -147,6 +147,7 @@ func TestDefault(t *testing.T) {
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
 		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "auto"},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
+		{"api.http.cors.allowed-origins", len(c.API.HTTP.CORS.AllowedOrigins), 0},
 		{"ConfigPath", c.ConfigPath, ""},
 	}
 	for _, tc := range checks {
@@ -156,8 +157,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 59 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 59; add the new key here", len(Keys()))
+	if len(Keys()) != 60 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 60; add the new key here", len(Keys()))
 	}
 }
 
