@@ -302,6 +302,7 @@ func TestConduitsCLIAndHTTPAPIAgainstConduit(t *testing.T) {
 
 	// A connector of a file's pipeline is changed in its file.
 	put, _ := http.NewRequest(http.MethodPut, base+"/v1/connectors/seq:gen", strings.NewReader(`{"config":{"settings":{"rate":"1"}}}`))
+	put.Header.Set("Content-Type", "application/json")
 	res, err = http.DefaultClient.Do(put)
 	if err != nil {
 		t.Fatal(err)
@@ -329,6 +330,8 @@ func TestConduitV1ChangesAnAppliedPipeline(t *testing.T) {
 	send := func(method, path, body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		// The /v1 routes take only JSON bodies.
+		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -338,3 +338,44 @@ func TestIdleConnectionsDoNotLockOutTheAPI(t *testing.T) {
 		t.Fatalf("the CLI with every connection held idle: %s", out)
 	}
 }
+
+// Conduit's own user holding more connections than the cap with uploads
+// it never finishes (a request head with a large Content-Length, one byte
+// of body) does not lock out health probes or the CLI: a call whose body
+// has not arrived makes room as an idle connection does. (Seen with 1,030
+// uploads against the default cap of 1,024; a small cap makes the same
+// case quick and independent of the file limit.)
+func TestUnfinishedUploadsDoNotLockOutHealth(t *testing.T) {
+	const maxConns = 16
+	w := newWorkspace(t, fmt.Sprintf(generatorToFile, 10))
+	w.write("conduit.yml", fmt.Sprintf("log:\n  format: json\napi:\n  http:\n    max-connections: %d\n", maxConns))
+	p := w.start("run")
+	addr := apiAddress(t, p)
+	for i := range maxConns + 6 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("upload %d: %v", i, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := io.WriteString(c, "POST /v1/pipelines HTTP/1.1\r\nHost: "+addr+"\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 900000\r\n\r\n{"); err != nil {
+			t.Fatalf("upload %d: %v", i, err)
+		}
+	}
+	// A probe gives up after a few seconds; the read timeout that ends an
+	// upload (30 s) is far longer.
+	client := &http.Client{Timeout: 10 * time.Second}
+	for range 3 {
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatalf("/healthz with every connection held by an unfinished upload: %v", err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz: %d", resp.StatusCode)
+		}
+	}
+	if out := w.mustPipelines(addr, "list"); !strings.Contains(out, "seq") {
+		t.Fatalf("the CLI with every connection held by an unfinished upload: %s", out)
+	}
+}

@@ -694,6 +694,7 @@ func TestConduitV1BoundsRequestBodies(t *testing.T) {
 	ts := startV1Server(t, Options{})
 	big := `{"config":{"settings":{"k":"` + strings.Repeat("x", MaxRequestBytes) + `"}}}`
 	req, _ := http.NewRequest(http.MethodPut, "http://"+ts.addr+"/v1/connectors/orders:src", strings.NewReader(big))
+	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,10 @@ import (
 // or refused calls: a client trickling a request body holds its
 // connection for the read timeout) makes room. Only when every
 // connection is an admitted client's with a request in flight (calls,
-// watch streams) does the new one wait for one to end.
+// watch streams) does the new one wait for one to end. A connection whose
+// admitted request has not yet delivered its whole body counts as never
+// admitted: conduit's own user holding every connection with unfinished
+// uploads must not lock out a health probe.
 type connLimiter struct {
 	net.Listener
 	max int
@@ -86,7 +89,8 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 
 // longestWaiting is the connection to close to make room: the one
 // without a request in flight that has been so longest, else the one of
-// a never admitted client busy longest; nil when every connection is an
+// a never admitted client (or one still sending a request's body) busy
+// longest; nil when every connection is an
 // admitted client's with a request in flight. Called with l.mu held.
 func (l *connLimiter) longestWaiting() *limitedConn {
 	var idle, unadmitted *limitedConn
@@ -96,7 +100,7 @@ func (l *connLimiter) longestWaiting() *limitedConn {
 			if idle == nil || c.since.Before(idle.since) {
 				idle = c
 			}
-		case c.peer == nil || !c.peer.admitted.Load():
+		case c.peer == nil || !c.peer.admitted.Load() || c.peer.uploading.Load() > 0:
 			if unadmitted == nil || c.since.Before(unadmitted.since) {
 				unadmitted = c
 			}

@@ -141,6 +141,57 @@ func TestUnadmittedBusyConnectionsMakeRoom(t *testing.T) {
 	}
 }
 
+// Conduit's own user (a client the guard admits) holding every
+// connection with uploads it never finishes does not lock out a health
+// probe: a call whose body has not arrived is not yet a call, and its
+// connection makes room as a never admitted one does. A call whose body
+// has arrived is kept (TestAdmittedBusyConnectionsAreKept).
+func TestUnfinishedUploadsMakeRoom(t *testing.T) {
+	ts := startServerWith(t, Options{Health: okHealth{}}, ServerOptions{MaxConnections: 3})
+	var uploads []net.Conn
+	for _, path := range []string{"/conduit.v1.PipelineService/StopPipeline", "/v1/pipelines", "/conduit.v1.PipelineService/ListPipelines"} {
+		c := dial(t, ts.addr)
+		if _, err := io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: localhost\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 900000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		uploads = append(uploads, c)
+	}
+	// The guard has let all three through: their handlers wait for the
+	// bodies.
+	l := ts.srv.ln.(*connLimiter)
+	admitted := 0
+	clocktest.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		admitted = 0
+		for c := range l.conns {
+			if c.busy && c.peer != nil && c.peer.admitted.Load() {
+				admitted++
+			}
+		}
+		return admitted == 3
+	}, func() string { return fmt.Sprintf("%d of 3 uploads were admitted", admitted) })
+	for range 2 {
+		if code := answered(t, ts.url, "GET", "/healthz", ""); code != http.StatusOK {
+			t.Fatalf("/healthz with the cap held by unfinished uploads: %d", code)
+		}
+	}
+	if code := answered(t, ts.url, "POST", "/conduit.v1.PipelineService/ListPipelines", "{}"); code != http.StatusOK {
+		t.Fatalf("a call with the cap held by unfinished uploads: %d", code)
+	}
+	closed := 0
+	for _, c := range uploads {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := io.Copy(io.Discard, c); !isTimeout(err) {
+			closed++
+		}
+	}
+	if closed == 0 {
+		t.Fatal("no unfinished upload made room")
+	}
+}
+
 // Connections of admitted clients with a request in flight (watch
 // streams) are never closed to make room: a connection beyond them waits
 // in the kernel's queue until one ends.

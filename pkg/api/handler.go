@@ -62,6 +62,11 @@ type Options struct {
 	// served without it and ask for it; without a token the loopback
 	// and user rules apply to them as to the API.
 	Console http.Handler
+	// AllowedOrigins are the web origins (scheme://host[:port]) besides
+	// the API's own whose pages may call the API from a browser
+	// (api.http.cors.allowed-origins); they get CORS headers. Every other
+	// cross-site browser request is refused.
+	AllowedOrigins []string
 
 	// peerUsers and owner replace the system's lookup of a client's OS
 	// user and conduit's own user in tests.
@@ -146,7 +151,7 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 		}
 	}
 	g := &guard{next: mux, token: opts.Token, errors: connect.NewErrorWriter(), console: opts.Console != nil,
-		peerUsers: opts.peerUsers, owner: processUsers()}
+		crossSite: newCrossSite(opts.AllowedOrigins), peerUsers: opts.peerUsers, owner: processUsers()}
 	if g.peerUsers == nil {
 		g.peerUsers = systemPeerUsers
 	}
@@ -158,7 +163,9 @@ func NewHandler(svc *PipelineService, opts Options) http.Handler {
 
 // guard decides from the headers and the connection alone whether a
 // request is answered, so an unauthenticated client cannot make the
-// server read (and buffer) a body: with a token it checks the token;
+// server read (and buffer) a body: first it refuses cross-site browser
+// requests (crossSite), on every route, health checks included; then
+// with a token it checks the token;
 // without one it answers only requests addressed to this machine, so a
 // web page that rebinds its DNS name to 127.0.0.1 cannot drive the API
 // from a browser, and only from clients running as conduit's own OS user
@@ -171,6 +178,8 @@ type guard struct {
 	// console: the console's pages are served; with a token they need
 	// none (they ask the person for it).
 	console bool
+	// crossSite refuses requests of web pages of other origins.
+	crossSite crossSite
 	// peerUsers finds a client's OS user; owner says which may call
 	// without a token.
 	peerUsers peerUsers
@@ -178,6 +187,20 @@ type guard struct {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	allowedOrigin, err := g.crossSite.check(r)
+	if err != nil {
+		g.reject(w, r, err)
+		return
+	}
+	if allowedOrigin != "" {
+		// A preflight carries no token: it only asks whether the page
+		// may send the request that follows, which is checked in turn.
+		if isPreflight(r) {
+			answerPreflight(w, allowedOrigin)
+			return
+		}
+		corsHeaders(w.Header(), allowedOrigin)
+	}
 	switch {
 	case healthPaths[r.URL.Path], probePaths[r.URL.Path]:
 	case g.token != "" && g.console && isConsolePath(r.URL.Path):
@@ -198,7 +221,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !healthPaths[r.URL.Path] && !probePaths[r.URL.Path] && !(g.token != "" && g.console && isConsolePath(r.URL.Path)) {
-		markAdmitted(r)
+		if done := markAdmitted(r); done != nil {
+			defer done()
+		}
 	}
 	g.next.ServeHTTP(w, r)
 }

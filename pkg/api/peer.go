@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -40,6 +41,13 @@ type peerConn struct {
 	// token, or its user). At the connection cap a busy connection that
 	// was never admitted may be closed to make room (connLimiter).
 	admitted atomic.Bool
+	// uploading counts the admitted requests of the connection whose
+	// body has not been read to its end yet. Such a connection is closed
+	// to make room as a never admitted one is: a client that sends a
+	// request head and then trickles (or withholds) the body is not yet
+	// making a call, and conduit's own user holding every connection that
+	// way must not lock out health checks and calls.
+	uploading atomic.Int32
 }
 
 // withPeerConn is the server's ConnContext: every request of a connection
@@ -53,11 +61,43 @@ func withPeerConn(ctx context.Context, c net.Conn) context.Context {
 }
 
 // markAdmitted records that r's connection made a call the guard let
-// through.
-func markAdmitted(r *http.Request) {
-	if pc, ok := r.Context().Value(peerConnKey{}).(*peerConn); ok {
-		pc.admitted.Store(true)
+// through. When r has a body, the connection counts as uploading until
+// the body is read to its end (or fails, or is closed) or done is called,
+// whichever comes first; the caller calls done when the handler returns.
+// done is nil when there is nothing to wait for.
+func markAdmitted(r *http.Request) (done func()) {
+	pc, ok := r.Context().Value(peerConnKey{}).(*peerConn)
+	if !ok {
+		return nil
 	}
+	pc.admitted.Store(true)
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	pc.uploading.Add(1)
+	var once sync.Once
+	done = func() { once.Do(func() { pc.uploading.Add(-1) }) }
+	r.Body = &uploadBody{ReadCloser: r.Body, done: done}
+	return done
+}
+
+// uploadBody calls done once its reader has nothing more to give.
+type uploadBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b *uploadBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done()
+	}
+	return n, err
+}
+
+func (b *uploadBody) Close() error {
+	b.done()
+	return b.ReadCloser.Close()
 }
 
 // peerUID is the uid of the client that sent r. A server without

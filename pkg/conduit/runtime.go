@@ -444,7 +444,7 @@ func (r *Runtime) serveAPI() {
 	r.server.SetHandler(api.NewHandler(svc, api.Options{Token: r.cfg.API.Auth.Token, Metrics: r.metrics.Handler(), Logger: r.log,
 		MaxWatchers: maxWatchers, MaxWatchersPerClient: min(r.cfg.API.MaxWatchersPerClient, maxWatchers),
 		Health: runtimeHealth{r}, Rules: r.rules, Notifications: r.notifications(), Console: console.Handler(api.ConsolePath, r.cfg.API.Auth.Token != ""),
-		ConduitV1: r.pipes.ConduitV1()}))
+		ConduitV1: r.pipes.ConduitV1(), AllowedOrigins: r.cfg.API.HTTP.CORS.AllowedOrigins}))
 }
 
 // warnLowFileLimit logs when the open file limit leaves too few

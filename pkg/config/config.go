@@ -46,6 +46,11 @@ type Config struct {
 			// MaxConnections caps the connections served at once; 0
 			// derives it from the open file limit (see pkg/fdlimit).
 			MaxConnections int
+			CORS           struct {
+				// AllowedOrigins are the web origins besides the API's
+				// own whose pages may call it from a browser.
+				AllowedOrigins []string
+			}
 		}
 		// GRPC is Conduit's gRPC API address: a second listener serving
 		// the same handler (every protocol), for Conduit's clients.

@@ -29,7 +29,7 @@ type key struct {
 
 // value is the set of Go types a key may have; kindOf maps them to Kind.
 type value interface {
-	string | bool | int | float64 | time.Duration | []time.Duration
+	string | bool | int | float64 | time.Duration | []time.Duration | []string
 }
 
 // newKey ties a key to its Config field with the field's own type, so a
@@ -80,6 +80,9 @@ func buildKeyTable() []key {
 		newKey("api.http.max-connections", 0,
 			"Most API connections served at once; more wait until one closes. 0: a quarter of the open file limit (ulimit -n), 8 to 1024.",
 			func(c *Config) *int { return &c.API.HTTP.MaxConnections }, nonNegativeInt),
+		newKey("api.http.cors.allowed-origins", []string{},
+			"Web origins (scheme://host[:port]) besides the API's own whose pages may call the API from a browser; every other cross-site browser request is refused.",
+			func(c *Config) *[]string { return &c.API.HTTP.CORS.AllowedOrigins }, webOrigins),
 		newKey("api.auth.token", "",
 			"Bearer token every API call but health must carry; empty disables auth (allowed only on a loopback address).",
 			func(c *Config) *string { return &c.API.Auth.Token }, nil),

@@ -152,6 +152,7 @@ func TestDefault(t *testing.T) {
 		{"runtime.gc-percent", c.Runtime.GCPercent, 400},
 		{"runtime.gc-headroom", c.Runtime.GCHeadroom, "auto"},
 		{"runtime.memory-limit", c.Runtime.MemoryLimit, "auto"},
+		{"api.http.cors.allowed-origins", len(c.API.HTTP.CORS.AllowedOrigins), 0},
 		{"ConfigPath", c.ConfigPath, ""},
 	}
 	for _, tc := range checks {
@@ -161,8 +162,8 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
-	if len(Keys()) != 64 {
-		t.Errorf("Keys() has %d keys, TestDefault checks 64; add the new key here", len(Keys()))
+	if len(Keys()) != 65 {
+		t.Errorf("Keys() has %d keys, TestDefault checks 65; add the new key here", len(Keys()))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ const (
 	// KindDurations is a list of durations: a YAML sequence in files,
 	// comma-separated text in environment variables and flags.
 	KindDurations
+	// KindStrings is a list of strings: a YAML sequence in files,
+	// comma-separated text in environment variables and flags.
+	KindStrings
 )
 
 // String returns the kind's name as shown in flag help.
@@ -45,6 +49,8 @@ func (k Kind) String() string {
 		return "duration"
 	case KindDurations:
 		return "durations"
+	case KindStrings:
+		return "strings"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -62,6 +68,8 @@ func (k Kind) expected() string {
 		return "a duration such as 500ms, 30s, 1m30s or 2h"
 	case KindDurations:
 		return "a list of durations such as [1m, 1h, 24h]"
+	case KindStrings:
+		return "a list of strings such as [a, b]"
 	default:
 		return "a string"
 	}
@@ -83,6 +91,8 @@ func kindOf(v any) Kind {
 		return KindDuration
 	case []time.Duration:
 		return KindDurations
+	case []string:
+		return KindStrings
 	}
 	panic(fmt.Sprintf("config: unsupported value type %T", v))
 }
@@ -127,6 +137,16 @@ func parseText(k Kind, s string) (any, error) {
 			list = append(list, d)
 		}
 		return list, nil
+	case KindStrings:
+		// "a,b", or as YAML writes it: "[a, b]".
+		s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]")
+		list := []string{}
+		for part := range strings.SplitSeq(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				list = append(list, part)
+			}
+		}
+		return list, nil
 	}
 	panic("config: unknown kind " + k.String())
 }
@@ -146,8 +166,11 @@ func parseDuration(s string) (time.Duration, error) {
 // that is otherwise typed.
 func parseNode(k Kind, n *yaml.Node) (any, error) {
 	n = unalias(n)
-	if k == KindDurations {
+	switch k {
+	case KindDurations:
 		return parseDurationsNode(n)
+	case KindStrings:
+		return parseStringsNode(n)
 	}
 	if n.Kind != yaml.ScalarNode {
 		return nil, fmt.Errorf("expected %s, got %s", k.expected(), describe(n))
@@ -207,6 +230,23 @@ func parseDurationsNode(n *yaml.Node) ([]time.Duration, error) {
 	return list, nil
 }
 
+// parseStringsNode reads a YAML sequence of strings; entry i's error
+// names it as [i].
+func parseStringsNode(n *yaml.Node) ([]string, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("expected %s, got %s", KindStrings.expected(), describe(n))
+	}
+	list := make([]string, 0, len(n.Content))
+	for i, item := range n.Content {
+		item = unalias(item)
+		if item.Kind != yaml.ScalarNode || item.ShortTag() != "!!str" {
+			return nil, fmt.Errorf("[%d]: expected a string, got %s", i, describe(item))
+		}
+		list = append(list, item.Value)
+	}
+	return list, nil
+}
+
 // formatValue writes a value the way a user would type it, used for
 // defaults in flag help and in error messages.
 func formatValue(v any) string {
@@ -227,6 +267,8 @@ func formatValue(v any) string {
 			parts[i] = formatDuration(d)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
+	case []string:
+		return "[" + strings.Join(v, ", ") + "]"
 	}
 	return fmt.Sprint(v)
 }
@@ -342,6 +384,29 @@ func hostPort(s string) error {
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("must be host:port with a port between 0 and 65535, got %q", s)
+	}
+	return nil
+}
+
+// webOrigins checks api.http.cors.allowed-origins: each entry is an
+// origin as a browser sends it, http or https, a host and maybe a port,
+// nothing more. "*" and "null" are refused: either would let every web
+// page drive the API.
+func webOrigins(list []string) error {
+	for i, o := range list {
+		if o == "*" || strings.EqualFold(o, "null") {
+			return fmt.Errorf("[%d]: %q would let any web page call the API; list each origin (scheme://host[:port]) whose pages may", i, o)
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("[%d]: must be an origin such as https://console.example.com or http://localhost:3000 (scheme, host and optional port only), got %q", i, o)
+		}
+		if port := u.Port(); port != "" {
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				return fmt.Errorf("[%d]: port must be between 1 and 65535, got %q", i, o)
+			}
+		}
 	}
 	return nil
 }
