@@ -640,22 +640,31 @@ func writeStructured(w io.Writer, output string, v any) error {
 		return err
 	}
 	b.WriteByte('\n')
-	_, err = w.Write(b.Bytes())
+	_, err = w.Write(escapeJSONControls(b.Bytes()))
 	return err
 }
 
 // jsonToYAML converts a JSON document to block-style YAML, keeping the key
 // order. JSON is YAML, so yaml.v3 parses it; clearing the flow and quote
 // styles makes the encoder choose (and quote strings such as "12" that
-// would read as another type).
+// would read as another type). A string holding a terminal control is
+// double-quoted: yaml.v3 escapes C0, DEL and C1 controls there itself but
+// writes the bidirectional controls as they are, so those are escaped
+// after encoding - only in double-quoted strings, where \u means the
+// same character.
 func jsonToYAML(raw []byte) ([]byte, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
+	// yaml.v3 refuses to read DEL and C1 controls, even in a JSON string;
+	// escaped, they read back as themselves.
+	if err := yaml.Unmarshal(escapeJSONControls(raw), &doc); err != nil {
 		return nil, err
 	}
 	var plain func(n *yaml.Node)
 	plain = func(n *yaml.Node) {
 		n.Style = 0
+		if n.Kind == yaml.ScalarNode && strings.ContainsFunc(n.Value, terminalControl) {
+			n.Style = yaml.DoubleQuotedStyle
+		}
 		for _, c := range n.Content {
 			plain(c)
 		}
@@ -670,7 +679,7 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return escapeJSONControls(b.Bytes()), nil
 }
 
 // count is n with its noun, singular for one: "1 record", "3 records".
