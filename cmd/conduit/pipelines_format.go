@@ -662,7 +662,9 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 	var plain func(n *yaml.Node)
 	plain = func(n *yaml.Node) {
 		n.Style = 0
-		if n.Kind == yaml.ScalarNode && strings.ContainsFunc(n.Value, terminalControl) {
+		if n.Kind == yaml.ScalarNode && strings.ContainsFunc(n.Value, func(r rune) bool {
+			return r != '\n' && r != '\t' && terminalControl(r)
+		}) {
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		for _, c := range n.Content {

@@ -139,6 +139,15 @@ func TestStructuredOutputEscapesTerminalControls(t *testing.T) {
 			t.Errorf("id reads back as %q:\n%s", got, b.String())
 		}
 	})
+	t.Run("-o yaml keeps plain multi-line text a block", func(t *testing.T) {
+		var b bytes.Buffer
+		if err := writeStructured(&b, outputYAML, &conduitv1.Pipeline{Id: "p", Definition: "a: 1\n\tb: 2\n"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "definition: |") {
+			t.Errorf("a definition without controls is no longer a block:\n%s", b.String())
+		}
+	})
 	t.Run("describe -o yaml", func(t *testing.T) {
 		out, err := newDescribeOutput(p, []*conduitv1.PipelineEvent{e})
 		if err != nil {
