@@ -46,6 +46,14 @@ command -v pg_isready >/dev/null 2>&1 || add postgresql-client
 [ -x "$sysroot/usr/bin/chromium" ] || add chromium
 command -v promtool >/dev/null 2>&1 || add prometheus
 command -v runuser >/dev/null 2>&1 || add util-linux
+# postgresql brings postgresql-client (pg_isready); name only the one.
+if [[ " ${packages[*]} " == *" postgresql "* ]]; then
+	kept=()
+	for p in "${packages[@]}"; do
+		[ "$p" = postgresql-client ] || kept+=("$p")
+	done
+	packages=("${kept[@]}")
+fi
 
 root=false
 [ "$(id -u)" -eq 0 ] && root=true

@@ -132,8 +132,8 @@ func TestMakeTestSaysWhatToInstallWhenItCannot(t *testing.T) {
 	}
 	for _, want := range []string{
 		"make test: this machine lacks what the tests need:",
-		"the Debian packages gcc libc6-dev postgresql postgresql-client chromium prometheus util-linux (not root and no apt-get",
-		"as root: apt-get install gcc libc6-dev postgresql postgresql-client chromium prometheus util-linux",
+		"the Debian packages gcc libc6-dev postgresql chromium prometheus util-linux (not root and no apt-get",
+		"as root: apt-get install gcc libc6-dev postgresql chromium prometheus util-linux",
 		"root: one test mounts a tmpfs",
 	} {
 		if !strings.Contains(res.stderr, want) {
@@ -179,6 +179,19 @@ func TestMakeTestInstallsWhatIsMissingAsRoot(t *testing.T) {
 		if !res.called(want) {
 			t.Errorf("no call %q; calls:\n%s", want, strings.Join(res.calls, "\n"))
 		}
+	}
+
+	// Only the client missing: only the client installed.
+	m = newFakeMachine(t, 0)
+	m.complete()
+	pgIsReady := filepath.Join(m.bin, "pg_isready")
+	if err := os.Remove(pgIsReady); err != nil {
+		t.Fatal(err)
+	}
+	m.command("apt-get", `printf '#!/bin/sh\nexit 0\n' > "`+pgIsReady+`"; chmod +x "`+pgIsReady+`"`)
+	m.real("chmod")
+	if res := m.run(); res.code != 0 || !res.called("apt-get install -y -qq postgresql-client") {
+		t.Errorf("client missing: exit %d, calls %q, stderr:\n%s", res.code, res.calls, res.stderr)
 	}
 
 	m = newFakeMachine(t, 0)
