@@ -662,9 +662,7 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 	var plain func(n *yaml.Node)
 	plain = func(n *yaml.Node) {
 		n.Style = 0
-		if n.Kind == yaml.ScalarNode && strings.ContainsFunc(n.Value, func(r rune) bool {
-			return r != '\n' && r != '\t' && terminalControl(r)
-		}) {
+		if n.Kind == yaml.ScalarNode && holdsTerminalControl(n.Value) {
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		for _, c := range n.Content {
@@ -682,6 +680,42 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return escapeJSONControls(b.Bytes()), nil
+}
+
+// inertYAML is YAML text as written (a recovery rule's), printed as it is
+// unless it holds a terminal control: YAML reads the bidirectional
+// controls raw anywhere (it refuses the others), so then the text is
+// re-encoded with those strings double-quoted and the controls escaped, as
+// jsonToYAML does; comments and the other scalars' styles are kept. Text
+// that is not YAML is escaped as human output.
+func inertYAML(text string) string {
+	if !holdsTerminalControl(text) {
+		return text
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		return string(escapeControls([]byte(text)))
+	}
+	var quote func(n *yaml.Node)
+	quote = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode && holdsTerminalControl(n.Value) {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+		for _, c := range n.Content {
+			quote(c)
+		}
+	}
+	quote(&doc)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return string(escapeControls([]byte(text)))
+	}
+	if err := enc.Close(); err != nil {
+		return string(escapeControls([]byte(text)))
+	}
+	return string(escapeJSONControls(b.Bytes()))
 }
 
 // count is n with its noun, singular for one: "1 record", "3 records".

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -123,4 +124,10 @@ func needsJSONEscape(raw []byte) bool {
 // showing: C0 controls, DEL, C1 controls and the bidirectional controls.
 func terminalControl(r rune) bool {
 	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || isBidiControl(r)
+}
+
+// holdsTerminalControl reports whether s holds a terminal control other
+// than newline and tab, which are layout.
+func holdsTerminalControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r != '\n' && r != '\t' && terminalControl(r) })
 }

@@ -103,13 +103,6 @@ func TestStructuredOutputEscapesTerminalControls(t *testing.T) {
 		}
 		return m
 	}
-	text := func(m map[string]any, path ...string) any {
-		var v any = m
-		for _, k := range path {
-			v = v.(map[string]any)[k]
-		}
-		return v
-	}
 
 	t.Run("pipelines -o json", func(t *testing.T) {
 		var b bytes.Buffer
@@ -212,4 +205,39 @@ func TestStructuredOutputEscapesTerminalControls(t *testing.T) {
 			decodeJSON(t, string(line))
 		}
 	})
+}
+
+// A recovery rule is printed as written, but for terminal controls: YAML
+// takes the bidirectional ones raw, so a rule holding one is re-encoded
+// with that string double-quoted and escaped, and reads back the same.
+func TestInertYAML(t *testing.T) {
+	plain := "name: pg-auth # PostgreSQL's\nmatch:\n  message: 'password authentication failed'\naction: degrade\n"
+	if got := inertYAML(plain); got != plain {
+		t.Errorf("a rule without controls changed:\n%s", got)
+	}
+	hostile := "# see txt.\u202eexe\nname: pg-auth\nmatch:\n  message: password \u202efailed # why\n  code: 28P01\naction: degrade\n"
+	got := inertYAML(hostile)
+	assertNoTerminalControls(t, "rule", got)
+	var want, back map[string]any
+	if err := yaml.Unmarshal([]byte(hostile), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(got), &back); err != nil {
+		t.Fatalf("not YAML: %v\n%s", err, got)
+	}
+	if text(back, "match", "message") != "password \u202efailed" || text(back, "match", "code") != "28P01" || back["action"] != "degrade" {
+		t.Errorf("reads back as %v, want %v:\n%s", back, want, got)
+	}
+	if !strings.Contains(got, "# why") || !strings.Contains(got, `\u202e`) {
+		t.Errorf("comments or the escape lost:\n%s", got)
+	}
+}
+
+// text is the value at path in a decoded document.
+func text(m map[string]any, path ...string) any {
+	var v any = m
+	for _, k := range path {
+		v = v.(map[string]any)[k]
+	}
+	return v
 }
