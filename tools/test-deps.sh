@@ -64,17 +64,19 @@ if [ ${#packages[@]} -gt 0 ]; then
 	if $root && $apt; then
 		echo "$me: installing what the tests need: ${packages[*]}" >&2
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
+		# Wait for another apt or dpkg run instead of failing at once.
+		lock=(-o DPkg::Lock::Timeout=300)
+		apt-get update -qq "${lock[@]}"
 		# prometheus only for promtool: not its recommended exporters.
 		rest=()
 		for p in "${packages[@]}"; do
 			[ "$p" = prometheus ] || rest+=("$p")
 		done
 		if [ ${#rest[@]} -gt 0 ]; then
-			apt-get install -y -qq "${rest[@]}" >/dev/null
+			apt-get install -y -qq "${rest[@]}" "${lock[@]}" >/dev/null
 		fi
 		if [[ " ${packages[*]} " == *" prometheus "* ]]; then
-			apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+			apt-get install -y -qq --no-install-recommends prometheus "${lock[@]}" >/dev/null
 		fi
 	else
 		why="not root"
