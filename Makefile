@@ -9,7 +9,7 @@ BENCH_RECORDS ?= 3000000
 # Rounds of the side-by-side comparison with Conduit (0 skips it).
 BENCH_VS_CONDUIT ?= 3
 
-.PHONY: run build test lint generate bench screenshots clean
+.PHONY: run build test test-deps lint generate bench screenshots clean
 
 ## run: build and run conduit with ./conduit.yml and the pipelines in ./pipelines (example, and blip which fails and heals; Badger state in ./conduit.db)
 run: build
@@ -20,10 +20,15 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/conduit ./cmd/conduit
 	$(GO) build -o connectors/flaky ./examples/connectors/flaky
 
-## test: all tests with the race detector (a fresh machine's first run also
+## test: all tests with the race detector, after test-deps (a fresh machine's first run also
 ## builds Conduit's CLI and compiles the test WASM processor, minutes each, then cached)
-test:
+test: test-deps
 	$(GO) test -race -count=1 -p 4 -parallel 4 -timeout 30m ./...
+
+## test-deps: what the tests need besides Go: as root on Debian installs PostgreSQL, Chromium and promtool
+## when missing and starts the machine's PostgreSQL; otherwise says what to install and fails
+test-deps:
+	GO=$(GO) bash tools/test-deps.sh
 
 ## lint: gofmt check, go vet, staticcheck, buf lint, and a check that pkg/api/gen matches proto/
 lint:

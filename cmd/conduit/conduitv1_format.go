@@ -57,7 +57,7 @@ func writeV1JSON(w io.Writer, m proto.Message) error {
 }
 
 // writeIndentedJSON writes v (a value or raw JSON) indented by two spaces,
-// with a final newline.
+// with a final newline, and terminal controls in its strings escaped.
 func writeIndentedJSON(w io.Writer, v any) error {
 	raw, ok := v.(json.RawMessage)
 	if !ok {
@@ -71,7 +71,7 @@ func writeIndentedJSON(w io.Writer, v any) error {
 		return err
 	}
 	b.WriteByte('\n')
-	_, err := w.Write(b.Bytes())
+	_, err := w.Write(escapeJSONControls(b.Bytes()))
 	return err
 }
 

@@ -144,11 +144,13 @@ func inspectLine(msg proto.Message, rec *opencdcv1.Record, asJSON bool) ([]byte,
 		if err != nil {
 			return nil, err
 		}
-		return append(raw, '\n'), nil
+		return append(escapeJSONControls(raw), '\n'), nil
 	}
 	var r opencdc.Record
 	if err := r.FromProto(rec); err != nil {
 		return nil, fmt.Errorf("record from the API: %w", err)
 	}
-	return append(r.Bytes(), '\n'), nil
+	// A record's payload is anyone's data: its terminal controls are
+	// escaped, as in every JSON output of the CLI.
+	return append(escapeJSONControls(r.Bytes()), '\n'), nil
 }

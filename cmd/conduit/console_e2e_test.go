@@ -18,7 +18,7 @@ import (
 )
 
 // The web console in a real browser: headless Chromium (Debian's chromium
-// package, which .ci/run installs) driven by chromedp against the real
+// package, which `make test` installs) driven by chromedp against the real
 // binary. CONDUIT_TEST_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the
 // pages there (docs/images is where the README's come from).
 
@@ -36,7 +36,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("the console tests need Chromium at %s (Debian's chromium package; .ci/run installs it): %v", chromiumPath, err)
+		t.Fatalf("the console tests need Chromium at %s (Debian's chromium package; make test installs it): %v", chromiumPath, err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()),

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"gopkg.in/yaml.v3"
 
 	conduitv1 "github.com/conduitry/conduit/pkg/api/gen/conduit/v1"
 )
@@ -440,4 +442,75 @@ func TestCLIEscapesControlCharactersInHumanOutput(t *testing.T) {
 		t.Errorf("JSON output is not exact:\n%s", out)
 	}
 	stopProcess(t, p)
+}
+
+// The same for JSON and YAML: an error text with a right-to-left override,
+// C1's one-character CSI and DEL is written in the escapes of JSON or YAML,
+// by every structured output (Conduit's `ls --json` included), and reads
+// back exactly.
+func TestCLIEscapesControlCharactersInJSONAndYAML(t *testing.T) {
+	t.Parallel()
+	const message = "invoice.\u202efdp.exe \u009b2J \x1b[31m a\x7fb"
+	w := newWorkspace(t, chaosPipeline("hostile", "",
+		"fail.on: write\nfail.count: 1000000\nfail.code: 400\nfail.message: \"invoice.\\u202efdp.exe \\x9b2J \\e[31m a\\x7fb\"", "min-delay: 100ms"))
+	p := w.start("run")
+	waitForEvent(t, p, "hostile", "degraded", 1)
+	address := apiAddress(t, p)
+	for _, args := range [][]string{
+		{"ls", "--json"}, {"list", "-o", "json"}, {"list", "-o", "yaml"},
+		{"describe", "hostile", "-o", "json"}, {"describe", "hostile", "-o", "yaml"},
+		{"events", "hostile", "-o", "json"}, {"events", "hostile", "-o", "yaml"},
+	} {
+		out := w.mustPipelines(address, args...)
+		for _, r := range out {
+			if r != '\n' && r != '\t' && terminalControl(r) {
+				t.Errorf("pipelines %s wrote the raw control U+%04X:\n%q", strings.Join(args, " "), r, out)
+				break
+			}
+		}
+		// The message reads back exactly: JSON's \u escapes, YAML's \u,
+		// \x and \e escapes of a double-quoted string.
+		var found bool
+		if args[len(args)-1] == "yaml" {
+			dec := yaml.NewDecoder(strings.NewReader(out))
+			for {
+				var doc any
+				if err := dec.Decode(&doc); err != nil {
+					break
+				}
+				found = found || holdsString(doc, message)
+			}
+		} else {
+			dec := json.NewDecoder(strings.NewReader(out))
+			for dec.More() {
+				var doc any
+				if err := dec.Decode(&doc); err != nil {
+					t.Fatalf("pipelines %s: not JSON: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				found = found || holdsString(doc, message)
+			}
+		}
+		if !found {
+			t.Errorf("pipelines %s does not hold the exact message:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	stopProcess(t, p)
+}
+
+// holdsString reports whether a decoded JSON or YAML document holds s as a
+// value (or within one: an error's message may carry a prefix).
+func holdsString(doc any, s string) bool {
+	switch v := doc.(type) {
+	case string:
+		return strings.Contains(v, s)
+	case []any:
+		return slices.ContainsFunc(v, func(e any) bool { return holdsString(e, s) })
+	case map[string]any:
+		for _, e := range v {
+			if holdsString(e, s) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -169,7 +169,7 @@ func (p eventPrinter) print(e *conduitv1.PipelineEvent) error {
 		if err != nil {
 			return err
 		}
-		line = append(raw, '\n')
+		line = append(escapeJSONControls(raw), '\n')
 		if p.output == outputYAML {
 			y, err := jsonToYAML(raw)
 			if err != nil {

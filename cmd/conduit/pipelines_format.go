@@ -653,22 +653,31 @@ func writeStructured(w io.Writer, output string, v any) error {
 		return err
 	}
 	b.WriteByte('\n')
-	_, err = w.Write(b.Bytes())
+	_, err = w.Write(escapeJSONControls(b.Bytes()))
 	return err
 }
 
 // jsonToYAML converts a JSON document to block-style YAML, keeping the key
 // order. JSON is YAML, so yaml.v3 parses it; clearing the flow and quote
 // styles makes the encoder choose (and quote strings such as "12" that
-// would read as another type).
+// would read as another type). A string holding a terminal control is
+// double-quoted: yaml.v3 escapes C0, DEL and C1 controls there itself but
+// writes the bidirectional controls as they are, so those are escaped
+// after encoding - only in double-quoted strings, where \u means the
+// same character.
 func jsonToYAML(raw []byte) ([]byte, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
+	// yaml.v3 refuses to read DEL and C1 controls, even in a JSON string;
+	// escaped, they read back as themselves.
+	if err := yaml.Unmarshal(escapeJSONControls(raw), &doc); err != nil {
 		return nil, err
 	}
 	var plain func(n *yaml.Node)
 	plain = func(n *yaml.Node) {
 		n.Style = 0
+		if n.Kind == yaml.ScalarNode && holdsTerminalControl(n.Value) {
+			n.Style = yaml.DoubleQuotedStyle
+		}
 		for _, c := range n.Content {
 			plain(c)
 		}
@@ -683,7 +692,43 @@ func jsonToYAML(raw []byte) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return escapeJSONControls(b.Bytes()), nil
+}
+
+// inertYAML is YAML text as written (a recovery rule's), printed as it is
+// unless it holds a terminal control: YAML reads the bidirectional
+// controls raw anywhere (it refuses the others), so then the text is
+// re-encoded with those strings double-quoted and the controls escaped, as
+// jsonToYAML does; comments and the other scalars' styles are kept. Text
+// that is not YAML is escaped as human output.
+func inertYAML(text string) string {
+	if !holdsTerminalControl(text) {
+		return text
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		return string(escapeControls([]byte(text)))
+	}
+	var quote func(n *yaml.Node)
+	quote = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode && holdsTerminalControl(n.Value) {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+		for _, c := range n.Content {
+			quote(c)
+		}
+	}
+	quote(&doc)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return string(escapeControls([]byte(text)))
+	}
+	if err := enc.Close(); err != nil {
+		return string(escapeControls([]byte(text)))
+	}
+	return string(escapeJSONControls(b.Bytes()))
 }
 
 // count is n with its noun, singular for one: "1 record", "3 records".

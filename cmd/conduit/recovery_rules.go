@@ -143,7 +143,8 @@ func newRulesGetCommand() *cobra.Command {
 			}
 			rule := resp.Msg.GetRule()
 			if output == outputYAML && rule.GetYaml() != "" {
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "# %s rule, loaded from %s\n%s", rule.GetSource(), rule.GetRule().GetDefinedAt(), listItem(rule.GetYaml()))
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "# %s rule, loaded from %s\n%s", escapeControls([]byte(oneLine(rule.GetSource()))),
+					escapeControls([]byte(oneLine(rule.GetRule().GetDefinedAt()))), listItem(inertYAML(rule.GetYaml())))
 				return err
 			}
 			return writeStructured(cmd.OutOrStdout(), output, rule)
@@ -249,7 +250,7 @@ func newRulesExportCommand() *cobra.Command {
 				b.WriteString("# no managed recovery rules\nrules: []\n")
 			}
 			for _, r := range managed {
-				b.WriteString(listItem(r.GetYaml()))
+				b.WriteString(listItem(inertYAML(r.GetYaml())))
 			}
 			_, err = io.WriteString(cmd.OutOrStdout(), b.String())
 			return err

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -11,7 +12,9 @@ import (
 // written as a visible escape, so an id or an error text that came from
 // elsewhere (an upstream system's error message, a pipeline file) cannot
 // move the cursor, rewrite the screen or retitle the window. JSON and YAML
-// output does not go through it: it stays exact.
+// output does not go through it: it keeps every value exact and writes the
+// same characters in the escapes of its own syntax (escapeJSONControls,
+// jsonToYAML).
 func humanOutput(w io.Writer) io.Writer { return terminalWriter{w: w} }
 
 type terminalWriter struct{ w io.Writer }
@@ -63,4 +66,68 @@ func escapeControls(p []byte) []byte {
 // (embeddings, overrides, isolates).
 func isBidiControl(r rune) bool {
 	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+// escapeJSONControls returns the JSON document raw with every character a
+// terminal acts on written as a JSON \u escape: the C0 controls the encoder
+// left (none outside JSON's own whitespace), DEL, the C1 controls (U+009B
+// is a one-character CSI) and the bidirectional overrides, which encoders
+// write as they are. The document decodes to the same value; only its
+// bytes change, so `--json` piped to a terminal or to jq is safe and exact.
+// Outside strings JSON has only ASCII, so every such character found is in
+// a string, where a \u escape means the same character. A byte that is not
+// UTF-8 (no encoder here writes one) becomes U+FFFD, as decoders read it.
+func escapeJSONControls(raw []byte) []byte {
+	if !needsJSONEscape(raw) {
+		return raw
+	}
+	out := make([]byte, 0, len(raw)+32)
+	for len(raw) > 0 {
+		r, size := utf8.DecodeRune(raw)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			out = append(out, `\ufffd`...)
+		case r == '\n' || r == '\t' || r == '\r':
+			out = append(out, raw[:size]...)
+		case terminalControl(r):
+			out = fmt.Appendf(out, `\u%04x`, r)
+		default:
+			out = append(out, raw[:size]...)
+		}
+		raw = raw[size:]
+	}
+	return out
+}
+
+// needsJSONEscape reports whether raw holds a character escapeJSONControls
+// rewrites; most documents hold none and are returned as they are.
+func needsJSONEscape(raw []byte) bool {
+	for len(raw) > 0 {
+		c := raw[0]
+		if c < 0x80 {
+			if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f {
+				return true
+			}
+			raw = raw[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(raw)
+		if (r == utf8.RuneError && size <= 1) || terminalControl(r) {
+			return true
+		}
+		raw = raw[size:]
+	}
+	return false
+}
+
+// terminalControl reports the characters a terminal acts on instead of
+// showing: C0 controls, DEL, C1 controls and the bidirectional controls.
+func terminalControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || isBidiControl(r)
+}
+
+// holdsTerminalControl reports whether s holds a terminal control other
+// than newline and tab, which are layout.
+func holdsTerminalControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r != '\n' && r != '\t' && terminalControl(r) })
 }

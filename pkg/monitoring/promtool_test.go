@@ -9,7 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// promtool is Prometheus' own checker (Debian's prometheus package; .ci/run
+// promtool is Prometheus' own checker (Debian's prometheus package; make test
 // installs it). Without it the rules are untested, which is a failure.
 func promtool(t *testing.T) string {
 	t.Helper()

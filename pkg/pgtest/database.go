@@ -32,7 +32,7 @@ func Database(tb testing.TB) string {
 	defer cancel()
 	admin, err := pgx.Connect(ctx, MachineURL())
 	if err != nil {
-		tb.Fatalf("this test needs PostgreSQL at %s (set CONDUIT_TEST_POSTGRES_URL; .ci/run starts the machine's): %v", MachineURL(), err)
+		tb.Fatalf("this test needs PostgreSQL at %s (set CONDUIT_TEST_POSTGRES_URL; make test starts the machine's): %v", MachineURL(), err)
 	}
 	defer admin.Close(context.Background())
 	name := fmt.Sprintf("conduit_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000, databases.Add(1))
