@@ -28,13 +28,19 @@ import (
 //     same-site does not say which port the page is on. Only a top-level
 //     navigation to the console's pages passes (a link to the console);
 //     the pages hold no data and do nothing by themselves.
-//   - A body with a content type a page may send without a preflight
-//     (none, text/plain, application/x-www-form-urlencoded,
-//     multipart/form-data) is refused on every route: no route takes
-//     one. Conduit's /v1 routes demand application/json.
+//   - A request with any mark of a browser (Origin, a Sec-Fetch-*
+//     header, a browser's User-Agent) whose body has a content type a
+//     page may send without a preflight (none, text/plain,
+//     application/x-www-form-urlencoded, multipart/form-data) is refused
+//     on every route, whatever its origin: no route takes one from a
+//     browser, and a browser too old to send Origin still sends its
+//     User-Agent, which a page cannot change without a preflight. From
+//     a browser, Conduit's /v1 routes demand application/json.
 //
 // Clients that are not browsers (the CLIs, curl, gRPC and Connect
-// clients) send neither header and pass. Origins that are allowed get
+// clients, scripts) send none of these and pass; a script's body on a
+// /v1 route is read as JSON whatever its content type, as under Conduit,
+// so `curl -d '{...}'` keeps working. Origins that are allowed get
 // CORS headers and answers to their preflights; nothing else does.
 
 // corsAllowHeaders are the request headers a page of an allowed origin
@@ -106,7 +112,7 @@ func consoleNavigation(r *http.Request) bool {
 // application/json; every other route reads its own content types
 // (Connect's, gRPC's), none of them one of these.
 func checkBodyType(r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !fromBrowser(r) {
 		return nil
 	}
 	ct := r.Header.Get("Content-Type")
@@ -127,6 +133,24 @@ func checkBodyType(r *http.Request) error {
 			"the body's Content-Type is %q, which a web page can send to any site: no route of this API takes it (send application/json)", ct))
 	}
 	return nil
+}
+
+// fromBrowser reports whether r bears a mark of a web browser: an Origin
+// or Sec-Fetch-* header (every current browser sends one or the other
+// on a request a page makes), or a browser's User-Agent, which every
+// browser sends and a page cannot set on a request sent without a
+// preflight. curl, the CLIs and scripts send none of them.
+func fromBrowser(r *http.Request) bool {
+	h := r.Header
+	if _, ok := h["Origin"]; ok {
+		return true
+	}
+	for _, name := range []string{"Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"} {
+		if h.Get(name) != "" {
+			return true
+		}
+	}
+	return strings.HasPrefix(h.Get("User-Agent"), "Mozilla/")
 }
 
 // corsHeaders marks a response for an allowed origin: the browser lets

@@ -87,11 +87,12 @@ func TestCrossSiteRequestsAreRefusedOnEveryRoute(t *testing.T) {
 			[]string{"Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"}}, "Sec-Fetch-Site: cross-site"},
 		{"v1 without Origin, Sec-Fetch-Site same-site", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}",
 			[]string{"Content-Type", "application/json", "Sec-Fetch-Site", "same-site"}}, "Sec-Fetch-Site: same-site"},
-		{"v1 text/plain body without any browser header", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}",
-			[]string{"Content-Type", "text/plain"}}, "application/json"},
-		{"v1 body without a content type", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}", nil}, "application/json"},
-		{"v1 multipart body", rawRequest{"POST", "/v1/pipelines/orders/stop", "--x--",
-			[]string{"Content-Type", "multipart/form-data; boundary=x"}}, "application/json"},
+		{"v1 text/plain body from a browser that sends no Origin", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}",
+			[]string{"Content-Type", "text/plain", "User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"}}, "application/json"},
+		{"v1 body without a content type from a browser", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}",
+			[]string{"Sec-Fetch-Mode", "no-cors"}}, "application/json"},
+		{"v1 multipart body from a browser", rawRequest{"POST", "/v1/pipelines/orders/stop", "--x--",
+			[]string{"Content-Type", "multipart/form-data; boundary=x", "User-Agent", "Mozilla/5.0"}}, "application/json"},
 		{"v1 GET read by another origin", rawRequest{"GET", "/v1/pipelines/orders", "",
 			[]string{"Origin", evil, "Sec-Fetch-Mode", "cors"}}, evil},
 		{"v1 GET without Origin from another site (img, script)", rawRequest{"GET", "/v1/pipelines", "",
@@ -108,8 +109,8 @@ func TestCrossSiteRequestsAreRefusedOnEveryRoute(t *testing.T) {
 			[]string{"Origin", evil, "Content-Type", "text/plain"}}, evil},
 		{"Connect JSON of another origin", rawRequest{"POST", "/conduit.v1.PipelineService/StopPipeline", stopJSON,
 			[]string{"Origin", evil, "Content-Type", "application/json", "Connect-Protocol-Version", "1"}}, evil},
-		{"Connect text/plain without Origin", rawRequest{"POST", "/conduit.v1.PipelineService/StopPipeline", stopJSON,
-			[]string{"Content-Type", "text/plain"}}, "text/plain"},
+		{"Connect text/plain from a browser without Origin", rawRequest{"POST", "/conduit.v1.PipelineService/StopPipeline", stopJSON,
+			[]string{"Content-Type", "text/plain", "User-Agent", "Mozilla/5.0"}}, "text/plain"},
 		{"Connect watch stream", rawRequest{"POST", "/conduit.v1.PipelineService/WatchPipelineEvents", "",
 			[]string{"Origin", evil, "Content-Type", "application/connect+json"}}, evil},
 		{"Conduit's API over the gateway's gRPC path", rawRequest{"POST", "/api.v1.PipelineService/StopPipeline", "",
@@ -213,6 +214,11 @@ func TestSameOriginAndNonBrowserClientsPass(t *testing.T) {
 		{"a probe", rawRequest{"GET", "/healthz", "", nil}, http.StatusOK},
 		{"JSON with a charset", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}",
 			[]string{"Content-Type", "application/json; charset=utf-8"}}, http.StatusOK},
+		// curl -d sends application/x-www-form-urlencoded; Conduit reads
+		// the body as JSON, and so do the /v1 routes for a script.
+		{"a script's curl -d without a JSON content type", rawRequest{"POST", "/v1/pipelines/orders/start", "{}",
+			[]string{"Content-Type", "application/x-www-form-urlencoded", "User-Agent", "curl/8.1.2"}}, http.StatusOK},
+		{"a script's body without a content type", rawRequest{"POST", "/v1/pipelines/orders/stop", "{}", nil}, http.StatusOK},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
