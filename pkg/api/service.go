@@ -411,6 +411,10 @@ func transitionError(err error) error {
 		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
 	case errors.Is(err, store.ErrUnavailable):
 		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.Is(err, store.ErrValueTooLarge):
+		// The caller's input (a pipeline, a rule) is too large to keep:
+		// theirs to shorten, not a fault of the server.
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	default:
 		return connect.NewError(connect.CodeInternal, err)
 	}
@@ -424,6 +428,10 @@ func internalError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
 	case errors.Is(err, store.ErrUnavailable):
 		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.Is(err, store.ErrValueTooLarge):
+		// The caller's input (a pipeline, a rule) is too large to keep:
+		// theirs to shorten, not a fault of the server.
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	default:
 		return connect.NewError(connect.CodeInternal, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -818,5 +819,19 @@ func TestEventsNameTheirComponentWithoutAnError(t *testing.T) {
 		ErrorCode: 503, ErrorClass: cerrors.ClassTransient, ErrorMessage: "unavailable"})
 	if withError.GetComponent() != "pg" || withError.GetError().GetComponent() != "pg" {
 		t.Fatalf("fault event %v: want its component at the top and in its error", withError)
+	}
+}
+
+// A value the store will not keep is the caller's input to shorten: an
+// invalid argument, not an internal error.
+func TestTooLargeValueIsTheCallersError(t *testing.T) {
+	err := fmt.Errorf("apply pipelines: %w", store.ErrValueTooLarge)
+	for name, got := range map[string]error{
+		"internalError":   internalError(context.Background(), err),
+		"transitionError": transitionError(err),
+	} {
+		if code := connect.CodeOf(got); code != connect.CodeInvalidArgument {
+			t.Errorf("%s: code %v, want invalid_argument", name, code)
+		}
 	}
 }
