@@ -6,7 +6,8 @@ package lifecycle
 // again at every start. Every run of a pipeline is marked in its persisted
 // state before it starts (State.Run; the runtime makes the mark durable
 // before the run is built); the mark is cleared once the run moved a record
-// end to end, or ended, or conduit shut down cleanly. A process that finds
+// end to end, or lived crashLoopProof, or ended, or conduit shut down
+// cleanly. A process that finds
 // the mark set died during that run: State.Crashes counts such deaths in a
 // row, and once they reach Config.CrashLoopAfter the pipeline starts
 // degraded (reason crash loop) instead of running. A start by a user clears
@@ -14,11 +15,15 @@ package lifecycle
 //
 // A death counts against every pipeline whose run had not proved itself
 // yet: pipelines that start together with the culprit and move no record
-// before it kills the process (an idle source) count too.
+// before it kills the process (an idle source) count too - but only while
+// the deaths come within crashLoopProof of their start, as in a crash
+// loop. An idle pipeline that ran longer than that before each death (a
+// process killed now and then for other reasons) is not held.
 
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/conduitry/conduit/auditlog"
 	cerrors "github.com/conduitry/conduit/errors"
@@ -51,10 +56,21 @@ func (p *pipeline) crashLoop(snap *snapshot, fx *effects) bool {
 	return true
 }
 
+// crashLoopProof is how long a run must live, without a record end to
+// end, for a death of the process after it not to count: a pipeline that
+// takes the process down at start (a record that kills it, read again at
+// every start) does so well within it.
+const crashLoopProof = time.Minute
+
 // markRun marks the run about to start (State.Run) when the guard is on,
-// and reports whether it changed the state.
-func (p *pipeline) markRun(snap *snapshot) bool {
-	if snap.crashLoopAfter <= 0 || p.state.Run {
+// and reports whether it changed the state. The run is proved, and its
+// mark cleared, if it lives crashLoopProof.
+func (p *pipeline) markRun(snap *snapshot, fx *effects) bool {
+	if snap.crashLoopAfter <= 0 {
+		return false
+	}
+	fx.timer(doStartProof, crashLoopProof, snap.now)
+	if p.state.Run {
 		return false
 	}
 	p.state.Run = true

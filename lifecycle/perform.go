@@ -79,6 +79,11 @@ func (s *Supervisor) perform(e effect, snap *snapshot, fx *effects) {
 		s.window = s.cfg.Clock.TimerAt(e.at)
 	case doStartProbation:
 		s.probation = s.cfg.Clock.TimerAt(e.at)
+	case doStartProof:
+		if s.proof != nil {
+			s.proof.Stop()
+		}
+		s.proof = s.cfg.Clock.TimerAt(e.at)
 	case doLeaveBreaker:
 		s.cfg.Breakers.Leave(e.more.(string), s.cfg.PipelineID)
 	case doBreakerSuccess:

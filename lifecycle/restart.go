@@ -31,7 +31,7 @@ func (p *pipeline) stepRestarted(m restartedMsg, snap *snapshot, fx *effects) {
 	// what it would do with the restart persisted. Only the crash-loop
 	// guard's mark of the run is (crashloop.go); it rides with the
 	// restarted event, which is written anyway.
-	if p.markRun(snap) {
+	if p.markRun(snap, fx) {
 		p.save(snap, fx)
 	}
 	probation := snap.policy.probation()

@@ -103,6 +103,10 @@ type windowElapsed struct{}
 // probationElapsed: the probation's timer fired.
 type probationElapsed struct{}
 
+// proofElapsed: the run started last has lived crashLoopProof without the
+// process dying (doStartProof).
+type proofElapsed struct{}
+
 // stopOverdue: the deadline of the stop of run id passed
 // (Config.StopTimeout).
 type stopOverdue struct{ id int }
@@ -118,6 +122,7 @@ type breakerAnswered struct {
 func (resumeInput) isInput()      {}
 func (windowElapsed) isInput()    {}
 func (probationElapsed) isInput() {}
+func (proofElapsed) isInput()     {}
 func (breakerAnswered) isInput()  {}
 func (stopOverdue) isInput()      {}
 func (startMsg) isInput()         {}
@@ -168,6 +173,10 @@ func (p *pipeline) step(in input, snap *snapshot, fx *effects) {
 		}
 	case probationElapsed:
 		p.stepProbation(snap, fx)
+	case proofElapsed:
+		if p.run != nil {
+			p.runProved(snap, fx)
+		}
 	case stopOverdue:
 		p.stepStopOverdue(m.id, snap, fx)
 	case releaseMsg:
@@ -235,6 +244,9 @@ const (
 	// doStartWindow, doStartProbation set those timers to fire at at.
 	doStartWindow
 	doStartProbation
+	// doStartProof sets the crash-loop guard's timer of the run that
+	// starts to fire at at (proofElapsed).
+	doStartProof
 	// doLeaveBreaker, doBreakerSuccess tell dep's breaker.
 	doLeaveBreaker
 	doBreakerSuccess

@@ -358,7 +358,7 @@ func TestStep(t *testing.T) {
 		name: "crash-loop guard: a start marks the run", phase: phaseStopped, state: State{Status: StatusStopped, Crashes: 2},
 		crashLoopAfter: 3,
 		in:             startMsg{actor: ActorUser, reply: reply}, want: phaseRunning,
-		effects: "emit:starting save emit:running start-run reply:<nil>",
+		effects: "proof:1m0s emit:starting save emit:running start-run reply:<nil>",
 		check: func(t *testing.T, p *pipeline, _ effects) {
 			if !p.state.Run || p.state.Crashes != 0 {
 				t.Errorf("state %+v: want the run marked, the deaths a user's start cleared", p.state)
@@ -367,7 +367,7 @@ func TestStep(t *testing.T) {
 	}, {
 		name: "crash-loop guard: a process that died during the run counts it", phase: phaseRunning,
 		state: State{Status: StatusRunning, Run: true, Crashes: 1}, crashLoopAfter: 3, persisted: true,
-		in: resumeInput{}, want: phaseRunning, effects: "save emit:resumed save emit:running start-run",
+		in: resumeInput{}, want: phaseRunning, effects: "save emit:resumed proof:1m0s save emit:running start-run",
 		check: func(t *testing.T, p *pipeline, _ effects) {
 			if !p.state.Run || p.state.Crashes != 2 {
 				t.Errorf("state %+v: want 2 deaths and the new run marked", p.state)
@@ -404,7 +404,7 @@ func TestStep(t *testing.T) {
 		name: "crash-loop guard: a clean shutdown is no death", phase: phaseRunning,
 		state:          State{Status: StatusStopped, StopReason: StopReasonShutdown, ResumeStatus: StatusRunning, Crashes: 2},
 		crashLoopAfter: 3, persisted: true,
-		in: resumeInput{}, want: phaseRunning, effects: "emit:resumed save emit:running start-run",
+		in: resumeInput{}, want: phaseRunning, effects: "emit:resumed proof:1m0s save emit:running start-run",
 		check: func(t *testing.T, p *pipeline, _ effects) {
 			if !p.state.Run || p.state.Crashes != 2 {
 				t.Errorf("state %+v", p.state)
@@ -420,6 +420,19 @@ func TestStep(t *testing.T) {
 			}
 		},
 	}, {
+		name: "crash-loop guard: a run that lived crashLoopProof without a record is proved too (an idle source)", phase: phaseRunning,
+		state: State{Status: StatusRunning, Run: true, Crashes: 2}, hasRun: true, crashLoopAfter: 3,
+		in: proofElapsed{}, want: phaseRunning, effects: "save",
+		check: func(t *testing.T, p *pipeline, _ effects) {
+			if p.state.Run || p.state.Crashes != 0 {
+				t.Errorf("state %+v: want the mark and the deaths cleared", p.state)
+			}
+		},
+	}, {
+		name: "crash-loop guard: the proof's timer of a run that already ended does nothing", phase: phaseStopped,
+		state: State{Status: StatusStopped, Crashes: 1}, crashLoopAfter: 3,
+		in: proofElapsed{}, want: phaseStopped, effects: "",
+	}, {
 		name: "crash-loop guard: a run that ended was no death", phase: phaseRunning,
 		state: State{Status: StatusRunning, Run: true, Crashes: 1}, hasRun: true, crashLoopAfter: 3,
 		in: runEndedMsg{id: 1}, want: phaseStopped, effects: "cancel-run save stop-timers save emit:stopped",
@@ -431,7 +444,7 @@ func TestStep(t *testing.T) {
 	}, {
 		name: "crash-loop guard: a restart marks its run", phase: phaseWaiting,
 		state: State{Status: StatusRecovering, FailCount: 1, NextAttemptAt: now}, pending: true, crashLoopAfter: 3,
-		in: restartedMsg{id: 2, at: now}, want: phaseProbation, effects: "save emit:restarted stop-timers window:5m0s probation:30s",
+		in: restartedMsg{id: 2, at: now}, want: phaseProbation, effects: "proof:1m0s save emit:restarted stop-timers window:5m0s probation:30s",
 		check: func(t *testing.T, p *pipeline, _ effects) {
 			if !p.state.Run {
 				t.Errorf("state %+v", p.state)
@@ -548,6 +561,8 @@ func describeEffects(fx effects, now time.Time) string {
 			out = append(out, "window:"+e.at.Sub(now).String())
 		case doStartProbation:
 			out = append(out, "probation:"+e.at.Sub(now).String())
+		case doStartProof:
+			out = append(out, "proof:"+e.at.Sub(now).String())
 		case doStartDeadline:
 			out = append(out, "deadline:"+e.at.Sub(now).String())
 		case doLeaveBreaker:

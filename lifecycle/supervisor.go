@@ -154,7 +154,10 @@ type Supervisor struct {
 	// (Config.StopTimeout).
 	deadline    clock.Timer
 	deadlineRun int
-	waiters     []chan error // stop requests waiting for the run to end
+	// proof is the crash-loop guard's timer of the run started last
+	// (doStartProof).
+	proof   clock.Timer
+	waiters []chan error // stop requests waiting for the run to end
 }
 
 type pendingRestart struct {
@@ -227,7 +230,10 @@ func (s *Supervisor) Run(ctx context.Context) {
 	s.saveUnsaved()
 	ctxDone := ctx.Done()
 	for !s.retiring() || s.run != nil {
-		var windowC, probationC, deadlineC <-chan time.Time
+		var windowC, probationC, deadlineC, proofC <-chan time.Time
+		if s.proof != nil {
+			proofC = s.proof.C()
+		}
 		if s.window != nil {
 			windowC = s.window.C()
 		}
@@ -250,6 +256,9 @@ func (s *Supervisor) Run(ctx context.Context) {
 		case <-deadlineC:
 			s.deadline = nil
 			s.decide(stopOverdue{id: s.deadlineRun})
+		case <-proofC:
+			s.proof = nil
+			s.decide(proofElapsed{})
 		case <-ctxDone:
 			ctxDone = nil
 			s.shutdown()

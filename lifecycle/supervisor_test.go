@@ -1018,3 +1018,30 @@ func TestDeadLetterWindowOverflowSaysSo(t *testing.T) {
 		t.Fatalf("persisted %+v, want the window as the reason and in the last error", st)
 	}
 }
+
+// The crash-loop guard's mark of a run that moves no record (an idle
+// source) is cleared once the run lived crashLoopProof, so a process killed
+// now and then for other reasons never holds an idle pipeline.
+func TestCrashLoopGuardProvesAnIdleRunAfterAWhile(t *testing.T) {
+	// The last process died during the run once before: the resume counts
+	// a second death in a row, below the limit of 3.
+	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusRunning, Run: true, Crashes: 1},
+		func(c *Config) { c.Persisted, c.CrashLoopAfter = true, 3 })
+	h.expect(auditlog.KindResumed)
+	h.nextRun()
+	if st := h.state(); !st.Run || st.Crashes != 2 {
+		t.Fatalf("state after the resume: Run %v Crashes %d, want the run marked and 2 deaths", st.Run, st.Crashes)
+	}
+	h.advance(crashLoopProof - time.Second)
+	if st := h.state(); !st.Run {
+		t.Fatalf("the run was proved before it lived crashLoopProof: Run %v Crashes %d", st.Run, st.Crashes)
+	}
+	h.advance(time.Second)
+	h.syncSup()
+	if st := h.state(); st.Run || st.Crashes != 0 {
+		t.Fatalf("state after the run lived crashLoopProof: Run %v Crashes %d, want neither", st.Run, st.Crashes)
+	}
+	if saved := h.states.last("p1"); saved.Run || saved.Crashes != 0 {
+		t.Fatalf("persisted state: Run %v Crashes %d, want the mark cleared on disk too", saved.Run, saved.Crashes)
+	}
+}

@@ -28,7 +28,7 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 		}
 		fx.emit(&auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: StatusStopped, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline starting"}, now)
-		p.markRun(snap)
+		p.markRun(snap, fx)
 		p.save(snap, fx)
 		fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorConfig,
 			Message: "pipeline running"}, now)
@@ -67,7 +67,7 @@ func (p *pipeline) stepResume(snap *snapshot, fx *effects) {
 	case StatusRunning:
 		fx.emit(&auditlog.Event{Kind: auditlog.KindResumed, StatusBefore: from, StatusAfter: StatusRunning, Actor: ActorSystem,
 			Message: how + "; pipeline was running: starting it again from its last saved position"}, now)
-		if p.markRun(snap) || from != StatusRunning {
+		if p.markRun(snap, fx) || from != StatusRunning {
 			p.save(snap, fx)
 		}
 		fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: ActorSystem, Message: "pipeline running"}, now)
@@ -119,7 +119,7 @@ func (p *pipeline) stepStart(m startMsg, snap *snapshot, fx *effects) {
 		return
 	}
 	p.state.startedByUser()
-	p.markRun(snap)
+	p.markRun(snap, fx)
 	fx.emit(&auditlog.Event{Kind: auditlog.KindStarting, StatusBefore: from, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline starting"}, snap.now)
 	p.save(snap, fx)
 	fx.emit(&auditlog.Event{Kind: auditlog.KindRunning, StatusBefore: StatusRunning, StatusAfter: StatusRunning, Actor: m.actor, Message: "pipeline running"}, snap.now)
