@@ -135,14 +135,13 @@ pipelines:
 	}
 }
 
-// TestConduitJavaScriptEndlessLoopStops checks that a custom.javascript
-// script that never returns does not keep conduit from stopping: after the
-// graceful stop times out, the forced stop interrupts the script and
-// conduit exits by itself.
-func TestConduitJavaScriptEndlessLoopStops(t *testing.T) {
-	w := newWorkspace(t, `version: "2.2"
+// scriptPipeline is pipeline id: a generator of count records, a
+// custom.javascript processor running script, a file destination at
+// ./out.jsonl.
+func scriptPipeline(id string, count int, script string) string {
+	return fmt.Sprintf(`version: "2.2"
 pipelines:
-  - id: spin
+  - id: %s
     status: running
     connectors:
       - id: src
@@ -150,18 +149,26 @@ pipelines:
         plugin: builtin:generator
         settings:
           format.options.id: int
-          recordCount: "3"
+          recordCount: "%d"
       - id: dst
         type: destination
         plugin: builtin:file
         settings:
           path: ./out.jsonl
     processors:
-      - id: spin
+      - id: js
         plugin: custom.javascript
         settings:
-          script: "function process(rec) { while (true) {} }"
-`)
+          script: %q
+`, id, count, script)
+}
+
+// TestConduitJavaScriptEndlessLoopStops checks that a custom.javascript
+// script that never returns does not keep conduit from stopping: after the
+// graceful stop times out, the forced stop interrupts the script and
+// conduit exits by itself.
+func TestConduitJavaScriptEndlessLoopStops(t *testing.T) {
+	w := newWorkspace(t, scriptPipeline("spin", 3, "function process(rec) { while (true) {} }"))
 	w.write("conduit.yml", "log:\n  format: json\n  level: info\npipelines:\n  graceful-stop-timeout: 1s\n")
 	p := w.start("run")
 	eventually(t, pollInterval, func() bool {
@@ -181,28 +188,7 @@ pipelines:
 // Before, the script was given up but kept one CPU busy until conduit
 // exited.
 func TestConduitJavaScriptForceStopEndsTheScript(t *testing.T) {
-	w := newWorkspace(t, `version: "2.2"
-pipelines:
-  - id: spin
-    status: running
-    connectors:
-      - id: src
-        type: source
-        plugin: builtin:generator
-        settings:
-          format.options.id: int
-          recordCount: "1"
-      - id: dst
-        type: destination
-        plugin: builtin:file
-        settings:
-          path: ./out.jsonl
-    processors:
-      - id: spin
-        plugin: custom.javascript
-        settings:
-          script: "function process(rec) { while (true) {} }"
-`)
+	w := newWorkspace(t, scriptPipeline("spin", 1, "function process(rec) { while (true) {} }"))
 	p := w.start("run")
 	addr := apiAddress(t, p)
 	eventually(t, pollInterval, func() bool {
@@ -258,28 +244,7 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 // on serving its API. Before the budget the process died with "fatal
 // error: out of memory", again at every start.
 func TestConduitJavaScriptMemoryBomb(t *testing.T) {
-	w := newWorkspace(t, `version: "2.2"
-pipelines:
-  - id: bomb
-    status: running
-    connectors:
-      - id: src
-        type: source
-        plugin: builtin:generator
-        settings:
-          format.options.id: int
-          recordCount: "3"
-      - id: dst
-        type: destination
-        plugin: builtin:file
-        settings:
-          path: ./out.jsonl
-    processors:
-      - id: js
-        plugin: custom.javascript
-        settings:
-          script: "function process(rec) { a = []; while (true) { a.push(new Array(1000000).fill(1.5)); } }"
-`)
+	w := newWorkspace(t, scriptPipeline("bomb", 3, "function process(rec) { a = []; while (true) { a.push(new Array(1000000).fill(1.5)); } }"))
 	w.write("conduit.yml", "log:\n  format: json\n  level: info\nprocessors:\n  javascript:\n    memory-limit: 64MiB\n")
 	// 4 GB of address space: conduit starts and runs, and the script
 	// would exhaust it within a minute.

@@ -260,7 +260,7 @@ func TestFileDestinationRefusesConduitsOwnFilesBehindSymlinks(t *testing.T) {
 		{name: "the store's MANIFEST", target: "realdb/MANIFEST", wantWhat: "store"},
 		{name: "the configuration file", target: "etc/conduit.yml", wantWhat: "configuration"},
 		{name: "a pipeline file", target: "rel1/p.yml", wantWhat: "pipeline files"},
-		{name: "a pipeline file linked into the pipelines directory", target: "shared/q.yml", wantWhat: "pipeline files"},
+		{name: "a pipeline file linked into the pipelines directory", target: "common/q.yml", wantWhat: "pipeline files"},
 		{name: "a connector executable", target: "realconnectors/conn", wantWhat: "connector"},
 		{name: "the store after its link was pointed elsewhere", target: "realdb/000001.sst", wantWhat: "store",
 			swap: func(t *testing.T, dir string) {
@@ -277,7 +277,7 @@ func TestFileDestinationRefusesConduitsOwnFilesBehindSymlinks(t *testing.T) {
 				"realdb/000001.sst":   "table",
 				"etc/conduit.yml":     "log:\n  level: info\n",
 				"rel1/p.yml":          "version: \"2.2\"\n",
-				"shared/q.yml":        "version: \"2.2\"\n",
+				"common/q.yml":        "version: \"2.2\"\n",
 				"realconnectors/conn": "#!/bin/sh\n",
 				"dst/keep":            "",
 			} {
@@ -289,7 +289,7 @@ func TestFileDestinationRefusesConduitsOwnFilesBehindSymlinks(t *testing.T) {
 				"dblink":      "realdb",
 				"conduit.yml": "etc/conduit.yml",
 				"pipelines":   "rel1",
-				"rel1/q.yml":  "../shared/q.yml",
+				"rel1/q.yml":  "../common/q.yml",
 				"connectors":  "realconnectors",
 			} {
 				mustDo(t, os.Symlink(target, filepath.Join(dir, link)))
