@@ -142,12 +142,10 @@ func (r *stuckRun) Run(ctx context.Context) error {
 
 func (r *stuckRun) Stop() {}
 
-// A graceful stop of a run that never ends is bounded by StopTimeout: the
-// status says stopping meanwhile; at the deadline the run is forced (the
-// user's stop becomes a force stop: degraded, saying why), and when the
-// forced run still has not ended by the next deadline it is abandoned: the
-// stop is answered and the pipeline starts again.
-func TestStopOfARunThatNeverEndsIsBounded(t *testing.T) {
+// newStuckHarness runs a stopped pipeline whose runs never end, with a
+// StopTimeout of 3s; runs gives each run as it is built.
+func newStuckHarness(t *testing.T) (*harness, chan *stuckRun) {
+	t.Helper()
 	runs := make(chan *stuckRun, 2)
 	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusStopped}, func(c *Config) {
 		c.StopTimeout = 3 * time.Second
@@ -158,6 +156,16 @@ func TestStopOfARunThatNeverEndsIsBounded(t *testing.T) {
 			return r, nil
 		}
 	})
+	return h, runs
+}
+
+// A graceful stop of a run that never ends is bounded by StopTimeout: the
+// status says stopping meanwhile; at the deadline the run is forced (the
+// user's stop becomes a force stop: degraded, saying why), and when the
+// forced run still has not ended by the next deadline it is abandoned: the
+// stop is answered and the pipeline starts again.
+func TestStopOfARunThatNeverEndsIsBounded(t *testing.T) {
+	h, runs := newStuckHarness(t)
 	ctx := context.Background()
 	if err := h.sup.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -206,16 +214,7 @@ func TestStopOfARunThatNeverEndsIsBounded(t *testing.T) {
 // ends is bounded the same way: the supervisor ends, so the reconciler and
 // the process's shutdown are not kept waiting for ever.
 func TestRetirementOfARunThatNeverEndsIsBounded(t *testing.T) {
-	runs := make(chan *stuckRun, 1)
-	h := newHarnessWith(t, defaultPolicy(), State{Status: StatusStopped}, func(c *Config) {
-		c.StopTimeout = 3 * time.Second
-		c.NewRun = func(RunHooks) (Run, error) {
-			r := &stuckRun{running: make(chan struct{}), release: make(chan struct{})}
-			t.Cleanup(func() { close(r.release) })
-			runs <- r
-			return r, nil
-		}
-	})
+	h, runs := newStuckHarness(t)
 	ctx := context.Background()
 	if err := h.sup.Start(ctx); err != nil {
 		t.Fatal(err)
