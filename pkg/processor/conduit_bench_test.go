@@ -7,6 +7,8 @@ import (
 	"github.com/conduitio/conduit-commons/config"
 	"github.com/conduitio/conduit-commons/opencdc"
 	sdk "github.com/conduitio/conduit-processor-sdk"
+	"github.com/conduitio/conduit/pkg/foundation/log"
+	"github.com/conduitio/conduit/pkg/plugin/processor/builtin/impl/custom"
 
 	"github.com/conduitry/conduit/pkg/record"
 )
@@ -74,6 +76,46 @@ func BenchmarkConduitAdapter(b *testing.B) {
 
 // BenchmarkConduitJavaScript measures custom.javascript setting a metadata
 // key, run detached (a copy of the record, a goroutine per call).
+// BenchmarkJavaScriptVsConduit runs the same script through this
+// package's custom.javascript (bounded: a watch per call) and through
+// Conduit's own processor, one record per call, as the engines call them.
+func BenchmarkJavaScriptVsConduit(b *testing.B) {
+	const script = `function process(rec) { rec.Metadata["seen"] = "yes"; return rec; }`
+	ctx := context.Background()
+	b.Run("ours", func(b *testing.B) {
+		p, err := NewRegistry(Builtin()...).New("custom.javascript", Config{Settings: map[string]string{"script": script}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec := testRecord()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := p.Process(ctx, &rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("conduit", func(b *testing.B) {
+		quietSDKLogs()
+		p := custom.NewJavascriptProcessor(log.Nop())
+		if err := p.Configure(ctx, config.Config{"script": script}); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Open(ctx); err != nil {
+			b.Fatal(err)
+		}
+		rec := testRecord()
+		in := []opencdc.Record{record.ToOpenCDC(&rec)}
+		b.ReportAllocs()
+		for b.Loop() {
+			out := p.Process(ctx, in)
+			if _, ok := out[0].(sdk.SingleRecord); !ok {
+				b.Fatalf("Conduit's processor returned %T", out[0])
+			}
+		}
+	})
+}
+
 func BenchmarkConduitJavaScript(b *testing.B) {
 	p, err := NewRegistry(Builtin()...).New("custom.javascript", Config{Settings: map[string]string{
 		"script": `function process(rec) { rec.Metadata["seen"] = "yes"; return rec; }`,
